@@ -1,0 +1,1 @@
+"""calc entries (filled in by the model area)."""

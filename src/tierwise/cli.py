@@ -1,0 +1,109 @@
+"""The ``tierwise`` command line (typer).
+
+Any :class:`~tierwise.errors.TierwiseError` becomes one line on stderr and exit
+status 2; anything else is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tierwise.errors import ScenarioError, TierwiseError
+
+app = typer.Typer(
+    help="Decide where an AI task runs — device, edge or cloud — by the time the whole task takes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--catalog", help="Extra catalog TOML (repeatable); overrides bundled ids."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (SI units) instead of a table.")]
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def calc(ctx: typer.Context, name: Annotated[str | None, typer.Argument()] = None) -> None:
+    """Evaluate one closed-form model: tierwise calc NAME --param value ... [--json]."""
+    from tierwise.calc import REGISTRY
+    from tierwise.report.calc_view import calc_help, calc_list, render_calc
+
+    args = list(ctx.args)
+    if name in (None, "--help", "-h"):
+        calc_list(out, REGISTRY)
+        return
+    if name not in REGISTRY:
+        raise ScenarioError(
+            f"unknown model {name!r}; `tierwise calc --help` lists: {', '.join(sorted(REGISTRY))}",
+            source="calc",
+        )
+    entry = REGISTRY[name]
+    if "--help" in args or "-h" in args:
+        calc_help(out, entry)
+        return
+    as_json = "--json" in args
+    raw = _pairs([a for a in args if a != "--json"])
+    render_calc(out, entry, entry.run(raw), as_json=as_json)
+
+
+def _pairs(args: list[str]) -> dict[str, str]:
+    raw: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        if not flag.startswith("--"):
+            raise ScenarioError(f"expected --name value, got {flag!r}", source="calc")
+        key, eq, value = flag[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise ScenarioError(f"{flag} needs a value", source="calc")
+            value = args[i + 1]
+            i += 1
+        raw[key.replace("-", "_")] = value
+        i += 1
+    return raw
+
+
+@app.command()
+def catalog(extra: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """List the hardware, models and quantisation formats known, with each fact's source."""
+    from tierwise.catalog import load_catalog
+    from tierwise.report.catalog_view import render_catalog
+
+    render_catalog(out, load_catalog(extra or []), as_json=as_json)
+
+
+def main() -> None:
+    """Entry point: run the app, turning user errors into one line and exit 2."""
+    try:
+        app(standalone_mode=False)
+    except TierwiseError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        Console(stderr=True).print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise
+
+
+_ = Table  # re-exported for views that build tables

@@ -1,0 +1,83 @@
+"""Errors raised by tierwise.
+
+Every error a user can cause derives from one root, and also from the builtin
+that fits it best, so callers may catch either::
+
+    TierwiseError
+    ├── ScenarioError(ValueError)     the user's scenario, override or CLI input
+    ├── CatalogError(ValueError)      a catalog file or an unknown catalog id
+    ├── UnitError(ValueError)         a quantity that does not parse or has the wrong dimension
+    ├── ModelError(ValueError)        a value outside a model's domain
+    ├── SimulationError(RuntimeError)
+    ├── ProtocolError
+    │   ├── LocalProtocolError        we misused a protocol object
+    │   └── RemoteProtocolError       the peer misbehaved
+    └── LabError(RuntimeError)        missing privilege or kernel feature, with the fix
+
+The CLI turns any ``TierwiseError`` into one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CatalogError",
+    "LabError",
+    "LocalProtocolError",
+    "ModelError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "ScenarioError",
+    "SimulationError",
+    "TierwiseError",
+    "UnitError",
+]
+
+
+class TierwiseError(Exception):
+    """Root of every error tierwise raises on purpose."""
+
+
+class ScenarioError(TierwiseError, ValueError):
+    """The user's scenario, an override or a command-line value is wrong.
+
+    ``source`` names the file (or "--set", "command line"), ``path`` the key path.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, path: str | None = None):
+        self.source = source
+        self.path = path
+        self.detail = message
+        where = ": ".join(p for p in (source, path) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class CatalogError(TierwiseError, ValueError):
+    """A catalog file is malformed or an id is unknown."""
+
+
+class UnitError(TierwiseError, ValueError):
+    """A quantity does not parse, has an unknown unit or the wrong dimension."""
+
+
+class ModelError(TierwiseError, ValueError):
+    """A value lies outside a model's domain (negative size, zero rate, ...)."""
+
+
+class SimulationError(TierwiseError, RuntimeError):
+    """The simulator was asked something it cannot do."""
+
+
+class ProtocolError(TierwiseError):
+    """A transport protocol rule was broken."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We misused a protocol object."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol forbids."""
+
+
+class LabError(TierwiseError, RuntimeError):
+    """A lab experiment cannot run here; the message says what is missing and the fix."""

@@ -1,0 +1,30 @@
+"""JSON output: SI numbers, unit in the key's suffix, numpy values made plain."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["dumps", "plain"]
+
+
+def plain(value: Any) -> Any:
+    """Recursively turn numpy scalars/arrays and tuples into JSON-ready Python values."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return plain(value.tolist())
+    if isinstance(value, np.generic):
+        return plain(value.item())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(plain(value), indent=2, ensure_ascii=False)
