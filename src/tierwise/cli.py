@@ -77,6 +77,42 @@ def _pairs(args: list[str]) -> dict[str, str]:
 
 
 @app.command()
+def plan(
+    file: Annotated[Path | None, typer.Argument(help="Scenario TOML; omit for the §12.5 example.")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a key: --set site.cloud.uplink='3.5 Mbit/s'."),
+    ] = None,
+    extra: CatalogOpt = None,
+    as_json: JsonOpt = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Also save figures (PNG and SVG) in this folder.")
+    ] = None,
+) -> None:
+    """Evaluate a scenario on every site and choose where it runs."""
+    from tierwise.plan.planner import plan_file
+    from tierwise.report.jsonout import dumps
+    from tierwise.report.plan_view import render_plan
+    from tierwise.scenario.loader import bundled_example
+
+    if file is None:
+        file = bundled_example("deployment")
+        if not as_json:
+            out.print(f"[dim]No file given: planning the bundled §12.5 deployment example ({file}).[/]")
+    result = plan_file(file, set_ or [], extra or [])
+    if plot is not None:
+        from tierwise.report.figures import plan_figures
+
+        saved = plan_figures(result, plot)
+        if not as_json:
+            out.print(f"[dim]figures: {', '.join(str(p) for p in saved)}[/]")
+    if as_json:
+        print(dumps(result.to_dict()))
+    else:
+        render_plan(out, result)
+
+
+@app.command()
 def catalog(extra: CatalogOpt = None, as_json: JsonOpt = False) -> None:
     """List the hardware, models and quantisation formats known, with each fact's source."""
     from tierwise.catalog import load_catalog

@@ -18,10 +18,10 @@ def nonneg(name: str, value: ArrayLike) -> ArrayLike:
 
 
 def positive(name: str, value: ArrayLike) -> ArrayLike:
-    """Refuse zero, negative or non-finite ``value``; return it unchanged."""
+    """Refuse zero, negative or NaN ``value`` (+inf is allowed: infinitely fast)."""
     arr = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ModelError(f"{name} must be a finite value > 0, got {_show(value)}")
+    if np.any(np.isnan(arr)) or np.any(arr <= 0):
+        raise ModelError(f"{name} must be > 0, got {_show(value)}")
     return value
 
 
@@ -39,5 +39,5 @@ def _show(value: ArrayLike) -> str:
     arr = np.asarray(value, dtype=float)
     if arr.ndim == 0:
         return repr(float(arr))
-    bad = arr[~np.isfinite(arr) | (arr < 0)] if arr.size else arr
+    bad = arr[~np.isfinite(arr) | (arr <= 0)] if arr.size else arr
     return f"array containing {float(bad.flat[0]) if bad.size else float(arr.flat[0])!r}"

@@ -1,0 +1,139 @@
+"""Choose where the task runs, and find what would change the choice.
+
+Feasibility comes first (residency, memory, battery), then the deadline, then
+the objective (energy or time), ties broken by time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tierwise.catalog import Catalog, load_catalog
+from tierwise.plan.options import Option, evaluate_option
+from tierwise.plan.resolve import SiteCosts, resolve_site
+from tierwise.scenario.loader import load_scenario
+from tierwise.scenario.schema import Scenario
+
+__all__ = ["Plan", "choose", "plan", "plan_file"]
+
+
+@dataclass
+class Plan:
+    scenario: Scenario
+    options: list[Option]
+    choice: str | None
+    reason: str
+    fastest: str | None
+    thresholds: list[dict[str, Any]] = field(default_factory=list)
+    monte_carlo: dict[str, Any] | None = None
+
+    def option(self, site: str) -> Option:
+        return next(o for o in self.options if o.site == site)
+
+    def to_dict(self) -> dict[str, Any]:
+        task = self.scenario.task
+        out: dict[str, Any] = {
+            "task": {"name": task.name, "kind": task.kind, "deadline_s": task.deadline,
+                     "objective": self.scenario.decision.objective},
+            "options": [o.to_dict() for o in self.options],
+            "choice": self.choice,
+            "reason": self.reason,
+            "fastest": self.fastest,
+            "thresholds": self.thresholds,
+        }
+        if self.monte_carlo is not None:
+            out["monte_carlo"] = self.monte_carlo
+        return out
+
+
+def _battery(option: Option, costs: SiteCosts) -> None:
+    battery = costs.site.battery
+    if battery is not None and option.energy_key > battery:
+        option.feasible = False
+        option.reasons.append(
+            f"battery: needs up to {option.energy_key:.0f} J, {battery:.0f} J available")
+
+
+def evaluate_all(scn: Scenario, costs: list[SiteCosts], source: str,
+                 uplinks: dict[str, Any] | None = None) -> list[Option]:
+    """Every site's option, with ``uplinks`` overriding some sites' uplink."""
+    uplinks = uplinks or {}
+    options = []
+    for c in costs:
+        opt = evaluate_option(scn, c, source, uplinks.get(c.site.name))
+        _battery(opt, c)
+        options.append(opt)
+    return options
+
+
+def choose(options: list[Option], objective: str) -> tuple[str | None, str, str | None]:
+    """(choice, one-line reason, fastest feasible) among ``options``."""
+    feasible = [o for o in options if o.feasible]
+    fastest = min(feasible, key=lambda o: o.time_s).site if feasible else None
+    if not feasible:
+        return None, "no site is feasible: " + "; ".join(
+            f"{o.site}: {', '.join(o.reasons)}" for o in options), None
+    ontime = [o for o in feasible if o.meets_deadline is not False]
+    if not ontime:
+        best = min(feasible, key=lambda o: o.time_s)
+        return None, (f"no feasible site meets the deadline; the fastest is {best.site} "
+                      f"at {best.time_s:.3g} s"), fastest
+    key = (lambda o: (o.energy_key, o.time_s)) if objective == "energy" else (
+        lambda o: (o.time_s, o.energy_key))
+    best = min(ontime, key=key)
+    return best.site, _reason(best, options, objective), fastest
+
+
+def _reason(best: Option, options: list[Option], objective: str) -> str:
+    deadline = "meets the deadline" if best.meets_deadline else "has no deadline to meet"
+    if objective == "energy" and math.isfinite(best.energy_key):
+        what = f"the least energy ({_energy_text(best)})"
+    else:
+        what = f"the shortest time ({best.time_s:.3g} s)"
+    others = []
+    for o in options:
+        if o is best:
+            continue
+        if not o.feasible:
+            others.append(f"{o.site} infeasible ({o.reasons[0]})")
+        elif o.meets_deadline is False:
+            others.append(f"{o.site} misses the deadline ({o.time_s:.3g} s)")
+    tail = f"; {', '.join(others)}" if others else ""
+    return f"{best.site} {deadline} ({best.time_s:.3g} s) with {what}{tail}"
+
+
+def _energy_text(o: Option) -> str:
+    e = o.energy_j
+    if isinstance(e, list):
+        return f"{e[0]:.0f}–{e[1]:.0f} J"
+    return f"{e / 1000:.3g} kJ" if e and e >= 1000 else f"{e:.3g} J"
+
+
+def plan(scn: Scenario, catalog: Catalog | None = None, *, source: str = "<scenario>",
+         thresholds: bool = True, monte_carlo: bool = True) -> Plan:
+    """Evaluate every site, choose, and (optionally) find thresholds and Monte Carlo odds."""
+    from tierwise.plan.thresholds import find_thresholds
+
+    catalog = catalog or load_catalog()
+    costs = [resolve_site(scn, s, catalog, source) for s in scn.site]
+    options = evaluate_all(scn, costs, source)
+    choice, reason, fastest = choose(options, scn.decision.objective)
+    result = Plan(scn, options, choice, reason, fastest)
+    if thresholds:
+        result.thresholds = find_thresholds(scn, costs, result, source)
+    if monte_carlo and scn.variability is not None:
+        from tierwise.plan.montecarlo import monte_carlo as run_mc
+
+        result.monte_carlo = run_mc(scn, costs, source)
+    return result
+
+
+def plan_file(path: str | Path, overrides: Iterable[str] = (),
+              catalog_files: Iterable[str | Path] = ()) -> Plan:
+    """Load, override and plan a scenario file."""
+    scn = load_scenario(path, overrides)
+    return plan(scn, load_catalog(list(catalog_files)), source=str(path))

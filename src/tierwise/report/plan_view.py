@@ -1,0 +1,103 @@
+"""Rendering of a plan: a rich table, the choice, thresholds in words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tierwise.units import format_quantity
+
+__all__ = ["render_plan", "threshold_text"]
+
+_T = "time"
+
+
+def _t(x: float) -> str:
+    """Seconds with the precision the reference prints (64.0 s, 11.0 s, 0.137 s → 137 ms)."""
+    if x is None or x != x:
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:.0f} s"
+    if abs(x) >= 1:
+        return f"{x:.1f} s" if abs(x) >= 10 else f"{x:.2f} s"
+    return format_quantity(x, _T, digits=3)
+
+
+def _energy(e: Any) -> str:
+    if e is None:
+        return "—"
+    if isinstance(e, list):
+        lo, hi = e
+        low, unit = format_quantity(lo, "energy").split()
+        high, unit_hi = format_quantity(hi, "energy").split()
+        return f"{low}–{high} {unit}" if unit == unit_hi else f"{low} {unit}–{high} {unit_hi}"
+    return format_quantity(e, "energy")
+
+
+def _breakdown(parts: dict[str, float]) -> str:
+    shown = [f"{k} {_t(v)}" for k, v in parts.items() if abs(v) > 5e-7]
+    return "\n".join(shown) or "—"
+
+
+def render_plan(console: Console, plan: Any) -> None:
+    task = plan.scenario.task
+    deadline = f", deadline {_t(task.deadline)}" if task.deadline is not None else ""
+    title = (f"{task.name} — {task.kind}{deadline}, "
+             f"objective {plan.scenario.decision.objective}")
+    table = Table(title=title, show_lines=True)
+    for col, justify in (("site", "left"), ("tier", "left"), ("feasible", "center"),
+                         ("time", "right"), ("meets deadline", "center"), ("energy", "right"),
+                         ("breakdown", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for o in plan.options:
+        feasible = "yes" if o.feasible else "[red]no[/]\n" + "\n".join(o.reasons)
+        meets = {None: "—", True: "[green]yes[/]", False: "[red]no[/]"}[o.meets_deadline]
+        detail = _breakdown(o.breakdown_s)
+        if "first_play_s" in o.extra:
+            detail += f"\nfirst play {_t(o.extra['first_play_s'])}, stall {_t(o.extra['stall_s'])}"
+        if "battery_share" in o.extra:
+            lo, hi = o.extra["battery_share"]
+            detail += f"\nbattery {lo:.1%}–{hi:.1%} of a charge"
+        style = "bold" if o.site == plan.choice else None
+        table.add_row(o.site, o.tier, feasible, _t(o.time_s), meets, _energy(o.energy_j),
+                      detail, style=style)
+    console.print(table)
+    head = f"[bold green]choice: {plan.choice}[/]" if plan.choice else "[bold red]no choice[/]"
+    console.print(f"{head} — {plan.reason}", highlight=False)
+    for th in plan.thresholds:
+        console.print(f"  • {threshold_text(th)}", highlight=False)
+    if plan.monte_carlo:
+        _render_mc(console, plan.monte_carlo)
+
+
+def _rate(b: float | None) -> str:
+    return "any uplink" if not b else format_quantity(b, "rate", digits=3)
+
+
+def threshold_text(th: dict[str, Any]) -> str:
+    """One sentence per threshold."""
+    site, floor = th["site"], _t(th["floor_s"]) if "floor_s" in th else ""
+    if th["kind"] == "meets_deadline":
+        if th["never"]:
+            return (f"{site} never meets the {_t(th['deadline_s'])} deadline: "
+                    f"even an infinite uplink leaves {floor}")
+        return f"{site} meets the {_t(th['deadline_s'])} deadline from {_rate(th['uplink_bytes_per_s'])} (floor {floor})"
+    if th["kind"] == "faster_than":
+        other = f"{th['other']} ({_t(th['other_time_s'])})"
+        if th["never"]:
+            return f"{site} never beats {other}: its floor is {floor}"
+        return f"{site} beats {other} from {_rate(th['uplink_bytes_per_s'])}"
+    return (f"choice flips at {site} uplink {_rate(th['uplink_bytes_per_s'])}: "
+            f"{th['below'] or 'none'} below, {th['above'] or 'none'} above")
+
+
+def _render_mc(console: Console, mc: dict[str, Any]) -> None:
+    table = Table(title=f"Monte Carlo: {mc['trials']:,} trials, seed {mc['seed']}")
+    for col in ("site", "P(T ≤ deadline)", "p50", "p99", "mean"):
+        table.add_column(col, justify="right" if col != "site" else "left")
+    for name, r in mc["sites"].items():
+        p = "—" if r.get("p_meet") is None else f"{r['p_meet']:.4f}"
+        table.add_row(name, p, _t(r["p50_s"]), _t(r["p99_s"]), _t(r["mean_s"]))
+    console.print(table)

@@ -1,0 +1,244 @@
+"""The scenario contract (DESIGN.md) as pydantic models; quantities become SI floats.
+
+Kind-specific rules (what a request, a stream or a loop needs) are checked in
+model validators so that the error names the key path.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time, parse_quantity
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelWork(_Strict):
+    """``[task.model]``: compute derived from a catalog model on each site's hardware."""
+
+    model: str
+    weights: str = "bf16"
+    context: int = Field(0, ge=0)
+    decode_tokens: int = Field(0, ge=0, description="tokens generated per round / request")
+    prefill_tokens: int = Field(0, ge=0, description="once, when a site takes the session over")
+
+
+class Compute(_Strict):
+    """``[task.compute]``: model work given directly (overrides ``[task.model]``)."""
+
+    time: Time | None = None
+    flops: Flops | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Compute:
+        if (self.time is None) == (self.flops is None):
+            raise ValueError("give exactly one of time or flops")
+        return self
+
+
+class Compress(_Strict):
+    """``[task.compress]``: shrink the upload on the client first."""
+
+    ratio: float = Field(gt=0, le=1, description="compressed size / original size")
+    time: Time = 0.0
+    rounds: int | None = Field(None, ge=1, description="rounds needed when compressed (loop)")
+
+
+class Disconnect(_Strict):
+    """``[task.disconnect]``: one disconnect on every remote site's link."""
+
+    after_round: int = Field(ge=1)
+    reconnect: Time
+    progress: Literal["kept", "lost"] = "kept"
+
+
+class Chunks(_Strict):
+    """``[task.chunks]`` of a request: independent chunks processed as they arrive."""
+
+    upload: list[Size]
+    download: list[Size]
+    compute: list[Time]
+    barrier: bool = False
+
+    @model_validator(mode="after")
+    def _same_length(self) -> Chunks:
+        n = {len(self.upload), len(self.download), len(self.compute)}
+        if len(n) != 1 or 0 in n:
+            raise ValueError(
+                "upload, download and compute need one entry per chunk (same non-zero length), "
+                f"got {len(self.upload)}, {len(self.download)}, {len(self.compute)}"
+            )
+        return self
+
+
+class Task(_Strict):
+    """``[task]``."""
+
+    name: str = "task"
+    kind: Literal["request", "stream", "loop"]
+    deadline: Time | None = None
+    residency: str = "any"
+    # request and loop
+    upload: Size = 0.0
+    download: Size = 0.0
+    rounds: int | None = Field(None, ge=0)
+    client_work: Time = 0.0
+    model: ModelWork | None = None
+    compress: Compress | None = None
+    disconnect: Disconnect | None = None
+    # request: a table of chunks; stream: a number of chunks
+    chunks: Chunks | int | None = None
+    # loop/request: [task.compute] table; stream: a time per chunk
+    compute: Compute | Time | None = None
+    # stream
+    period: Time | None = None
+    chunk_bytes: Size | None = None
+    send: Time | None = None
+    propagation: Time | None = None
+    propagation_overrides: dict[str, Time] = Field(default_factory=dict)
+    buffer: Time = 0.0
+
+    @model_validator(mode="after")
+    def _by_kind(self) -> Task:
+        {"request": self._check_request, "stream": self._check_stream,
+         "loop": self._check_loop}[self.kind]()
+        return self
+
+    def _check_request(self) -> None:
+        if isinstance(self.chunks, int):
+            raise ValueError("a request's chunks is a table [task.chunks], not a number")
+        if isinstance(self.compute, float):
+            raise ValueError("a request's compute is a table [task.compute] (time or flops)")
+        if self.chunks is None and self.compute is None and self.model is None:
+            raise ValueError("a request needs [task.compute], [task.model] or [task.chunks]")
+
+    def _check_stream(self) -> None:
+        if not isinstance(self.chunks, int) or self.chunks < 1:
+            raise ValueError("a stream needs chunks = <number of chunks ≥ 1>")
+        if self.period is None or self.period <= 0:
+            raise ValueError("a stream needs period = <chunk duration > 0>, e.g. '20 ms'")
+        if not isinstance(self.compute, float):
+            raise ValueError("a stream needs compute = <model time per chunk>, e.g. '12 ms'")
+        for key in self.propagation_overrides:
+            if not key.isdigit() or int(key) >= self.chunks:
+                raise ValueError(
+                    f"propagation_overrides key {key!r} must be a chunk index 0..{self.chunks - 1}"
+                )
+
+    def _check_loop(self) -> None:
+        if self.rounds is None:
+            raise ValueError("a loop needs rounds = <rounds remaining>")
+        if isinstance(self.compute, float) or isinstance(self.chunks, Chunks | int):
+            raise ValueError("a loop takes [task.compute] (time or flops) or [task.model], no chunks")
+        if self.compute is None and self.model is None:
+            raise ValueError("a loop needs [task.compute] or [task.model]")
+        if self.disconnect and self.disconnect.after_round > self.rounds:
+            raise ValueError(
+                f"disconnect.after_round = {self.disconnect.after_round} exceeds "
+                f"rounds = {self.rounds}"
+            )
+
+    @field_validator("compute", mode="before")
+    @classmethod
+    def _stream_compute(cls, value: object) -> object:
+        return parse_quantity(value, "time") if isinstance(value, str) else value
+
+
+class Site(_Strict):
+    """``[[site]]``: where the task may run, and the path to it."""
+
+    name: str = Field(min_length=1)
+    tier: Literal["device", "edge", "cloud"]
+    hardware: str | None = None
+    region: str | None = None
+    uplink: Rate | list[Rate] | None = None
+    downlink: Rate | None = None
+    rtt: Time = 0.0
+    energy_per_token: tuple[Energy, Energy] | None = None
+    power: Power | None = None
+    prefill: Time | None = None
+    decode_slowdown: float = Field(1.0, gt=0)
+    memory: Size | None = None
+    memory_reserve: Size | None = None
+    memory_bandwidth: Rate | None = None
+    dense_bf16: FlopRate | None = None
+    battery: Energy | None = None
+
+    @field_validator("energy_per_token", mode="before")
+    @classmethod
+    def _range(cls, value: object) -> object:
+        return [value, value] if isinstance(value, str) else value
+
+    @property
+    def remote(self) -> bool:
+        return self.tier != "device"
+
+
+class Decision(_Strict):
+    """``[decision]``."""
+
+    objective: Literal["energy", "time"] = "energy"
+
+
+class Distribution(_Strict):
+    """A distribution of a quantity, for ``[variability]``."""
+
+    dist: Literal["uniform", "lognormal", "normal", "choice", "exponential"]
+    low: str | None = None
+    high: str | None = None
+    median: str | None = None
+    sigma: float | None = Field(None, ge=0)
+    mean: str | None = None
+    sd: str | None = None
+    values: list[str] | None = None
+    weights: list[float] | None = None
+
+
+class SiteVariability(_Strict):
+    """``[variability.site.<name>]``: how one site's path varies."""
+
+    uplink: Distribution | None = None
+    rtt_jitter: Distribution | None = None
+    disconnect_probability: float = Field(0.0, ge=0, lt=1, description="per round")
+    reconnect: Time = 0.0
+    progress: Literal["kept", "lost"] = "kept"
+
+
+class Variability(_Strict):
+    """``[variability]``: Monte Carlo over per-round conditions."""
+
+    trials: int = Field(10_000, ge=1, le=10_000_000)
+    seed: int = 0
+    site: dict[str, SiteVariability] = Field(default_factory=dict)
+
+
+class Scenario(_Strict):
+    """A whole scenario file."""
+
+    task: Task
+    site: list[Site] = Field(min_length=1)
+    decision: Decision = Decision()
+    variability: Variability | None = None
+
+    @model_validator(mode="after")
+    def _unique_sites(self) -> Scenario:
+        seen: set[str] = set()
+        for s in self.site:
+            if s.name in seen:
+                raise ValueError(f"two sites are named {s.name!r}")
+            seen.add(s.name)
+        for name in self.variability.site if self.variability else ():
+            if name not in seen:
+                raise ValueError(f"variability.site.{name}: no site is named {name!r}")
+        return self
+
+    def site_named(self, name: str) -> Site:
+        for s in self.site:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
