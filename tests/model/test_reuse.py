@@ -63,6 +63,7 @@ def test_breakeven_rounds_examples():
     assert reuse.breakeven_rounds(0.4, 7.7108864) == 20
     assert reuse.breakeven_rounds(0.5, 8.0) == 17
     assert reuse.breakeven_rounds(1.0, 0.0) == 1
+    assert reuse.breakeven_rounds(np.inf, 7.7) == 1
     assert isinstance(reuse.breakeven_rounds(0.4, 7.7), int)
 
 
@@ -73,7 +74,7 @@ def test_breakeven_rounds_broadcasts():
     np.testing.assert_array_equal(got, [39, 20, 10])
 
 
-@pytest.mark.parametrize("args", [(0.0, 7.7), (-0.4, 7.7), (0.4, -1.0), (np.inf, 7.7)])
+@pytest.mark.parametrize("args", [(0.0, 7.7), (-0.4, 7.7), (0.4, -1.0), (np.nan, 7.7)])
 def test_breakeven_rounds_refuses_out_of_domain(args):
     """A saving that is not positive never pays back; negative preparation is refused."""
     with pytest.raises(ModelError):
@@ -97,7 +98,9 @@ def test_more_saving_never_raises_breakeven(saving, more, prepare):
 @given(saving=savings, prepare=prepares, extra=st.floats(0.0, 1e3))
 def test_larger_preparation_never_lowers_breakeven(saving, prepare, extra):
     """A larger M never needs fewer rounds."""
-    assert reuse.breakeven_rounds(saving, prepare + extra) >= reuse.breakeven_rounds(saving, prepare)
+    assert reuse.breakeven_rounds(saving, prepare + extra) >= reuse.breakeven_rounds(
+        saving, prepare
+    )
 
 
 def test_keep_state_chain():

@@ -32,7 +32,9 @@ _WORKLOAD = (
     Param("bandwidth", "rate", "memory bandwidth B_mem", "84.8 GB/s"),
 )
 _ENERGY_PER_TOKEN = Param(
-    "energy_per_token", "list:energy", "measured energy per token (one value or low, high)",
+    "energy_per_token",
+    "list:energy",
+    "measured energy per token (one value or low, high)",
     "0.576 J, 0.756 J",
 )
 

@@ -61,14 +61,15 @@ def breakeven_rounds(saving_per_round_s: ArrayLike, prepare_s: ArrayLike) -> Arr
 
     ``N = ⌊M / Δt⌋ + 1`` (§12.2.3): 20 rounds for M ≈ 7.71 s, Δt = 0.4 s; 22 when
     restoring takes one second longer. A non-positive ``Δt`` never pays back and
-    is refused.
+    is refused; an infinite one pays back in the first round.
     """
     positive("saving per round", saving_per_round_s)
     nonneg("preparation time", prepare_s)
     saving, prepare = np.asarray(saving_per_round_s, float), np.asarray(prepare_s, float)
     rounds = np.floor(prepare / saving) + 1
     # The quotient can be off by one ulp; settle ties the way net_saving_s sees them.
-    rounds = np.where((rounds - 1) * saving > prepare, rounds - 1, rounds)
+    with np.errstate(invalid="ignore"):  # 0 × inf when an infinite saving pays back at once
+        rounds = np.where((rounds - 1) * saving > prepare, rounds - 1, rounds)
     rounds = np.where(rounds * saving <= prepare, rounds + 1, rounds).astype(np.int64)
     return int(rounds) if rounds.ndim == 0 else rounds
 

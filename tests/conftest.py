@@ -1,0 +1,49 @@
+"""Shared fixtures: run the CLI in-process and plan scenarios from text."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tierwise.plan.planner import plan
+from tierwise.scenario.loader import bundled_example, parse_scenario
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+def run_cli(*args: str) -> Run:
+    """Run ``tierwise ARGS`` as a user would (a subprocess, so exit codes and stderr are real)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
+        capture_output=True, text=True, env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def plan_text(text: str, *overrides: str):
+    """Plan a scenario given as TOML text."""
+    return plan(parse_scenario(text, source="test.toml", overrides=overrides), source="test.toml")
+
+
+def plan_example(name: str = "deployment", *overrides: str):
+    path = bundled_example(name)
+    return plan(parse_scenario(Path(path).read_text(), source=str(path), overrides=overrides),
+                source=str(path))

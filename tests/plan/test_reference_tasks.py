@@ -1,0 +1,114 @@
+"""§12.1.1–§12.1.3 and exercises 12-1, 12-2 through scenario files, as a user would write them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import plan_example, plan_text
+
+ROWS = [
+    # (section, what, example, overrides, site, expected time, tolerance)
+    ("§12.1.1", "serial photo retouch", "photo-retouch", (), "cloud", 12.8, 0.05),
+    ("§12.1.1", "model 10× faster", "photo-retouch", ("task.compute.time=0.03 s",), "cloud",
+     12.53, 0.005),
+    ("§12.1.1", "model instantaneous", "photo-retouch", ("task.compute.time=0 s",), "cloud", 12.5,
+     0.05),
+    ("§12.1.1", "uplink 100 Mbit/s", "photo-retouch", ("site.cloud.uplink=100 Mbit/s",), "cloud",
+     3.2, 0.05),
+    ("§12.1.1", "lossless halving + 0.15 s codec", "photo-retouch",
+     ("task.compress.ratio=0.5", "task.compress.time=0.15 s"), "cloud", 7.0, 0.05),
+    ("§12.1.1", "three chunks as they arrive", "photo-chunks", (), "cloud", 12.36, 0.005),
+    ("§12.1.1", "three chunks behind a barrier", "photo-chunks", ("task.chunks.barrier=true",),
+     "cloud", 12.8, 0.005),
+    ("12-1(a)", "10 Mbit/s, as is", "photo-retouch", ("site.cloud.uplink=10 Mbit/s",), "cloud",
+     24.8, 0.05),
+    ("12-1(a)", "10 Mbit/s, model 10×", "photo-retouch",
+     ("site.cloud.uplink=10 Mbit/s", "task.compute.time=0.03 s"), "cloud", 24.53, 0.005),
+    ("12-1(a)", "10 Mbit/s, halved input", "photo-retouch",
+     ("site.cloud.uplink=10 Mbit/s", "task.compress.ratio=0.5", "task.compress.time=0.15 s"),
+     "cloud", 12.95, 0.005),
+    ("12-1(a)", "100 Mbit/s, model 10×", "photo-retouch",
+     ("site.cloud.uplink=100 Mbit/s", "task.compute.time=0.03 s"), "cloud", 2.93, 0.005),
+    ("12-1(a)", "100 Mbit/s, halved input", "photo-retouch",
+     ("site.cloud.uplink=100 Mbit/s", "task.compress.ratio=0.5", "task.compress.time=0.15 s"),
+     "cloud", 2.15, 0.005),
+    ("12-1(b)", "0.2 s of 0.3 s made 10× faster", "photo-retouch",
+     ("task.compute.time=0.12 s",), "cloud", 12.62, 0.005),
+    ("§12.1.3", "30 rounds on the original service", "screenshot-agent", (), "remote", 105.0,
+     0.5),
+    ("§12.1.3", "30 compressed rounds", "screenshot-agent",
+     ("task.compress.ratio=0.25", "task.compress.time=30 ms"), "remote", 83.4, 0.05),
+    ("§12.1.3", "38 compressed rounds", "screenshot-agent",
+     ("task.compress.ratio=0.25", "task.compress.time=30 ms", "task.compress.rounds=38"),
+     "remote", 106.0, 0.5),
+    ("12-2(c)", "RTT +100 ms, original 30 rounds", "screenshot-agent",
+     ("site.remote.rtt=300 ms",), "remote", 108.0, 0.05),
+    ("12-2(c)", "RTT +100 ms, compressed 38 rounds", "screenshot-agent",
+     ("site.remote.rtt=300 ms", "task.compress.ratio=0.25", "task.compress.time=30 ms",
+      "task.compress.rounds=38"), "remote", 109.44, 0.005),
+    ("§12.5.1", "original service, 20 remaining rounds", "screenshot-agent",
+     ("task.rounds=20",), "remote", 70.0, 0.05),
+]
+
+
+@pytest.mark.parametrize(("section", "what", "example", "overrides", "site", "expected", "tol"),
+                         ROWS, ids=[f"{r[0]} {r[1]}" for r in ROWS])
+def test_reference_time(section, what, example, overrides, site, expected, tol):
+    """Each printed completion time is recomputed from a scenario plus --set overrides."""
+    assert plan_example(example, *overrides).option(site).time_s == pytest.approx(expected, abs=tol)
+
+
+def test_upload_share_and_amdahl():
+    """§12.1.1: upload is 12 s (about 94 %) and compute about 2.3 % of 12.8 s."""
+    o = plan_example("photo-retouch").option("cloud")
+    assert o.breakdown_s["upload"] == pytest.approx(12.0)
+    assert o.breakdown_s["upload"] / o.time_s == pytest.approx(0.94, abs=0.005)
+    assert o.breakdown_s["model"] / o.time_s == pytest.approx(0.023, abs=0.0005)
+
+
+def test_compressed_round_time():
+    """§12.1.3: a compressed round takes 0.25 + 0.03 + 2.5 = 2.78 s, saving 0.72 s per round."""
+    p = plan_example("screenshot-agent", "task.compress.ratio=0.25", "task.compress.time=30 ms")
+    assert p.option("remote").time_s / 30 == pytest.approx(2.78)
+
+
+def test_voice_stream_late_chunk():
+    """§12.1.2: first play at 78 ms; the 50 ms chunk arrives at 123 ms and stalls playback 5 ms."""
+    o = plan_example("voice-stream").option("server")
+    assert o.extra["first_play_s"] == pytest.approx(0.078)
+    assert o.extra["arrive_s"][:4] == pytest.approx([0.038, 0.058, 0.123, 0.098])
+    assert o.extra["stall_s"] == pytest.approx(0.005)
+    assert o.extra["play_s"][3] == pytest.approx(0.143)
+    assert o.extra["min_buffer_s"] == pytest.approx(0.045)
+
+
+def test_voice_stream_larger_buffer():
+    """§12.1.2: a 45 ms buffer avoids the stall and starts playback 5 ms later (83 ms)."""
+    o = plan_example("voice-stream", "task.buffer=45 ms").option("server")
+    assert o.extra["stall_s"] == pytest.approx(0.0, abs=1e-12)
+    assert o.extra["first_play_s"] == pytest.approx(0.083)
+
+
+def test_voice_stream_derives_send_and_propagation_from_the_site():
+    """Without send/propagation, a chunk's send is chunk_bytes/downlink and propagation RTT/2."""
+    p = plan_text("""
+[task]
+kind = "stream"
+chunks = 4
+period = "20 ms"
+chunk_bytes = "960 B"
+compute = "12 ms"
+buffer = "40 ms"
+[[site]]
+name = "server"
+tier = "edge"
+downlink = "7.68 Mbit/s"
+rtt = "10 ms"
+[[site]]
+name = "phone"
+tier = "device"
+""")
+    server = p.option("server")
+    # 960 B at 7.68 Mbit/s = 1 ms send; 5 ms propagation: chunk 0 arrives at 20+12+1+5 ms
+    assert server.extra["arrive_s"][0] == pytest.approx(0.038)
+    assert p.option("phone").extra["arrive_s"][0] == pytest.approx(0.032)
