@@ -28,7 +28,9 @@ def run_cli(*args: str) -> Run:
     """Run ``tierwise ARGS`` as a user would (a subprocess, so exit codes and stderr are real)."""
     proc = subprocess.run(
         [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
-        capture_output=True, text=True, env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
@@ -45,5 +47,7 @@ def plan_text(text: str, *overrides: str):
 
 def plan_example(name: str = "deployment", *overrides: str):
     path = bundled_example(name)
-    return plan(parse_scenario(Path(path).read_text(), source=str(path), overrides=overrides),
-                source=str(path))
+    return plan(
+        parse_scenario(Path(path).read_text(), source=str(path), overrides=overrides),
+        source=str(path),
+    )

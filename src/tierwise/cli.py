@@ -78,7 +78,9 @@ def _pairs(args: list[str]) -> dict[str, str]:
 
 @app.command()
 def plan(
-    file: Annotated[Path | None, typer.Argument(help="Scenario TOML; omit for the §12.5 example.")] = None,
+    file: Annotated[
+        Path | None, typer.Argument(help="Scenario TOML; omit for the §12.5 example.")
+    ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", help="Override a key: --set site.cloud.uplink='3.5 Mbit/s'."),
@@ -98,7 +100,9 @@ def plan(
     if file is None:
         file = bundled_example("deployment")
         if not as_json:
-            out.print(f"[dim]No file given: planning the bundled §12.5 deployment example ({file}).[/]")
+            out.print(
+                f"[dim]No file given: planning the bundled §12.5 deployment example ({file}).[/]"
+            )
     result = plan_file(file, set_ or [], extra or [])
     if plot is not None:
         from tierwise.report.figures import plan_figures

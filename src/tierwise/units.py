@@ -80,8 +80,13 @@ def parse_quantity(value: Any, kind: str) -> float:
 _SCALES: dict[str, list[tuple[float, str]]] = {
     "time": [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs")],
     "size": [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")],
-    "rate": [(1.25e11, "Tbit/s"), (1.25e8, "Gbit/s"), (1.25e5, "Mbit/s"), (125.0, "kbit/s"),
-             (0.125, "bit/s")],
+    "rate": [
+        (1.25e11, "Tbit/s"),
+        (1.25e8, "Gbit/s"),
+        (1.25e5, "Mbit/s"),
+        (125.0, "kbit/s"),
+        (0.125, "bit/s"),
+    ],
     "byte_rate": [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")],
     "flops": [(1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1.0, "FLOP")],
     "flop_rate": [(1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1.0, "FLOP/s")],
@@ -93,16 +98,15 @@ _SCALES: dict[str, list[tuple[float, str]]] = {
 
 
 def format_quantity(value: float, kind: str, digits: int = 3) -> str:
-    """Format an SI float of ``kind`` for people: ``format_quantity(2.5e6, "rate")`` → '20 Mbit/s'."""
+    """Format an SI float of ``kind`` for people: 2.5e6 bytes/s as a rate → '20 Mbit/s'."""
     if value is None or not math.isfinite(value):
         return "∞" if value == math.inf else "—"
     scales = _SCALES[kind]
     magnitude = abs(value)
-    for factor, symbol in scales:
-        if magnitude >= factor:
-            break
-    else:
-        factor, symbol = scales[-1]
+    if magnitude == 0:
+        base = next((f, s) for f, s in scales if f == 1.0) if kind != "rate" else scales[2]
+        return f"0 {base[1]}"
+    factor, symbol = next(((f, s) for f, s in scales if magnitude >= f), scales[-1])
     if kind == "time" and magnitude >= 1.0:
         factor, symbol = 1.0, "s"
     scaled = value / factor

@@ -275,3 +275,17 @@ def test_fewer_bytes_per_value_never_more_weight(bf16, a, b):
     """A smaller format never reads more bytes."""
     lo, hi = sorted((a, b))
     assert m.weight_bytes(bf16, lo) <= m.weight_bytes(bf16, hi)
+
+
+def test_cli_bad_format_exits_2_with_one_line(cli):
+    """An unknown format through the real command line is one error line and exit status 2."""
+    run = cli("calc", "decode-bound", "--format", "q9_9", "--json")
+    assert run.code == 2
+    assert "q4_0" in run.stderr and run.stderr.strip().count("\n") == 0
+
+
+def test_cli_decode_bound_json(cli):
+    """`tierwise calc decode-bound --json` prints SI numbers keyed by unit."""
+    run = cli("calc", "decode-bound", "--format", "q4_0", "--json")
+    assert run.code == 0, run.stderr
+    assert run.json()["step_s"] == pytest.approx(0.0644, abs=5e-5)

@@ -94,7 +94,9 @@ def _scalar(kind: str, value: Any, flag: str) -> Any:
             return parse_quantity(value, kind) if isinstance(value, str) else _typed(value, kind)
         if kind == "int":
             number = int(value)
-            if str(value).strip() not in (str(number), f"{number}.0") and not isinstance(value, int):
+            if str(value).strip() not in (str(number), f"{number}.0") and not isinstance(
+                value, int
+            ):
                 raise ValueError
             return number
         if kind == "float":

@@ -70,7 +70,11 @@ class QuantFormat(_Entry):
         return 8.0 * self.bytes_per_value
 
 
-_SECTIONS: dict[str, type[_Entry]] = {"hardware": Hardware, "model": ModelSpec, "quant": QuantFormat}
+_SECTIONS: dict[str, type[_Entry]] = {
+    "hardware": Hardware,
+    "model": ModelSpec,
+    "quant": QuantFormat,
+}
 
 
 class Catalog(BaseModel):

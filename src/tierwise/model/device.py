@@ -222,7 +222,7 @@ def memory_fit(
     kv_bytes_per_token: float,
     context_tokens: int,
 ) -> MemoryFit:
-    """Capacity (§12.1.5): ``free = M − reserve − W_resident``; requests = ⌊free / (KV/token × ctx)⌋.
+    """Capacity ``free = M − reserve − W_resident``, ``n = ⌊free / (KV/token × ctx)⌋`` (§12.1.5).
 
     A 12 GB phone with a 4 GB reserve and 4.61 GB of q4_0 weights keeps 3.39 GB:
     two 8K requests or one of about 23,000 tokens. Scalars only. When a request

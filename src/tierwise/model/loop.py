@@ -36,9 +36,14 @@ def round_time_s(
 
     3.5 s for 0.8 MB at 6.4 Mbit/s (1 s) + 0.3 s client + 2.0 s model + 0.2 s RTT.
     """
-    for name, value in (("client work", client_s), ("model time", model_s),
-                        ("upload time", upload_s), ("RTT", rtt_s),
-                        ("download time", download_s), ("codec time", codec_s)):
+    for name, value in (
+        ("client work", client_s),
+        ("model time", model_s),
+        ("upload time", upload_s),
+        ("RTT", rtt_s),
+        ("download time", download_s),
+        ("codec time", codec_s),
+    ):
         nonneg(name, value)
     return client_s + model_s + upload_s + rtt_s + download_s + codec_s
 
@@ -51,7 +56,9 @@ def loop_time_s(rounds: ArrayLike, round_s: ArrayLike, prepare_s: ArrayLike = 0.
     return prepare_s + np.multiply(rounds, round_s)
 
 
-def schedule_upload_s(upload_bytes: float, uplinks_bytes_per_s: Sequence[float] | np.ndarray) -> float:
+def schedule_upload_s(
+    upload_bytes: float, uplinks_bytes_per_s: Sequence[float] | np.ndarray
+) -> float:
     """Total upload over a per-round rate schedule: ``Σ S/b_i`` (§12.5.2).
 
     Ten rounds at 6 and ten at 10 Mbit/s take longer than twenty at the 8 Mbit/s

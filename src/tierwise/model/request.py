@@ -146,8 +146,9 @@ def chunked_request(
     compute_done = _serve_in_order(arrive, comp)
     ready = np.full_like(compute_done, compute_done[-1]) if barrier else compute_done
     download_done = _serve_in_order(ready, down)
-    return ChunkedRequest(upload_done, arrive, compute_done, download_done,
-                          download_done + propagation_s)
+    return ChunkedRequest(
+        upload_done, arrive, compute_done, download_done, download_done + propagation_s
+    )
 
 
 def _serve_in_order(ready_s: np.ndarray, service_s: np.ndarray) -> np.ndarray:

@@ -44,9 +44,13 @@ class Option:
 
     def to_dict(self) -> dict[str, Any]:
         out = {
-            "site": self.site, "tier": self.tier, "feasible": self.feasible,
-            "reasons": self.reasons, "time_s": self.time_s,
-            "meets_deadline": self.meets_deadline, "energy_j": self.energy_j,
+            "site": self.site,
+            "tier": self.tier,
+            "feasible": self.feasible,
+            "reasons": self.reasons,
+            "time_s": self.time_s,
+            "meets_deadline": self.meets_deadline,
+            "energy_j": self.energy_j,
             "breakdown_s": self.breakdown_s,
         }
         out.update(self.extra)
@@ -60,8 +64,11 @@ def _uplink(site: Site, override: Any, n: int, source: str, needed: bool) -> np.
     value = override if override is not None else site.uplink
     if value is None:
         if needed:
-            raise ScenarioError("a remote site needs an uplink to upload the task's input",
-                                source=source, path=f"site.{site.name}.uplink")
+            raise ScenarioError(
+                "a remote site needs an uplink to upload the task's input",
+                source=source,
+                path=f"site.{site.name}.uplink",
+            )
         return np.full(n, np.inf)
     rates = np.asarray(value, dtype=float)
     if rates.ndim == 0:
@@ -69,7 +76,8 @@ def _uplink(site: Site, override: Any, n: int, source: str, needed: bool) -> np.
     if rates.size != n:
         raise ScenarioError(
             f"has {rates.size} per-round rates but the task runs {n} rounds",
-            source=source, path=f"site.{site.name}.uplink",
+            source=source,
+            path=f"site.{site.name}.uplink",
         )
     return rates
 
@@ -78,8 +86,11 @@ def _down_s(site: Site, size: float, source: str) -> float:
     if size == 0 or not site.remote:
         return 0.0
     if site.downlink is None:
-        raise ScenarioError("a remote site needs a downlink to return the task's output",
-                            source=source, path=f"site.{site.name}.downlink")
+        raise ScenarioError(
+            "a remote site needs a downlink to return the task's output",
+            source=source,
+            path=f"site.{site.name}.downlink",
+        )
     return float(request.transfer_s(size, site.downlink))
 
 
@@ -100,9 +111,9 @@ class LoopTerms:
     """A loop on one site, reduced to what varies per round."""
 
     rounds: int
-    fixed_round_s: float          # client + model + rtt + download + codec
-    upload_bytes: float           # per round, after compression
-    uplinks: np.ndarray           # per round, bytes/s (inf: nothing to upload)
+    fixed_round_s: float  # client + model + rtt + download + codec
+    upload_bytes: float  # per round, after compression
+    uplinks: np.ndarray  # per round, bytes/s (inf: nothing to upload)
     rtt_s: float
     prepare_s: float
 
@@ -113,8 +124,9 @@ def loop_terms(task: Task, costs: SiteCosts, source: str, uplink: Any = None) ->
     n = comp.rounds if comp and comp.rounds else task.rounds
     assert n is not None
     if not site.remote:
-        return LoopTerms(n, task.client_work + costs.model_s, 0.0, np.full(n, np.inf), 0.0,
-                         costs.prepare_s)
+        return LoopTerms(
+            n, task.client_work + costs.model_s, 0.0, np.full(n, np.inf), 0.0, costs.prepare_s
+        )
     size = task.upload * (comp.ratio if comp else 1.0)
     codec = comp.time if comp else 0.0
     rates = _uplink(site, uplink, n, source, needed=size > 0)
@@ -131,23 +143,30 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     if task.disconnect and site.remote:
         d = task.disconnect
         if d.after_round > terms.rounds:
-            raise ScenarioError(f"after_round = {d.after_round} exceeds the {terms.rounds} rounds "
-                                "run", source=source, path="task.disconnect.after_round")
+            raise ScenarioError(
+                f"after_round = {d.after_round} exceeds the {terms.rounds} rounds run",
+                source=source,
+                path="task.disconnect.after_round",
+            )
         recovery = loop.disconnect_extra_s(rounds_s, d.after_round, d.reconnect, d.progress)
         redone = len(loop.redone_rounds(d.after_round, d.progress))
     n = terms.rounds
     comp = task.compress if site.remote else None
     breakdown = {
-        "prepare": terms.prepare_s, "client": n * task.client_work, "model": n * costs.model_s,
+        "prepare": terms.prepare_s,
+        "client": n * task.client_work,
+        "model": n * costs.model_s,
         "upload": float(upload.sum()),
         "download": n * _down_s(site, task.download, source) if site.remote else 0.0,
-        "propagation": n * terms.rtt_s, "compress": n * comp.time if comp else 0.0,
+        "propagation": n * terms.rtt_s,
+        "compress": n * comp.time if comp else 0.0,
         "recovery": recovery,
     }
     time_s = terms.prepare_s + float(rounds_s.sum()) + recovery
     executed = n + redone
-    energy = _energy(costs, terms.prepare_s + executed * costs.model_s,
-                     executed * costs.tokens_per_round)
+    energy = _energy(
+        costs, terms.prepare_s + executed * costs.model_s, executed * costs.tokens_per_round
+    )
     extra: dict[str, Any] = {"rounds": n}
     if costs.prompts_per_charge is not None:
         lo, hi = costs.prompts_per_charge
@@ -168,7 +187,9 @@ def _request(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
     if site.remote and size > 0:
         up = float(request.transfer_s(size, _uplink(site, uplink, 1, source, True)[0]))
     breakdown = {
-        "prepare": costs.prepare_s, "upload": up, "model": costs.model_s,
+        "prepare": costs.prepare_s,
+        "upload": up,
+        "model": costs.model_s,
         "download": _down_s(site, task.download, source),
         "propagation": site.rtt if site.remote else 0.0,
         "compress": comp.time if comp else 0.0,
@@ -192,8 +213,13 @@ def _chunked(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
         ups, downs, prop = [0.0] * n, [0.0] * n, 0.0
     r = request.chunked_request(ups, ch.compute, downs, prop, barrier=ch.barrier)
     time_s = costs.prepare_s + r.time_s
-    breakdown = {"prepare": costs.prepare_s, "upload": sum(ups), "model": sum(ch.compute),
-                 "download": sum(downs), "propagation": 2 * prop}
+    breakdown = {
+        "prepare": costs.prepare_s,
+        "upload": sum(ups),
+        "model": sum(ch.compute),
+        "download": sum(downs),
+        "propagation": 2 * prop,
+    }
     breakdown["overlap"] = time_s - sum(breakdown.values())
     energy = _energy(costs, costs.prepare_s + sum(ch.compute), 0)
     extra = {"chunk_complete_s": r.complete_s.tolist()}
@@ -210,12 +236,17 @@ def _stream(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option
     send, prop = _stream_path(task, site, n, source)
     p = stream.pipeline(stream.capture_ready_s(n, period), costs.model_s, send, prop)
     play = stream.playout(p.arrive_s, period, task.buffer)
-    breakdown = {"first_play": play.first_play_s, "playback": n * period,
-                 "stall": play.total_stall_s}
+    breakdown = {
+        "first_play": play.first_play_s,
+        "playback": n * period,
+        "stall": play.total_stall_s,
+    }
     extra = {
-        "first_play_s": play.first_play_s, "stall_s": play.total_stall_s,
+        "first_play_s": play.first_play_s,
+        "stall_s": play.total_stall_s,
         "min_buffer_s": stream.min_buffer_s(p.arrive_s, period),
-        "arrive_s": p.arrive_s.tolist(), "play_s": play.play_s.tolist(),
+        "arrive_s": p.arrive_s.tolist(),
+        "play_s": play.play_s.tolist(),
     }
     energy = _energy(costs, n * costs.model_s, 0)
     return _option(scn, costs, float(play.end_s), energy, breakdown, extra)
@@ -229,8 +260,11 @@ def _stream_path(task: Task, site: Site, n: int, source: str) -> tuple[np.ndarra
     elif task.chunk_bytes is not None:
         send = _down_s(site, task.chunk_bytes, source)
     else:
-        raise ScenarioError("a remote stream needs send = <time per chunk> or chunk_bytes",
-                            source=source, path="task.send")
+        raise ScenarioError(
+            "a remote stream needs send = <time per chunk> or chunk_bytes",
+            source=source,
+            path="task.send",
+        )
     base = task.propagation if task.propagation is not None else site.rtt / 2
     prop = np.full(n, base)
     for key, value in task.propagation_overrides.items():
@@ -246,11 +280,16 @@ _EVALUATORS = {"loop": _loop, "request": _request, "stream": _stream}
 def _option(scn, costs, time_s, energy, breakdown, extra) -> Option:
     deadline = scn.task.deadline
     return Option(
-        site=costs.site.name, tier=costs.site.tier, feasible=costs.feasible,
-        reasons=list(costs.reasons), time_s=float(time_s),
+        site=costs.site.name,
+        tier=costs.site.tier,
+        feasible=costs.feasible,
+        reasons=list(costs.reasons),
+        time_s=float(time_s),
         meets_deadline=None if deadline is None else bool(time_s <= deadline + 1e-12),
-        energy_j=energy, breakdown_s={k: float(v) for k, v in breakdown.items()},
-        extra=extra, notes=list(costs.notes),
+        energy_j=energy,
+        breakdown_s={k: float(v) for k, v in breakdown.items()},
+        extra=extra,
+        notes=list(costs.notes),
     )
 
 

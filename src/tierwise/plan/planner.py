@@ -37,8 +37,12 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         task = self.scenario.task
         out: dict[str, Any] = {
-            "task": {"name": task.name, "kind": task.kind, "deadline_s": task.deadline,
-                     "objective": self.scenario.decision.objective},
+            "task": {
+                "name": task.name,
+                "kind": task.kind,
+                "deadline_s": task.deadline,
+                "objective": self.scenario.decision.objective,
+            },
             "options": [o.to_dict() for o in self.options],
             "choice": self.choice,
             "reason": self.reason,
@@ -55,11 +59,13 @@ def _battery(option: Option, costs: SiteCosts) -> None:
     if battery is not None and option.energy_key > battery:
         option.feasible = False
         option.reasons.append(
-            f"battery: needs up to {option.energy_key:.0f} J, {battery:.0f} J available")
+            f"battery: needs up to {option.energy_key:.0f} J, {battery:.0f} J available"
+        )
 
 
-def evaluate_all(scn: Scenario, costs: list[SiteCosts], source: str,
-                 uplinks: dict[str, Any] | None = None) -> list[Option]:
+def evaluate_all(
+    scn: Scenario, costs: list[SiteCosts], source: str, uplinks: dict[str, Any] | None = None
+) -> list[Option]:
     """Every site's option, with ``uplinks`` overriding some sites' uplink."""
     uplinks = uplinks or {}
     options = []
@@ -75,15 +81,28 @@ def choose(options: list[Option], objective: str) -> tuple[str | None, str, str 
     feasible = [o for o in options if o.feasible]
     fastest = min(feasible, key=lambda o: o.time_s).site if feasible else None
     if not feasible:
-        return None, "no site is feasible: " + "; ".join(
-            f"{o.site}: {', '.join(o.reasons)}" for o in options), None
+        return (
+            None,
+            "no site is feasible: "
+            + "; ".join(f"{o.site}: {', '.join(o.reasons)}" for o in options),
+            None,
+        )
     ontime = [o for o in feasible if o.meets_deadline is not False]
     if not ontime:
         best = min(feasible, key=lambda o: o.time_s)
-        return None, (f"no feasible site meets the deadline; the fastest is {best.site} "
-                      f"at {best.time_s:.3g} s"), fastest
-    key = (lambda o: (o.energy_key, o.time_s)) if objective == "energy" else (
-        lambda o: (o.time_s, o.energy_key))
+        return (
+            None,
+            (
+                f"no feasible site meets the deadline; the fastest is {best.site} "
+                f"at {best.time_s:.3g} s"
+            ),
+            fastest,
+        )
+    key = (
+        (lambda o: (o.energy_key, o.time_s))
+        if objective == "energy"
+        else (lambda o: (o.time_s, o.energy_key))
+    )
     best = min(ontime, key=key)
     return best.site, _reason(best, options, objective), fastest
 
@@ -113,8 +132,14 @@ def _energy_text(o: Option) -> str:
     return f"{e / 1000:.3g} kJ" if e and e >= 1000 else f"{e:.3g} J"
 
 
-def plan(scn: Scenario, catalog: Catalog | None = None, *, source: str = "<scenario>",
-         thresholds: bool = True, monte_carlo: bool = True) -> Plan:
+def plan(
+    scn: Scenario,
+    catalog: Catalog | None = None,
+    *,
+    source: str = "<scenario>",
+    thresholds: bool = True,
+    monte_carlo: bool = True,
+) -> Plan:
     """Evaluate every site, choose, and (optionally) find thresholds and Monte Carlo odds."""
     from tierwise.plan.thresholds import find_thresholds
 
@@ -132,8 +157,9 @@ def plan(scn: Scenario, catalog: Catalog | None = None, *, source: str = "<scena
     return result
 
 
-def plan_file(path: str | Path, overrides: Iterable[str] = (),
-              catalog_files: Iterable[str | Path] = ()) -> Plan:
+def plan_file(
+    path: str | Path, overrides: Iterable[str] = (), catalog_files: Iterable[str | Path] = ()
+) -> Plan:
     """Load, override and plan a scenario file."""
     scn = load_scenario(path, overrides)
     return plan(scn, load_catalog(list(catalog_files)), source=str(path))

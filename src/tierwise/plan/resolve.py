@@ -23,8 +23,8 @@ class SiteCosts:
     """Everything about running the task's model on one site, SI units."""
 
     site: Site
-    model_s: float                     # per round (loop), per request, or per chunk (stream)
-    prepare_s: float                   # once, when the site takes over
+    model_s: float  # per round (loop), per request, or per chunk (stream)
+    prepare_s: float  # once, when the site takes over
     tokens_per_round: int
     power_w: float | None
     energy_per_token_j: tuple[float, float] | None
@@ -99,26 +99,41 @@ def _bytes_per_value(task: Task, catalog: Catalog, source: str) -> float:
 def _model_time(task, site, hw, spec, catalog, source, notes) -> tuple[float, int]:
     """Model time per round/request/chunk, and tokens generated per round."""
     compute = task.compute
-    if isinstance(compute, float):                 # stream: a time per chunk
+    if isinstance(compute, float):  # stream: a time per chunk
         return compute, 0
     tokens = task.model.decode_tokens if task.model else 0
     if compute is not None and compute.time is not None:
         return compute.time, tokens
     if compute is not None and compute.flops is not None:
-        peak = _need(_pick(site.dense_bf16, hw, "dense_bf16"), site, "dense_bf16", hw,
-                     "a dense BF16 peak to turn task.compute.flops into time", source)
+        peak = _need(
+            _pick(site.dense_bf16, hw, "dense_bf16"),
+            site,
+            "dense_bf16",
+            hw,
+            "a dense BF16 peak to turn task.compute.flops into time",
+            source,
+        )
         return float(device.compute_bound_s(compute.flops, peak)), tokens
     if task.model is None or spec is None:
-        return 0.0, 0                              # chunked requests carry their own compute
+        return 0.0, 0  # chunked requests carry their own compute
     return _decode_time(task, site, hw, spec, catalog, source, notes), tokens
 
 
 def _decode_time(task, site, hw, spec, catalog, source, notes) -> float:
-    bandwidth = _need(_pick(site.memory_bandwidth, hw, "memory_bandwidth"), site,
-                      "memory_bandwidth", hw, "memory bandwidth to derive decode time", source)
+    bandwidth = _need(
+        _pick(site.memory_bandwidth, hw, "memory_bandwidth"),
+        site,
+        "memory_bandwidth",
+        hw,
+        "memory bandwidth to derive decode time",
+        source,
+    )
     if spec.decode_weight_bytes is None or spec.kv_bytes_per_token is None:
-        raise ScenarioError(f"model {spec.id!r} lacks decode_weight_bytes or kv_bytes_per_token",
-                            source=source, path="task.model.model")
+        raise ScenarioError(
+            f"model {spec.id!r} lacks decode_weight_bytes or kv_bytes_per_token",
+            source=source,
+            path="task.model.model",
+        )
     weights = device.weight_bytes(spec.decode_weight_bytes, _bytes_per_value(task, catalog, source))
     kv = spec.kv_bytes_per_token * task.model.context
     step = float(device.decode_step_s(weights, kv, bandwidth))
@@ -133,11 +148,19 @@ def _prepare_time(task, site, hw, spec, source, notes) -> float:
     if task.model is None or task.model.prefill_tokens == 0 or spec is None:
         return 0.0
     if spec.prefill_flops is None or spec.prefill_reference_tokens is None:
-        raise ScenarioError(f"model {spec.id!r} has no prefill_flops; set site.{site.name}.prefill",
-                            source=source, path="task.model.prefill_tokens")
-    peak = _need(_pick(site.dense_bf16, hw, "dense_bf16"), site, "dense_bf16", hw,
-                 "a dense BF16 peak to derive the prefill time (or set prefill = \"0 s\")",
-                 source)
+        raise ScenarioError(
+            f"model {spec.id!r} has no prefill_flops; set site.{site.name}.prefill",
+            source=source,
+            path="task.model.prefill_tokens",
+        )
+    peak = _need(
+        _pick(site.dense_bf16, hw, "dense_bf16"),
+        site,
+        "dense_bf16",
+        hw,
+        'a dense BF16 peak to derive the prefill time (or set prefill = "0 s")',
+        source,
+    )
     flops = spec.prefill_flops * task.model.prefill_tokens / spec.prefill_reference_tokens
     return float(device.compute_bound_s(flops, peak))
 
@@ -145,8 +168,11 @@ def _prepare_time(task, site, hw, spec, source, notes) -> float:
 def _need(value, site: Site, key: str, hw: Hardware | None, why: str, source: str) -> float:
     if value is None:
         what = f"hardware {hw.id!r} has none" if hw else "no hardware is given"
-        raise ScenarioError(f"needs {why}: {what}; set site.{site.name}.{key}",
-                            source=source, path=_where(site, key))
+        raise ScenarioError(
+            f"needs {why}: {what}; set site.{site.name}.{key}",
+            source=source,
+            path=_where(site, key),
+        )
     return value
 
 
@@ -173,5 +199,7 @@ def _memory_reasons(task, site, hw, spec, catalog) -> list[str]:
     if fit.fits_weights and (task.model.context == 0 or fit.requests >= 1):
         return []
     need = resident + spec.kv_bytes_per_token * task.model.context
-    return [f"memory: weights + KV need {need / 1e9:.2f} GB, "
-            f"{(memory - reserve) / 1e9:.2f} GB available after the reserve"]
+    return [
+        f"memory: weights + KV need {need / 1e9:.2f} GB, "
+        f"{(memory - reserve) / 1e9:.2f} GB available after the reserve"
+    ]

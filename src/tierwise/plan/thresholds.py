@@ -29,16 +29,18 @@ from tierwise.scenario.schema import Scenario
 
 __all__ = ["find_thresholds", "min_uplink"]
 
-_SCAN_DECADES = 2.0     # choice flips are searched within ×/÷ 100 of the current uplink
+_SCAN_DECADES = 2.0  # choice flips are searched within ×/÷ 100 of the current uplink
 _SCAN_POINTS = 81
 
 
-def min_uplink(time_at: Callable[[float], float], target_s: float, start: float,
-               *, strict: bool = False) -> float | None:
+def min_uplink(
+    time_at: Callable[[float], float], target_s: float, start: float, *, strict: bool = False
+) -> float | None:
     """Smallest uplink b with ``time_at(b) ≤ target`` (``<`` if strict); None if even ∞ fails.
 
     Returns 0.0 when any uplink at all meets the target.
     """
+
     def ok(b: float) -> bool:
         t = time_at(b)
         return t < target_s if strict else t <= target_s + 1e-12
@@ -51,7 +53,7 @@ def min_uplink(time_at: Callable[[float], float], target_s: float, start: float,
     lo = hi
     while ok(lo):
         lo /= 2.0
-        if lo < 1e-3:        # below a milli-byte per second: any uplink will do
+        if lo < 1e-3:  # below a milli-byte per second: any uplink will do
             return 0.0
     for _ in range(200):
         mid = math.sqrt(lo * hi)
@@ -99,8 +101,14 @@ def _time_at(scn: Scenario, c: SiteCosts, source: str) -> Callable[[float], floa
 
 def _meets(name: str, time_at, deadline: float, b0: float, floor: float) -> dict:
     b = min_uplink(time_at, deadline, b0)
-    return {"site": name, "kind": "meets_deadline", "deadline_s": deadline,
-            "uplink_bytes_per_s": b, "never": b is None, "floor_s": floor}
+    return {
+        "site": name,
+        "kind": "meets_deadline",
+        "deadline_s": deadline,
+        "uplink_bytes_per_s": b,
+        "never": b is None,
+        "floor_s": floor,
+    }
 
 
 def _rival(plan: Any, name: str):
@@ -112,13 +120,20 @@ def _rival(plan: Any, name: str):
 
 def _faster(name: str, time_at, rival, b0: float, floor: float) -> dict:
     b = min_uplink(time_at, rival.time_s, b0, strict=True)
-    return {"site": name, "kind": "faster_than", "other": rival.site,
-            "other_time_s": rival.time_s, "uplink_bytes_per_s": b, "never": b is None,
-            "floor_s": floor}
+    return {
+        "site": name,
+        "kind": "faster_than",
+        "other": rival.site,
+        "other_time_s": rival.time_s,
+        "uplink_bytes_per_s": b,
+        "never": b is None,
+        "floor_s": floor,
+    }
 
 
-def _flips(scn: Scenario, costs: list[SiteCosts], c: SiteCosts, b0: float,
-           choice: str | None, source: str) -> list[dict]:
+def _flips(
+    scn: Scenario, costs: list[SiteCosts], c: SiteCosts, b0: float, choice: str | None, source: str
+) -> list[dict]:
     from tierwise.plan.planner import choose, evaluate_all
 
     def choice_at(b: float) -> str | None:
@@ -134,6 +149,13 @@ def _flips(scn: Scenario, costs: list[SiteCosts], c: SiteCosts, b0: float,
             for _ in range(60):
                 mid = math.sqrt(lo * hi)
                 lo, hi = (mid, hi) if choice_at(mid) == choices[i] else (lo, mid)
-            flips.append({"site": c.site.name, "kind": "choice_flip", "uplink_bytes_per_s": hi,
-                          "below": choices[i], "above": choices[i + 1]})
+            flips.append(
+                {
+                    "site": c.site.name,
+                    "kind": "choice_flip",
+                    "uplink_bytes_per_s": hi,
+                    "below": choices[i],
+                    "above": choices[i + 1],
+                }
+            )
     return flips

@@ -44,12 +44,17 @@ def _breakdown(parts: dict[str, float]) -> str:
 def render_plan(console: Console, plan: Any) -> None:
     task = plan.scenario.task
     deadline = f", deadline {_t(task.deadline)}" if task.deadline is not None else ""
-    title = (f"{task.name} — {task.kind}{deadline}, "
-             f"objective {plan.scenario.decision.objective}")
+    title = f"{task.name} — {task.kind}{deadline}, objective {plan.scenario.decision.objective}"
     table = Table(title=title, show_lines=True)
-    for col, justify in (("site", "left"), ("tier", "left"), ("feasible", "center"),
-                         ("time", "right"), ("meets deadline", "center"), ("energy", "right"),
-                         ("breakdown", "left")):
+    for col, justify in (
+        ("site", "left"),
+        ("tier", "left"),
+        ("feasible", "center"),
+        ("time", "right"),
+        ("meets deadline", "center"),
+        ("energy", "right"),
+        ("breakdown", "left"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for o in plan.options:
         feasible = "yes" if o.feasible else "[red]no[/]\n" + "\n".join(o.reasons)
@@ -61,8 +66,9 @@ def render_plan(console: Console, plan: Any) -> None:
             lo, hi = o.extra["battery_share"]
             detail += f"\nbattery {lo:.1%}–{hi:.1%} of a charge"
         style = "bold" if o.site == plan.choice else None
-        table.add_row(o.site, o.tier, feasible, _t(o.time_s), meets, _energy(o.energy_j),
-                      detail, style=style)
+        table.add_row(
+            o.site, o.tier, feasible, _t(o.time_s), meets, _energy(o.energy_j), detail, style=style
+        )
     console.print(table)
     head = f"[bold green]choice: {plan.choice}[/]" if plan.choice else "[bold red]no choice[/]"
     console.print(f"{head} — {plan.reason}", highlight=False)
@@ -81,16 +87,21 @@ def threshold_text(th: dict[str, Any]) -> str:
     site, floor = th["site"], _t(th["floor_s"]) if "floor_s" in th else ""
     if th["kind"] == "meets_deadline":
         if th["never"]:
-            return (f"{site} never meets the {_t(th['deadline_s'])} deadline: "
-                    f"even an infinite uplink leaves {floor}")
-        return f"{site} meets the {_t(th['deadline_s'])} deadline from {_rate(th['uplink_bytes_per_s'])} (floor {floor})"
+            return (
+                f"{site} never meets the {_t(th['deadline_s'])} deadline: "
+                f"even an infinite uplink leaves {floor}"
+            )
+        rate = _rate(th["uplink_bytes_per_s"])
+        return f"{site} meets the {_t(th['deadline_s'])} deadline from {rate} (floor {floor})"
     if th["kind"] == "faster_than":
         other = f"{th['other']} ({_t(th['other_time_s'])})"
         if th["never"]:
             return f"{site} never beats {other}: its floor is {floor}"
         return f"{site} beats {other} from {_rate(th['uplink_bytes_per_s'])}"
-    return (f"choice flips at {site} uplink {_rate(th['uplink_bytes_per_s'])}: "
-            f"{th['below'] or 'none'} below, {th['above'] or 'none'} above")
+    return (
+        f"choice flips at {site} uplink {_rate(th['uplink_bytes_per_s'])}: "
+        f"{th['below'] or 'none'} below, {th['above'] or 'none'} above"
+    )
 
 
 def _render_mc(console: Console, mc: dict[str, Any]) -> None:

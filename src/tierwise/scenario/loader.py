@@ -22,8 +22,13 @@ from tierwise.scenario.schema import Scenario, Site
 
 __all__ = ["BUNDLED_EXAMPLES", "apply_set", "bundled_example", "load_scenario", "parse_scenario"]
 
-BUNDLED_EXAMPLES = ("deployment", "photo-retouch", "photo-chunks", "voice-stream",
-                    "screenshot-agent")
+BUNDLED_EXAMPLES = (
+    "deployment",
+    "photo-retouch",
+    "photo-chunks",
+    "voice-stream",
+    "screenshot-agent",
+)
 
 
 def bundled_example(name: str = "deployment") -> Path:
@@ -45,7 +50,9 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     return parse_scenario(text, source=source, overrides=overrides)
 
 
-def parse_scenario(text: str, *, source: str = "<string>", overrides: Iterable[str] = ()) -> Scenario:
+def parse_scenario(
+    text: str, *, source: str = "<string>", overrides: Iterable[str] = ()
+) -> Scenario:
     """Parse TOML text into a validated :class:`Scenario`."""
     try:
         data = tomllib.loads(text)
@@ -118,7 +125,7 @@ def _value(text: str) -> Any:
 
 
 def apply_set(data: dict[str, Any], item: str) -> dict[str, Any]:
-    """Return a copy of ``data`` with ``key.path=value`` applied, the path checked against the schema."""
+    """A copy of ``data`` with ``key.path=value`` applied, the path checked against the schema."""
     key, eq, raw = item.partition("=")
     key = key.strip()
     if not eq or not key:
@@ -141,7 +148,8 @@ def _set_site(data: dict[str, Any], parts: list[str], value: Any, key: str) -> N
     if parts[1] not in names:
         raise ScenarioError(
             f"no site named {parts[1]!r} in the file (sites: {', '.join(map(str, names))})",
-            source="--set", path=key,
+            source="--set",
+            path=key,
         )
     _check_path(Site, parts[2:], key)
     _assign(sites[names.index(parts[1])], parts[2:], value, key)
@@ -158,8 +166,9 @@ def _check_path(model: type[BaseModel], parts: list[str], key: str) -> None:
             raise ScenarioError(f"{done} is a value, not a table", source="--set", path=key)
         if part not in fields:
             known = ", ".join(fields)
-            raise ScenarioError(f"unknown key {part!r} (known here: {known})",
-                                source="--set", path=key)
+            raise ScenarioError(
+                f"unknown key {part!r} (known here: {known})", source="--set", path=key
+            )
         node = _table_type(fields[part].annotation)
 
 
@@ -168,7 +177,7 @@ def _is_dict(annotation: Any) -> bool:
 
 
 def _table_type(annotation: Any) -> Any:
-    """The BaseModel (or dict) inside an annotation like ``Compress | None``, else the annotation."""
+    """The BaseModel (or dict) inside an annotation like ``Compress | None``, else itself."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time, parse_quantity
+from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
 
 
 class _Strict(BaseModel):
@@ -104,8 +104,9 @@ class Task(_Strict):
 
     @model_validator(mode="after")
     def _by_kind(self) -> Task:
-        {"request": self._check_request, "stream": self._check_stream,
-         "loop": self._check_loop}[self.kind]()
+        {"request": self._check_request, "stream": self._check_stream, "loop": self._check_loop}[
+            self.kind
+        ]()
         return self
 
     def _check_request(self) -> None:
@@ -133,7 +134,9 @@ class Task(_Strict):
         if self.rounds is None:
             raise ValueError("a loop needs rounds = <rounds remaining>")
         if isinstance(self.compute, float) or isinstance(self.chunks, Chunks | int):
-            raise ValueError("a loop takes [task.compute] (time or flops) or [task.model], no chunks")
+            raise ValueError(
+                "a loop takes [task.compute] (time or flops) or [task.model], no chunks"
+            )
         if self.compute is None and self.model is None:
             raise ValueError("a loop needs [task.compute] or [task.model]")
         if self.disconnect and self.disconnect.after_round > self.rounds:
@@ -141,11 +144,6 @@ class Task(_Strict):
                 f"disconnect.after_round = {self.disconnect.after_round} exceeds "
                 f"rounds = {self.rounds}"
             )
-
-    @field_validator("compute", mode="before")
-    @classmethod
-    def _stream_compute(cls, value: object) -> object:
-        return parse_quantity(value, "time") if isinstance(value, str) else value
 
 
 class Site(_Strict):
@@ -241,4 +239,3 @@ class Scenario(_Strict):
             if s.name == name:
                 return s
         raise KeyError(name)
-
