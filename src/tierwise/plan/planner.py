@@ -30,9 +30,17 @@ class Plan:
     fastest: str | None
     thresholds: list[dict[str, Any]] = field(default_factory=list)
     monte_carlo: dict[str, Any] | None = None
+    costs: list[SiteCosts] = field(default_factory=list, repr=False)
+    source: str = "<scenario>"
 
     def option(self, site: str) -> Option:
+        """The option of the site named ``site``."""
         return next(o for o in self.options if o.site == site)
+
+    def time_at_uplink(self, site: str, uplink_bytes_per_s: float) -> float:
+        """The site's whole-task time if its uplink were a constant ``uplink_bytes_per_s``."""
+        c = next(c for c in self.costs if c.site.name == site)
+        return evaluate_option(self.scenario, c, self.source, uplink=uplink_bytes_per_s).time_s
 
     def to_dict(self) -> dict[str, Any]:
         task = self.scenario.task
@@ -147,7 +155,7 @@ def plan(
     costs = [resolve_site(scn, s, catalog, source) for s in scn.site]
     options = evaluate_all(scn, costs, source)
     choice, reason, fastest = choose(options, scn.decision.objective)
-    result = Plan(scn, options, choice, reason, fastest)
+    result = Plan(scn, options, choice, reason, fastest, costs=costs, source=source)
     if thresholds:
         result.thresholds = find_thresholds(scn, costs, result, source)
     if monte_carlo and scn.variability is not None:
