@@ -195,10 +195,9 @@ def _memory_reasons(task, site, hw, spec, catalog) -> list[str]:
         return []
     bpv = catalog.get("quant", task.model.weights).bytes_per_value
     resident = float(device.weight_bytes(spec.resident_bytes, bpv))
-    fit = device.memory_fit(memory, reserve, resident, spec.kv_bytes_per_token, task.model.context)
-    if fit.fits_weights and (task.model.context == 0 or fit.requests >= 1):
-        return []
     need = resident + spec.kv_bytes_per_token * task.model.context
+    if need <= memory - reserve:
+        return []
     return [
         f"memory: weights + KV need {need / 1e9:.2f} GB, "
         f"{(memory - reserve) / 1e9:.2f} GB available after the reserve"
