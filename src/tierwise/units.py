@@ -20,7 +20,7 @@ import pint
 
 from tierwise.errors import UnitError
 
-__all__ = ["KINDS", "format_quantity", "parse_quantity", "registry"]
+__all__ = ["KINDS", "format_quantity", "format_seconds", "parse_quantity", "registry"]
 
 # kind -> (pint unit the SI float is expressed in, example shown in errors)
 KINDS: dict[str, tuple[str, str]] = {
@@ -75,6 +75,19 @@ def parse_quantity(value: Any, kind: str) -> float:
     if not math.isfinite(number):
         raise UnitError(f"{value!r} is not a finite {kind}")
     return number
+
+
+def format_seconds(x: float | None) -> str:
+    """Seconds as the reference prints them: 64.0 s, 11.0 s, 2.90 s, 137 ms."""
+    if x is None or x != x:
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:.0f} s"
+    if abs(x) >= 10:
+        return f"{x:.1f} s"
+    if abs(x) >= 1:
+        return f"{x:.2f} s"
+    return format_quantity(x, "time", digits=3)
 
 
 _SCALES: dict[str, list[tuple[float, str]]] = {

@@ -17,6 +17,7 @@ from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.scenario.loader import load_scenario
 from tierwise.scenario.schema import Scenario
+from tierwise.units import format_seconds
 
 __all__ = ["Plan", "choose", "plan", "plan_file"]
 
@@ -102,7 +103,7 @@ def choose(options: list[Option], objective: str) -> tuple[str | None, str, str 
             None,
             (
                 f"no feasible site meets the deadline; the fastest is {best.site} "
-                f"at {best.time_s:.3g} s"
+                f"at {format_seconds(best.time_s)}"
             ),
             fastest,
         )
@@ -120,7 +121,7 @@ def _reason(best: Option, options: list[Option], objective: str) -> str:
     if objective == "energy" and math.isfinite(best.energy_key):
         what = f"the least energy ({_energy_text(best)})"
     else:
-        what = f"the shortest time ({best.time_s:.3g} s)"
+        what = f"the shortest time ({format_seconds(best.time_s)})"
     others = []
     for o in options:
         if o is best:
@@ -128,9 +129,9 @@ def _reason(best: Option, options: list[Option], objective: str) -> str:
         if not o.feasible:
             others.append(f"{o.site} infeasible ({o.reasons[0]})")
         elif o.meets_deadline is False:
-            others.append(f"{o.site} misses the deadline ({o.time_s:.3g} s)")
+            others.append(f"{o.site} misses the deadline ({format_seconds(o.time_s)})")
     tail = f"; {', '.join(others)}" if others else ""
-    return f"{best.site} {deadline} ({best.time_s:.3g} s) with {what}{tail}"
+    return f"{best.site} {deadline} ({format_seconds(best.time_s)}) with {what}{tail}"
 
 
 def _energy_text(o: Option) -> str:
@@ -162,7 +163,21 @@ def plan(
         from tierwise.plan.montecarlo import monte_carlo as run_mc
 
         result.monte_carlo = run_mc(scn, costs, source)
+        _apply_probability(result, scn)
     return result
+
+
+def _apply_probability(result: Plan, scn: Scenario) -> None:
+    """With ``decision.probability``, an option meets the deadline only with enough odds."""
+    target = scn.decision.probability
+    if target is None or scn.task.deadline is None or result.monte_carlo is None:
+        return
+    for o in result.options:
+        p = result.monte_carlo["sites"].get(o.site, {}).get("p_meet")
+        if p is not None and o.meets_deadline and p < target:
+            o.meets_deadline = False
+            o.notes.append(f"P(T ≤ deadline) = {p:.4f} < {target:g}")
+    result.choice, result.reason, result.fastest = choose(result.options, scn.decision.objective)
 
 
 def plan_file(

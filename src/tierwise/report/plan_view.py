@@ -7,22 +7,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tierwise.units import format_quantity
+from tierwise.units import format_quantity, format_seconds
 
 __all__ = ["render_plan", "threshold_text"]
 
 _T = "time"
 
 
-def _t(x: float) -> str:
-    """Seconds with the precision the reference prints (64.0 s, 11.0 s, 0.137 s → 137 ms)."""
-    if x is None or x != x:
-        return "—"
-    if abs(x) >= 100:
-        return f"{x:.0f} s"
-    if abs(x) >= 1:
-        return f"{x:.1f} s" if abs(x) >= 10 else f"{x:.2f} s"
-    return format_quantity(x, _T, digits=3)
+_t = format_seconds
 
 
 def _energy(e: Any) -> str:
@@ -65,6 +57,8 @@ def render_plan(console: Console, plan: Any) -> None:
         if "battery_share" in o.extra:
             lo, hi = o.extra["battery_share"]
             detail += f"\nbattery {lo:.1%}–{hi:.1%} of a charge"
+        for note in o.notes:
+            detail += f"\n[dim]{note}[/]"
         style = "bold" if o.site == plan.choice else None
         table.add_row(
             o.site, o.tier, feasible, _t(o.time_s), meets, _energy(o.energy_j), detail, style=style

@@ -180,6 +180,13 @@ class Decision(_Strict):
     """``[decision]``."""
 
     objective: Literal["energy", "time"] = "energy"
+    probability: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="with [variability]: an option meets the deadline only if P(T ≤ deadline) "
+        "is at least this",
+    )
 
 
 class Distribution(_Strict):
