@@ -100,5 +100,5 @@ uplink = { dist = "choice", values = ["2 Mbit/s", "10 Mbit/s"], weights = [0.35,
 
 def test_unknown_site_in_variability_is_an_error():
     """A variability table for a site the file lacks is refused with its key path."""
-    with pytest.raises(ScenarioError, match="variability.site.mars"):
+    with pytest.raises(ScenarioError, match=r"variability\.site\.mars"):
         plan_text(_with("[variability]\n[variability.site.mars]\ndisconnect_probability = 0.1\n"))
