@@ -6,12 +6,14 @@ status 2; anything else is a bug and shows its traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tierwise.errors import ScenarioError, TierwiseError
@@ -97,23 +99,25 @@ def plan(
     from tierwise.report.plan_view import render_plan
     from tierwise.scenario.loader import bundled_example
 
-    if file is None:
-        file = bundled_example("deployment")
-        if not as_json:
-            out.print(
-                f"[dim]No file given: planning the bundled §12.5 deployment example ({file}).[/]"
-            )
-    result = plan_file(file, set_ or [], extra or [])
+    bundled = file is None
+    file = bundled_example("deployment") if file is None else file
+    result = plan_file(file, set_ or [], extra or [])  # fails before anything is printed
+    saved = []
     if plot is not None:
         from tierwise.report.figures import plan_figures
 
         saved = plan_figures(result, plot)
-        if not as_json:
-            out.print(f"[dim]figures: {', '.join(str(p) for p in saved)}[/]")
     if as_json:
         print(dumps(result.to_dict()))
-    else:
-        render_plan(out, result)
+        return
+    if bundled:
+        out.print(
+            f"[dim]No file given: planning the bundled §12.5 deployment example "
+            f"({escape(str(file))}).[/]"
+        )
+    if saved:
+        out.print(f"[dim]figures: {escape(', '.join(str(p) for p in saved))}[/]")
+    render_plan(out, result)
 
 
 @app.command()
@@ -125,25 +129,45 @@ def catalog(extra: CatalogOpt = None, as_json: JsonOpt = False) -> None:
     render_catalog(out, load_catalog(extra or []), as_json=as_json)
 
 
+def _fail(message: str) -> NoReturn:
+    """Print ``message`` as one line on stderr (no markup, no wrapping) and exit 2."""
+    text = " ".join(message.split())  # one line whatever the message holds
+    Console(stderr=True).print(
+        f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True
+    )
+    sys.exit(2)
+
+
+def _click_exceptions() -> tuple[type[Exception], ...]:
+    """Click's exception root, and typer's vendored copy of it where typer has one."""
+    found = []
+    for module in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found.append(importlib.import_module(module).ClickException)
+        except (ImportError, AttributeError):
+            pass
+    return tuple(found)
+
+
 def main() -> None:
     """Entry point: run the app, turning user errors into one line and exit 2."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except TierwiseError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _fail(str(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         Console(stderr=True).print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    except _click_exceptions() as exc:  # usage errors arrive here in non-standalone mode
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # the help text, as click prints it
             sys.exit(2)
-        raise
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "tierwise"
+        _fail(f"{command}: {exc.format_message()} (see {command} --help)")
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 _ = Table  # re-exported for views that build tables

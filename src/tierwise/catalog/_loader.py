@@ -116,9 +116,16 @@ def _build(section: str, key: str, raw: Any, origin: str) -> _Entry:
     try:
         return _SECTIONS[section].model_validate({**raw, "id": key, "origin": origin})
     except ValidationError as exc:
-        err = exc.errors()[0]
+        err = exc.errors(include_url=False)[0]
         path = ".".join(str(p) for p in (section, key, *err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "required key is missing"
+        elif err["type"] == "extra_forbidden":
+            known = [f for f in _SECTIONS[section].model_fields if f not in ("id", "origin")]
+            msg = f"unknown key (expected one of: {', '.join(known)})"
+        elif err["type"] != "value_error":
+            msg += f", got {err['input']!r}"
         raise CatalogError(f"{origin}: {path}: {msg}") from exc
 
 

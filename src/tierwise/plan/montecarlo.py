@@ -2,13 +2,20 @@
 
 ``[variability]`` gives per-site distributions: the uplink of each round, RTT
 jitter added to each round, and a per-round disconnect probability with its
-reconnect time and whether progress is kept. Each trial draws one value per
-round; totals are computed for all trials at once with numpy:
+reconnect time and whether progress is kept. A trial's whole-task time is
 
 ``T = M + Σ_i (F + S/b_i + j_i) + Σ_i D_i (t_reconnect + redo_i)``
 
-where ``redo_i`` is round i's time (progress kept) or the time of rounds
-1..i (progress lost). A redone round is assumed not to fail again.
+where ``redo_i`` is round i's time (progress kept) or the time of rounds 1..i
+(progress lost); a redone round is assumed not to fail again.
+
+Vectorised with sufficient statistics, so most trials never materialise their
+rounds: Σ 1/b_i of a ``choice`` uplink comes from multinomial counts, Σ j_i of
+exponential jitter is one Gamma(n, mean) draw, and the number of disconnects is
+Binomial(n, p). Only trials with at least one disconnect (and distributions
+without a shortcut) are simulated round by round. :func:`totals_python` is the
+naive per-trial, per-round loop with Python's ``random``; tests check that the
+two agree in distribution.
 
 Randomness comes from one seed: each (site, stream) pair gets its own
 ``numpy.random.Generator`` from a ``SeedSequence`` spawn key, so adding a site
@@ -17,6 +24,7 @@ never changes another site's draws.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,29 +36,40 @@ from tierwise.plan.resolve import SiteCosts
 from tierwise.scenario.schema import Distribution, Scenario, SiteVariability
 from tierwise.units import parse_quantity
 
-__all__ = ["Draws", "draw", "monte_carlo", "totals", "totals_python"]
+__all__ = ["SiteSpec", "monte_carlo", "site_spec", "totals", "totals_python"]
 
-_STREAMS = {"uplink": 0, "rtt_jitter": 1, "disconnect": 2}
+_STREAMS = {"uplink": 0, "rtt_jitter": 1, "disconnect": 2, "rounds": 3}
 
 
 @dataclass(frozen=True)
-class Draws:
-    """One site's per-trial, per-round inputs (arrays of shape trials × rounds)."""
+class Dist:
+    """A parsed distribution: SI parameters, ready to sample."""
 
-    round_fixed_s: float
+    kind: str
+    a: float = 0.0  # low | median | mean
+    b: float = 0.0  # high | sigma | sd
+    values: tuple[float, ...] = ()
+    p: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """One site's loop under variability, SI units."""
+
+    rounds: int
+    fixed_s: float  # per round: client + model + RTT + download + codec
     upload_bytes: float
-    uplink: np.ndarray
-    jitter_s: np.ndarray
-    disconnect: np.ndarray
+    uplink: Dist | None  # None: the site's own (constant) uplink below
+    uplink_const: float  # bytes/s; inf when nothing is uploaded
+    jitter: Dist | None
+    rtt_s: float
+    p_cut: float
     reconnect_s: float
     lost: bool
     prepare_s: float
 
 
-def _rng(seed: int, site_index: int, stream: str) -> np.random.Generator:
-    return np.random.default_rng(
-        np.random.SeedSequence(seed, spawn_key=(site_index, _STREAMS[stream]))
-    )
+# ----------------------------------------------------------------------- parsing
 
 
 def _q(text: str | None, kind: str, where: str, source: str) -> float:
@@ -62,110 +81,198 @@ def _q(text: str | None, kind: str, where: str, source: str) -> float:
         raise ScenarioError(str(exc), source=source, path=where) from None
 
 
-def sample(
-    d: Distribution,
-    kind: str,
-    shape: tuple[int, int],
-    rng: np.random.Generator,
-    where: str,
-    source: str,
-) -> np.ndarray:
-    """Draw ``shape`` values of ``kind`` (SI) from distribution ``d``."""
+def parse_dist(d: Distribution, kind: str, where: str, source: str) -> Dist:
+    """Check and convert a ``[variability]`` distribution to SI parameters."""
     q = lambda key: _q(getattr(d, key), kind, f"{where}.{key}", source)  # noqa: E731
     if d.dist == "uniform":
-        return rng.uniform(q("low"), q("high"), shape)
+        return Dist("uniform", q("low"), q("high"))
     if d.dist == "lognormal":
-        return q("median") * rng.lognormal(0.0, d.sigma or 0.0, shape)
+        return Dist("lognormal", q("median"), d.sigma or 0.0)
     if d.dist == "normal":
-        return rng.normal(q("mean"), q("sd"), shape)
+        return Dist("normal", q("mean"), q("sd"))
     if d.dist == "exponential":
-        return rng.exponential(q("mean"), shape)
-    values = np.array([_q(v, kind, f"{where}.values", source) for v in d.values or []])
-    if values.size == 0:
+        return Dist("exponential", q("mean"))
+    values = tuple(_q(v, kind, f"{where}.values", source) for v in d.values or [])
+    if not values:
         raise ScenarioError("choice needs values = [...]", source=source, path=f"{where}.values")
-    p = None
-    if d.weights is not None:
-        w = np.asarray(d.weights, dtype=float)
-        if w.size != values.size or np.any(w < 0) or w.sum() <= 0:
-            raise ScenarioError(
-                "weights must be non-negative, one per value",
-                source=source,
-                path=f"{where}.weights",
-            )
-        p = w / w.sum()
-    return rng.choice(values, size=shape, p=p)
+    w = np.ones(len(values)) if d.weights is None else np.asarray(d.weights, dtype=float)
+    if w.size != len(values) or np.any(w < 0) or w.sum() <= 0:
+        raise ScenarioError(
+            "weights must be non-negative, one per value", source=source, path=f"{where}.weights"
+        )
+    return Dist("choice", values=values, p=tuple(w / w.sum()))
 
 
-def draw(scn: Scenario, costs: SiteCosts, index: int, source: str) -> Draws:
-    """All random inputs of one site for ``scn.variability.trials`` trials."""
-    var = scn.variability
-    assert var is not None
+def site_spec(scn: Scenario, costs: SiteCosts, source: str) -> SiteSpec:
+    """Reduce a site's loop and its ``[variability.site.<name>]`` table to a :class:`SiteSpec`."""
     terms = loop_terms(scn.task, costs, source)
-    shape = (var.trials, terms.rounds)
-    sv = var.site.get(costs.site.name, SiteVariability())
+    var = scn.variability.site.get(costs.site.name) if scn.variability else None
+    sv = var or SiteVariability()
     where = f"variability.site.{costs.site.name}"
-    uplink = np.broadcast_to(terms.uplinks, shape)
-    if sv.uplink is not None and costs.site.remote:
-        uplink = sample(
-            sv.uplink, "rate", shape, _rng(var.seed, index, "uplink"), f"{where}.uplink", source
+    remote = costs.site.remote
+    uplink = (
+        parse_dist(sv.uplink, "rate", f"{where}.uplink", source) if (sv.uplink and remote) else None
+    )
+    if uplink and (
+        uplink.kind in ("normal", "exponential")
+        or min(uplink.values if uplink.kind == "choice" else (uplink.a,)) <= 0
+    ):
+        raise ScenarioError(
+            "an uplink distribution must stay above 0: use lognormal, uniform "
+            "or choice with positive rates",
+            source=source,
+            path=f"{where}.uplink",
         )
-        if np.any(uplink <= 0):
-            raise ScenarioError(
-                "the uplink distribution produced rates ≤ 0; use lognormal or a positive range",
-                source=source,
-                path=f"{where}.uplink",
-            )
-    jitter = np.zeros(shape)
-    if sv.rtt_jitter is not None and costs.site.remote:
-        jitter = sample(
-            sv.rtt_jitter,
-            "time",
-            shape,
-            _rng(var.seed, index, "rtt_jitter"),
-            f"{where}.rtt_jitter",
-            source,
+    if uplink is None and np.unique(terms.uplinks).size > 1:
+        raise ScenarioError(
+            "a per-round uplink list and [variability] cannot be combined; "
+            "give the variation as a distribution",
+            source=source,
+            path=f"site.{costs.site.name}.uplink",
         )
-        jitter = np.maximum(jitter, -terms.rtt_s)  # an RTT never goes below zero
-    cut = np.zeros(shape, dtype=bool)
-    if sv.disconnect_probability > 0 and costs.site.remote:
-        cut = _rng(var.seed, index, "disconnect").random(shape) < sv.disconnect_probability
-    return Draws(
+    jitter = (
+        parse_dist(sv.rtt_jitter, "time", f"{where}.rtt_jitter", source)
+        if (sv.rtt_jitter and remote)
+        else None
+    )
+    return SiteSpec(
+        terms.rounds,
         terms.fixed_round_s,
         terms.upload_bytes,
         uplink,
+        float(terms.uplinks[0]),
         jitter,
-        cut,
+        terms.rtt_s,
+        sv.disconnect_probability if remote else 0.0,
         sv.reconnect,
         sv.progress == "lost",
         terms.prepare_s,
     )
 
 
-def totals(d: Draws) -> np.ndarray:
-    """Whole-task time of every trial (vectorised)."""
-    rounds = d.round_fixed_s + d.upload_bytes / d.uplink + d.jitter_s
-    redo = np.cumsum(rounds, axis=1) if d.lost else rounds
-    extra = np.where(d.disconnect, d.reconnect_s + redo, 0.0).sum(axis=1)
-    return d.prepare_s + rounds.sum(axis=1) + extra
+# ---------------------------------------------------------------- vectorised path
 
 
-def totals_python(d: Draws) -> list[float]:
-    """The same as :func:`totals`, one trial and one round at a time (reference and benchmark)."""
+def _rng(seed: int, site: int, stream: str) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(site, _STREAMS[stream])))
+
+
+def _cells(d: Dist, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    """One draw per cell. Drawn in float32 (about 2× faster; 1e-7 relative error is far
+    below Monte Carlo error); callers sum in float64."""
+    f32 = np.float32
+    if d.kind == "uniform":
+        return f32(d.a) + f32(d.b - d.a) * rng.random(shape, dtype=f32)
+    if d.kind == "lognormal":
+        return f32(d.a) * np.exp(f32(d.b) * rng.standard_normal(shape, dtype=f32))
+    if d.kind == "normal":
+        return f32(d.a) + f32(d.b) * rng.standard_normal(shape, dtype=f32)
+    if d.kind == "exponential":
+        return f32(d.a) * rng.standard_exponential(shape, dtype=f32)
+    return np.asarray(d.values)[rng.choice(len(d.values), size=shape, p=d.p)]
+
+
+def _upload_sum(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarray:
+    """Σ_i S/b_i per trial."""
+    if s.upload_bytes == 0:
+        return np.zeros(trials)
+    if s.uplink is None:
+        return np.full(trials, s.rounds * s.upload_bytes / s.uplink_const)
+    if s.uplink.kind == "choice":
+        counts = rng.multinomial(s.rounds, s.uplink.p, size=trials)
+        return counts @ (s.upload_bytes / np.asarray(s.uplink.values))
+    cells = _cells(s.uplink, (trials, s.rounds), rng)
+    return (np.float32(s.upload_bytes) / cells).sum(axis=1, dtype=np.float64)
+
+
+def _jitter_sum(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarray:
+    """Σ_i j_i per trial (an RTT never drops below zero)."""
+    if s.jitter is None:
+        return np.zeros(trials)
+    if s.jitter.kind == "exponential":
+        return rng.gamma(s.rounds, s.jitter.a, trials)
+    cells = np.maximum(_cells(s.jitter, (trials, s.rounds), rng), np.float32(-s.rtt_s))
+    return cells.sum(axis=1, dtype=np.float64)
+
+
+def _rounds(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarray:
+    """Per-round times of ``trials`` trials, round by round (trials × rounds)."""
+    shape = (trials, s.rounds)
+    up = (
+        np.full(shape, s.upload_bytes / s.uplink_const)
+        if s.uplink is None
+        else s.upload_bytes / _cells(s.uplink, shape, rng)
+    )
+    jit = (
+        np.zeros(shape) if s.jitter is None else np.maximum(_cells(s.jitter, shape, rng), -s.rtt_s)
+    )
+    return s.fixed_s + up + jit
+
+
+def _with_cuts(s: SiteSpec, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Totals of trials that have ``counts`` ≥ 1 disconnects, placed uniformly among rounds."""
+    r = _rounds(s, counts.size, rng)
+    u = rng.random(r.shape)
+    kth = np.take_along_axis(np.sort(u, axis=1), (counts - 1)[:, None], axis=1)
+    cut = u <= kth  # the `counts` smallest: uniform positions
+    redo = np.cumsum(r, axis=1) if s.lost else r
+    return s.prepare_s + r.sum(axis=1) + np.where(cut, s.reconnect_s + redo, 0.0).sum(axis=1)
+
+
+def totals(s: SiteSpec, trials: int, seed: int, site_index: int) -> np.ndarray:
+    """Whole-task time of every trial (vectorised, exact in distribution)."""
+    base = s.prepare_s + s.rounds * s.fixed_s
+    out = (
+        base
+        + _upload_sum(s, trials, _rng(seed, site_index, "uplink"))
+        + _jitter_sum(s, trials, _rng(seed, site_index, "rtt_jitter"))
+    )
+    if s.p_cut > 0:
+        counts = _rng(seed, site_index, "disconnect").binomial(s.rounds, s.p_cut, trials)
+        hit = counts > 0
+        if hit.any():
+            out[hit] = _with_cuts(s, counts[hit], _rng(seed, site_index, "rounds"))
+    return out
+
+
+# -------------------------------------------------------------- reference loop
+
+
+def _draw_py(d: Dist, r: random.Random) -> float:
+    if d.kind == "uniform":
+        return r.uniform(d.a, d.b)
+    if d.kind == "lognormal":
+        return d.a * r.lognormvariate(0.0, d.b)
+    if d.kind == "normal":
+        return r.gauss(d.a, d.b)
+    if d.kind == "exponential":
+        return r.expovariate(1.0 / d.a)
+    return r.choices(d.values, weights=d.p)[0]
+
+
+def totals_python(s: SiteSpec, trials: int, seed: int) -> list[float]:
+    """The naive model: every trial, every round, drawn and added one at a time."""
+    r = random.Random(seed)
     out = []
-    uplink, jitter, cut = d.uplink.tolist(), d.jitter_s.tolist(), d.disconnect.tolist()
-    for t in range(len(uplink)):
-        total, done = d.prepare_s, 0.0
-        for i in range(len(uplink[t])):
-            r = d.round_fixed_s + d.upload_bytes / uplink[t][i] + jitter[t][i]
-            done += r
-            total += r
-            if cut[t][i]:
-                total += d.reconnect_s + (done if d.lost else r)
+    for _ in range(trials):
+        total, done = s.prepare_s, 0.0
+        for _ in range(s.rounds):
+            b = s.uplink_const if s.uplink is None else _draw_py(s.uplink, r)
+            j = 0.0 if s.jitter is None else max(_draw_py(s.jitter, r), -s.rtt_s)
+            t = s.fixed_s + s.upload_bytes / b + j
+            done += t
+            total += t
+            if s.p_cut > 0 and r.random() < s.p_cut:
+                total += s.reconnect_s + (done if s.lost else t)
         out.append(total)
     return out
 
 
-def _summary(times: np.ndarray, deadline: float | None) -> dict[str, Any]:
+# ---------------------------------------------------------------------- summary
+
+
+def summary(times: np.ndarray, deadline: float | None) -> dict[str, Any]:
+    """P(T ≤ deadline), quantiles and mean of one site's trial times."""
     p50, p99 = np.quantile(times, [0.5, 0.99])
     return {
         "p_meet": None if deadline is None else float(np.mean(times <= deadline)),
@@ -175,6 +282,15 @@ def _summary(times: np.ndarray, deadline: float | None) -> dict[str, Any]:
         "min_s": float(times.min()),
         "max_s": float(times.max()),
     }
+
+
+def _fixed_cut(scn: Scenario, s: SiteSpec, c: SiteCosts) -> float:
+    """``[task.disconnect]`` on top of the random ones, its redone rounds at the nominal uplink."""
+    d = scn.task.disconnect
+    if d is None or not c.site.remote:
+        return 0.0
+    nominal = s.fixed_s + s.upload_bytes / s.uplink_const
+    return d.reconnect + nominal * (d.after_round if d.progress == "lost" else 1)
 
 
 def monte_carlo(scn: Scenario, costs: list[SiteCosts], source: str) -> dict[str, Any]:
@@ -190,5 +306,7 @@ def monte_carlo(scn: Scenario, costs: list[SiteCosts], source: str) -> dict[str,
     sites = {}
     for index, c in enumerate(costs):
         if c.feasible:
-            sites[c.site.name] = _summary(totals(draw(scn, c, index, source)), scn.task.deadline)
+            spec = site_spec(scn, c, source)
+            times = totals(spec, var.trials, var.seed, index) + _fixed_cut(scn, spec, c)
+            sites[c.site.name] = summary(times, scn.task.deadline)
     return {"trials": var.trials, "seed": var.seed, "deadline_s": scn.task.deadline, "sites": sites}

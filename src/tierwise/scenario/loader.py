@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tierwise.errors import ScenarioError
-from tierwise.scenario.schema import Scenario, Site
+from tierwise.scenario import schema
+from tierwise.scenario.schema import ErrorAt, Scenario, Site
 
 __all__ = ["BUNDLED_EXAMPLES", "apply_set", "bundled_example", "load_scenario", "parse_scenario"]
 
@@ -58,34 +59,87 @@ def parse_scenario(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"TOML syntax error: {exc}", source=source) from exc
+    overrides = list(overrides)
     for item in overrides:
-        data = apply_set(data, item)
-    return validate(data, source)
+        data = apply_set(data, item, source=source)
+    return validate(data, source, overrides)
 
 
-def validate(data: dict[str, Any], source: str) -> Scenario:
+def validate(data: dict[str, Any], source: str, overrides: Iterable[str] = ()) -> Scenario:
+    """Validate parsed TOML; the first error names its key path (and the --set that gave it)."""
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        path = _key_path(data, err["loc"])
-        raise ScenarioError(_explain(err), source=source, path=path or None) from None
+        err = _most_telling(exc.errors(include_url=False), data)
+        loc = tuple(err["loc"])
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, ErrorAt):
+            loc += cause.key
+        path = _key_path(data, loc)
+        message = _explain(err) + _from_set(path, overrides)
+        raise ScenarioError(message, source=source, path=path or None) from None
+
+
+# Tags pydantic puts in an error's location for the member of a union it tried.
+_MEMBER_TAGS = {"int", "float", "str", "bool", "list", "dict", "tuple", "none"} | {
+    name
+    for name, obj in vars(schema).items()
+    if isinstance(obj, type) and issubclass(obj, BaseModel)
+}
+
+
+def _keys(data: Any, loc: tuple[Any, ...]) -> list[Any]:
+    """The items of ``loc`` that are keys or indices, without union member tags."""
+    keys: list[Any] = []
+    node = data
+    for item in loc:
+        present = isinstance(node, dict | list) and _has(node, item)
+        if not present and isinstance(item, str) and ("[" in item or item in _MEMBER_TAGS):
+            continue
+        keys.append(item)
+        node = node[item] if present else None
+    return keys
+
+
+def _most_telling(errors: list[dict[str, Any]], data: Any) -> dict[str, Any]:
+    """The first error, or for a union (``uplink``: a rate or a list) the member's that fits.
+
+    Every member of a union reports an error; the one that reaches deepest into the
+    value, and is not merely "wrong shape", is the one the user needs to see.
+    """
+    first = errors[0]
+    n = len(_keys(data, first["loc"]))
+    prefix = tuple(_keys(data, first["loc"])[: n - 1] if n else ())
+    same = [e for e in errors if tuple(_keys(data, e["loc"])[: len(prefix)]) == prefix]
+
+    def rank(err: dict[str, Any]) -> tuple[int, bool]:
+        return (-len(_keys(data, err["loc"])), str(err["type"]).endswith("_type"))
+
+    return min(same, key=rank)
+
+
+def _from_set(path: str, overrides: Iterable[str]) -> str:
+    """Say which ``--set`` gave the value at ``path``, if one did (the last one wins)."""
+    for item in reversed(list(overrides)):
+        key = item.partition("=")[0].strip()
+        if path == key or path.startswith((key + ".", key + "[")):
+            return f" (from --set {item})"
+    return ""
 
 
 def _key_path(data: dict[str, Any], loc: tuple[Any, ...]) -> str:
+    """``site.cloud.uplink[1]`` for pydantic's ``("site", 2, "uplink", 1)``."""
     parts: list[str] = []
     node: Any = data
-    for item in loc:
-        if isinstance(item, int) and parts and parts[-1] == "site" and isinstance(node, list):
+    for item in _keys(data, loc):
+        if isinstance(item, int) and parts == ["site"] and isinstance(node, list):
             entry = node[item] if item < len(node) else {}
             name = entry.get("name") if isinstance(entry, dict) else None
-            parts.append(str(name) if name else f"[{item}]")
+            parts[-1:] = ["site", str(name)] if name else [f"site[{item}]"]
             node = entry
             continue
         if isinstance(item, int):
             parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
-        elif item in ("function-after", "function-before") or "[" in str(item):
-            continue  # pydantic's internal union / validator labels
         else:
             parts.append(str(item))
         node = node[item] if isinstance(node, dict | list) and _has(node, item) else None
@@ -124,50 +178,68 @@ def _value(text: str) -> Any:
         return text
 
 
-def apply_set(data: dict[str, Any], item: str) -> dict[str, Any]:
-    """A copy of ``data`` with ``key.path=value`` applied, the path checked against the schema."""
+def apply_set(data: dict[str, Any], item: str, *, source: str = "<scenario>") -> dict[str, Any]:
+    """A copy of ``data`` with ``key.path=value`` applied, the path checked against the schema.
+
+    ``source`` names the file being overridden, for error messages.
+    """
     key, eq, raw = item.partition("=")
     key = key.strip()
     if not eq or not key:
-        raise ScenarioError(f"expected key.path=value, got {item!r}", source="--set")
+        raise ScenarioError(f"--set expects key.path=value, got {item!r}", source=source)
     parts = key.split(".")
+    if "" in parts:
+        raise ScenarioError(f"--set {item}: empty part in the key path", source=source, path=key)
     out = copy.deepcopy(data)
     if parts[0] == "site":
-        _set_site(out, parts, _value(raw.strip()), key)
+        _set_site(out, parts, _value(raw.strip()), source)
     else:
-        _check_path(Scenario, parts, key)
-        _assign(out, parts, _value(raw.strip()), key)
+        _check_path(Scenario, parts, source)
+        _assign(out, parts, _value(raw.strip()), source)
     return out
 
 
-def _set_site(data: dict[str, Any], parts: list[str], value: Any, key: str) -> None:
+def _set_site(data: dict[str, Any], parts: list[str], value: Any, source: str) -> None:
+    key = ".".join(parts)
     if len(parts) < 3:
-        raise ScenarioError("expected site.<name>.<key>=value", source="--set", path=key)
+        raise ScenarioError("--set expects site.<name>.<key>=value", source=source, path=key)
     sites = data.get("site")
-    names = [s.get("name") for s in sites] if isinstance(sites, list) else []
+    sites = sites if isinstance(sites, list) else []
+    names = [s.get("name") if isinstance(s, dict) else None for s in sites]
     if parts[1] not in names:
         raise ScenarioError(
-            f"no site named {parts[1]!r} in the file (sites: {', '.join(map(str, names))})",
-            source="--set",
+            f"--set names site {parts[1]!r}, which the file does not have "
+            f"(expected one of: {', '.join(map(str, names)) or 'no [[site]] in the file'})",
+            source=source,
             path=key,
         )
-    _check_path(Site, parts[2:], key)
-    _assign(sites[names.index(parts[1])], parts[2:], value, key)
+    _check_path(Site, parts[2:], source, prefix=tuple(parts[:2]))
+    _assign(sites[names.index(parts[1])], parts[2:], value, source, prefix=tuple(parts[:2]))
 
 
-def _check_path(model: type[BaseModel], parts: list[str], key: str) -> None:
+def _check_path(
+    model: type[BaseModel], parts: list[str], source: str, prefix: tuple[str, ...] = ()
+) -> None:
+    """Check ``parts`` against the schema (not the file); dict tables take any key."""
+    key = ".".join([*prefix, *parts])
     node: Any = model
-    for i, part in enumerate(parts):
+    parts = list(parts)
+    while parts:
+        part = parts.pop(0)
+        if _is_dict(node):  # e.g. variability.site.<name>: any key, then the value's type
+            node = _table_type(typing.get_args(node)[1])
+            continue
         fields = getattr(node, "model_fields", None)
         if fields is None:
-            if _is_dict(node):
-                return
-            done = ".".join(parts[:i])
-            raise ScenarioError(f"{done} is a value, not a table", source="--set", path=key)
-        if part not in fields:
-            known = ", ".join(fields)
+            done = key.removesuffix("." + ".".join([part, *parts]))
             raise ScenarioError(
-                f"unknown key {part!r} (known here: {known})", source="--set", path=key
+                f"--set goes below {done}, which is a value, not a table", source=source, path=key
+            )
+        if part not in fields:
+            raise ScenarioError(
+                f"--set names unknown key {part!r} (expected one of: {', '.join(fields)})",
+                source=source,
+                path=key,
             )
         node = _table_type(fields[part].annotation)
 
@@ -189,10 +261,17 @@ def _table_type(annotation: Any) -> Any:
     return annotation
 
 
-def _assign(node: dict[str, Any], parts: list[str], value: Any, key: str) -> None:
-    for part in parts[:-1]:
+def _assign(
+    node: dict[str, Any], parts: list[str], value: Any, source: str, prefix: tuple[str, ...] = ()
+) -> None:
+    for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ScenarioError(f"{part} is not a table in the file", source="--set", path=key)
+            done = ".".join([*prefix, *parts[: i + 1]])
+            raise ScenarioError(
+                f"--set expects {done} to be a table, but the file gives it the value {child!r}",
+                source=source,
+                path=".".join([*prefix, *parts]),
+            )
         node = child
     node[parts[-1]] = value

@@ -1,7 +1,7 @@
 """The scenario contract (DESIGN.md) as pydantic models; quantities become SI floats.
 
 Kind-specific rules (what a request, a stream or a loop needs) are checked in
-model validators so that the error names the key path.
+model validators; they raise :class:`ErrorAt` so that the error names the exact key.
 """
 
 from __future__ import annotations
@@ -11,6 +11,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
+
+
+class ErrorAt(ValueError):
+    """A model validator's error about ``key``, a path below the model it validates.
+
+    The loader appends ``key`` to pydantic's location, so a rule checked on the
+    whole ``[task]`` still names ``task.period`` rather than ``task``.
+    """
+
+    def __init__(self, key: tuple[str | int, ...], message: str):
+        super().__init__(message)
+        self.key = key
 
 
 class _Strict(BaseModel):
@@ -111,38 +123,45 @@ class Task(_Strict):
 
     def _check_request(self) -> None:
         if isinstance(self.chunks, int):
-            raise ValueError("a request's chunks is a table [task.chunks], not a number")
+            raise ErrorAt(("chunks",), "a request's chunks is a table [task.chunks], not a number")
         if isinstance(self.compute, float):
-            raise ValueError("a request's compute is a table [task.compute] (time or flops)")
+            raise ErrorAt(
+                ("compute",), "a request's compute is a table [task.compute] (time or flops)"
+            )
         if self.chunks is None and self.compute is None and self.model is None:
-            raise ValueError("a request needs [task.compute], [task.model] or [task.chunks]")
+            raise ErrorAt(
+                ("compute",), "a request needs [task.compute], [task.model] or [task.chunks]"
+            )
 
     def _check_stream(self) -> None:
         if not isinstance(self.chunks, int) or self.chunks < 1:
-            raise ValueError("a stream needs chunks = <number of chunks ≥ 1>")
+            raise ErrorAt(("chunks",), "a stream needs chunks = <number of chunks ≥ 1>")
         if self.period is None or self.period <= 0:
-            raise ValueError("a stream needs period = <chunk duration > 0>, e.g. '20 ms'")
+            raise ErrorAt(("period",), "a stream needs period = <chunk duration > 0>, e.g. '20 ms'")
         if not isinstance(self.compute, float):
-            raise ValueError("a stream needs compute = <model time per chunk>, e.g. '12 ms'")
+            raise ErrorAt(
+                ("compute",), "a stream needs compute = <model time per chunk>, e.g. '12 ms'"
+            )
         for key in self.propagation_overrides:
             if not key.isdigit() or int(key) >= self.chunks:
-                raise ValueError(
-                    f"propagation_overrides key {key!r} must be a chunk index 0..{self.chunks - 1}"
+                raise ErrorAt(
+                    ("propagation_overrides", key),
+                    f"expected a chunk index 0..{self.chunks - 1} as key, got {key!r}",
                 )
 
     def _check_loop(self) -> None:
         if self.rounds is None:
-            raise ValueError("a loop needs rounds = <rounds remaining>")
-        if isinstance(self.compute, float) or isinstance(self.chunks, Chunks | int):
-            raise ValueError(
-                "a loop takes [task.compute] (time or flops) or [task.model], no chunks"
-            )
+            raise ErrorAt(("rounds",), "a loop needs rounds = <rounds remaining>")
+        if isinstance(self.compute, float):
+            raise ErrorAt(("compute",), "a loop takes a table [task.compute] (time or flops)")
+        if self.chunks is not None:
+            raise ErrorAt(("chunks",), "a loop takes no chunks")
         if self.compute is None and self.model is None:
-            raise ValueError("a loop needs [task.compute] or [task.model]")
+            raise ErrorAt(("compute",), "a loop needs [task.compute] or [task.model]")
         if self.disconnect and self.disconnect.after_round > self.rounds:
-            raise ValueError(
-                f"disconnect.after_round = {self.disconnect.after_round} exceeds "
-                f"rounds = {self.rounds}"
+            raise ErrorAt(
+                ("disconnect", "after_round"),
+                f"expected at most rounds = {self.rounds}, got {self.disconnect.after_round}",
             )
 
 
@@ -169,7 +188,14 @@ class Site(_Strict):
     @field_validator("energy_per_token", mode="before")
     @classmethod
     def _range(cls, value: object) -> object:
-        return [value, value] if isinstance(value, str) else value
+        if isinstance(value, str):
+            return [value, value]
+        if isinstance(value, list | tuple) and len(value) != 2:
+            raise ValueError(
+                "expected one energy or a [low, high] pair such as "
+                f'["0.576 J", "0.756 J"], got {len(value)} values'
+            )
+        return value
 
     @property
     def remote(self) -> bool:
@@ -232,13 +258,18 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _unique_sites(self) -> Scenario:
         seen: set[str] = set()
-        for s in self.site:
+        for i, s in enumerate(self.site):
             if s.name in seen:
-                raise ValueError(f"two sites are named {s.name!r}")
+                raise ErrorAt(
+                    ("site", i, "name"), f"two sites are named {s.name!r}; names must be unique"
+                )
             seen.add(s.name)
         for name in self.variability.site if self.variability else ():
             if name not in seen:
-                raise ValueError(f"variability.site.{name}: no site is named {name!r}")
+                raise ErrorAt(
+                    ("variability", "site", name),
+                    f"expected the name of a site ({', '.join(sorted(seen))}), got {name!r}",
+                )
         return self
 
     def site_named(self, name: str) -> Site:
