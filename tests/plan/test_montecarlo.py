@@ -1,4 +1,4 @@
-"""Monte Carlo over per-round conditions (§12.5.2): checked against closed forms and a naive loop."""
+"""Monte Carlo over per-round conditions (§12.5.2), against closed forms and a naive loop."""
 
 from __future__ import annotations
 

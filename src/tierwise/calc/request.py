@@ -18,6 +18,7 @@ from tierwise.model import request as m
     Param("downlink", "rate", "downlink B_d", "100 Mbit/s"),
 )
 def request(upload, uplink, rtt, compute, download, downlink):
+    """T = S_u/B_u + R + T_c + S_d/B_d (connection open, stages in series)."""
     up = m.transfer_s(upload, uplink)
     down = m.transfer_s(download, downlink)
     total = m.serial_time_s(upload, uplink, rtt, compute, download, downlink)
@@ -39,6 +40,7 @@ def request(upload, uplink, rtt, compute, download, downlink):
     Param("uplink", "rate", "uplink B_u", "20 Mbit/s"),
 )
 def compression(upload, ratio, codec, uplink):
+    """ΔT = (S_u − S'_u)/B_u − T_e; break-even uplink B* = (S_u − S'_u)/T_e."""
     compressed = upload * ratio
     out = {
         "compressed_bytes": compressed,
@@ -61,6 +63,7 @@ def compression(upload, ratio, codec, uplink):
     Param("speedup", "float", "speed-up k of that part", 10.0),
 )
 def amdahl(total, part, speedup):
+    """T' = (T − T_p) + T_p/k; limit T − T_p as k → ∞ (Amdahl)."""
     time = m.amdahl_time_s(total, part, speedup)
     limit = m.amdahl_limit_s(total, part)
     return {
@@ -84,6 +87,7 @@ def amdahl(total, part, speedup):
     Param("barrier", "bool", "processing needs the whole input", False),
 )
 def chunks(upload, compute, download, propagation, barrier):
+    """c_i = max(a_i, c_{i−1}) + C_i, dn_i = max(c_i, dn_{i−1}) + D_i, done_i = dn_i + d."""
     r = m.chunked_request(upload, compute, download, propagation, barrier=barrier)
     return {
         "time_s": r.time_s,

@@ -250,7 +250,8 @@ def _bar_axes(ax: Axes, plan: Any, scale: float, unit: str, top_s: float) -> Non
         tick.set_fontweight("bold" if c else "normal")
         tick.set_color("black" if o.feasible else GREY_TEXT)
     ax.set_ylim(len(labels) - 0.5, -0.5)
-    ax.set_xlim(0, top_s * scale * 1.3)
+    overlapped = any(o.breakdown_s.get("overlap", 0.0) < -TINY_S for o in plan.options)
+    ax.set_xlim(0, top_s * scale * (1.45 if overlapped else 1.3))  # room for the end labels
     ax.set_xlabel(f"whole-task time ({unit})")
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)

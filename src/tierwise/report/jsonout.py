@@ -22,7 +22,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return plain(value.item())
     if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return None  # JSON has no infinity: null means "never" or "unbounded"
     return value
 
 

@@ -152,6 +152,12 @@ def _has(node: Any, item: Any) -> bool:
     return isinstance(item, int) and item < len(node)
 
 
+_MISSING = {
+    ("task",): "required table [task] is missing (the task: kind, sizes, compute)",
+    ("site",): "required [[site]] tables are missing (at least one site to run on)",
+}
+
+
 def _explain(err: dict[str, Any]) -> str:
     msg = str(err["msg"]).removeprefix("Value error, ")
     given = err.get("input")
@@ -159,7 +165,7 @@ def _explain(err: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         return "unknown key (not in the scenario schema; see DESIGN.md's scenario contract)"
     if kind == "missing":
-        return "required key is missing"
+        return _MISSING.get(tuple(err["loc"]), "required key is missing")
     if kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
         return f"{msg}, got {given!r}"
     if kind.endswith("_type") or kind.endswith("_parsing") or kind == "literal_error":
