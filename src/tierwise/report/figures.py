@@ -67,6 +67,7 @@ OTHER_STAGE_COLOURS = ("#e377c2", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a")
 SITE_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 INFEASIBLE_ALPHA = 0.25
 GREY_TEXT = "#777777"
+LATE = "#d62728"  # stalls, late chunks
 OVERLAP_COLOUR = "#333333"
 BAR_HEIGHT = 0.6  # of one row
 
@@ -543,36 +544,26 @@ PLAYOUT_LEGEND = (
 
 
 def _playout_panel(ax: Axes, option: Option, period: float, scale: float, colour: str) -> None:
+    """One site's chunks: planned outline, actual segment, stalls, arrivals, buffer waits."""
     arrive = np.asarray(option.extra["arrive_s"], dtype=float)
     play = np.asarray(option.extra["play_s"], dtype=float)
     rows = np.arange(arrive.size)
     planned = play[0] + period * rows
-    label = dict(enumerate(PLAYOUT_LEGEND))
+    width = period * scale
     ax.barh(
         rows,
-        period * scale,
+        width,
         left=planned * scale,
         height=0.75,
         facecolor="none",
         edgecolor="#9e9e9e",
         linestyle="--",
-        label=label[0],
+        label=PLAYOUT_LEGEND[0],
     )
-    ax.barh(rows, period * scale, left=play * scale, height=0.45, color=colour, label=label[1])
-    stalls = np.array(stall_intervals(play, period)).reshape(-1, 3)
-    if stalls.size:
-        ax.barh(
-            stalls[:, 0],
-            (stalls[:, 2] - stalls[:, 1]) * scale,
-            left=stalls[:, 1] * scale,
-            height=0.45,
-            color="#d62728",
-            hatch="xx",
-            edgecolor="white",
-            label=label[2],
-        )
+    ax.barh(rows, width, left=play * scale, height=0.45, color=colour, label=PLAYOUT_LEGEND[1])
+    _stall_bars(ax, play, period, scale)
     late = arrive > planned + STALL_RESOLUTION_S
-    for mask, dot, text in ((~late, "black", label[3]), (late, "#d62728", label[4])):
+    for mask, dot, text in ((~late, "black", PLAYOUT_LEGEND[3]), (late, LATE, PLAYOUT_LEGEND[4])):
         if mask.any():
             ax.scatter(arrive[mask] * scale, rows[mask], s=26, color=dot, zorder=3, label=text)
     wait = play > arrive
@@ -583,9 +574,24 @@ def _playout_panel(ax: Axes, option: Option, period: float, scale: float, colour
         color="#bbbbbb",
         linewidth=1,
         zorder=1,
-        label=label[5],
+        label=PLAYOUT_LEGEND[5],
     )
     _playout_axes(ax, option, rows)
+
+
+def _stall_bars(ax: Axes, play: np.ndarray, period: float, scale: float) -> None:
+    stalls = np.array(stall_intervals(play, period)).reshape(-1, 3)
+    if stalls.size:
+        ax.barh(
+            stalls[:, 0],
+            (stalls[:, 2] - stalls[:, 1]) * scale,
+            left=stalls[:, 1] * scale,
+            height=0.45,
+            color=LATE,
+            hatch="xx",
+            edgecolor="white",
+            label=PLAYOUT_LEGEND[2],
+        )
 
 
 def _panels_legend(axes: Sequence[Axes], order: Sequence[str]) -> None:
@@ -664,7 +670,7 @@ def _buffer_line(ax: Axes, option: Option, period: float, scale: float, colour: 
         ax.axvspan(
             start * scale,
             end * scale,
-            color="#d62728",
+            color=LATE,
             alpha=0.15,
             linewidth=0,
             label=f"{option.site}: stall" if k == 0 else None,
