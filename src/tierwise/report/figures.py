@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -35,6 +36,7 @@ from matplotlib.ticker import FuncFormatter
 from tierwise.model.loop import harmonic_mean_rate
 from tierwise.model.stream import STALL_RESOLUTION_S
 from tierwise.plan.options import Option
+from tierwise.plan.planner import Plan
 from tierwise.units import format_quantity, format_seconds
 
 __all__ = ["buffer_curve", "plan_figures", "stall_intervals", "uplink_sites"]
@@ -75,11 +77,11 @@ BAR_HEIGHT = 0.6  # of one row
 # ----------------------------------------------------------------------------- entry
 
 
-def plan_figures(plan: Any, folder: Path) -> list[Path]:
+def plan_figures(plan: Plan, folder: Path) -> list[Path]:
     """Draw every figure that fits ``plan``'s task into ``folder``; the paths written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    figures: list[tuple[str, Callable[[Any], Figure]]] = [("breakdown", breakdown_figure)]
+    figures: list[tuple[str, Callable[[Plan], Figure]]] = [("breakdown", breakdown_figure)]
     if uplink_sites(plan):
         figures.append(("uplink", uplink_figure))
     if plan.scenario.task.kind == "stream" and _stream_options(plan):
@@ -92,13 +94,15 @@ def plan_figures(plan: Any, folder: Path) -> list[Path]:
 
 def _save(fig: Figure, folder: Path, name: str) -> list[Path]:
     paths = [folder / f"{name}.{fmt}" for fmt in FORMATS]
-    for path in paths:
-        fig.savefig(path, dpi=DPI, metadata=_metadata(path.suffix))
+    # A fixed SVG id salt, set only for this save, makes an unchanged plan re-plot identically.
+    with matplotlib.rc_context({"svg.hashsalt": "tierwise"}):
+        for path in paths:
+            fig.savefig(path, dpi=DPI, metadata=_metadata(path.suffix))
     return paths
 
 
 def _metadata(suffix: str) -> dict[str, Any]:
-    # No creation date: the same plan gives the same SVG bytes.
+    # No creation date in the SVG, so re-plotting an unchanged plan churns less.
     return {"Date": None} if suffix == ".svg" else {}
 
 
@@ -113,7 +117,7 @@ def _time_scale(max_s: float) -> tuple[float, str]:
     return (1e3, "ms") if max_s < 1.0 else (1.0, "s")
 
 
-def _site_colour(plan: Any, site: str) -> str:
+def _site_colour(plan: Plan, site: str) -> str:
     names = [o.site for o in plan.options]
     return SITE_COLOURS[names.index(site) % len(SITE_COLOURS)]
 
@@ -138,7 +142,7 @@ def _ordered_stages(options: Sequence[Option]) -> list[str]:
     return [k for k in STAGES if k in seen] + sorted(seen - STAGES.keys())
 
 
-def breakdown_figure(plan: Any) -> Figure:
+def breakdown_figure(plan: Plan) -> Figure:
     """Stage totals per site as stacked bars on one time axis (figures 12-28 to 12-30).
 
     Each bar stacks the option's ``breakdown_s`` in a fixed stage order with one
@@ -240,7 +244,7 @@ def _site_label(option: Option) -> str:
     return option.site if option.site == option.tier else f"{option.site} ({option.tier})"
 
 
-def _bar_axes(ax: Axes, plan: Any, scale: float, unit: str, top_s: float) -> None:
+def _bar_axes(ax: Axes, plan: Plan, scale: float, unit: str, top_s: float) -> None:
     chosen = [o.site == plan.choice for o in plan.options]
     labels = [
         _site_label(o) + ("\nchosen" if c else "")
@@ -295,7 +299,7 @@ def _bar_legend(
 # ---------------------------------------------------------------------------- uplink
 
 
-def uplink_sites(plan: Any) -> list[Option]:
+def uplink_sites(plan: Plan) -> list[Option]:
     """Feasible remote options whose time depends on their uplink (they upload something)."""
     with_thresholds = {th["site"] for th in plan.thresholds}
     sites = {s.name: s for s in plan.scenario.site}
@@ -308,14 +312,14 @@ def uplink_sites(plan: Any) -> list[Option]:
     return chosen
 
 
-def _current_uplink(plan: Any, site_name: str) -> float:
+def _current_uplink(plan: Plan, site_name: str) -> float:
     """The site's uplink (bytes/s); per-round rates become their harmonic mean (§12.5.2)."""
     site = next(s for s in plan.scenario.site if s.name == site_name)
     up = site.uplink
     return harmonic_mean_rate(up) if isinstance(up, list) else float(up)
 
 
-def uplink_figure(plan: Any) -> Figure:
+def uplink_figure(plan: Plan) -> Figure:
     """Whole-task time against each remote site's uplink, all else fixed (figure 12-31).
 
     One panel per remote site that uploads, because each threshold varies one
@@ -342,7 +346,7 @@ def _sweep(b0: float, thresholds: list[dict[str, Any]]) -> np.ndarray:
     return np.geomspace(lo, hi, UPLINK_POINTS)
 
 
-def _uplink_panel(ax: Axes, plan: Any, option: Option) -> None:
+def _uplink_panel(ax: Axes, plan: Plan, option: Option) -> None:
     name, colour = option.site, _site_colour(plan, option.site)
     b0 = _current_uplink(plan, name)
     ths = [th for th in plan.thresholds if th["site"] == name]
@@ -377,7 +381,7 @@ def _uplink_panel(ax: Axes, plan: Any, option: Option) -> None:
     _uplink_axes(ax, option, x, top_s * scale, unit)
 
 
-def _others(plan: Any, name: str) -> list[Option]:
+def _others(plan: Plan, name: str) -> list[Option]:
     return [o for o in plan.options if o.site != name and o.feasible]
 
 
@@ -385,7 +389,7 @@ def _rate(bytes_per_s: float) -> str:
     return format_quantity(bytes_per_s, "rate", digits=3)
 
 
-def _reference_lines(ax: Axes, plan: Any, name: str, scale: float) -> None:
+def _reference_lines(ax: Axes, plan: Plan, name: str, scale: float) -> None:
     """The other feasible sites and the deadline, which this site's uplink leaves unchanged."""
     for o in _others(plan, name):
         own = "no uplink" if o.tier == "device" else "its own uplink"
@@ -464,7 +468,7 @@ def _uplink_axes(ax: Axes, option: Option, x: np.ndarray, top: float, unit: str)
 # ---------------------------------------------------------------------------- stream
 
 
-def _stream_options(plan: Any) -> list[Option]:
+def _stream_options(plan: Plan) -> list[Option]:
     return [o for o in plan.options if "arrive_s" in o.extra and "play_s" in o.extra]
 
 
@@ -509,7 +513,7 @@ def _clip_play(ts: np.ndarray, play: np.ndarray, index: np.ndarray, period_s: fl
     return np.clip(ts - play[np.minimum(index, play.size - 1)], 0.0, period_s)
 
 
-def playout_figure(plan: Any) -> Figure:
+def playout_figure(plan: Plan) -> Figure:
     """Per chunk: arrival, actual and planned playback, stalls (figures 12-5 and 12-6).
 
     The planned schedule is ``p_0 + iτ``: every chunk on time after the first.
@@ -628,7 +632,7 @@ def _playout_axes(ax: Axes, option: Option, rows: np.ndarray) -> None:
     )
 
 
-def buffer_figure(plan: Any) -> Figure:
+def buffer_figure(plan: Plan) -> Figure:
     """Buffered audio over time, one line per site, stalls shaded (figure 12-7).
 
     Audio that has arrived but not yet played counts as buffered even when an
