@@ -182,7 +182,8 @@ def _infeasibility(task: Task, site: Site, hw, spec, catalog) -> list[str]:
         if task.residency == "device":
             reasons.append("residency = device: the raw input may not leave the device")
         elif site.region != task.residency:
-            reasons.append(f"residency = {task.residency}: site is in region {site.region or '?'}")
+            where = f"region {site.region}" if site.region else "no region given"
+            reasons.append(f"residency = {task.residency}: site has {where}")
     if spec is not None and task.model is not None:
         reasons += _memory_reasons(task, site, hw, spec, catalog)
     return reasons
