@@ -106,14 +106,20 @@ def plan(
     if plot is not None:
         from tierwise.report.figures import plan_figures
 
-        saved = plan_figures(result, plot)
+        try:
+            saved = plan_figures(result, plot)
+        except OSError as exc:
+            raise ScenarioError(
+                f"cannot write figures to {plot}: {exc.strerror or exc}", source="--plot"
+            ) from exc
     if as_json:
         print(dumps(result.to_dict()))
         return
     if bundled:
         out.print(
             f"[dim]No file given: planning the bundled §12.5 deployment example "
-            f"({escape(str(file))}).[/]"
+            f"({escape(str(file))}).[/]",
+            soft_wrap=True,
         )
     if saved:
         out.print(f"[dim]figures: {escape(', '.join(str(p) for p in saved))}[/]")
@@ -131,7 +137,7 @@ def catalog(extra: CatalogOpt = None, as_json: JsonOpt = False) -> None:
 
 def _fail(message: str) -> NoReturn:
     """Print ``message`` as one line on stderr (no markup, no wrapping) and exit 2."""
-    text = " ".join(message.split())  # one line whatever the message holds
+    text = " ".join(message.splitlines())  # one line whatever the message holds
     Console(stderr=True).print(
         f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True
     )
@@ -152,7 +158,7 @@ def _click_exceptions() -> tuple[type[Exception], ...]:
 def main() -> None:
     """Entry point: run the app, turning user errors into one line and exit 2."""
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="tierwise")
     except TierwiseError as exc:
         _fail(str(exc))
     except typer.Exit as exc:

@@ -1,0 +1,351 @@
+"""Bad input: exit status 2 and one line naming the file, the key path and what was expected.
+
+Each case starts from the bundled §12.5 example, breaks one thing, and runs the CLI
+as a user would. Nothing may reach stdout (no half-printed table or JSON) and no
+traceback may reach stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run, run_cli
+from tierwise.scenario.loader import bundled_example
+
+BASE = bundled_example("deployment").read_text(encoding="utf-8")
+
+STREAM = """\
+[task]
+kind = "stream"
+chunks = 10
+compute = "12 ms"
+
+[[site]]
+name = "phone"
+tier = "device"
+"""
+
+REQUEST = """\
+[task]
+kind = "request"
+upload = "30 MB"
+
+[[site]]
+name = "phone"
+tier = "device"
+"""
+
+
+def edited(*edits: tuple[str, str]) -> str:
+    """The bundled example with each ``(old, new)`` replaced once (old must be present)."""
+    text = BASE
+    for old, new in edits:
+        assert old in text, f"the bundled example no longer contains {old!r}"
+        text = text.replace(old, new, 1)
+    return text
+
+
+def before_model(table: str) -> str:
+    """The bundled example with ``table`` inserted before ``[task.model]``."""
+    return edited(("[task.model]", f"{table}\n\n[task.model]"))
+
+
+def line_of(text: str, needle: str) -> int:
+    """1-based line number of the first line containing ``needle``."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@dataclass
+class Case:
+    """A scenario text (or None: no file written), extra CLI args, and what stderr must name.
+
+    ``{file}`` in ``args`` and ``needles`` stands for the scenario file's path.
+    """
+
+    text: str | None
+    needles: list[str]
+    args: list[str] = field(default_factory=list)
+
+
+SYNTAX = edited(("rounds = 20", "rounds = = 20"))
+
+SCENARIO_CASES = {
+    "unknown unit": Case(
+        edited(('uplink = "6.4 Mbit/s"', 'uplink = "20 Mb/s"')),
+        ["site.cloud.uplink", "'20 Mb/s'", "unknown unit", "Mbit/s"],
+    ),
+    "bare number for a rate": Case(
+        edited(('uplink = "6.4 Mbit/s"', "uplink = 20")),
+        ["site.cloud.uplink", "with a unit", "Mbit/s", "got 20"],
+    ),
+    "negative size": Case(
+        edited(('upload = "0.8 MB"', 'upload = "-1 MB"')),
+        ["task.upload", "'-1 MB'", "greater than or equal to 0"],
+    ),
+    "wrong dimension": Case(
+        edited(('rtt = "200 ms"', 'rtt = "30 MB"')),
+        ["site.cloud.rtt", "'30 MB'", "not a time", "ms"],
+    ),
+    "missing required key": Case(
+        edited(('kind = "loop"\n', "")),
+        ["task.kind", "missing"],
+    ),
+    "unknown key in a site": Case(
+        edited(('rtt = "200 ms"', 'rtt = "200 ms"\nbandwith = "1 Gbit/s"')),
+        ["site.cloud.bandwith", "unknown key"],
+    ),
+    "duplicate site names": Case(
+        edited(('name = "workstation"', 'name = "cloud"')),
+        ["site.cloud.name", "two sites are named 'cloud'", "unique"],
+    ),
+    "unknown hardware id": Case(
+        edited(('hardware = "h100-sxm"', 'hardware = "h200-nope"')),
+        ["site.cloud.hardware", "'h200-nope'", "known:", "h100-sxm"],
+    ),
+    "unknown model id": Case(
+        edited(('model = "qwen3-8b"', 'model = "nosuch-7b"')),
+        ["task.model.model", "'nosuch-7b'", "known:", "qwen3-8b"],
+    ),
+    "unknown weights format": Case(
+        edited(('weights = "q4_0"', 'weights = "q3_weird"')),
+        ["task.model.weights", "'q3_weird'", "known:", "q4_0"],
+    ),
+    "--set unknown path": Case(
+        BASE,
+        ["task.nosuch", "--set", "unknown key 'nosuch'", "rounds"],
+        ["--set", "task.nosuch=1"],
+    ),
+    "--set unknown site": Case(
+        BASE,
+        ["site.nosuch.uplink", "--set", "'nosuch'", "phone, workstation, cloud"],
+        ["--set", "site.nosuch.uplink=3 Mbit/s"],
+    ),
+    "--set unknown key in a site": Case(
+        BASE,
+        ["site.cloud.bandwith", "--set", "unknown key 'bandwith'", "uplink"],
+        ["--set", "site.cloud.bandwith=3 Mbit/s"],
+    ),
+    "--set below a value": Case(
+        BASE,
+        ["task.rounds.x", "--set", "task.rounds", "not a table"],
+        ["--set", "task.rounds.x=1"],
+    ),
+    "--set without '='": Case(
+        BASE, ["--set", "key.path=value", "'task.rounds'"], ["--set", "task.rounds"]
+    ),
+    "--set non-integer rounds": Case(
+        BASE,
+        ["task.rounds", "integer", "'abc'", "from --set task.rounds=abc"],
+        ["--set", "task.rounds=abc"],
+    ),
+    "--set bad unit": Case(
+        BASE,
+        ["site.cloud.rtt", "'3 parsecs'", "from --set site.cloud.rtt=3 parsecs"],
+        ["--set", "site.cloud.rtt=3 parsecs"],
+    ),
+    "TOML syntax error": Case(
+        SYNTAX, ["TOML syntax error", f"line {line_of(SYNTAX, 'rounds = = 20')}"]
+    ),
+    "empty file": Case("", ["task", "[task] is missing"]),
+    "per-round uplink list of the wrong length": Case(
+        edited(('uplink = "6.4 Mbit/s"', 'uplink = ["6 Mbit/s", "10 Mbit/s"]')),
+        ["site.cloud.uplink", "2 per-round rates", "20 rounds"],
+    ),
+    "bad unit inside a per-round list": Case(
+        edited(('uplink = "6.4 Mbit/s"', 'uplink = ["6 Mbit/s", "10 Mb/s"]')),
+        ["site.cloud.uplink[1]", "'10 Mb/s'", "unknown unit"],
+    ),
+    "disconnect after_round beyond rounds": Case(
+        before_model('[task.disconnect]\nafter_round = 30\nreconnect = "2 s"'),
+        ["task.disconnect.after_round", "rounds = 20", "got 30"],
+    ),
+    "compress ratio 0": Case(
+        before_model("[task.compress]\nratio = 0"),
+        ["task.compress.ratio", "greater than 0", "got 0"],
+    ),
+    "compress ratio above 1": Case(
+        before_model("[task.compress]\nratio = 1.5"),
+        ["task.compress.ratio", "less than or equal to 1", "got 1.5"],
+    ),
+    "loop without rounds": Case(
+        edited(("rounds = 20\n", "")), ["task.rounds", "a loop needs rounds"]
+    ),
+    "stream without period": Case(STREAM, ["task.period", "a stream needs period", "20 ms"]),
+    "request without compute (brackets survive rich markup)": Case(
+        REQUEST, ["task.compute", "[task.compute], [task.model] or [task.chunks]"]
+    ),
+    "energy range of three values": Case(
+        edited(('["0.576 J", "0.756 J"]', '["1 J", "2 J", "3 J"]')),
+        ["site.phone.energy_per_token", "[low, high]", "got 3 values"],
+    ),
+    "site table instead of an array of tables": Case(
+        REQUEST.replace("[[site]]", '[task.compute]\ntime = "1 s"\n\n[site]'),
+        ["site: ", "valid list"],
+    ),
+}
+
+CATALOG_SYNTAX = '[hardware.h100-sxm\nmemory = "80 GB"\n'
+CATALOG_BAD_UNIT = """\
+[hardware.h100-sxm]
+name = "NVIDIA H100 SXM"
+memory = "80 GB"
+memory_bandwidth = "3.35 TB/q"
+"""
+CATALOG_NEGATIVE = CATALOG_BAD_UNIT.replace("3.35 TB/q", "3.35 TB/s").replace('"80 GB"', '"-80 GB"')
+CATALOG_UNKNOWN_TABLE = '[gpu.h100-sxm]\nname = "x"\n'
+CATALOG_UNKNOWN_KEY = CATALOG_BAD_UNIT.replace("3.35 TB/q", "3.35 TB/s") + 'bandwith = "1"\n'
+
+CATALOG_CASES = {
+    "syntax error": (CATALOG_SYNTAX, ["TOML syntax error", "line 1"]),
+    "bad unit": (
+        CATALOG_BAD_UNIT,
+        ["hardware.h100-sxm.memory_bandwidth", "'3.35 TB/q'", "unknown unit"],
+    ),
+    "negative size": (CATALOG_NEGATIVE, ["hardware.h100-sxm.memory", "'-80 GB'"]),
+    "unknown table": (CATALOG_UNKNOWN_TABLE, ["'gpu'", "[hardware.<id>]"]),
+    "unknown key": (CATALOG_UNKNOWN_KEY, ["hardware.h100-sxm.bandwith", "unknown key", "memory"]),
+}
+
+
+def assert_one_line_error(run: Run, *needles: str) -> str:
+    """Exit 2, empty stdout, no traceback, one non-empty line on stderr naming every needle."""
+    assert run.code == 2, (run.code, run.stdout, run.stderr)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.stdout == "", f"something was printed before the error: {run.stdout!r}"
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{run.stderr}"
+    message = lines[0]
+    assert message.startswith("error: "), message
+    for needle in needles:
+        assert needle in message, f"{needle!r} missing from: {message}"
+    return message
+
+
+def run_case(case: Case, tmp_path: Path, *extra: str) -> tuple[Run, list[str]]:
+    path = tmp_path / "scenario.toml"
+    if case.text is not None:
+        path.write_text(case.text, encoding="utf-8")
+    args = [a.replace("{file}", str(path)) for a in case.args]
+    needles = [n.replace("{file}", str(path)) for n in case.needles]
+    return run_cli("plan", str(path), *args, *extra), [str(path), *needles]
+
+
+@pytest.mark.parametrize("case", SCENARIO_CASES.values(), ids=SCENARIO_CASES.keys())
+def test_bad_scenario(case: Case, tmp_path: Path) -> None:
+    """Each bad scenario or --set names the file, the key path and what was expected."""
+    run, needles = run_case(case, tmp_path)
+    assert_one_line_error(run, *needles)
+
+
+@pytest.mark.parametrize(
+    "name", ["unknown unit", "--set unknown site", "TOML syntax error", "unknown hardware id"]
+)
+def test_bad_scenario_with_json_prints_nothing_on_stdout(name: str, tmp_path: Path) -> None:
+    """With --json, bad input still gives one line on stderr and no JSON at all."""
+    run, needles = run_case(SCENARIO_CASES[name], tmp_path, "--json")
+    assert_one_line_error(run, *needles)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    """A file that does not exist is named, with what went wrong."""
+    path = tmp_path / "nope.toml"
+    assert_one_line_error(run_cli("plan", str(path)), str(path), "file not found")
+
+
+def test_directory_as_file(tmp_path: Path) -> None:
+    """A directory given as the scenario file is refused by name."""
+    assert_one_line_error(run_cli("plan", str(tmp_path)), str(tmp_path), "cannot read")
+
+
+def test_set_error_without_file_names_the_bundled_example() -> None:
+    """With no FILE, a bad --set names the bundled example it was applied to, and prints nothing."""
+    example = str(bundled_example("deployment"))
+    for extra in ([], ["--json"]):
+        run = run_cli("plan", "--set", "site.nosuch.uplink=1 Mbit/s", *extra)
+        assert_one_line_error(run, example, "site.nosuch.uplink")
+
+
+def test_unwritable_plot_folder(tmp_path: Path) -> None:
+    """--plot into a path that cannot be a folder is named, with the reason."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    folder = blocker / "figures"
+    for extra in ([], ["--json"]):
+        run = run_cli("plan", "--plot", str(folder), *extra)
+        assert_one_line_error(run, "--plot", str(folder), "Not a directory")
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["calc", "nosuch"], ["calc", "unknown model 'nosuch'", "request"]),
+        (["calc", "request", "--nosuch", "3"], ["calc", "--nosuch", "'request'", "--uplink"]),
+        (["calc", "request", "--uplink", "20 Mb/s"], ["--uplink", "'20 Mb/s'", "Mbit/s"]),
+        (["calc", "request", "--json", "--uplink", "20 Mb/s"], ["--uplink", "'20 Mb/s'"]),
+        (["calc", "request", "--uplink"], ["--uplink", "needs a value"]),
+    ],
+    ids=["unknown model", "unknown param", "bad unit", "bad unit --json", "flag without value"],
+)
+def test_bad_calc(args: list[str], needles: list[str]) -> None:
+    """calc names the model or the parameter and what it expected."""
+    assert_one_line_error(run_cli(*args), *needles)
+
+
+@pytest.mark.parametrize("command", ["plan", "catalog"])
+@pytest.mark.parametrize(("text", "needles"), CATALOG_CASES.values(), ids=CATALOG_CASES.keys())
+def test_bad_catalog(command: str, text: str, needles: list[str], tmp_path: Path) -> None:
+    """A bad --catalog file is named with the key path, for plan and for catalog (and --json)."""
+    path = tmp_path / "my-catalog.toml"
+    path.write_text(text, encoding="utf-8")
+    for extra in ([], ["--json"]):
+        run = run_cli(command, "--catalog", str(path), *extra)
+        assert_one_line_error(run, str(path), *needles)
+
+
+def test_missing_catalog_file(tmp_path: Path) -> None:
+    """A --catalog file that does not exist is named."""
+    path = tmp_path / "nope.toml"
+    assert_one_line_error(run_cli("catalog", "--catalog", str(path)), str(path), "cannot read")
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["plan", "--nosuch"], ["tierwise plan", "--nosuch", "--help"]),
+        (["plan", "a.toml", "b.toml"], ["tierwise plan", "b.toml"]),
+        (["nosuchcommand"], ["tierwise", "'nosuchcommand'"]),
+        (["plan", "--set"], ["--set", "requires an argument"]),
+    ],
+    ids=["unknown option", "extra argument", "unknown command", "option without value"],
+)
+def test_usage_errors_are_one_line(args: list[str], needles: list[str]) -> None:
+    """Command-line usage errors follow the same rule: one line, status 2, no traceback."""
+    assert_one_line_error(run_cli(*args), *needles)
+
+
+def test_long_message_stays_one_line_in_a_narrow_terminal(tmp_path: Path) -> None:
+    """Rich must not wrap the error, however narrow the terminal."""
+    case = SCENARIO_CASES["--set unknown path"]  # the longest message: it lists every key
+    path = tmp_path / "scenario.toml"
+    path.write_text(case.text or "", encoding="utf-8")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from tierwise.cli import main; main()",
+            "plan",
+            str(path),
+            *case.args,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "40"},
+    )
+    message = assert_one_line_error(Run(proc.returncode, proc.stdout, proc.stderr), str(path))
+    assert len(message) > 160

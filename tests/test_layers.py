@@ -1,0 +1,203 @@
+"""The layering rule of DESIGN.md: lower layers never import higher ones.
+
+Every module under ``src/tierwise`` is parsed with ``ast``; every ``tierwise``
+import it makes (top level, inside functions, under ``TYPE_CHECKING``, relative)
+is checked against the rank of its package. A module may import a lower rank, or
+its own package; a same-rank package only where ``ALLOWED`` says so; and some
+packages are restricted further to an explicit list (``ONLY``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import tierwise
+
+SRC = Path(tierwise.__file__).parent
+
+# Data flows one way: scenario → plan → model/sim/lab → report; cli on top.
+RANKS = {
+    "errors": 0,
+    "units": 0,
+    "catalog": 1,
+    "model": 2,
+    "proto": 2,
+    "scenario": 3,
+    "sim": 3,
+    "plan": 4,
+    "lab": 4,
+    "relay": 4,
+    "report": 5,
+    "calc": 5,
+    "cli": 6,
+}
+
+# Same-rank imports across packages that the design allows: every layer raises errors.
+ALLOWED = {("units", "errors")}
+
+# Packages that may import only these (besides themselves). DESIGN.md: "model imports
+# nothing of ours but units and catalog; proto imports nothing of ours"; errors are
+# everyone's. calc evaluates closed forms only: no plan, no report.
+ONLY = {
+    "errors": set(),
+    "units": {"errors"},
+    "model": {"errors", "units", "catalog"},
+    "proto": {"errors"},
+    "calc": {"errors", "units", "catalog", "model"},
+}
+
+# Violations the lead has been told about, as "file:importer->target". Each must still
+# occur (test_known_violations_still_exist), so fixing one forces its removal here.
+KNOWN: set[str] = set()
+
+EXEMPT = {"__init__", "examples"}  # tierwise/__init__.py re-exports the API; examples are data
+
+
+@dataclass(frozen=True)
+class Import:
+    path: Path
+    line: int
+    importer: str  # package: "model", "cli", ...
+    target: str  # full module name: "tierwise.plan.planner"
+
+    @property
+    def imported(self) -> str:
+        parts = self.target.split(".")
+        return parts[1] if len(parts) > 1 else "__init__"
+
+    @property
+    def key(self) -> str:
+        return f"{self.path.relative_to(SRC.parent)}:{self.importer}->{self.target}"
+
+    def __str__(self) -> str:
+        rel = self.path.relative_to(SRC.parent)
+        return f"{rel}:{self.line}: {self.importer} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_of(path: Path) -> str:
+    """``model`` for tierwise/model/x.py, ``cli`` for tierwise/cli.py, ``__init__`` for the root."""
+    rel = path.relative_to(SRC)
+    return (
+        rel.parts[0].removesuffix(".py")
+        if len(rel.parts) > 1 or rel.stem != "__init__"
+        else "__init__"
+    )
+
+
+def resolve(node: ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """Full names a ``from ... import ...`` refers to (``from . import x`` → pkg.x)."""
+    if node.level:
+        base = module.split(".")
+        if not is_package:
+            base = base[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        prefix = ".".join(base + ([node.module] if node.module else []))
+    else:
+        prefix = node.module or ""
+    if prefix == "tierwise":  # from tierwise import model → tierwise.model
+        return [f"tierwise.{alias.name}" for alias in node.names]
+    return [prefix]
+
+
+def imports_of(path: Path) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    module = module_name(path)
+    importer = package_of(path)
+    found: list[Import] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            targets = resolve(node, module, path.name == "__init__.py")
+        else:
+            continue
+        for target in targets:
+            if target == "tierwise" or target.startswith("tierwise."):
+                found.append(Import(path, node.lineno, importer, target))
+    return found
+
+
+def all_imports() -> list[Import]:
+    return [imp for path in sorted(SRC.rglob("*.py")) for imp in imports_of(path)]
+
+
+def violation(imp: Import) -> str | None:
+    """Why ``imp`` breaks the layering, or None."""
+    src, dst = imp.importer, imp.imported
+    if src in EXEMPT or src == dst:
+        return None
+    if src not in RANKS:
+        return f"package {src!r} has no rank; add it to RANKS in tests/test_layers.py"
+    if dst == "__init__":
+        return "imports the tierwise root, which imports every layer"
+    if dst not in RANKS:
+        return f"imports {dst!r}, which has no rank"
+    if src in ONLY and dst not in ONLY[src]:
+        return f"{src} may import only {sorted(ONLY[src]) or 'nothing of ours'}"
+    if RANKS[dst] > RANKS[src]:
+        return f"rank {RANKS[src]} imports higher rank {RANKS[dst]}"
+    if RANKS[dst] == RANKS[src] and (src, dst) not in ALLOWED:
+        return f"same rank {RANKS[src]}, different package"
+    return None
+
+
+def test_every_package_has_a_rank() -> None:
+    """A new package must be placed in the layering before it can be checked."""
+    packages = {package_of(p) for p in SRC.rglob("*.py")} - EXEMPT
+    assert packages <= set(RANKS), f"no rank for: {sorted(packages - set(RANKS))}"
+
+
+def test_import_walk_finds_imports() -> None:
+    """The walk sees relative, function-level and `from tierwise import x` imports."""
+    targets = {i.target for i in all_imports()}
+    assert "tierwise.errors" in targets
+    assert any(i.importer == "cli" and i.imported == "plan" for i in all_imports())
+    tree = ast.parse("from . import y\nfrom ..units import Time\nfrom tierwise import model\n")
+    froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert resolve(froms[0], "tierwise.calc.x", False) == ["tierwise.calc"]
+    assert resolve(froms[1], "tierwise.calc.x", False) == ["tierwise.units"]
+    assert resolve(froms[2], "tierwise.calc", True) == ["tierwise.model"]
+
+
+def test_violation_rules() -> None:
+    """The rule itself: down is fine, up, sideways and outside ONLY are not."""
+
+    def check(importer: str, target: str) -> str | None:
+        return violation(Import(SRC / "x.py", 1, importer, target))
+
+    assert check("plan", "tierwise.model.device") is None
+    assert check("units", "tierwise.errors") is None
+    assert check("model", "tierwise.catalog") is None
+    assert check("model", "tierwise.plan.planner")
+    assert check("model", "tierwise.scenario.schema")
+    assert check("proto", "tierwise.units")
+    assert check("sim", "tierwise.scenario")
+    assert check("calc", "tierwise.report.jsonout")
+    assert check("report", "tierwise.calc")
+    assert check("catalog", "tierwise.scenario")
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    """No module imports a higher layer, a same-rank sibling, or outside its allowed list."""
+    problems = [
+        f"{imp}  ({why})"
+        for imp in all_imports()
+        if (why := violation(imp)) and imp.key not in KNOWN
+    ]
+    assert not problems, "layering violations:\n  " + "\n  ".join(problems)
+
+
+def test_known_violations_still_exist() -> None:
+    """Each tolerated violation is still real; once fixed, delete it from KNOWN."""
+    current = {imp.key for imp in all_imports() if violation(imp)}
+    assert KNOWN <= current, f"fixed, remove from KNOWN: {sorted(KNOWN - current)}"
