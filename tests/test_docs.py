@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tierwise.calc import REGISTRY
-from tierwise.report.models_doc import render
+from tierwise.calc.docs import render
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_models_md_is_generated_from_the_registry():
-    """docs/models.md equals `python -m tierwise.report.models_doc` (regenerate it if not)."""
+    """docs/models.md equals `python -m tierwise.calc.docs` (regenerate it if not)."""
     assert (ROOT / "docs" / "models.md").read_text() == render(REGISTRY)
 
 
