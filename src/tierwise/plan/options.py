@@ -14,6 +14,7 @@ import numpy as np
 
 from tierwise.errors import ScenarioError
 from tierwise.model import loop, request, stream
+from tierwise.plan import network as net
 from tierwise.plan.resolve import SiteCosts
 from tierwise.scenario.schema import Scenario, Site, Task
 
@@ -140,6 +141,7 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     upload = terms.upload_bytes / terms.uplinks
     rounds_s = terms.fixed_round_s + upload
     recovery, redone = 0.0, 0
+    redo: range = range(0)
     if task.disconnect and site.remote:
         d = task.disconnect
         if d.after_round > terms.rounds:
@@ -149,7 +151,8 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
                 path="task.disconnect.after_round",
             )
         recovery = loop.disconnect_extra_s(rounds_s, d.after_round, d.reconnect, d.progress)
-        redone = len(loop.redone_rounds(d.after_round, d.progress))
+        redo = loop.redone_rounds(d.after_round, d.progress)
+        redone = len(redo)
     n = terms.rounds
     comp = task.compress if site.remote else None
     breakdown = {
@@ -160,9 +163,13 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
         "download": n * _down_s(site, task.download, source) if site.remote else 0.0,
         "propagation": n * terms.rtt_s,
         "compress": n * comp.time if comp else 0.0,
-        "recovery": recovery,
+        "disconnect": recovery,
     }
     time_s = terms.prepare_s + float(rounds_s.sum()) + recovery
+    ex = _loop_extras(task, site, terms, list(range(n)) + list(redo), source)
+    if ex is not None:
+        breakdown.update(_extra_parts(ex))
+        time_s += ex.fixed_s + ex.recovery_mean_s
     executed = n + redone
     energy = _energy(
         costs, terms.prepare_s + executed * costs.model_s, executed * costs.tokens_per_round
@@ -171,7 +178,31 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     if costs.prompts_per_charge is not None:
         lo, hi = costs.prompts_per_charge
         extra["battery_share"] = [executed / hi, executed / lo]
-    return _option(scn, costs, time_s, energy, breakdown, extra)
+    return _option(scn, costs, time_s, energy, breakdown, extra, ex)
+
+
+def _loop_extras(task: Task, site: Site, terms: LoopTerms, rounds: list[int],
+                 source: str) -> net.Extras | None:
+    """Handshakes, window waits and loss recovery of every executed round (§12.3)."""
+    if not site.remote or not net.has_physics(site):
+        return None
+    ex = net.Extras(site.rtt, handshake_s=net.handshake_s(site, len(rounds)))
+    down_rate = site.downlink if site.downlink is not None else np.inf
+    windows: dict[str, float | None] = {"up": None, "down": None}
+    for i in rounds:
+        if net.restarts_window(site):
+            windows = {"up": None, "down": None}
+        for key, size, rate, p in (("up", terms.upload_bytes, terms.uplinks[i], site.loss),
+                                   ("down", task.download, down_rate, site.loss_on_download)):
+            cost = net.transfer_cost(site, size, float(rate), p, windows[key])
+            windows[key] = cost.final_window_bytes
+            ex.add(cost)
+    return ex
+
+
+def _extra_parts(ex: net.Extras) -> dict[str, float]:
+    return {"handshake": ex.handshake_s, "window_wait": ex.window_wait_s,
+            "recovery": ex.recovery_mean_s}
 
 
 # -------------------------------------------------------------------------- request
@@ -194,9 +225,17 @@ def _request(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
         "propagation": site.rtt if site.remote else 0.0,
         "compress": comp.time if comp else 0.0,
     }
+    ex = None
+    if site.remote and net.has_physics(site):
+        ex = net.Extras(site.rtt, handshake_s=net.handshake_s(site, 1))
+        rate = up and size / up
+        ex.add(net.transfer_cost(site, size, rate if up else np.inf, site.loss, None))
+        down_rate = site.downlink if site.downlink is not None else np.inf
+        ex.add(net.transfer_cost(site, task.download, down_rate, site.loss_on_download, None))
+        breakdown.update(_extra_parts(ex))
     time_s = sum(breakdown.values())
     energy = _energy(costs, costs.prepare_s + costs.model_s, costs.tokens_per_round)
-    return _option(scn, costs, time_s, energy, breakdown, {})
+    return _option(scn, costs, time_s, energy, breakdown, {}, ex)
 
 
 def _chunked(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
@@ -277,15 +316,24 @@ def _stream_path(task: Task, site: Site, n: int, source: str) -> tuple[np.ndarra
 _EVALUATORS = {"loop": _loop, "request": _request, "stream": _stream}
 
 
-def _option(scn, costs, time_s, energy, breakdown, extra) -> Option:
+def _option(scn, costs, time_s, energy, breakdown, extra, ex: net.Extras | None = None) -> Option:
     deadline = scn.task.deadline
+    q = scn.task.deadline_quantile
+    judged = time_s
+    if any(s.loss > 0 or (s.loss_down or 0) > 0 for s in scn.site):
+        tail = (lambda x: time_s - ex.recovery_mean_s + ex.recovery_quantile_s(x)) if ex else (
+            lambda x: time_s)
+        extra = {**extra, "time_p99_s": float(tail(0.99))}
+        if q is not None:
+            extra[f"time_q{q:g}_s"] = float(tail(q))
+            judged = tail(q)
     return Option(
         site=costs.site.name,
         tier=costs.site.tier,
         feasible=costs.feasible,
         reasons=list(costs.reasons),
         time_s=float(time_s),
-        meets_deadline=None if deadline is None else bool(time_s <= deadline + 1e-12),
+        meets_deadline=None if deadline is None else bool(judged <= deadline + 1e-12),
         energy_j=energy,
         breakdown_s={k: float(v) for k, v in breakdown.items()},
         extra=extra,

@@ -31,6 +31,7 @@ __all__ = ["find_thresholds", "min_uplink"]
 
 _SCAN_DECADES = 2.0  # choice flips are searched within ×/÷ 100 of the current uplink
 _SCAN_POINTS = 81
+_MAX_DOUBLINGS = 60     # 2^60 × the current uplink: beyond any real link
 
 
 def min_uplink(
@@ -48,8 +49,12 @@ def min_uplink(
     if not ok(math.inf):
         return None
     hi = start
-    while not ok(hi):
+    for _ in range(_MAX_DOUBLINGS):
+        if ok(hi):
+            break
         hi *= 2.0
+    else:
+        return None  # only an infinite uplink would do
     lo = hi
     while ok(lo):
         lo /= 2.0

@@ -93,6 +93,9 @@ class Task(_Strict):
     name: str = "task"
     kind: Literal["request", "stream", "loop"]
     deadline: Time | None = None
+    deadline_quantile: float | None = Field(
+        None, gt=0, lt=1, description="judge the deadline at this quantile of the time (loss)"
+    )
     residency: str = "any"
     # request and loop
     upload: Size = 0.0
@@ -184,6 +187,36 @@ class Site(_Strict):
     memory_bandwidth: Rate | None = None
     dense_bf16: FlopRate | None = None
     battery: Energy | None = None
+    # path physics (§12.3): all optional; leaving them out keeps an open, clean path
+    connection: Literal["reused", "new-per-round"] | None = None
+    handshake: str = "tcp+tls1.3"
+    initial_window: int | None = Field(None, ge=1, description="segments")
+    mss: Size = 1448.0
+    idle_restart: bool = Field(True, description="slow start again after an idle round")
+    loss: float = Field(0.0, ge=0, lt=1, description="random loss, not congestion")
+    loss_down: float | None = Field(None, ge=0, lt=1, description="download loss if different")
+    recovery: Literal["retransmit", "fec"] = "retransmit"
+    fec_target: float = Field(0.999, gt=0, lt=1)
+
+    @field_validator("handshake")
+    @classmethod
+    def _known_handshake(cls, value: str) -> str:
+        from tierwise.model.transport import HANDSHAKE_RTTS
+
+        if value not in HANDSHAKE_RTTS:
+            raise ValueError(f"unknown handshake {value!r}; known: {', '.join(HANDSHAKE_RTTS)}")
+        return value
+
+    @field_validator("mss")
+    @classmethod
+    def _positive_mss(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("mss must be > 0 bytes")
+        return value
+
+    @property
+    def loss_on_download(self) -> float:
+        return self.loss if self.loss_down is None else self.loss_down
 
     @field_validator("energy_per_token", mode="before")
     @classmethod

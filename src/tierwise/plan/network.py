@@ -1,0 +1,132 @@
+"""Path physics for a site's transfers: handshakes, windows, loss recovery (§12.3).
+
+A transfer of ``S`` bytes at rate ``B`` over round trip ``R`` costs, beyond its
+serialisation ``S/B``:
+
+* **handshake** — ``h·R`` with ``h`` round trips by protocol, once per session
+  (``connection = "reused"``) or every round (``"new-per-round"``); none when the
+  scenario leaves ``connection`` out (the connection is already open, §12.1);
+* **window wait** — the slow-start stall from ``initial_window`` segments, which
+  restarts every round when the connection is new or idle restart is on (the
+  Linux default, since the agent's rounds idle longer than an RTO);
+* **recovery** — with random loss ``p`` over ``n = ⌈S/MSS⌉`` packets, idealised
+  selective retransmission needs ``K`` rounds, ``P(K ≤ k) = (1 − p^k)^n``, each
+  extra round one ``R``; or FEC sends ``r`` repair symbols (``r`` the smallest
+  reaching ``fec_target``), costing ``r·MSS/B``, and a failed block is topped up
+  round by round like a retransmission.
+
+Extra rounds are random; a task's total is the sum over its transfers, whose
+distribution is the convolution of each transfer's, so the mean and any quantile
+of the whole task come out exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tierwise.model import loss as lossm
+from tierwise.model import transport
+from tierwise.scenario.schema import Site
+
+__all__ = ["Extras", "TransferCost", "combine", "has_physics", "transfer_cost"]
+
+_TAIL = 1e-15
+
+
+@dataclass(frozen=True)
+class TransferCost:
+    """Costs of one transfer beyond ``S/B``; ``extra_rounds`` is a pmf over extra RTTs."""
+
+    window_wait_s: float
+    fec_send_s: float
+    extra_rounds: np.ndarray
+    final_window_bytes: float | None
+
+
+@dataclass
+class Extras:
+    """Accumulated path costs of a whole task on one site."""
+
+    rtt_s: float
+    handshake_s: float = 0.0
+    window_wait_s: float = 0.0
+    fec_send_s: float = 0.0
+    extra_rounds: np.ndarray = field(default_factory=lambda: np.array([1.0]))
+
+    def add(self, cost: TransferCost) -> None:
+        self.window_wait_s += cost.window_wait_s
+        self.fec_send_s += cost.fec_send_s
+        self.extra_rounds = combine(self.extra_rounds, cost.extra_rounds)
+
+    @property
+    def recovery_mean_s(self) -> float:
+        """Mean loss-recovery time: FEC send time plus expected extra RTTs."""
+        k = np.arange(self.extra_rounds.size)
+        return self.fec_send_s + self.rtt_s * float(k @ self.extra_rounds)
+
+    def recovery_quantile_s(self, q: float) -> float:
+        """The ``q`` quantile of loss-recovery time."""
+        cdf = np.cumsum(self.extra_rounds)
+        k = int(np.searchsorted(cdf, q - 1e-12))
+        return self.fec_send_s + self.rtt_s * min(k, cdf.size - 1)
+
+    @property
+    def fixed_s(self) -> float:
+        return self.handshake_s + self.window_wait_s
+
+
+def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """pmf of the sum of two independent extra-round counts, its negligible tail cut."""
+    out = np.convolve(a, b)
+    keep = np.nonzero(out > _TAIL)[0]
+    out = out[: keep[-1] + 1] if keep.size else out[:1]
+    return out / out.sum()
+
+
+def has_physics(site: Site) -> bool:
+    """Whether the site's path models anything beyond rate and RTT."""
+    return (site.connection is not None or site.initial_window is not None
+            or site.loss > 0 or (site.loss_down or 0) > 0)
+
+
+def handshake_s(site: Site, rounds: int) -> float:
+    """Handshake time over a task of ``rounds`` rounds (§12.3.1)."""
+    if site.connection is None:
+        return 0.0
+    return float(transport.connection_setup_s(site.handshake, site.rtt, rounds, site.connection))
+
+
+def restarts_window(site: Site) -> bool:
+    """Each round starts from the initial window (new connection or idle restart)."""
+    return site.connection == "new-per-round" or site.idle_restart
+
+
+def _extra(rounds_pmf: np.ndarray) -> np.ndarray:
+    """pmf of extra rounds ``K − 1`` from a pmf of rounds ``K ≥ 1`` (index = rounds)."""
+    tail = rounds_pmf[1:]
+    return tail / tail.sum()
+
+
+def transfer_cost(site: Site, size: float, rate: float, loss: float,
+                  start_window: float | None) -> TransferCost:
+    """Window wait and loss recovery of one transfer (§12.3.2, §12.3.3)."""
+    if size <= 0:
+        return TransferCost(0.0, 0.0, np.array([1.0]), start_window)
+    n = math.ceil(size / site.mss)
+    fec_send, pmf, sent = 0.0, np.array([1.0]), size
+    if loss > 0 and site.recovery == "fec":
+        r = lossm.fec_repair_symbols(n, loss, site.fec_target)
+        fec_send = r * site.mss / rate
+        sent = size + r * site.mss
+        pmf = _extra(lossm.fec_rounds_pmf(n, r, loss))
+    elif loss > 0:
+        pmf = _extra(lossm.rounds_pmf(n, loss))
+    wait, window = 0.0, start_window
+    if site.initial_window is not None and math.isfinite(rate):
+        send, window = transport.slow_start_send_s(sent, rate, site.rtt, site.initial_window,
+                                                   site.mss, start_window)
+        wait = max(0.0, send - sent / rate)
+    return TransferCost(wait, fec_send, pmf, window)
