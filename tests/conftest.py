@@ -45,9 +45,11 @@ def plan_text(text: str, *overrides: str):
     return plan(parse_scenario(text, source="test.toml", overrides=overrides), source="test.toml")
 
 
-def plan_example(name: str = "deployment", *overrides: str):
+def plan_example(name: str = "deployment", *overrides: str, thresholds: bool = True):
+    """Plan a bundled example with ``--set``-style overrides."""
     path = bundled_example(name)
     return plan(
         parse_scenario(Path(path).read_text(), source=str(path), overrides=overrides),
         source=str(path),
+        thresholds=thresholds,
     )

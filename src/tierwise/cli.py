@@ -92,6 +92,10 @@ def plan(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also save figures (PNG and SVG) in this folder.")
     ] = None,
+    example: Annotated[
+        str | None,
+        typer.Option("--example", help="Plan a bundled example by name instead of a FILE."),
+    ] = None,
 ) -> None:
     """Evaluate a scenario on every site and choose where it runs."""
     from tierwise.plan.planner import plan_file
@@ -99,8 +103,10 @@ def plan(
     from tierwise.report.plan_view import render_plan
     from tierwise.scenario.loader import bundled_example
 
-    bundled = file is None
-    file = bundled_example("deployment") if file is None else file
+    if example is not None and file is not None:
+        raise ScenarioError("give a FILE or --example, not both", source="command line")
+    bundled = file is None and example is None
+    file = bundled_example(example or "deployment") if file is None else file
     result = plan_file(file, set_ or [], extra or [])  # fails before anything is printed
     saved = []
     if plot is not None:

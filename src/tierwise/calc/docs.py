@@ -70,8 +70,14 @@ def _command(entry: Any) -> str:
 def _entry(entry: Any) -> str:
     doc = inspect.getdoc(entry.func) or entry.summary
     formula, _, rest = doc.partition("\n")
-    lines = [f"### `{entry.name}` — {entry.summary}", "", f"Section: {entry.section}", "",
-             f"Formula: {formula.strip()}", ""]
+    lines = [
+        f"### `{entry.name}` — {entry.summary}",
+        "",
+        f"Section: {entry.section}",
+        "",
+        f"Formula: {formula.strip()}",
+        "",
+    ]
     if rest.strip():
         lines += [rest.strip(), ""]
     lines += ["| parameter | kind | default | meaning |", "|---|---|---|---|"]
@@ -84,8 +90,10 @@ def _entry(entry: Any) -> str:
 
 def render(registry: Mapping[str, Any]) -> str:
     """The whole document for ``registry``."""
-    index = [f"- [`{n}`](#{n.replace('-', '-')}) ({registry[n].section}) — {registry[n].summary}"
-             for n in sorted(registry)]
+    index = [
+        f"- [`{n}`](#{n.replace('-', '-')}) ({registry[n].section}) — {registry[n].summary}"
+        for n in sorted(registry)
+    ]
     body = [_entry(registry[n]) for n in sorted(registry)]
     return PREFACE + "\n" + "\n".join(index) + "\n\n" + "\n".join(body)
 

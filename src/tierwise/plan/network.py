@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -88,8 +89,12 @@ def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def has_physics(site: Site) -> bool:
     """Whether the site's path models anything beyond rate and RTT."""
-    return (site.connection is not None or site.initial_window is not None
-            or site.loss > 0 or (site.loss_down or 0) > 0)
+    return (
+        site.connection is not None
+        or site.initial_window is not None
+        or site.loss > 0
+        or (site.loss_down or 0) > 0
+    )
 
 
 def handshake_s(site: Site, rounds: int) -> float:
@@ -104,29 +109,38 @@ def restarts_window(site: Site) -> bool:
     return site.connection == "new-per-round" or site.idle_restart
 
 
+@lru_cache(maxsize=4096)
+def _recovery(n: int, loss: float, how: str, target: float) -> tuple[int, np.ndarray]:
+    """Repair symbols and the pmf of extra rounds for ``n`` packets (cached: thresholds and
+    the choice scan evaluate the same transfers many times)."""
+    if how == "fec":
+        r = lossm.fec_repair_symbols(n, loss, target)
+        return r, _extra(lossm.fec_rounds_pmf(n, r, loss))
+    if how == "retransmit":
+        return 0, _extra(lossm.rounds_pmf(n, loss))
+    return 0, np.array([1.0])
+
+
 def _extra(rounds_pmf: np.ndarray) -> np.ndarray:
     """pmf of extra rounds ``K − 1`` from a pmf of rounds ``K ≥ 1`` (index = rounds)."""
     tail = rounds_pmf[1:]
     return tail / tail.sum()
 
 
-def transfer_cost(site: Site, size: float, rate: float, loss: float,
-                  start_window: float | None) -> TransferCost:
+def transfer_cost(
+    site: Site, size: float, rate: float, loss: float, start_window: float | None
+) -> TransferCost:
     """Window wait and loss recovery of one transfer (§12.3.2, §12.3.3)."""
     if size <= 0:
         return TransferCost(0.0, 0.0, np.array([1.0]), start_window)
     n = math.ceil(size / site.mss)
-    fec_send, pmf, sent = 0.0, np.array([1.0]), size
-    if loss > 0 and site.recovery == "fec":
-        r = lossm.fec_repair_symbols(n, loss, site.fec_target)
-        fec_send = r * site.mss / rate
-        sent = size + r * site.mss
-        pmf = _extra(lossm.fec_rounds_pmf(n, r, loss))
-    elif loss > 0:
-        pmf = _extra(lossm.rounds_pmf(n, loss))
+    r, pmf = _recovery(n, loss, site.recovery if loss > 0 else "none", site.fec_target)
+    fec_send = r * site.mss / rate
+    sent = size + r * site.mss
     wait, window = 0.0, start_window
     if site.initial_window is not None and math.isfinite(rate):
-        send, window = transport.slow_start_send_s(sent, rate, site.rtt, site.initial_window,
-                                                   site.mss, start_window)
+        send, window = transport.slow_start_send_s(
+            sent, rate, site.rtt, site.initial_window, site.mss, start_window
+        )
         wait = max(0.0, send - sent / rate)
     return TransferCost(wait, fec_send, pmf, window)

@@ -181,8 +181,9 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     return _option(scn, costs, time_s, energy, breakdown, extra, ex)
 
 
-def _loop_extras(task: Task, site: Site, terms: LoopTerms, rounds: list[int],
-                 source: str) -> net.Extras | None:
+def _loop_extras(
+    task: Task, site: Site, terms: LoopTerms, rounds: list[int], source: str
+) -> net.Extras | None:
     """Handshakes, window waits and loss recovery of every executed round (§12.3)."""
     if not site.remote or not net.has_physics(site):
         return None
@@ -192,8 +193,10 @@ def _loop_extras(task: Task, site: Site, terms: LoopTerms, rounds: list[int],
     for i in rounds:
         if net.restarts_window(site):
             windows = {"up": None, "down": None}
-        for key, size, rate, p in (("up", terms.upload_bytes, terms.uplinks[i], site.loss),
-                                   ("down", task.download, down_rate, site.loss_on_download)):
+        for key, size, rate, p in (
+            ("up", terms.upload_bytes, terms.uplinks[i], site.loss),
+            ("down", task.download, down_rate, site.loss_on_download),
+        ):
             cost = net.transfer_cost(site, size, float(rate), p, windows[key])
             windows[key] = cost.final_window_bytes
             ex.add(cost)
@@ -201,8 +204,11 @@ def _loop_extras(task: Task, site: Site, terms: LoopTerms, rounds: list[int],
 
 
 def _extra_parts(ex: net.Extras) -> dict[str, float]:
-    return {"handshake": ex.handshake_s, "window_wait": ex.window_wait_s,
-            "recovery": ex.recovery_mean_s}
+    return {
+        "handshake": ex.handshake_s,
+        "window_wait": ex.window_wait_s,
+        "recovery": ex.recovery_mean_s,
+    }
 
 
 # -------------------------------------------------------------------------- request
@@ -321,8 +327,11 @@ def _option(scn, costs, time_s, energy, breakdown, extra, ex: net.Extras | None 
     q = scn.task.deadline_quantile
     judged = time_s
     if any(s.loss > 0 or (s.loss_down or 0) > 0 for s in scn.site):
-        tail = (lambda x: time_s - ex.recovery_mean_s + ex.recovery_quantile_s(x)) if ex else (
-            lambda x: time_s)
+        tail = (
+            (lambda x: time_s - ex.recovery_mean_s + ex.recovery_quantile_s(x))
+            if ex
+            else (lambda x: time_s)
+        )
         extra = {**extra, "time_p99_s": float(tail(0.99))}
         if q is not None:
             extra[f"time_q{q:g}_s"] = float(tail(q))

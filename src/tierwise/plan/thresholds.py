@@ -31,7 +31,7 @@ __all__ = ["find_thresholds", "min_uplink"]
 
 _SCAN_DECADES = 2.0  # choice flips are searched within ×/÷ 100 of the current uplink
 _SCAN_POINTS = 81
-_MAX_DOUBLINGS = 60     # 2^60 × the current uplink: beyond any real link
+_MAX_DOUBLINGS = 60  # 2^60 × the current uplink: beyond any real link
 
 
 def min_uplink(

@@ -33,6 +33,10 @@ def _breakdown(parts: dict[str, float]) -> str:
     return "\n".join(shown) or "—"
 
 
+def _has_tail(plan: Any) -> bool:
+    return any("time_p99_s" in o.extra for o in plan.options)
+
+
 def render_plan(console: Console, plan: Any) -> None:
     task = plan.scenario.task
     deadline = f", deadline {_t(task.deadline)}" if task.deadline is not None else ""
@@ -42,7 +46,7 @@ def render_plan(console: Console, plan: Any) -> None:
         ("site", "left"),
         ("tier", "left"),
         ("feasible", "center"),
-        ("time", "right"),
+        ("time (mean)" if _has_tail(plan) else "time", "right"),
         ("meets deadline", "center"),
         ("energy", "right"),
         ("breakdown", "left"),
@@ -60,8 +64,11 @@ def render_plan(console: Console, plan: Any) -> None:
         for note in o.notes:
             detail += f"\n[dim]{note}[/]"
         style = "bold" if o.site == plan.choice else None
+        time = _t(o.time_s)
+        if "time_p99_s" in o.extra:
+            time += f"\n[dim]p99 {_t(o.extra['time_p99_s'])}[/]"
         table.add_row(
-            o.site, o.tier, feasible, _t(o.time_s), meets, _energy(o.energy_j), detail, style=style
+            o.site, o.tier, feasible, time, meets, _energy(o.energy_j), detail, style=style
         )
     console.print(table)
     head = f"[bold green]choice: {plan.choice}[/]" if plan.choice else "[bold red]no choice[/]"

@@ -25,6 +25,7 @@ __all__ = ["BUNDLED_EXAMPLES", "apply_set", "bundled_example", "load_scenario", 
 
 BUNDLED_EXAMPLES = (
     "deployment",
+    "speech-request",
     "photo-retouch",
     "photo-chunks",
     "voice-stream",
