@@ -1,0 +1,20 @@
+"""Sans-IO transport: objects that take bytes and the current time and return what to send.
+
+Nothing here reads a clock or opens a socket, so the same endpoints run inside the
+simulator (:mod:`tierwise.sim`) and, later, behind real sockets in the relay.
+"""
+
+from tierwise.proto.congestion import CONTROLLERS, CongestionController, make_controller
+from tierwise.proto.rangeset import RangeSet
+from tierwise.proto.tcp import Ack, Receiver, Segment, Sender
+
+__all__ = [
+    "CONTROLLERS",
+    "Ack",
+    "CongestionController",
+    "RangeSet",
+    "Receiver",
+    "Segment",
+    "Sender",
+    "make_controller",
+]

@@ -1,0 +1,148 @@
+"""Links: one direction of a path — rate, one-way propagation, drop-tail queue, loss.
+
+A link serves packets first come, first served at a constant rate, so a packet's
+departure is ``d = max(now, d_prev) + size/rate`` and its arrival ``d + prop``:
+one event per packet. The backlog a drop-tail queue sees is
+``(d_prev − now)·rate`` bytes (or the packets not yet departed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tierwise.errors import SimulationError
+from tierwise.sim.engine import Simulator
+
+__all__ = ["Bernoulli", "GilbertElliott", "Link", "LinkStats", "NoLoss"]
+
+_BLOCK = 4096
+
+
+class NoLoss:
+    """Every packet arrives."""
+
+    def lost(self) -> bool:
+        return False
+
+
+class Bernoulli:
+    """Each packet is lost independently with probability ``p`` (seeded stream)."""
+
+    def __init__(self, p: float, rng: np.random.Generator) -> None:
+        if not 0.0 <= p < 1.0:
+            raise SimulationError(f"loss probability must lie in [0, 1), got {p}")
+        self.p, self._rng = p, rng
+        self._draws = np.empty(0)
+        self._i = 0
+
+    def lost(self) -> bool:
+        if self._i >= self._draws.size:
+            self._draws, self._i = self._rng.random(_BLOCK), 0
+        self._i += 1
+        return bool(self._draws[self._i - 1] < self.p)
+
+
+class GilbertElliott:
+    """Bursty loss: a good and a bad state with their own loss rates (Gilbert–Elliott).
+
+    ``p_gb``/``p_bg`` are the per-packet probabilities of moving good→bad and
+    bad→good; the mean loss is ``(p_bg·loss_good + p_gb·loss_bad)/(p_gb + p_bg)``.
+    """
+
+    def __init__(
+        self, p_gb: float, p_bg: float, loss_good: float, loss_bad: float, rng: np.random.Generator
+    ) -> None:
+        for name, v in (
+            ("p_gb", p_gb),
+            ("p_bg", p_bg),
+            ("loss_good", loss_good),
+            ("loss_bad", loss_bad),
+        ):
+            if not 0.0 <= v <= 1.0:
+                raise SimulationError(f"{name} must lie in [0, 1], got {v}")
+        if p_gb + p_bg == 0 or loss_good >= 1:
+            raise SimulationError("Gilbert–Elliott needs p_gb + p_bg > 0 and loss_good < 1")
+        self.p_gb, self.p_bg, self.loss_good, self.loss_bad = p_gb, p_bg, loss_good, loss_bad
+        self.bad = False
+        self._rng = rng
+
+    @property
+    def mean_loss(self) -> float:
+        return (self.p_bg * self.loss_good + self.p_gb * self.loss_bad) / (self.p_gb + self.p_bg)
+
+    def lost(self) -> bool:
+        u_move, u_loss = self._rng.random(2)
+        self.bad = (u_move >= self.p_bg) if self.bad else (u_move < self.p_gb)
+        return bool(u_loss < (self.loss_bad if self.bad else self.loss_good))
+
+
+@dataclass
+class LinkStats:
+    packets: int = 0
+    bytes: int = 0
+    lost: int = 0
+    dropped: int = 0
+
+
+class Link:
+    """One direction: ``put(packet, wire_bytes, deliver)`` calls ``deliver(packet)`` on arrival."""
+
+    def __init__(
+        self,
+        sim: Simulator,
+        rate_bytes_per_s: float,
+        propagation_s: float,
+        *,
+        queue_bytes: float = math.inf,
+        queue_packets: float = math.inf,
+        loss: Any = None,
+        name: str = "link",
+    ) -> None:
+        if not rate_bytes_per_s > 0 or not math.isfinite(rate_bytes_per_s):
+            raise SimulationError(
+                f"{name}: rate must be a finite value > 0, got {rate_bytes_per_s}"
+            )
+        if propagation_s < 0:
+            raise SimulationError(f"{name}: propagation must be ≥ 0, got {propagation_s}")
+        self.sim, self.rate, self.prop, self.name = sim, rate_bytes_per_s, propagation_s, name
+        self.queue_bytes, self.queue_packets = queue_bytes, queue_packets
+        self.loss = loss or NoLoss()
+        self.free_at = 0.0
+        self._departures: deque[float] = deque()
+        self.stats = LinkStats()
+
+    def backlog_bytes(self) -> float:
+        return max(0.0, self.free_at - self.sim.now) * self.rate
+
+    def put(self, packet: Any, wire_bytes: int, deliver: Callable[[Any], None]) -> bool:
+        """Queue ``packet``; False if the drop-tail queue is full (the packet is dropped)."""
+        now = self.sim.now
+        if self._full(now, wire_bytes):
+            self.stats.dropped += 1
+            return False
+        self.free_at = max(now, self.free_at) + wire_bytes / self.rate
+        if self.queue_packets != math.inf:
+            self._departures.append(self.free_at)
+        self.stats.packets += 1
+        self.stats.bytes += wire_bytes
+        if self.loss.lost():
+            self.stats.lost += 1
+        else:
+            self.sim.at(self.free_at + self.prop, deliver, packet)
+        return True
+
+    def _full(self, now: float, wire_bytes: int) -> bool:
+        if self.queue_bytes != math.inf and self.backlog_bytes() + wire_bytes > self.queue_bytes:
+            return True
+        if self.queue_packets != math.inf:
+            d = self._departures
+            while d and d[0] <= now:
+                d.popleft()
+            return len(d) >= self.queue_packets
+        return False

@@ -1,0 +1,168 @@
+"""Workloads on simulated paths: bulk transfer and request/response (§12.3.2)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tierwise.errors import SimulationError
+from tierwise.proto.tcp import Receiver, Sender
+from tierwise.sim.engine import Simulator
+from tierwise.sim.link import Bernoulli, GilbertElliott, Link, NoLoss
+from tierwise.sim.transport import Trace, TransferEnd
+
+__all__ = ["PathSpec", "RequestResult", "TcpSpec", "run_request"]
+
+
+@dataclass(frozen=True)
+class TcpSpec:
+    """Transport settings shared by both directions."""
+
+    cc: str = "newreno"
+    mss: int = 1448
+    header: int = 52
+    ack_bytes: int = 52
+    initial_window: int = 10
+    ack_every: int = 1
+    ack_delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    """Both directions of a path (SI units); ``loss_*`` may be a float or a GE dict."""
+
+    up_rate: float
+    down_rate: float
+    rtt: float
+    up_loss: Any = 0.0
+    down_loss: Any = 0.0
+    queue_bytes: float = math.inf
+    queue_packets: float = math.inf
+
+
+@dataclass
+class RequestResult:
+    """Outcome of one request/response."""
+
+    time_s: float
+    upload_done_s: float | None
+    events: int
+    up: dict[str, Any] = field(default_factory=dict)
+    down: dict[str, Any] = field(default_factory=dict)
+    trace: Trace | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "time_s": self.time_s,
+            "upload_done_s": self.upload_done_s,
+            "events": self.events,
+            "upload": self.up,
+            "download": self.down,
+        }
+
+
+def _loss(spec: Any, sim: Simulator, name: str) -> Any:
+    if isinstance(spec, dict):
+        return GilbertElliott(
+            spec["p_gb"],
+            spec["p_bg"],
+            spec.get("loss_good", 0.0),
+            spec.get("loss_bad", 1.0),
+            sim.rng(name),
+        )
+    if spec:
+        return Bernoulli(float(spec), sim.rng(name))
+    return NoLoss()
+
+
+def _end_stats(end: TransferEnd, link: Link, ack_link: Link) -> dict[str, Any]:
+    s = end.sender.stats
+    return {
+        "segments": s.segments_sent,
+        "retransmissions": s.retransmissions,
+        "rtos": s.rtos,
+        "acks": end.receiver.acks_sent,
+        "data_wire_bytes": s.bytes_on_wire,
+        "ack_wire_bytes": end.receiver.acks_sent * end.receiver.ack_wire,
+        "link_lost": link.stats.lost,
+        "link_dropped": link.stats.dropped,
+        "ack_link_lost": ack_link.stats.lost,
+    }
+
+
+def run_request(
+    path: PathSpec,
+    tcp: TcpSpec,
+    upload: int,
+    download: int,
+    processing_s: float,
+    *,
+    seed: int = 0,
+    trace: bool = False,
+    until: float = 3600.0,
+) -> RequestResult:
+    """Upload ``upload`` bytes, process, download ``download`` bytes; the connection is open.
+
+    Time runs from the first upload byte until the client holds the last response
+    byte (§12.3.2's definition).
+    """
+    if upload < 0 or download < 0 or processing_s < 0:
+        raise SimulationError("upload, download and processing must be ≥ 0")
+    sim = Simulator(seed)
+    rec = Trace() if trace else None
+    half = path.rtt / 2
+    q = {"queue_bytes": path.queue_bytes, "queue_packets": path.queue_packets}
+    uplink = Link(
+        sim, path.up_rate, half, loss=_loss(path.up_loss, sim, "loss-up"), name="uplink", **q
+    )
+    downlink = Link(
+        sim,
+        path.down_rate,
+        half,
+        loss=_loss(path.down_loss, sim, "loss-down"),
+        name="downlink",
+        **q,
+    )
+
+    def endpoint(name: str, data: Link, acks: Link, on_delivered) -> TransferEnd:
+        sender = Sender(
+            mss=tcp.mss, header=tcp.header, initial_window=tcp.initial_window, cc=tcp.cc
+        )
+        receiver = Receiver(
+            ack_every=tcp.ack_every, ack_delay=tcp.ack_delay, ack_wire=tcp.ack_bytes
+        )
+        return TransferEnd(sim, sender, receiver, data, acks, name, rec, on_delivered)
+
+    marks: dict[str, float] = {}
+
+    def server_got(n: int) -> None:
+        if n >= upload and "up" not in marks:
+            marks["up"] = sim.now
+            sim.schedule(processing_s, down_end.write, download)
+
+    def client_got(n: int) -> None:
+        if n >= download and "done" not in marks:
+            marks["done"] = sim.now
+
+    up_end = endpoint("client", uplink, downlink, server_got)
+    down_end = endpoint("server", downlink, uplink, client_got)
+    if upload == 0:
+        server_got(0)
+    else:
+        sim.at(0.0, up_end.write, upload)
+    if download == 0:
+        down_end.on_delivered = None
+    sim.run(until=until)
+    if download == 0 and "up" in marks:
+        marks["done"] = marks["up"] + processing_s
+    if "done" not in marks:
+        raise SimulationError(f"the request did not finish within {until} s of simulated time")
+    return RequestResult(
+        marks["done"],
+        marks.get("up"),
+        sim.events,
+        _end_stats(up_end, uplink, downlink),
+        _end_stats(down_end, downlink, uplink),
+        rec,
+    )
