@@ -161,6 +161,53 @@ def _click_exceptions() -> tuple[type[Exception], ...]:
     return tuple(found)
 
 
+@app.command()
+def sim(
+    file: Annotated[
+        Path | None, typer.Argument(help="Sim TOML; omit for the §12.3.2 request.")
+    ] = None,
+    example: Annotated[str | None, typer.Option("--example", help="A bundled sim file.")] = None,
+    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Seeds to run.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="First seed.")] = None,
+    trace: Annotated[
+        Path | None, typer.Option("--trace", help="Write the first run's per-packet trace (CSV).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Simulate a transfer packet by packet (sans-IO endpoints over simulated links)."""
+    from tierwise.report.jsonout import dumps
+    from tierwise.report.sim_view import render_sim
+    from tierwise.sim.run import run_sim_file
+    from tierwise.sim.scenario import load_sim, sim_example
+
+    if example is not None and file is not None:
+        raise ScenarioError("give a FILE or --example, not both", source="command line")
+    bundled = file is None and example is None
+    path = file if file is not None else sim_example(example or "sim-photo")
+    sf = load_sim(path)
+    changes = {k: v for k, v in (("runs", runs), ("seed", seed)) if v is not None}
+    if changes:
+        sf = sf.model_copy(update={"run": sf.run.model_copy(update=changes)})
+    result = run_sim_file(sf, trace=trace is not None, progress=not as_json)
+    if trace is not None:
+        try:
+            result["trace"].write_csv(str(trace))
+        except OSError as exc:
+            raise ScenarioError(
+                f"cannot write the trace: {exc.strerror or exc}", source=str(trace)
+            ) from exc
+    result.pop("trace")
+    if as_json:
+        print(dumps(result))
+        return
+    if bundled:
+        out.print(
+            f"[dim]No file given: simulating the bundled §12.3.2 request ({escape(str(path))}).[/]",
+            soft_wrap=True,
+        )
+    render_sim(out, result, str(trace) if trace else None)
+
+
 def main() -> None:
     """Entry point: run the app, turning user errors into one line and exit 2."""
     try:

@@ -1,0 +1,156 @@
+"""The ``tierwise sim`` file: a path, a transport and a workload, validated like scenarios.
+
+```toml
+[path]
+uplink = "20 Mbit/s"
+downlink = "100 Mbit/s"
+rtt = "100 ms"
+loss_up = 0.0              # or { p_gb = 0.01, p_bg = 0.3, loss_bad = 0.5 } (Gilbert–Elliott)
+loss_down = 0.0
+queue = "10 MB"            # drop-tail per direction (bytes); omit for unbounded
+
+[tcp]
+cc = "newreno"             # slowstart | newreno | cubic | bbr
+mss = "1168 B"             # payload per segment
+header = "60 B"
+ack = "92 B"
+initial_window = 10
+ack_every = 1
+ack_delay = "0 ms"
+
+[workload]
+kind = "request"
+upload = "30 MB"
+download = "5 MB"
+processing = "0.3 s"
+
+[run]
+seed = 1
+runs = 1
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tierwise.errors import ScenarioError
+from tierwise.units import Rate, Size, Time
+
+__all__ = ["SIM_EXAMPLES", "SimFile", "load_sim", "sim_example"]
+
+SIM_EXAMPLES = ("sim-photo",)
+
+
+def sim_example(name: str = "sim-photo") -> Path:
+    """Path of a bundled sim file (``sim-photo`` is the §12.3.2 request)."""
+    from importlib import resources
+
+    if name not in SIM_EXAMPLES:
+        raise ScenarioError(f"no bundled sim example {name!r}; known: {', '.join(SIM_EXAMPLES)}")
+    return Path(str(resources.files("tierwise.examples").joinpath(f"{name}.toml")))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GeLoss(_Strict):
+    p_gb: float = Field(ge=0, le=1)
+    p_bg: float = Field(ge=0, le=1)
+    loss_good: float = Field(0.0, ge=0, lt=1)
+    loss_bad: float = Field(1.0, ge=0, le=1)
+
+
+class PathSection(_Strict):
+    uplink: Rate
+    downlink: Rate
+    rtt: Time
+    loss_up: float | GeLoss = 0.0
+    loss_down: float | GeLoss = 0.0
+    queue: Size | None = None
+    queue_packets: int | None = Field(None, ge=1)
+
+    @field_validator("loss_up", "loss_down")
+    @classmethod
+    def _loss(cls, v: float | GeLoss) -> float | GeLoss:
+        if isinstance(v, float) and not 0 <= v < 1:
+            raise ValueError(f"loss must lie in [0, 1), got {v}")
+        return v
+
+
+class TcpSection(_Strict):
+    cc: str = "newreno"
+    mss: Size = 1448.0
+    header: Size = 52.0
+    ack: Size = 52.0
+    initial_window: int = Field(10, ge=1)
+    ack_every: int = Field(1, ge=1)
+    ack_delay: Time = 0.0
+
+    @field_validator("cc")
+    @classmethod
+    def _cc(cls, v: str) -> str:
+        from tierwise.proto.congestion import CONTROLLERS
+
+        if v not in CONTROLLERS:
+            raise ValueError(
+                f"unknown congestion controller {v!r}; known: {', '.join(sorted(CONTROLLERS))}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> TcpSection:
+        if self.mss < 1:
+            raise ValueError("mss must be at least 1 byte")
+        if self.ack_every > 1 and self.ack_delay == 0:
+            raise ValueError("ack_every > 1 needs ack_delay (else the last segment waits forever)")
+        return self
+
+
+class WorkloadSection(_Strict):
+    kind: Literal["request"] = "request"
+    upload: Size = 0.0
+    download: Size = 0.0
+    processing: Time = 0.0
+
+
+class RunSection(_Strict):
+    seed: int = 0
+    runs: int = Field(1, ge=1, le=100_000)
+    until: Time = 3600.0
+
+
+class SimFile(_Strict):
+    path: PathSection
+    tcp: TcpSection = TcpSection()
+    workload: WorkloadSection
+    run: RunSection = RunSection()
+
+
+def load_sim(path: str | Path) -> SimFile:
+    """Read and validate a sim file; every problem is one ScenarioError with its key path."""
+    source = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError("file not found", source=source) from None
+    except IsADirectoryError:
+        raise ScenarioError("is a directory, not a sim file", source=source) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"TOML syntax error: {exc}", source=source) from exc
+    try:
+        return SimFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function", "float")))
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif "input" in err and err["type"] != "missing":
+            msg = f"{msg} (got {err['input']!r})"
+        raise ScenarioError(msg, source=source, path=loc or None) from None
