@@ -70,17 +70,13 @@ class TransferEnd:
 
     def pump(self) -> None:
         now, sender = self.sim.now, self.sender
-        for seg in sender.segments_to_send(now):
+        batch = sender.segments_to_send(now)
+        flight = sender.flight - sum(seg.length for seg in batch) if self.trace else 0
+        for seg in batch:
             if self.trace is not None:
-                self.trace.add(
-                    now,
-                    self.name,
-                    "retx" if seg.retx else "send",
-                    seg.seq,
-                    seg.length,
-                    sender.cwnd,
-                    sender.flight,
-                )
+                flight += seg.length
+                event = "retx" if seg.retx else "send"
+                self.trace.add(now, self.name, event, seg.seq, seg.length, sender.cwnd, flight)
             self.data_link.put(seg, seg.wire, self._segment_arrives)
         self._arm_sender()
 
