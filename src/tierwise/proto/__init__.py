@@ -4,6 +4,7 @@ Nothing here reads a clock or opens a socket, so the same endpoints run inside t
 simulator (:mod:`tierwise.sim`) and, later, behind real sockets in the relay.
 """
 
+from tierwise.proto import fixed as _fixed  # noqa: F401  (registers "fixed")
 from tierwise.proto.congestion import CONTROLLERS, CongestionController, make_controller
 from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.tcp import Ack, Receiver, Segment, Sender
