@@ -85,8 +85,8 @@ def find_thresholds(scn: Scenario, costs: list[SiteCosts], plan: Any, source: st
     for c in costs:
         b0 = _current_uplink(c)
         opt = by_name[c.site.name]
-        if b0 is None or not c.site.remote or not opt.feasible:
-            continue
+        if b0 is None or not c.site.remote or not opt.feasible or c.site.evaluate == "sim":
+            continue  # a simulated site's time is not the closed form the search varies
         time_at = _time_at(scn, c, source)
         floor = time_at(math.inf)
         if floor >= opt.time_s - 1e-12:
@@ -96,7 +96,7 @@ def find_thresholds(scn: Scenario, costs: list[SiteCosts], plan: Any, source: st
         rival = _rival(plan, c.site.name)
         if rival is not None:
             out.append(_faster(c.site.name, time_at, rival, b0, floor))
-        out += _flips(scn, costs, c, b0, plan.choice, source)
+        out += _flips(scn, plan.options, c, b0, source)
     return out
 
 
@@ -136,14 +136,16 @@ def _faster(name: str, time_at, rival, b0: float, floor: float) -> dict:
     }
 
 
-def _flips(
-    scn: Scenario, costs: list[SiteCosts], c: SiteCosts, b0: float, choice: str | None, source: str
-) -> list[dict]:
-    from tierwise.plan.planner import choose, evaluate_all
+def _flips(scn: Scenario, current: list[Any], c: SiteCosts, b0: float, source: str) -> list[dict]:
+    """Uplinks of ``c`` where the choice changes, every other option as already evaluated."""
+    from tierwise.plan.planner import _battery, choose
+
+    others = [o for o in current if o.site != c.site.name]
 
     def choice_at(b: float) -> str | None:
-        opts = evaluate_all(scn, costs, source, {c.site.name: b})
-        return choose(opts, scn.decision.objective)[0]
+        varied = evaluate_option(scn, c, source, uplink=b)
+        _battery(varied, c)
+        return choose([*others, varied], scn.decision.objective)[0]
 
     grid = b0 * np.logspace(-_SCAN_DECADES, _SCAN_DECADES, _SCAN_POINTS)
     choices = [choice_at(b) for b in grid]

@@ -197,6 +197,21 @@ class Site(_Strict):
     loss_down: float | None = Field(None, ge=0, lt=1, description="download loss if different")
     recovery: Literal["retransmit", "fec"] = "retransmit"
     fec_target: float = Field(0.999, gt=0, lt=1)
+    # packet-level evaluation (issue: simulator)
+    evaluate: Literal["model", "sim"] = "model"
+    runs: int = Field(1, ge=1, le=10_000, description='seeds when evaluate = "sim"')
+    congestion: str = Field("cubic", description='controller when evaluate = "sim"')
+
+    @field_validator("congestion")
+    @classmethod
+    def _known_cc(cls, value: str) -> str:
+        from tierwise.proto import CONTROLLERS
+
+        if value not in CONTROLLERS:
+            raise ValueError(
+                f"unknown congestion controller {value!r}; known: {', '.join(sorted(CONTROLLERS))}"
+            )
+        return value
 
     @field_validator("handshake")
     @classmethod
