@@ -75,7 +75,7 @@ def simulate_task(
             res = run_request(
                 path,
                 tcp,
-                int(math.ceil(upload)),
+                math.ceil(upload),
                 int(scn.task.download),
                 costs.model_s,
                 seed=run * 100_003 + r,
