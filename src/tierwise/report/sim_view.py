@@ -12,6 +12,23 @@ from tierwise.units import format_quantity, format_seconds
 __all__ = ["render_sim"]
 
 
+def _render_generic(console: Console, result: dict[str, Any]) -> None:
+    from tierwise.report.human import format_value
+
+    title = f"simulated {result['kind']} — {result['runs']} run(s) from seed {result['seed']}"
+    table = Table(title=title)
+    table.add_column("quantity", style="bold")
+    table.add_column("value", justify="right")
+    table.add_row("time (mean)", _s(result["time_s"]))
+    for key in ("p50_s", "p99_s", "min_s", "max_s"):
+        if key in result:
+            table.add_row(key.removesuffix("_s"), _s(result[key]))
+    for key, value in result["first_run"].items():
+        if key != "time_s":
+            table.add_row(f"{key} (first run)", format_value(key, value))
+    console.print(table)
+
+
 def _s(x: float) -> str:
     """Simulated times to the microsecond: they are exact, not estimates."""
     return f"{x:.6f} s" if x >= 1 else format_seconds(x)
@@ -19,6 +36,9 @@ def _s(x: float) -> str:
 
 def render_sim(console: Console, result: dict[str, Any], trace: str | None) -> None:
     first = result["first_run"]
+    if result.get("kind", "request") != "request":
+        _render_generic(console, result)
+        return
     title = f"simulated request — {result['runs']} run(s) from seed {result['seed']}"
     table = Table(title=title)
     table.add_column("quantity", style="bold")

@@ -1,14 +1,16 @@
-"""Run a sim file: one or many seeds, with a progress bar for long batches."""
+"""Run a sim file: one or many seeds, any workload kind, a progress bar for long batches."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from tierwise.errors import SimulationError
 from tierwise.sim.scenario import SimFile
-from tierwise.sim.workloads import PathSpec, RequestResult, TcpSpec, run_request
+from tierwise.sim.workloads import PathSpec, TcpSpec, run_request
 
 __all__ = ["run_sim_file", "specs"]
 
@@ -35,10 +37,13 @@ def specs(sf: SimFile) -> tuple[PathSpec, TcpSpec]:
     return path, tcp
 
 
-def run_one(sf: SimFile, seed: int, trace: bool = False) -> RequestResult:
+Outcome = tuple[float, dict[str, Any], Any]  # (time_s, summary, trace or None)
+
+
+def _request(sf: SimFile, seed: int, trace: bool) -> Outcome:
     path, tcp = specs(sf)
     w = sf.workload
-    return run_request(
+    r = run_request(
         path,
         tcp,
         int(w.upload),
@@ -48,29 +53,171 @@ def run_one(sf: SimFile, seed: int, trace: bool = False) -> RequestResult:
         trace=trace,
         until=sf.run.until,
     )
+    return r.time_s, r.summary(), r.trace
+
+
+def _fec(sf: SimFile, seed: int, trace: bool) -> Outcome:
+    from tierwise.sim.fec import run_fec_request
+
+    path, _ = specs(sf)
+    w = sf.workload
+    if isinstance(path.up_loss, dict):
+        raise SimulationError(
+            "an FEC request plans its repair for a Bernoulli loss rate; "
+            "give path.loss_up as a number"
+        )
+    r = run_fec_request(
+        path.up_rate,
+        path.down_rate,
+        path.rtt,
+        path.up_loss,
+        int(w.upload),
+        int(sf.tcp.mss),
+        w.processing,
+        w.target,
+        seed,
+        reply_bytes=int(w.download),
+        down_loss=path.down_loss,
+        reply=w.reply,
+        until=sf.run.until,
+    )
+    return (
+        r.time_s,
+        {
+            "time_s": r.time_s,
+            "upload_done_s": r.upload_done_s,
+            "rounds": r.rounds,
+            "payload_ok": r.payload_ok,
+        },
+        None,
+    )
+
+
+def _stream(sf: SimFile, seed: int, trace: bool) -> Outcome:
+    from tierwise.sim.streaming import run_stream
+
+    path, tcp = specs(sf)
+    w = sf.workload
+    overrides = {int(k): v for k, v in w.propagation_overrides.items()}
+    r = run_stream(
+        path,
+        tcp,
+        w.chunks,
+        w.period,
+        int(w.chunk_bytes),
+        w.compute,
+        w.buffer,
+        propagation_overrides_s=overrides,
+        transport=w.transport,
+        seed=seed,
+        until=sf.run.until,
+    )
+    end = float(r.play_s[-1]) + w.period
+    return (
+        end,
+        {
+            "time_s": end,
+            "first_play_s": r.first_play_s,
+            "stall_s": r.total_stall_s,
+            "arrive_s": r.arrive_s.tolist(),
+            "play_s": r.play_s.tolist(),
+        },
+        None,
+    )
+
+
+def _streams(sf: SimFile, seed: int, trace: bool) -> Outcome:
+    from tierwise.sim.streaming import StreamWrite, run_streams
+
+    path, tcp = specs(sf)
+    w = sf.workload
+    writes = [StreamWrite(x.at, x.stream, int(x.bytes), x.priority) for x in w.writes]
+    r = run_streams(path, tcp, writes, w.policy, w.delivery, seed, until=sf.run.until)
+    delivered = r.delivered_s
+    return (
+        max(delivered.values()),
+        {
+            "time_s": max(delivered.values()),
+            "sent_done_s": r.sent_done_s,
+            "complete_s": r.complete_s,
+            "delivered_s": delivered,
+            "retransmissions": r.retransmissions,
+        },
+        None,
+    )
+
+
+def _rounds(sf: SimFile, seed: int, trace: bool) -> Outcome:
+    from tierwise.sim.streaming import run_rounds
+
+    path, tcp = specs(sf)
+    w = sf.workload
+    r = run_rounds(
+        path,
+        tcp,
+        w.rounds,
+        int(w.upload),
+        int(w.download),
+        w.client,
+        w.model,
+        seed,
+        idle_restart=w.idle_restart,
+        until=sf.run.until,
+    )
+    return r.time_s, {"time_s": r.time_s, "round_s": r.round_s.tolist()}, None
+
+
+def _wireless(sf: SimFile, seed: int, trace: bool) -> Outcome:
+    from tierwise.sim.wireless import run_wireless_transfer
+
+    _, tcp = specs(sf)
+    w = sf.workload
+    r = run_wireless_transfer(
+        int(w.upload),
+        tcp,
+        data_rate_bit_per_s=8 * w.data_rate,
+        ack_rate_bit_per_s=8 * w.ack_rate,
+        wired_one_way_s=w.wired_one_way,
+        seed=seed,
+        until=sf.run.until,
+    )
+    summary = {k: v for k, v in vars(r).items() if isinstance(v, int | float)}
+    return r.time_s, summary, None
+
+
+_KINDS: dict[str, Callable[[SimFile, int, bool], Outcome]] = {
+    "request": _request,
+    "fec-request": _fec,
+    "stream": _stream,
+    "streams": _streams,
+    "rounds": _rounds,
+    "wireless": _wireless,
+}
 
 
 def run_sim_file(sf: SimFile, *, trace: bool = False, progress: bool = False) -> dict[str, Any]:
     """Summary of ``sf.run.runs`` seeds (seed, seed+1, ...); the first run's trace if asked."""
     runs = sf.run.runs
-    results: list[RequestResult] = []
-    bar = _bar(runs) if progress and runs > 1 else None
+    run_one = _KINDS[sf.workload.kind]
+    outcomes: list[Outcome] = []
+    bar = _bar() if progress and runs > 1 else None
     with bar if bar is not None else _Null() as b:
         task = b.add_task("simulating", total=runs) if bar is not None else None
         for i in range(runs):
-            results.append(run_one(sf, sf.run.seed + i, trace=trace and i == 0))
+            outcomes.append(run_one(sf, sf.run.seed + i, trace and i == 0))
             if bar is not None:
                 b.advance(task)
-    first = results[0]
-    times = np.array([r.time_s for r in results])
-    w = sf.workload
+    times = np.array([o[0] for o in outcomes])
     out: dict[str, Any] = {
+        "kind": sf.workload.kind,
         "runs": runs,
         "seed": sf.run.seed,
         "time_s": float(times.mean()),
-        "goodput_bytes_per_s": (w.upload + w.download) / float(times.mean()),
-        "first_run": first.summary(),
+        "first_run": outcomes[0][1],
     }
+    if sf.workload.kind == "request":
+        w = sf.workload
+        out["goodput_bytes_per_s"] = (w.upload + w.download) / float(times.mean())
     if runs > 1:
         out.update(
             {
@@ -80,11 +227,11 @@ def run_sim_file(sf: SimFile, *, trace: bool = False, progress: bool = False) ->
                 "max_s": float(times.max()),
             }
         )
-    out["trace"] = first.trace
+    out["trace"] = outcomes[0][2]
     return out
 
 
-def _bar(total: int):
+def _bar():
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     return Progress(

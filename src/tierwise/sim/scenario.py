@@ -113,10 +113,82 @@ class TcpSection(_Strict):
 
 
 class WorkloadSection(_Strict):
+    """Request/response over the TCP-like connection (§12.3.2)."""
+
     kind: Literal["request"] = "request"
     upload: Size = 0.0
     download: Size = 0.0
     processing: Time = 0.0
+
+
+class FecWorkload(_Strict):
+    """The request sent as FEC symbols (§12.3.3); ``tcp.mss`` is the symbol size."""
+
+    kind: Literal["fec-request"]
+    upload: Size
+    download: Size = 0.0
+    processing: Time = 0.0
+    target: float = Field(0.999, gt=0, lt=1)
+    reply: Literal["fec", "tcp"] = "fec"
+
+
+class StreamWorkload(_Strict):
+    """Audio chunks captured every period, processed, sent, played (§12.1.2)."""
+
+    kind: Literal["stream"]
+    chunks: int = Field(ge=1)
+    period: Time
+    chunk_bytes: Size
+    compute: Time
+    buffer: Time = 0.0
+    transport: Literal["datagram", "tcp"] = "datagram"
+    propagation_overrides: dict[str, Time] = Field(default_factory=dict)
+
+    @field_validator("propagation_overrides")
+    @classmethod
+    def _indices(cls, v: dict[str, float]) -> dict[str, float]:
+        for key in v:
+            if not key.isdigit():
+                raise ValueError(f"propagation_overrides keys are chunk indices, got {key!r}")
+        return v
+
+
+class StreamWrite(_Strict):
+    stream: str
+    bytes: Size
+    at: Time = 0.0
+    priority: int = 0
+
+
+class StreamsWorkload(_Strict):
+    """Several streams over one connection: scheduling and delivery order (§12.3.4)."""
+
+    kind: Literal["streams"]
+    writes: list[StreamWrite] = Field(min_length=1)
+    policy: Literal["fifo", "priority"] = "fifo"
+    delivery: Literal["connection", "stream"] = "connection"
+
+
+class RoundsWorkload(_Strict):
+    """Agent rounds on one kept connection (§12.1.3)."""
+
+    kind: Literal["rounds"]
+    rounds: int = Field(ge=1)
+    upload: Size
+    download: Size = 0.0
+    client: Time = 0.0
+    model: Time = 0.0
+    idle_restart: bool = False
+
+
+class WirelessWorkload(_Strict):
+    """An upload across a shared 802.11 medium where data and ACKs take turns (§12.4.1)."""
+
+    kind: Literal["wireless"]
+    upload: Size
+    data_rate: Rate = 6_750_000.0
+    ack_rate: Rate = 750_000.0
+    wired_one_way: Time = 0.0
 
 
 class RunSection(_Strict):
@@ -125,11 +197,28 @@ class RunSection(_Strict):
     until: Time = 3600.0
 
 
+Workload = (
+    WorkloadSection
+    | FecWorkload
+    | StreamWorkload
+    | StreamsWorkload
+    | RoundsWorkload
+    | WirelessWorkload
+)
+
+
 class SimFile(_Strict):
     path: PathSection
     tcp: TcpSection = TcpSection()
-    workload: WorkloadSection
+    workload: Workload = Field(discriminator="kind")
     run: RunSection = RunSection()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kind(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("workload"), dict):
+            data = {**data, "workload": {"kind": "request", **data["workload"]}}
+        return data
 
 
 def load_sim(path: str | Path) -> SimFile:
