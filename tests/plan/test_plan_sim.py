@@ -68,3 +68,10 @@ def test_sim_on_a_stream_task_is_refused(cli, tmp_path):
     f.write_text(text)
     run = cli("plan", str(f))
     assert run.code == 2 and "site.server.evaluate" in run.stderr
+
+
+def test_simulated_handshakes_per_round():
+    """§12.3.1 in the simulator: a new TCP + TLS 1.3 connection per round adds 2 RTTs a round."""
+    reused = plan_text(SCENARIO, "site.cloud.connection=reused").option("cloud").time_s
+    fresh = plan_text(SCENARIO, "site.cloud.connection=new-per-round").option("cloud").time_s
+    assert fresh - reused == pytest.approx(2 * 2 * 0.2, abs=0.01)

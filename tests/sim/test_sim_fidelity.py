@@ -89,3 +89,12 @@ def test_loss_makes_retransmissions_and_still_completes():
     )
     assert r.up["retransmissions"] >= r.up["link_lost"] > 0
     assert r.time_s > 0.2385
+
+
+def test_handshake_round_trips_as_packets():
+    """A TCP + TLS 1.3 set-up (2 RTTs) delays the §12.3.5 cold request by 0.4 s."""
+    path = PathSpec(333 * MBIT, 333 * MBIT, 0.2)
+    base = run_request(path, TcpSpec(cc="slowstart"), 354_640, 0, 0.03)
+    cold = run_request(path, TcpSpec(cc="slowstart", handshake_rtts=2), 354_640, 0, 0.03)
+    assert cold.time_s - base.time_s == pytest.approx(0.4, abs=0.001)
+    assert cold.time_s == pytest.approx(1.4336, abs=0.001)  # the closed form's cold request

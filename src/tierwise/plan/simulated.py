@@ -4,13 +4,16 @@ A site with ``evaluate = "sim"`` has each request (or each round of a loop) run
 through :func:`tierwise.sim.run_request` — upload, the site's processing, download —
 over its uplink, downlink, RTT and loss, with its MSS, initial window and
 congestion controller, for ``runs`` seeds. Each round starts from the initial
-window (idle restart, the Linux default). The closed form still finds thresholds
+window (idle restart, the Linux default); a site with ``connection`` also pays its
+handshake as packets, on the first round (``reused``) or every round. The closed
+form still finds thresholds
 (they need hundreds of evaluations); the option notes that.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +26,7 @@ __all__ = ["simulate_task"]
 
 
 def _specs(site: Site) -> tuple[Any, Any]:
+    from tierwise.model.transport import HANDSHAKE_RTTS
     from tierwise.sim import PathSpec, TcpSpec
 
     up = site.uplink if not isinstance(site.uplink, list) else None
@@ -38,6 +42,7 @@ def _specs(site: Site) -> tuple[Any, Any]:
         header=52,
         ack_bytes=52,
         initial_window=site.initial_window or 10,
+        handshake_rtts=HANDSHAKE_RTTS[site.handshake] if site.connection is not None else 0,
     )
     return path, tcp
 
@@ -70,11 +75,12 @@ def simulate_task(
         raise ScenarioError(exc.detail, source=source, path=exc.path) from None
     totals = np.zeros(site.runs)
     network = np.zeros(site.runs)
+    later = replace(tcp, handshake_rtts=0) if site.connection == "reused" else tcp
     for run in range(site.runs):
         for r in range(rounds):
             res = run_request(
                 path,
-                tcp,
+                tcp if r == 0 else later,
                 math.ceil(upload),
                 int(scn.task.download),
                 costs.model_s,

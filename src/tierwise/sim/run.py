@@ -31,8 +31,18 @@ def specs(sf: SimFile) -> tuple[PathSpec, TcpSpec]:
         queue_bytes=p.queue if p.queue is not None else math.inf,
         queue_packets=p.queue_packets or math.inf,
     )
+    from tierwise.model.transport import HANDSHAKE_RTTS
+
+    rtts = HANDSHAKE_RTTS[t.handshake] if t.handshake else 0
     tcp = TcpSpec(
-        t.cc, int(t.mss), int(t.header), int(t.ack), t.initial_window, t.ack_every, t.ack_delay
+        t.cc,
+        int(t.mss),
+        int(t.header),
+        int(t.ack),
+        t.initial_window,
+        t.ack_every,
+        t.ack_delay,
+        handshake_rtts=rtts,
     )
     return path, tcp
 

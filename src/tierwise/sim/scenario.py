@@ -91,6 +91,18 @@ class TcpSection(_Strict):
     initial_window: int = Field(10, ge=1)
     ack_every: int = Field(1, ge=1)
     ack_delay: Time = 0.0
+    handshake: str | None = Field(
+        None, description="tcp+tls1.3 | tcp+tls1.2 | quic | quic-0rtt; omit for an open connection"
+    )
+
+    @field_validator("handshake")
+    @classmethod
+    def _handshake(cls, v: str | None) -> str | None:
+        from tierwise.model.transport import HANDSHAKE_RTTS
+
+        if v is not None and v not in HANDSHAKE_RTTS:
+            raise ValueError(f"unknown handshake {v!r}; known: {', '.join(HANDSHAKE_RTTS)}")
+        return v
 
     @field_validator("cc")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,8 @@ class TcpSpec:
     initial_window: int = 10
     ack_every: int = 1
     ack_delay: float = 0.0
+    handshake_rtts: int = 0  # control round trips before data: 2 for TCP + TLS 1.3 (§12.3.1)
+    control_bytes: int = 300  # wire size of a handshake packet (SYN, ClientHello, ...)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,62 @@ def _end_stats(end: TransferEnd, link: Link, ack_link: Link) -> dict[str, Any]:
     }
 
 
+class Handshake:
+    """``rtts`` control round trips (SYN/SYN-ACK, TLS flights) as real packets on the links.
+
+    A lost control packet is sent again after a timer that starts at 1 s and doubles
+    (RFC 6298 §2.1 and §5.5), as a SYN is.
+    """
+
+    def __init__(
+        self, sim: Simulator, up: Link, down: Link, rtts: int, wire: int, done: Callable[[], None]
+    ) -> None:
+        if rtts < 0:
+            raise SimulationError(f"handshake round trips must be ≥ 0, got {rtts}")
+        self.sim, self.up, self.down, self.rtts, self.wire, self.done = (
+            sim,
+            up,
+            down,
+            rtts,
+            wire,
+            done,
+        )
+        self.completed = 0
+        self.timeout = 1.0
+        self._flight = 0
+
+    def begin(self) -> None:
+        if self.rtts == 0:
+            self.sim.at(0.0, self.done)
+        else:
+            self.sim.at(0.0, self._send)
+
+    def _send(self) -> None:
+        self._flight += 1
+        flight = self._flight
+        self.up.put(flight, self.wire, self._at_server)
+        self.sim.schedule(self.timeout, self._expire, flight)
+
+    def _at_server(self, flight: int) -> None:
+        self.down.put(flight, self.wire, self._at_client)
+
+    def _at_client(self, flight: int) -> None:
+        if flight != self._flight:
+            return  # an answer to a superseded flight
+        self._flight += 1  # disarms the pending timer
+        self.completed += 1
+        self.timeout = 1.0
+        if self.completed == self.rtts:
+            self.done()
+        else:
+            self._send()
+
+    def _expire(self, flight: int) -> None:
+        if flight == self._flight:
+            self.timeout *= 2
+            self._send()
+
+
 def run_request(
     path: PathSpec,
     tcp: TcpSpec,
@@ -147,10 +206,15 @@ def run_request(
 
     up_end = endpoint("client", uplink, downlink, server_got)
     down_end = endpoint("server", downlink, uplink, client_got)
-    if upload == 0:
-        server_got(0)
-    else:
-        sim.at(0.0, up_end.write, upload)
+
+    def start() -> None:
+        marks["open"] = sim.now
+        if upload == 0:
+            server_got(0)
+        else:
+            up_end.write(upload)
+
+    Handshake(sim, uplink, downlink, tcp.handshake_rtts, tcp.control_bytes, start).begin()
     if download == 0:
         down_end.on_delivered = None
     sim.run(until=until)
@@ -158,7 +222,7 @@ def run_request(
         marks["done"] = marks["up"] + processing_s
     if "done" not in marks:
         raise SimulationError(f"the request did not finish within {until} s of simulated time")
-    return RequestResult(
+    result = RequestResult(
         marks["done"],
         marks.get("up"),
         sim.events,
@@ -166,3 +230,5 @@ def run_request(
         _end_stats(down_end, downlink, uplink),
         rec,
     )
+    result.up["handshake_s"] = marks.get("open", 0.0)
+    return result
