@@ -9,10 +9,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "ns3"))
 
-from ns3_runner import available, run_ns3  # noqa: E402
+from ns3_runner import available, run_ns3
 
-from tierwise.proto import CONTROLLERS  # noqa: E402
-from tierwise.sim import PathSpec, TcpSpec, run_request  # noqa: E402
+from tierwise.proto import CONTROLLERS
+from tierwise.sim import PathSpec, TcpSpec, run_request
 
 pytestmark = [
     pytest.mark.slow,

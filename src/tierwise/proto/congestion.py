@@ -5,31 +5,63 @@ start of each loss episode (``on_congestion``, at most once per recovery) and
 retransmission timeouts (``on_rto``); it exposes ``cwnd`` and, for paced
 controllers, ``pacing_rate`` (bytes/s, ``None`` = send as the window allows).
 
+Model-based controllers also get ``on_rate_sample`` first, with the ACK's
+:class:`RateSample` (delivery rate, round-trip bookkeeping, losses).
+
 Registered: ``slowstart`` (the reference's §12.3.2 model: +1 segment per
 acknowledged segment, no ssthresh), ``newreno`` (RFC 5681/6582), ``cubic``
-(RFC 9438). ``make_controller`` raises :class:`LocalProtocolError` for an unknown
-name, listing the known ones.
+(RFC 9438), ``bbr`` (BBR-style, §12.3.3). ``make_controller`` raises
+:class:`LocalProtocolError` for an unknown name, listing the known ones.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum
 from typing import ClassVar
 
 from tierwise.errors import LocalProtocolError
 
 __all__ = [
     "CONTROLLERS",
+    "Bbr",
+    "BbrState",
     "CongestionController",
     "Cubic",
     "NewReno",
+    "RateSample",
     "SlowStartOnly",
     "make_controller",
     "register",
 ]
 
 CONTROLLERS: dict[str, type[CongestionController]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class RateSample:
+    """What one ACK taught the sender (Linux ``struct rate_sample``).
+
+    The delivery rate follows draft-cheng-iccrg-delivery-rate-estimation:
+    ``delivered / interval`` over the flight of the most recently sent segment
+    this ACK delivered, ``interval = max(send_elapsed, ack_elapsed)``; it is
+    ``None`` when the interval is shorter than the minimum RTT (not trusted).
+    Bytes are payload bytes.
+    """
+
+    delivery_rate: float | None  # bytes/s
+    delivered: int  # bytes delivered over the interval
+    interval_s: float
+    prior_delivered: int  # the connection's delivered count when that segment was sent
+    total_delivered: int  # the connection's delivered count now
+    app_limited: bool  # the segment left while the application had nothing to send
+    acked: int  # bytes newly acknowledged (cumulatively or SACKed) by this ACK
+    lost: int  # bytes newly marked lost by this ACK
+    prior_in_flight: int  # bytes in flight before this ACK
+    rtt: float | None  # seconds, from the echoed send time
 
 
 def register(cls: type[CongestionController]) -> type[CongestionController]:
@@ -85,6 +117,11 @@ class CongestionController(ABC):
 
     def on_recovered(self, *, now: float) -> None:  # noqa: B027 - optional hook
         """The loss episode ended (everything up to the recovery point acknowledged)."""
+
+    def on_rate_sample(  # noqa: B027 - optional hook
+        self, *, sample: RateSample, now: float, in_flight: int
+    ) -> None:
+        """An ACK delivered data: its rate sample, before ``on_ack`` (model-based control)."""
 
 
 @register
@@ -164,3 +201,254 @@ class Cubic(CongestionController):
         super().on_rto(now=now, in_flight=in_flight)
         self.w_max = 0.0
         self.epoch = None
+
+
+# BBR, after draft-cardwell-iccrg-bbr-congestion-control-02 (the reference's note 5, §12.3.3)
+# with BBRv1's ProbeBW gain cycle and filter lengths (draft-...-00, Linux tcp_bbr.c).
+BBR_STARTUP_PACING_GAIN = 4 * math.log(2)  # ≈ 2.77, draft-02 §2.6 BBRStartupPacingGain
+BBR_STARTUP_CWND_GAIN = 2.0  # draft-02 §2.6 BBRStartupCwndGain
+BBR_CWND_GAIN = 2.0  # cwnd = 2·BDP: headroom for ACK aggregation and retransmission (§12.3.3)
+BBR_DRAIN_PACING_GAIN = 1 / BBR_STARTUP_CWND_GAIN  # draft-02 §4.3.2: 1/BBRStartupCwndGain
+BBR_PROBE_BW_GAINS = (1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # BBRv1 gain cycle
+BBR_PROBE_BW_START_PHASE = 2  # first cruise phase (Linux draws one; no RNG in sans-IO)
+BBR_FULL_BW_THRESH = 1.25  # draft-02 BBRCheckStartupFullBandwidth: Startup while BtlBw grows 25 %
+BBR_FULL_BW_ROUNDS = 3  # ... within 3 rounds
+BBR_BTLBW_FILTER_ROUNDS = 10  # BBRv1 BtlBwFilterLen (draft-02 keeps 2 ProbeBW cycles)
+BBR_MIN_RTT_FILTER_S = 10.0  # draft-02 MinRTTFilterLen (BBRv1 RTpropFilterLen)
+BBR_PROBE_RTT_DURATION_S = 0.2  # draft-02 ProbeRTTDuration
+BBR_MIN_PIPE_CWND_SEGMENTS = 4  # draft-02 BBRMinPipeCwnd
+BBR_PACING_MARGIN = 0.01  # pace 1 % under BtlBw: Linux bbr_pacing_margin_percent
+BBR_DEFAULT_RTT_S = 0.001  # draft-02 BBRInitPacingRate: 1 ms before any RTT sample
+
+
+class BbrState(Enum):
+    STARTUP = "startup"
+    DRAIN = "drain"
+    PROBE_BW = "probe_bw"
+    PROBE_RTT = "probe_rtt"
+
+
+# (pacing_gain, cwnd_gain) on entering each state; ProbeBW's pacing gain then cycles.
+_BBR_GAINS = {
+    BbrState.STARTUP: (BBR_STARTUP_PACING_GAIN, BBR_STARTUP_CWND_GAIN),
+    BbrState.DRAIN: (BBR_DRAIN_PACING_GAIN, BBR_CWND_GAIN),
+    BbrState.PROBE_BW: (BBR_PROBE_BW_GAINS[BBR_PROBE_BW_START_PHASE], BBR_CWND_GAIN),
+    BbrState.PROBE_RTT: (1.0, 1.0),
+}
+
+
+class _WindowedMax:
+    """Maximum of the samples of the last ``length`` rounds (a monotone deque)."""
+
+    __slots__ = ("_q", "length")
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self._q: deque[tuple[int, float]] = deque()
+
+    def update(self, round_count: int, value: float) -> None:
+        """Add a sample; samples older than ``length`` rounds leave (only when one arrives)."""
+        q = self._q
+        while q and q[-1][1] <= value:
+            q.pop()
+        q.append((round_count, value))
+        while q[0][0] <= round_count - self.length:
+            q.popleft()
+
+    @property
+    def value(self) -> float:
+        return self._q[0][1] if self._q else 0.0
+
+
+@register
+class Bbr(CongestionController):
+    """BBR-style: pace at ``pacing_gain · BtlBw``, keep ``cwnd = cwnd_gain · BtlBw · RTprop``.
+
+    BtlBw is the windowed maximum of delivery-rate samples over 10 rounds, RTprop the
+    minimum RTT over 10 s; a round ends when a segment sent after the round began is
+    acknowledged. States: Startup (pacing gain 4 ln 2 ≈ 2.77 and cwnd gain 2, as the
+    reference's §12.3.3 quotes draft-02; BBRv1 used 2/ln 2 ≈ 2.885 for both) until
+    BtlBw grows less than 25 % in 3 rounds; Drain (pacing 1/2) until the flight is at
+    most one BDP; ProbeBW cycling [1.25, 0.75, 1 ×6], one phase per RTprop (1.25 lasts
+    until the flight reaches 1.25 BDP or a loss; 0.75 ends early once the flight is
+    down to one BDP); ProbeRTT (cwnd 4 segments for 200 ms and a round) when RTprop
+    is 10 s old. Loss does not lower the rate or the window (BBRv1); a retransmission
+    timeout collapses the window to one segment and restores it when recovered.
+    Not modelled: restart from idle, long-term bandwidth sampling, the quantisation
+    budget (the pacer here sends single segments).
+    """
+
+    name = "bbr"
+
+    def __init__(self, *, mss: int, initial_window: int) -> None:
+        super().__init__(mss=mss, initial_window=initial_window)
+        self.initial_cwnd = self.cwnd
+        self._btlbw = _WindowedMax(BBR_BTLBW_FILTER_ROUNDS)
+        self.min_rtt = math.inf  # RTprop, seconds
+        self._min_rtt_at = 0.0
+        self._min_rtt_expired = False
+        self.round_count = 0
+        self.round_start = False
+        self._next_round_delivered = 0
+        self.full_bw = 0.0
+        self._full_bw_count = 0
+        self.full_bw_reached = False
+        self.cycle_index = BBR_PROBE_BW_START_PHASE
+        self._cycle_at = 0.0
+        self.prior_cwnd = 0.0
+        self._probe_rtt_done_at: float | None = None
+        self._probe_rtt_round_done = False
+        self._rto_recovery = False
+        self._has_rtt = False
+        self._delivered = 0
+        self.state = BbrState.STARTUP
+        self.pacing_gain, self.cwnd_gain = _BBR_GAINS[self.state]
+        self.pacing_rate = self.pacing_gain * self.cwnd / BBR_DEFAULT_RTT_S
+
+    # ---------------------------------------------------------------- estimates
+
+    @property
+    def btlbw(self) -> float:
+        """BBR.max_bw: the bottleneck bandwidth estimate, payload bytes/s (0 before a sample)."""
+        return self._btlbw.value
+
+    def bdp(self, gain: float = 1.0) -> float:
+        """``gain · BtlBw · RTprop`` bytes; the initial window before there is an estimate."""
+        if not self.btlbw or math.isinf(self.min_rtt):
+            return gain * self.initial_cwnd
+        return gain * self.btlbw * self.min_rtt
+
+    def _save_cwnd(self) -> None:
+        """Remember the window to restore after an RTO episode or ProbeRTT (Linux bbr_save_cwnd)."""
+        if self._rto_recovery or self.state is BbrState.PROBE_RTT:
+            self.prior_cwnd = max(self.prior_cwnd, self.cwnd)
+        else:
+            self.prior_cwnd = self.cwnd
+
+    def _enter(self, state: BbrState, now: float) -> None:
+        self.state = state
+        self.pacing_gain, self.cwnd_gain = _BBR_GAINS[state]
+        if state is BbrState.PROBE_BW:
+            self.cycle_index, self._cycle_at = BBR_PROBE_BW_START_PHASE, now
+
+    # ------------------------------------------------------------------- hooks
+
+    def on_rate_sample(self, *, sample: RateSample, now: float, in_flight: int) -> None:
+        """Update the path model, then the state machine (draft-02 BBRUpdateOnACK order)."""
+        self._delivered = sample.total_delivered
+        self._update_round(sample)
+        self._update_btlbw(sample)
+        self._update_cycle_phase(sample, now, in_flight)
+        self._check_full_pipe(sample)
+        self._check_drain(now, in_flight)
+        self._update_min_rtt(sample.rtt, now)
+        self._check_probe_rtt(now, in_flight, sample)
+        self._set_pacing_rate()
+
+    def on_ack(self, *, acked, rtt, now, in_flight, delivery_rate) -> None:
+        """Move cwnd toward ``cwnd_gain · BDP`` (BBRv1 BBRSetCwnd, Linux bbr_set_cwnd)."""
+        target = max(self.bdp(self.cwnd_gain), BBR_MIN_PIPE_CWND_SEGMENTS * self.mss)
+        if self.full_bw_reached:
+            self.cwnd = min(self.cwnd + acked, target)
+        elif self.cwnd < target or self._delivered < self.initial_cwnd:
+            self.cwnd += acked
+        self.cwnd = max(self.cwnd, float(BBR_MIN_PIPE_CWND_SEGMENTS * self.mss))
+        if self.state is BbrState.PROBE_RTT:
+            self.cwnd = min(self.cwnd, float(BBR_MIN_PIPE_CWND_SEGMENTS * self.mss))
+
+    def on_congestion(self, *, now: float, in_flight: int) -> None:
+        """No reaction: loss is not a congestion signal to BBRv1."""
+
+    def on_rto(self, *, now: float, in_flight: int) -> None:
+        """One segment until the episode is recovered, then the window from before."""
+        self._save_cwnd()
+        self._rto_recovery = True
+        self.cwnd = float(self.mss)
+
+    def on_recovered(self, *, now: float) -> None:
+        if self._rto_recovery:
+            self._rto_recovery = False
+            self.cwnd = max(self.cwnd, self.prior_cwnd)
+
+    # ------------------------------------------------------------------- model
+
+    def _update_round(self, sample: RateSample) -> None:
+        self.round_start = sample.prior_delivered >= self._next_round_delivered
+        if self.round_start:
+            self._next_round_delivered = sample.total_delivered
+            self.round_count += 1
+
+    def _update_btlbw(self, sample: RateSample) -> None:
+        rate = sample.delivery_rate
+        if rate is not None and (rate >= self.btlbw or not sample.app_limited):
+            self._btlbw.update(self.round_count, rate)
+
+    def _update_min_rtt(self, rtt: float | None, now: float) -> None:
+        self._min_rtt_expired = now > self._min_rtt_at + BBR_MIN_RTT_FILTER_S
+        if rtt is not None and (rtt <= self.min_rtt or self._min_rtt_expired):
+            self.min_rtt, self._min_rtt_at = rtt, now
+        if rtt is not None and not self._has_rtt:
+            # draft-02 BBRInitPacingRate again, now with a real RTT (Linux
+            # bbr_init_pacing_rate_from_rtt on the first sample).
+            self._has_rtt = True
+            self.pacing_rate = self.pacing_gain * self.initial_cwnd / rtt
+
+    def _set_pacing_rate(self) -> None:
+        rate = self.pacing_gain * self.btlbw * (1 - BBR_PACING_MARGIN)
+        if rate and (self.full_bw_reached or rate > self.pacing_rate):
+            self.pacing_rate = rate
+
+    # ------------------------------------------------------------------- states
+
+    def _check_full_pipe(self, sample: RateSample) -> None:
+        """Startup ends when BtlBw grew less than 25 % in three rounds (draft-02)."""
+        if self.full_bw_reached or not self.round_start or sample.app_limited:
+            return
+        if self.btlbw >= self.full_bw * BBR_FULL_BW_THRESH:
+            self.full_bw, self._full_bw_count = self.btlbw, 0
+            return
+        self._full_bw_count += 1
+        self.full_bw_reached = self._full_bw_count >= BBR_FULL_BW_ROUNDS
+
+    def _check_drain(self, now: float, in_flight: int) -> None:
+        if self.state is BbrState.STARTUP and self.full_bw_reached:
+            self._enter(BbrState.DRAIN, now)
+        if self.state is BbrState.DRAIN and in_flight <= self.bdp():
+            self._enter(BbrState.PROBE_BW, now)
+
+    def _update_cycle_phase(self, sample: RateSample, now: float, in_flight: int) -> None:
+        """One ProbeBW phase per RTprop, with BBRv1's early/late exits (BBRIsNextCyclePhase)."""
+        if self.state is not BbrState.PROBE_BW:
+            return
+        full_length = now - self._cycle_at > self.min_rtt
+        gain = self.pacing_gain
+        if gain > 1:
+            advance = full_length and (sample.lost > 0 or sample.prior_in_flight >= self.bdp(gain))
+        elif gain < 1:
+            advance = full_length or sample.prior_in_flight <= self.bdp()
+        else:
+            advance = full_length
+        if advance:
+            self.cycle_index = (self.cycle_index + 1) % len(BBR_PROBE_BW_GAINS)
+            self._cycle_at = now
+            self.pacing_gain = BBR_PROBE_BW_GAINS[self.cycle_index]
+
+    def _check_probe_rtt(self, now: float, in_flight: int, sample: RateSample) -> None:
+        """Every 10 s without a new RTprop: 4 segments in flight for 200 ms and a round."""
+        if self.state is not BbrState.PROBE_RTT and self._min_rtt_expired:
+            self._save_cwnd()
+            self._enter(BbrState.PROBE_RTT, now)
+            self._probe_rtt_done_at = None
+        if self.state is not BbrState.PROBE_RTT:
+            return
+        if self._probe_rtt_done_at is None:
+            if in_flight <= BBR_MIN_PIPE_CWND_SEGMENTS * self.mss:
+                self._probe_rtt_done_at = now + BBR_PROBE_RTT_DURATION_S
+                self._probe_rtt_round_done = False
+                self._next_round_delivered = sample.total_delivered
+            return
+        self._probe_rtt_round_done |= self.round_start
+        if self._probe_rtt_round_done and now >= self._probe_rtt_done_at:
+            self._min_rtt_at = now
+            self.cwnd = max(self.cwnd, self.prior_cwnd)
+            self._enter(BbrState.PROBE_BW if self.full_bw_reached else BbrState.STARTUP, now)

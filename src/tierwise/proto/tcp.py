@@ -11,19 +11,29 @@ current time; drain what they want to send; ask for their next timer deadline
     sender.get_timer(); sender.handle_timer(now)
 
 Loss recovery is SACK-based: a segment is lost once a segment *sent after it*
-has been delivered (the RACK rule with no reordering window, RFC 8985), or when
-the retransmission timer fires (RFC 6298, 200 ms minimum as in Linux). Lost
-segments are retransmitted before new data, within the congestion window.
-A loss episode lasts until the recovery point is acknowledged (RFC 6582).
+has been delivered (the RACK rule with no reordering window, RFC 8985; "after"
+is transmission order, so segments sent in one burst at the same instant are
+still ordered), or when the retransmission timer fires (RFC 6298, 200 ms
+minimum as in Linux). Lost segments are retransmitted before new data, within
+the congestion window. A loss episode lasts until the recovery point is
+acknowledged (RFC 6582).
+
+Every acknowledgement that delivers data yields a delivery-rate sample
+(draft-cheng-iccrg-delivery-rate-estimation): each transmission snapshots
+the connection's delivered count and times, and the sample of an ACK is taken
+from its most recently sent delivered segment, with app-limited marking. Rates,
+windows and flight are payload bytes; the pacer charges each segment its
+payload length at ``cc.pacing_rate``.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 
 from tierwise.errors import LocalProtocolError
-from tierwise.proto.congestion import CongestionController, make_controller
+from tierwise.proto.congestion import CongestionController, RateSample, make_controller
 from tierwise.proto.rangeset import RangeSet
 
 __all__ = ["Ack", "Receiver", "Segment", "Sender", "SenderStats"]
@@ -32,20 +42,29 @@ RTO_MIN_S = 0.2  # Linux TCP_RTO_MIN
 RTO_MAX_S = 60.0  # RFC 6298 §2.5 allows a cap of at least 60 s
 RTO_INITIAL_S = 1.0  # RFC 6298 §2.1
 SACK_BLOCKS = 3  # RFC 2018: three blocks fit beside timestamps
+_EPS_S = 1e-12  # timer comparisons tolerate float rounding
 
 
 class Segment:
-    """One data segment in flight; ``wire`` is its size on the link (payload + header)."""
+    """One data segment in flight; ``wire`` is its size on the link (payload + header).
+
+    ``delivered``, ``delivered_at``, ``first_sent_at`` and ``app_limited`` are the
+    sender's delivery-rate snapshot at this transmission; ``tx`` numbers
+    transmissions in the order they left (a retransmission gets a new one).
+    """
 
     __slots__ = (
+        "app_limited",
         "delivered",
         "delivered_at",
+        "first_sent_at",
         "length",
         "lost",
         "retx",
         "sacked",
         "sent_at",
         "seq",
+        "tx",
         "wire",
     )
 
@@ -58,6 +77,9 @@ class Segment:
         retx: bool,
         delivered: int,
         delivered_at: float,
+        first_sent_at: float | None = None,
+        app_limited: bool = False,
+        tx: int = 0,
     ) -> None:
         self.seq = seq
         self.length = length
@@ -68,10 +90,33 @@ class Segment:
         self.lost = False
         self.delivered = delivered
         self.delivered_at = delivered_at
+        self.first_sent_at = sent_at if first_sent_at is None else first_sent_at
+        self.app_limited = app_limited
+        self.tx = tx
 
     @property
     def end(self) -> int:
         return self.seq + self.length
+
+    def copy(self) -> Segment:
+        """This transmission as it leaves: later retransmissions do not rewrite it."""
+        seg = Segment(
+            self.seq,
+            self.length,
+            self.wire,
+            self.sent_at,
+            self.retx,
+            self.delivered,
+            self.delivered_at,
+            self.first_sent_at,
+            self.app_limited,
+            self.tx,
+        )
+        seg.sacked, seg.lost = self.sacked, self.lost
+        return seg
+
+    def __repr__(self) -> str:
+        return f"Segment(seq={self.seq}, length={self.length}, sent_at={self.sent_at})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +136,24 @@ class SenderStats:
     rtos: int = 0
     bytes_on_wire: int = 0
     congestion_events: int = 0
+
+
+def _uncovered(ranges: RangeSet, start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` not in ``ranges``."""
+    out: list[tuple[int, int]] = []
+    for s, e in ranges:
+        if e <= start:
+            continue
+        if s >= end:
+            break
+        if s > start:
+            out.append((start, s))
+        start = max(start, e)
+        if start >= end:
+            return out
+    if start < end:
+        out.append((start, end))
+    return out
 
 
 @dataclass
@@ -115,12 +178,18 @@ class Sender:
         self.snd_nxt = 0
         self.flight = 0  # bytes outstanding, not SACKed, not marked lost
         self._out: deque[Segment] = deque()  # unacknowledged, in sequence order
-        self._by_send: deque[tuple[float, Segment]] = deque()  # (sent_at, seg) in send order
+        self._by_seq: dict[int, Segment] = {}  # the same segments, by first byte
+        self._sacked = RangeSet()  # SACKed bytes above snd_una (the scoreboard)
+        self._by_send: deque[tuple[int, Segment]] = deque()  # (tx, seg) in send order
         self._lost: deque[Segment] = deque()
-        self._rack_sent_at = -1.0
+        self._tx = 0
+        self._rack_tx = -1  # newest transmission known delivered
         self._recovery_point: int | None = None
-        self.delivered = 0
-        self.delivered_at = 0.0
+        self.delivered = 0  # C.delivered: bytes delivered (cumulatively or SACKed)
+        self.delivered_at = 0.0  # C.delivered_time
+        self._first_sent_at = 0.0  # C.first_sent_time
+        self._app_limited_until = 0  # C.app_limited: 0, or delivered count ending the mark
+        self._newest: Segment | None = None  # most recently sent segment this ACK delivered
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.min_rtt = float("inf")
@@ -147,46 +216,65 @@ class Sender:
 
     # ---------------------------------------------------------------------- output
 
+    def _window_open(self) -> bool:
+        cwnd = self.cc.cwnd  # type: ignore[union-attr]
+        return self.flight + self.mss <= cwnd or (self.flight == 0 and cwnd > 0)
+
     def segments_to_send(self, now: float) -> list[Segment]:
-        """Segments the window (and pacing) allow now: retransmissions first."""
+        """Segments the window (and pacing) allow now: retransmissions first.
+
+        Each is a copy of the sender's record, so a segment still on the wire keeps
+        the send time it left with when the sender retransmits it (its echo, and the
+        RTT the sender measures from it, stay honest).
+        """
         out: list[Segment] = []
         cc: CongestionController = self.cc  # type: ignore[assignment]
-        while self.flight + self.mss <= cc.cwnd or (self.flight == 0 and cc.cwnd > 0):
-            if cc.pacing_rate and now < self._next_send_at - 1e-12:
+        while self._window_open():
+            rate = cc.pacing_rate
+            if rate and now < self._next_send_at - _EPS_S:
                 break
             seg = self._next_segment(now)
             if seg is None:
+                # Nothing to send with the window open: samples until this data is
+                # delivered measure the application, not the path.
+                self._app_limited_until = (self.delivered + self.flight) or 1
                 break
-            out.append(seg)
-            if cc.pacing_rate:
-                self._next_send_at = max(now, self._next_send_at) + seg.wire / cc.pacing_rate
+            out.append(seg.copy())
+            if rate:
+                self._next_send_at = max(now, self._next_send_at) + seg.length / rate
         return out
 
-    def _next_segment(self, now: float) -> Segment | None:
+    def _prune_lost(self) -> None:
+        """Forget lost segments that were SACKed or acknowledged since."""
         while self._lost and (self._lost[0].sacked or self._lost[0].end <= self.snd_una):
             self._lost.popleft()
+
+    def _next_segment(self, now: float) -> Segment | None:
+        self._prune_lost()
         if self._lost:
             seg = self._lost.popleft()
             seg.lost, seg.retx, seg.sent_at = False, True, now
             self.stats.retransmissions += 1
+            if seg.seq == self.snd_una and self._rto_at is not None:
+                # Linux tcp_xmit_retransmit_queue: resending the head restarts the
+                # timer, so a lost fast retransmission is found by RACK, not by a timeout.
+                self._rto_at = now + self.rto
         elif self.snd_nxt < self.app_limit:
             length = min(self.mss, self.app_limit - self.snd_nxt)
-            seg = Segment(
-                self.snd_nxt,
-                length,
-                length + self.header,
-                now,
-                False,
-                self.delivered,
-                self.delivered_at,
-            )
+            seg = Segment(self.snd_nxt, length, length + self.header, now, False, 0, 0.0)
             self.snd_nxt += length
             self._out.append(seg)
+            self._by_seq[seg.seq] = seg
         else:
             return None
+        if self.flight == 0:
+            self._first_sent_at = self.delivered_at = now
         seg.delivered, seg.delivered_at = self.delivered, self.delivered_at
+        seg.first_sent_at, seg.app_limited = self._first_sent_at, bool(self._app_limited_until)
+        seg.tx = self._tx
+        self._tx += 1
         self.flight += seg.length
-        self._by_send.append((now, seg))
+        self._by_send.append((seg.tx, seg))
         self.stats.segments_sent += 1
         self.stats.bytes_on_wire += seg.wire
         if self._rto_at is None:
@@ -199,23 +287,30 @@ class Sender:
         """Process an acknowledgement: advance, mark SACKed and lost, grow the window."""
         if ack.ack > self.snd_nxt:
             raise LocalProtocolError(f"ACK {ack.ack} beyond snd_nxt {self.snd_nxt}")
+        cc: CongestionController = self.cc  # type: ignore[assignment]
+        prior_flight = self.flight
+        self._newest = None
+        advanced = ack.ack > self.snd_una
         newly = self._cumulative(ack.ack, now) + self._sack(ack.sack, now)
         rtt = now - ack.echo if ack.echo >= 0 else None
         if rtt is not None and newly:
             self._rtt_sample(rtt)
-        self._detect_losses(now)
+        if advanced:  # RFC 6298 §5.3, with the RTO this ACK's sample gave
+            self._rto_at = now + self.rto if self._out else None
+        lost = self._detect_losses(now)
         if newly:
-            rate = self._rate_sample(now)
-            self.cc.on_ack(
+            sample = self._rate_sample(now, newly, lost, prior_flight, rtt)
+            cc.on_rate_sample(sample=sample, now=now, in_flight=self.flight)
+            cc.on_ack(
                 acked=newly,
                 rtt=rtt,
-                now=now,  # type: ignore[union-attr]
+                now=now,
                 in_flight=self.flight,
-                delivery_rate=rate,
+                delivery_rate=sample.delivery_rate,
             )
         if self._recovery_point is not None and self.snd_una >= self._recovery_point:
             self._recovery_point = None
-            self.cc.on_recovered(now=now)  # type: ignore[union-attr]
+            cc.on_recovered(now=now)
 
     def _cumulative(self, ack: int, now: float) -> int:
         if ack <= self.snd_una:
@@ -223,22 +318,31 @@ class Sender:
         newly = 0
         while self._out and self._out[0].end <= ack:
             seg = self._out.popleft()
+            del self._by_seq[seg.seq]
             newly += self._deliver(seg, now) if not seg.sacked else 0
         self.snd_una = ack
-        self._rto_at = now + self.rto if self._out else None
+        self._sacked.subtract_below(ack)
         return newly
 
     def _sack(self, blocks: tuple[tuple[int, int], ...], now: float) -> int:
+        """Mark segments in the blocks SACKed, walking only what the scoreboard lacks.
+
+        Blocks start and end on segment boundaries (a receiver reports unions of
+        whole segments), so each uncovered piece is walked segment by segment.
+        """
         newly = 0
         for start, end in blocks:
-            if end <= self.snd_una:
+            start = max(start, self.snd_una)
+            if end <= start or self._sacked.covered(start, end):
                 continue
-            for seg in self._out:  # few segments per block in practice
-                if seg.seq >= end:
-                    break
-                if seg.seq >= start and seg.end <= end and not seg.sacked:
-                    seg.sacked = True
-                    newly += self._deliver(seg, now)
+            for lo, hi in _uncovered(self._sacked, start, end):
+                seg = self._by_seq.get(lo)
+                while seg is not None and seg.end <= hi:
+                    if not seg.sacked:
+                        seg.sacked = True
+                        newly += self._deliver(seg, now)
+                    seg = self._by_seq.get(seg.end)
+            self._sacked.add(start, end)
         return newly
 
     def _deliver(self, seg: Segment, now: float) -> int:
@@ -247,25 +351,31 @@ class Sender:
         seg.lost = False
         self.delivered += seg.length
         self.delivered_at = now
-        self._rack_sent_at = max(self._rack_sent_at, seg.sent_at)
-        self._last_delivered = seg
+        # RFC 8985 §6.2 step 2: an ACK faster than min RTT for a retransmission was
+        # for the original; it says nothing about what was sent after the retransmission.
+        if not (seg.retx and now - seg.sent_at < self.min_rtt):
+            self._rack_tx = max(self._rack_tx, seg.tx)
+        if self._newest is None or seg.tx > self._newest.tx:
+            self._newest = seg
+            self._first_sent_at = seg.sent_at
         return seg.length
 
-    def _detect_losses(self, now: float) -> None:
+    def _detect_losses(self, now: float) -> int:
         """RACK with no reordering window: sent before something already delivered ⇒ lost."""
-        newly_lost = False
-        while self._by_send and self._by_send[0][0] < self._rack_sent_at:
-            sent_at, seg = self._by_send.popleft()
-            if seg.sent_at != sent_at or seg.sacked or seg.end <= self.snd_una or seg.lost:
+        lost = 0
+        while self._by_send and self._by_send[0][0] < self._rack_tx:
+            tx, seg = self._by_send.popleft()
+            if seg.tx != tx or seg.sacked or seg.end <= self.snd_una or seg.lost:
                 continue  # stale entry or already delivered
             seg.lost = True
             self.flight -= seg.length
             self._lost.append(seg)
-            newly_lost = True
-        if newly_lost and self._recovery_point is None:
+            lost += seg.length
+        if lost and self._recovery_point is None:
             self._recovery_point = self.snd_nxt
             self.stats.congestion_events += 1
             self.cc.on_congestion(now=now, in_flight=self.flight)  # type: ignore[union-attr]
+        return lost
 
     def _rtt_sample(self, rtt: float) -> None:
         """RFC 6298 §2.2–2.3 smoothing; RTO floored at 200 ms."""
@@ -277,27 +387,59 @@ class Sender:
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
         self.rto = min(max(self.srtt + 4 * self.rttvar, RTO_MIN_S), RTO_MAX_S)
 
-    def _rate_sample(self, now: float) -> float | None:
-        seg = getattr(self, "_last_delivered", None)
-        if seg is None or now <= seg.delivered_at:
-            return None
-        return (self.delivered - seg.delivered) / (now - seg.delivered_at)
+    def _rate_sample(
+        self, now: float, acked: int, lost: int, prior_flight: int, rtt: float | None
+    ) -> RateSample:
+        """Delivery rate over the newest delivered segment's flight (draft-cheng).
+
+        ``interval = max(send_elapsed, ack_elapsed)``; a sample whose interval is
+        shorter than the minimum RTT is discarded (``delivery_rate`` None), as in Linux.
+        """
+        if self._app_limited_until and self.delivered > self._app_limited_until:
+            self._app_limited_until = 0
+        seg = self._newest
+        assert seg is not None  # called only when this ACK delivered something
+        interval = max(seg.sent_at - seg.first_sent_at, now - seg.delivered_at)
+        delivered = self.delivered - seg.delivered
+        rate = delivered / interval if interval > 0 and interval >= self.min_rtt else None
+        return RateSample(
+            delivery_rate=rate,
+            delivered=delivered,
+            interval_s=interval,
+            prior_delivered=seg.delivered,
+            total_delivered=self.delivered,
+            app_limited=seg.app_limited,
+            acked=acked,
+            lost=lost,
+            prior_in_flight=prior_flight,
+            rtt=rtt,
+        )
 
     # ---------------------------------------------------------------------- timers
 
     def get_timer(self) -> float | None:
-        """The next deadline: the retransmission timer, or the pacing clock."""
-        paced = self.cc.pacing_rate and self._sendable()  # type: ignore[union-attr]
-        pace = self._next_send_at if paced else None
+        """The next deadline: the retransmission timer, or the pacing clock.
+
+        The pacing clock counts only while there is something to send and the
+        window would let it go; otherwise a stale pacing time would wake the
+        caller again and again at the same instant.
+        """
+        cc: CongestionController = self.cc  # type: ignore[assignment]
+        pace = (
+            self._next_send_at
+            if cc.pacing_rate and self._sendable() and self._window_open()
+            else None
+        )
         times = [t for t in (self._rto_at, pace) if t is not None]
         return min(times) if times else None
 
     def _sendable(self) -> bool:
+        self._prune_lost()
         return bool(self._lost) or self.snd_nxt < self.app_limit
 
     def handle_timer(self, now: float) -> None:
         """Fire the retransmission timer if due: everything outstanding is lost (RFC 6298 §5)."""
-        if self._rto_at is None or now < self._rto_at - 1e-12:
+        if self._rto_at is None or now < self._rto_at - _EPS_S:
             return
         self.stats.rtos += 1
         self.cc.on_rto(now=now, in_flight=self.flight)  # type: ignore[union-attr]
@@ -319,7 +461,10 @@ class Receiver:
     """Reassembles the stream, acknowledges every ``ack_every`` segments or after ``ack_delay``.
 
     Out-of-order segments and segments that fill a gap are acknowledged at once
-    (RFC 5681 §4.2). ``delivered`` counts bytes handed to the application in order.
+    (RFC 5681 §4.2). SACK blocks follow RFC 2018 §4: the block holding the segment
+    that triggered the ACK first, then the most recently reported blocks, then (to
+    fill the three) the highest others. ``delivered`` counts bytes handed to the
+    application in order.
     """
 
     ack_every: int = 1
@@ -341,6 +486,7 @@ class Receiver:
         self._pending = 0
         self._echo = -1.0
         self._ack_at: float | None = None
+        self._recent: list[int] = []  # a byte of each block in the last ACK, first first
         self.acks_sent = 0
 
     @property
@@ -362,22 +508,44 @@ class Receiver:
         self._ooo.subtract_below(self.rcv_nxt)
         self._pending += 1
         if seg.seq != self.rcv_nxt - seg.length or gap_before or self._pending >= self.ack_every:
-            return self._ack(seg.sent_at)
+            return self._ack(seg.sent_at, seg.seq if seg.seq > self.rcv_nxt else None)
         if self._ack_at is None:
             self._ack_at = now + self.ack_delay
         return None
 
-    def _ack(self, echo: float) -> Ack:
+    def _ack(self, echo: float, trigger: int | None = None) -> Ack:
         self._pending = 0
         self._ack_at = None
         self.acks_sent += 1
-        return Ack(self.rcv_nxt, self._ooo.blocks(SACK_BLOCKS), echo, self.ack_wire)
+        return Ack(self.rcv_nxt, self._sack_blocks(trigger), echo, self.ack_wire)
+
+    def _sack_blocks(self, trigger: int | None) -> tuple[tuple[int, int], ...]:
+        """RFC 2018 §4 order: the triggering segment's block, then recent ones, then highest."""
+        if not self._ooo:
+            self._recent = []
+            return ()
+        ranges = list(self._ooo)
+        starts = [r[0] for r in ranges]
+        out: list[tuple[int, int]] = []
+        for byte in ([] if trigger is None else [trigger]) + self._recent:
+            i = bisect_right(starts, byte) - 1
+            if i >= 0 and byte < ranges[i][1] and ranges[i] not in out:
+                out.append(ranges[i])
+                if len(out) == SACK_BLOCKS:
+                    break
+        for r in reversed(ranges):
+            if len(out) == SACK_BLOCKS:
+                break
+            if r not in out:
+                out.append(r)
+        self._recent = [r[0] for r in out]
+        return tuple(out)
 
     def get_timer(self) -> float | None:
         return self._ack_at
 
     def handle_timer(self, now: float) -> Ack | None:
         """The delayed-ACK timer: acknowledge what is pending."""
-        if self._ack_at is None or now < self._ack_at - 1e-12:
+        if self._ack_at is None or now < self._ack_at - _EPS_S:
             return None
         return self._ack(self._echo)
