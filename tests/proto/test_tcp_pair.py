@@ -119,7 +119,7 @@ def test_initial_rto_runs_one_second_from_the_first_send():
 
 
 def test_rtt_samples_follow_rfc6298_and_restart_the_timer():
-    """srtt = R, rttvar = R/2, then the 1/8 and 1/4 gains; the timer restarts with the new RTO."""
+    """srtt = R, rttvar = R/2, then the 1/8 and 1/4 gains; RTO = srtt + max(4·rttvar, 200 ms)."""
     p = Pair()
     segs = p.send(0.0)
     p.round_trip(segs[:1], 0.0, 0.1)
@@ -131,17 +131,26 @@ def test_rtt_samples_follow_rfc6298_and_restart_the_timer():
     rttvar = 0.75 * 0.05 + 0.25 * abs(0.1 - 0.12)
     srtt = 0.875 * 0.1 + 0.125 * 0.12
     assert (s.srtt, s.rttvar) == (pytest.approx(srtt), pytest.approx(rttvar))
-    assert s.rto == pytest.approx(srtt + 4 * rttvar)
-    assert s.get_timer() == pytest.approx(0.12 + srtt + 4 * rttvar)
+    assert s.rto == pytest.approx(srtt + max(4 * rttvar, RTO_MIN_S))
+    assert s.get_timer() == pytest.approx(0.12 + srtt + max(4 * rttvar, RTO_MIN_S))
 
 
-def test_rto_has_a_200_ms_floor():
-    """A 10 ms path still waits 200 ms (Linux TCP_RTO_MIN)."""
+def test_rto_variance_term_has_a_200_ms_floor():
+    """A 10 ms path waits srtt + 200 ms (Linux: srtt + max(4·rttvar, TCP_RTO_MIN))."""
     p = Pair()
     segs = p.send(0.0)
     p.round_trip(segs[:1], 0.0, 0.01)
-    assert p.sender.rto == RTO_MIN_S
-    assert p.sender.get_timer() == pytest.approx(0.01 + RTO_MIN_S)
+    assert p.sender.rto == pytest.approx(0.01 + RTO_MIN_S)
+    assert p.sender.get_timer() == pytest.approx(0.01 + 0.01 + RTO_MIN_S)
+
+
+def test_long_steady_rtt_does_not_fire_one_rtt_after_a_retransmission():
+    """On a 250 ms path with a steady RTT the timer sits ≥ 200 ms beyond the RTT."""
+    p = Pair()
+    segs = p.send(0.0)
+    for i, seg in enumerate(segs[:5]):
+        p.round_trip([seg], 0.0, 0.25 + 1e-6 * i)
+    assert p.sender.rto >= p.sender.srtt + RTO_MIN_S - 1e-12
 
 
 def test_sack_only_ack_does_not_restart_the_timer():
@@ -223,16 +232,14 @@ def test_rack_marks_a_segment_sent_before_a_sacked_one():
 
 
 def test_newreno_halves_once_per_episode():
-    """The first loss halves the flight; cwnd then grows by CA steps, not by more halvings."""
+    """The first loss halves FlightSize (RFC 5681 §3.1); the window holds until recovery ends."""
     p = Pair()
     segs = p.send(0.0)
     p.round_trip(segs, 0.0, 0.1, drop=[2])
-    # At the SACK of segment 3: 2 acked, 1 SACKed, 1 lost → 6 segments in flight.
-    cwnd = 3.0 * MSS + MSS * MSS / (3.0 * MSS)
-    for _ in range(6):
-        cwnd += MSS * MSS / cwnd
-    assert p.sender.cc.ssthresh == 3 * MSS
-    assert p.sender.cwnd == pytest.approx(cwnd)
+    # At the SACK of segment 3: snd_una = 2, snd_nxt = 10 → FlightSize 8 segments.
+    assert p.sender.cc.ssthresh == 4 * MSS
+    assert p.sender.cwnd == pytest.approx(4 * MSS)
+    assert p.sender.stats.congestion_events == 1
 
 
 def test_one_congestion_event_per_episode_and_a_lost_retransmission_is_found_by_rack():

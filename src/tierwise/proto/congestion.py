@@ -85,6 +85,9 @@ class CongestionController(ABC):
 
     name: ClassVar[str]
     pacing_rate: float | None = None
+    # Loss-based windows hold still until the episode ends (RFC 6582); a model-based
+    # controller (BBR) keeps learning from every acknowledgement.
+    grows_in_recovery: ClassVar[bool] = False
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         if initial_window < 1:
@@ -129,6 +132,7 @@ class SlowStartOnly(CongestionController):
     """§12.3.2's model: the window grows one segment per acknowledged segment, forever."""
 
     name = "slowstart"
+    grows_in_recovery = True
 
     def on_ack(self, *, acked, rtt, now, in_flight, delivery_rate) -> None:
         self.cwnd += acked
@@ -279,6 +283,7 @@ class Bbr(CongestionController):
     """
 
     name = "bbr"
+    grows_in_recovery = True
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)

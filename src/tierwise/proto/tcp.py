@@ -301,6 +301,7 @@ class Sender:
         if newly:
             sample = self._rate_sample(now, newly, lost, prior_flight, rtt)
             cc.on_rate_sample(sample=sample, now=now, in_flight=self.flight)
+        if newly and (self._recovery_point is None or cc.grows_in_recovery):
             cc.on_ack(
                 acked=newly,
                 rtt=rtt,
@@ -374,18 +375,22 @@ class Sender:
         if lost and self._recovery_point is None:
             self._recovery_point = self.snd_nxt
             self.stats.congestion_events += 1
-            self.cc.on_congestion(now=now, in_flight=self.flight)  # type: ignore[union-attr]
+            # RFC 5681 §3.1: halve FlightSize, the data sent but not cumulatively acknowledged
+            flight_size = self.snd_nxt - self.snd_una
+            self.cc.on_congestion(now=now, in_flight=flight_size)  # type: ignore[union-attr]
         return lost
 
     def _rtt_sample(self, rtt: float) -> None:
-        """RFC 6298 §2.2–2.3 smoothing; RTO floored at 200 ms."""
+        """RFC 6298 §2.2–2.3 smoothing; the variance term floored at 200 ms, as Linux does
+        (``srtt + max(4·rttvar, TCP_RTO_MIN)``), so a long steady RTT never makes the
+        timer fire one RTT after a retransmission."""
         self.min_rtt = min(self.min_rtt, rtt)
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.rto = min(max(self.srtt + 4 * self.rttvar, RTO_MIN_S), RTO_MAX_S)
+        self.rto = min(self.srtt + max(4 * self.rttvar, RTO_MIN_S), RTO_MAX_S)
 
     def _rate_sample(
         self, now: float, acked: int, lost: int, prior_flight: int, rtt: float | None
