@@ -142,3 +142,15 @@ def test_nonpositive_uplink_distribution_is_an_error():
 uplink = { dist = "normal", mean = "6 Mbit/s", sd = "1 Mbit/s" }
 """)
         )
+
+
+def test_path_physics_enter_every_trial():
+    """A cloud that also pays a handshake per round has every trial shifted by that time."""
+    p = plan_text(
+        _with("[variability]\ntrials = 200\nseed = 1\n").replace(
+            "decode_slowdown = 1.0", 'decode_slowdown = 1.0\nconnection = "new-per-round"'
+        )
+    )
+    cloud = p.monte_carlo["sites"]["cloud"]
+    assert cloud["min_s"] == pytest.approx(p.option("cloud").time_s)
+    assert p.option("cloud").breakdown_s["handshake"] == pytest.approx(20 * 2 * 0.2)

@@ -162,7 +162,7 @@ def plan(
     if monte_carlo and scn.variability is not None:
         from tierwise.plan.montecarlo import monte_carlo as run_mc
 
-        result.monte_carlo = run_mc(scn, costs, source)
+        result.monte_carlo = run_mc(scn, costs, source, options)
         _apply_probability(result, scn)
     return result
 
