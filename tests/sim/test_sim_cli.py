@@ -62,3 +62,23 @@ def test_bad_sim_file_exits_2(cli, tmp_path, old, new, where):
     assert where in run.stderr and str(f) in run.stderr
     assert "Traceback" not in run.stderr and run.stdout == ""
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_gilbert_elliott_loss_and_delayed_acks(cli, tmp_path):
+    """Bursty loss and ACK-every-2-or-10-ms policies run from a sim file, deterministically."""
+    f = tmp_path / "ge.toml"
+    f.write_text(
+        BASE.replace(
+            'rtt = "100 ms"',
+            'rtt = "100 ms"\nloss_up = { p_gb = 0.01, p_bg = 0.25, loss_bad = 0.5 }',
+        )
+        .replace("initial_window = 10", 'initial_window = 10\nack_every = 2\nack_delay = "10 ms"')
+        .replace('cc = "slowstart"', 'cc = "cubic"')
+        .replace('upload = "30 MB"', 'upload = "2 MB"')
+        .replace('download = "5 MB"', 'download = "10 kB"')
+    )
+    a, b = (cli("sim", str(f), "--json").json() for _ in range(2))
+    up = a["first_run"]["upload"]
+    assert up["link_lost"] > 0 and up["retransmissions"] >= up["link_lost"]
+    assert up["acks"] < up["segments"]  # thinned feedback
+    assert a["time_s"] == b["time_s"]
