@@ -27,7 +27,7 @@ from tierwise.model.loss import fec_repair_symbols
 from tierwise.proto.fec import FecReceiver, FecSender, Report, Symbol, parse_datagram
 from tierwise.proto.tcp import Receiver, Sender
 from tierwise.sim.engine import Simulator
-from tierwise.sim.link import Bernoulli, GilbertElliott, Link, NoLoss
+from tierwise.sim.link import Link, loss_process
 from tierwise.sim.transport import TransferEnd
 
 __all__ = ["FecFlow", "FecRequestResult", "run_fec_request"]
@@ -156,19 +156,6 @@ class FecRequestResult:
         }
 
 
-def _loss_process(spec: Any, sim: Simulator, name: str) -> Any:
-    """A loss process from a probability or a Gilbert–Elliott dict (as in ``PathSpec``)."""
-    if isinstance(spec, dict):
-        return GilbertElliott(
-            spec["p_gb"],
-            spec["p_bg"],
-            spec.get("loss_good", 0.0),
-            spec.get("loss_bad", 1.0),
-            sim.rng(name),
-        )
-    return Bernoulli(float(spec), sim.rng(name)) if spec else NoLoss()
-
-
 def _mean_loss(process: Any) -> float:
     return float(getattr(process, "mean_loss", getattr(process, "p", 0.0)))
 
@@ -204,9 +191,9 @@ def run_fec_request(
     """
     _check(rate_up, rate_down, rtt, payload_bytes, processing_s, reply_bytes, reply)
     sim = Simulator(seed)
-    uplink = Link(sim, rate_up, rtt / 2, loss=_loss_process(loss, sim, "loss-up"), name="uplink")
+    uplink = Link(sim, rate_up, rtt / 2, loss=loss_process(loss, sim.rng("loss-up")), name="uplink")
     downlink = Link(
-        sim, rate_down, rtt / 2, loss=_loss_process(down_loss, sim, "loss-down"), name="downlink"
+        sim, rate_down, rtt / 2, loss=loss_process(down_loss, sim.rng("loss-down")), name="downlink"
     )
     request: bytes | int = payload_bytes
     if not virtual:

@@ -19,7 +19,7 @@ import numpy as np
 from tierwise.errors import SimulationError
 from tierwise.sim.engine import Simulator
 
-__all__ = ["Bernoulli", "GilbertElliott", "Link", "LinkStats", "NoLoss"]
+__all__ = ["Bernoulli", "GilbertElliott", "Link", "LinkStats", "NoLoss", "loss_process"]
 
 _BLOCK = 4096
 
@@ -80,6 +80,16 @@ class GilbertElliott:
         u_move, u_loss = self._rng.random(2)
         self.bad = (u_move >= self.p_bg) if self.bad else (u_move < self.p_gb)
         return bool(u_loss < (self.loss_bad if self.bad else self.loss_good))
+
+
+def loss_process(spec: Any, rng: np.random.Generator) -> NoLoss | Bernoulli | GilbertElliott:
+    """A loss process from a probability (Bernoulli) or a Gilbert–Elliott dict
+    (``p_gb``, ``p_bg``, optional ``loss_good``, ``loss_bad``); 0 or None is no loss."""
+    if isinstance(spec, dict):
+        return GilbertElliott(
+            spec["p_gb"], spec["p_bg"], spec.get("loss_good", 0.0), spec.get("loss_bad", 1.0), rng
+        )
+    return Bernoulli(float(spec), rng) if spec else NoLoss()
 
 
 @dataclass

@@ -31,9 +31,9 @@ from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.streams import Chunk, StreamDelivery, StreamScheduler
 from tierwise.proto.tcp import Receiver, Segment, Sender
 from tierwise.sim.engine import Simulator
-from tierwise.sim.link import Bernoulli, GilbertElliott, Link, NoLoss
+from tierwise.sim.link import Link
 from tierwise.sim.transport import TransferEnd
-from tierwise.sim.workloads import PathSpec, TcpSpec
+from tierwise.sim.workloads import PathSpec, TcpSpec, path_links
 
 __all__ = [
     "RoundsResult",
@@ -49,27 +49,6 @@ _WRITE_FIRST = -1  # event priority: an application write at t precedes a link w
 
 
 # --------------------------------------------------------------------------- plumbing
-
-
-def _loss(spec: Any, sim: Simulator, name: str) -> Any:
-    if isinstance(spec, dict):
-        return GilbertElliott(
-            spec["p_gb"],
-            spec["p_bg"],
-            spec.get("loss_good", 0.0),
-            spec.get("loss_bad", 1.0),
-            sim.rng(name),
-        )
-    return Bernoulli(float(spec), sim.rng(name)) if spec else NoLoss()
-
-
-def _links(sim: Simulator, path: PathSpec) -> tuple[Link, Link]:
-    """Uplink and downlink of ``path``, each with half the RTT of propagation."""
-    queue = {"queue_bytes": path.queue_bytes, "queue_packets": path.queue_packets}
-    half = path.rtt / 2
-    up = Link(sim, path.up_rate, half, loss=_loss(path.up_loss, sim, "loss-up"), **queue)
-    down = Link(sim, path.down_rate, half, loss=_loss(path.down_loss, sim, "loss-down"), **queue)
-    return up, down
 
 
 def _tcp_pair(tcp: TcpSpec) -> tuple[Sender, Receiver]:
@@ -251,7 +230,7 @@ def run_streams(
     if not table:
         raise SimulationError("run_streams needs at least one write")
     sim = Simulator(seed)
-    uplink, downlink = _links(sim, path)
+    uplink, downlink = path_links(sim, path)
     sched, receiving = StreamScheduler(policy), StreamDelivery(delivery)
     log = _ChunkLog(lose)
     data = _Tap(sim, uplink, on_put=log.put, drop=log.drop)
@@ -451,7 +430,7 @@ def run_stream(
     if np.any(compute < 0):
         raise SimulationError("compute time must be ≥ 0")
     sim = Simulator(seed)
-    up, down = _links(sim, path)
+    up, down = path_links(sim, path)
     data, back = (down, up) if direction == "down" else (up, down)
     extra = _extra_delays(propagation_overrides_s or {}, chunks, data.prop)
     player = _Player(sim, chunks, period_s, buffer_s)
@@ -663,7 +642,7 @@ def run_rounds(
     if rounds < 1 or upload < 0 or download < 0 or client_s < 0 or model_s < 0:
         raise SimulationError("need rounds ≥ 1 and non-negative sizes and times")
     sim = Simulator(seed)
-    uplink, downlink = _links(sim, path)
+    uplink, downlink = path_links(sim, path)
     loop = _Loop(sim, path, tcp, rounds, upload, download, client_s, model_s)
     loop.wire(uplink, downlink, idle_restart)
     sim.at(0.0, loop.start_round)

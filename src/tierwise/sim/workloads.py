@@ -10,10 +10,10 @@ from typing import Any
 from tierwise.errors import SimulationError
 from tierwise.proto.tcp import Receiver, Sender
 from tierwise.sim.engine import Simulator
-from tierwise.sim.link import Bernoulli, GilbertElliott, Link, NoLoss
+from tierwise.sim.link import Link, loss_process
 from tierwise.sim.transport import Trace, TransferEnd
 
-__all__ = ["PathSpec", "RequestResult", "TcpSpec", "run_request"]
+__all__ = ["PathSpec", "RequestResult", "TcpSpec", "path_links", "run_request"]
 
 
 @dataclass(frozen=True)
@@ -65,18 +65,27 @@ class RequestResult:
         }
 
 
-def _loss(spec: Any, sim: Simulator, name: str) -> Any:
-    if isinstance(spec, dict):
-        return GilbertElliott(
-            spec["p_gb"],
-            spec["p_bg"],
-            spec.get("loss_good", 0.0),
-            spec.get("loss_bad", 1.0),
-            sim.rng(name),
-        )
-    if spec:
-        return Bernoulli(float(spec), sim.rng(name))
-    return NoLoss()
+def path_links(sim: Simulator, path: PathSpec) -> tuple[Link, Link]:
+    """Uplink and downlink of ``path``: its rates and loss, half the RTT each way."""
+    q = {"queue_bytes": path.queue_bytes, "queue_packets": path.queue_packets}
+    half = path.rtt / 2
+    up = Link(
+        sim,
+        path.up_rate,
+        half,
+        loss=loss_process(path.up_loss, sim.rng("loss-up")),
+        name="uplink",
+        **q,
+    )
+    down = Link(
+        sim,
+        path.down_rate,
+        half,
+        loss=loss_process(path.down_loss, sim.rng("loss-down")),
+        name="downlink",
+        **q,
+    )
+    return up, down
 
 
 def _end_stats(end: TransferEnd, link: Link, ack_link: Link) -> dict[str, Any]:
@@ -170,19 +179,7 @@ def run_request(
         raise SimulationError("upload, download and processing must be ≥ 0")
     sim = Simulator(seed)
     rec = Trace() if trace else None
-    half = path.rtt / 2
-    q = {"queue_bytes": path.queue_bytes, "queue_packets": path.queue_packets}
-    uplink = Link(
-        sim, path.up_rate, half, loss=_loss(path.up_loss, sim, "loss-up"), name="uplink", **q
-    )
-    downlink = Link(
-        sim,
-        path.down_rate,
-        half,
-        loss=_loss(path.down_loss, sim, "loss-down"),
-        name="downlink",
-        **q,
-    )
+    uplink, downlink = path_links(sim, path)
 
     def endpoint(name: str, data: Link, acks: Link, on_delivered) -> TransferEnd:
         sender = Sender(
