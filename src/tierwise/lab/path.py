@@ -1,0 +1,283 @@
+"""A path between two namespaces through the user-space emulator.
+
+::
+
+    tw-<pid>-<n>-cli                 this process                  tw-<pid>-<n>-srv
+    tw<pid>c<n> 10.77.<n>.1/30 ─fd─► emulator child ◄─fd─ tw<pid>s<n> 10.77.<n>.2/30
+
+Each TUN device is created from the root namespace (``TUNSETIFF`` on
+``/dev/net/tun``) and then moved into its namespace with ``ip link set … netns``;
+the open descriptor keeps working after the move. The descriptors go to the
+emulator child, and this process closes its copies, so the devices vanish as soon
+as the child exits — however this process ends.
+
+A :class:`Path` is a context manager: leaving the block (also by an exception)
+stops the emulator and deletes both namespaces.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from tierwise.errors import LabError
+from tierwise.lab import netns
+from tierwise.lab.emulator import Direction, DirectionStats
+
+__all__ = ["SAFE_FRACTION", "Ceiling", "Path", "PathConfig", "measure_ceiling", "open_tun"]
+
+TUNSETIFF = 0x400454CA  # _IOW('T', 202, int), <linux/if_tun.h>
+IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
+MTU_BYTES = 1500
+SAFE_FRACTION = 0.5  # a configured rate may use at most this share of the measured ceiling
+READY_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
+_EMULATOR_MAIN = "import sys; from tierwise.lab.emulator import main; sys.exit(main(sys.argv[1:]))"
+
+
+def open_tun(name: str) -> int:
+    """Create TUN device ``name`` (IP packets, no packet-info header); return its fd."""
+    fd = os.open(netns.TUN_PATH, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI))
+    except OSError as exc:
+        os.close(fd)
+        raise LabError(
+            f"cannot create TUN device {name}: {exc} (needs root and /dev/net/tun)"
+        ) from exc
+    return fd
+
+
+@dataclass(frozen=True)
+class PathConfig:
+    """Both directions of a path: ``up`` is client→server, ``down`` server→client."""
+
+    up: Direction = field(default_factory=Direction)
+    down: Direction = field(default_factory=Direction)
+    seed: int = 0
+
+    @classmethod
+    def symmetric(
+        cls,
+        *,
+        rtt_s: float = 0.0,
+        rate_bytes_per_s: float | None = None,
+        loss: float = 0.0,
+        seed: int = 0,
+        **kwargs: object,
+    ) -> PathConfig:
+        """Half the RTT each way, the same rate and loss in both directions."""
+        d = Direction(delay_s=rtt_s / 2, rate_bytes_per_s=rate_bytes_per_s, loss=loss, **kwargs)
+        return cls(up=d, down=d, seed=seed)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What the emulator forwarded flat out, with no delay, rate limit or loss."""
+
+    packets_per_s: float  # both directions, data and ACKs
+    goodput_bytes_per_s: float  # TCP payload delivered client → server
+
+    def __str__(self) -> str:
+        return f"{self.packets_per_s:,.0f} packets/s, {self.goodput_bytes_per_s * 8e-6:,.0f} Mbit/s"
+
+
+class Path:
+    """Two namespaces joined through the emulator; ``with Path(cfg) as p:`` brings it up."""
+
+    def __init__(self, config: PathConfig, *, index: int = 0, ceiling: Ceiling | None = None):
+        self.config = config
+        self.index = index
+        self._ceiling = ceiling
+        pid = os.getpid()
+        self.client_ns = netns.namespace_name(f"{index}-cli", pid)
+        self.server_ns = netns.namespace_name(f"{index}-srv", pid)
+        self.client_dev = f"{netns.PREFIX}{pid}c{index}"
+        self.server_dev = f"{netns.PREFIX}{pid}s{index}"
+        self.client_addr = f"10.77.{index}.1"
+        self.server_addr = f"10.77.{index}.2"
+        self.stats: dict[str, DirectionStats] | None = None
+        self._emulator: subprocess.Popen[bytes] | None = None
+        self._namespaces: list[str] = []
+
+    def __enter__(self) -> Path:
+        self.up()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.down()
+
+    def up(self) -> None:
+        """Check the host, sweep orphans, create namespaces and devices, start the emulator."""
+        self._check_rates()  # first: with a given ceiling it needs no privilege
+        netns.require_lab()
+        netns.cleanup_stale()
+        try:
+            fds = self._make_devices()
+            self._start_emulator(fds)
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self) -> None:
+        """Stop the emulator (its counters land in :attr:`stats`) and delete the namespaces."""
+        errors = []
+        if self._emulator is not None:
+            try:
+                self.stats = self._stop_emulator()
+            except Exception as exc:
+                errors.append(exc)
+            self._emulator = None
+        for name in reversed(self._namespaces):
+            try:
+                netns.delete(name)
+            except Exception as exc:
+                errors.append(exc)
+        self._namespaces.clear()
+        if errors:
+            raise LabError(f"tearing down the path failed: {errors}") from errors[0]
+
+    def socket(self, side: str, kind: int = socket.SOCK_STREAM) -> socket.socket:
+        """An IPv4 socket in the ``"client"`` or ``"server"`` namespace."""
+        name = {"client": self.client_ns, "server": self.server_ns}[side]
+        with netns.entered(name):
+            return socket.socket(socket.AF_INET, kind)
+
+    def _check_rates(self) -> None:
+        rates = [d.rate_bytes_per_s for d in (self.config.up, self.config.down)]
+        limit = max((r for r in rates if r is not None), default=None)
+        if limit is None:
+            return
+        ceiling = self._ceiling or measure_ceiling()
+        if limit > SAFE_FRACTION * ceiling.goodput_bytes_per_s:
+            raise LabError(
+                f"configured rate {limit * 8e-6:,.1f} Mbit/s exceeds {SAFE_FRACTION:.0%} of the "
+                f"emulator's measured ceiling ({ceiling}); lower the rate"
+            )
+
+    def _make_devices(self) -> list[int]:
+        fds = []
+        try:
+            for ns, dev, addr in (
+                (self.client_ns, self.client_dev, self.client_addr),
+                (self.server_ns, self.server_dev, self.server_addr),
+            ):
+                netns.create(ns)
+                self._namespaces.append(ns)
+                fds.append(open_tun(dev))
+                netns.ip("link", "set", "dev", dev, "netns", ns)
+                netns.ip("-n", ns, "link", "set", "dev", dev, "mtu", str(MTU_BYTES))
+                # no IPv6 link-local address, so no router solicitations cross the path
+                netns.ip("-n", ns, "link", "set", "dev", dev, "addrgenmode", "none")
+                netns.ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+                netns.ip("-n", ns, "link", "set", "dev", dev, "up")
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
+    def _start_emulator(self, fds: list[int]) -> None:
+        config = {
+            "seed": self.config.seed,
+            "a_to_b": self.config.up.to_dict(),
+            "b_to_a": self.config.down.to_dict(),
+        }
+        try:
+            self._emulator = subprocess.Popen(
+                [sys.executable, "-c", _EMULATOR_MAIN, *map(str, fds)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=fds,
+                start_new_session=True,  # Ctrl-C reaches us, and we stop the child in order
+            )
+        finally:
+            for fd in fds:  # the child holds the devices now
+                os.close(fd)
+        assert self._emulator.stdin is not None and self._emulator.stdout is not None
+        self._emulator.stdin.write(json.dumps(config).encode() + b"\n")
+        self._emulator.stdin.flush()
+        line = _readline_within(self._emulator, READY_TIMEOUT_S)
+        if line.strip() != b"ready":
+            raise LabError(f"the emulator did not start (said {line!r}); see its stderr")
+
+    def _stop_emulator(self) -> dict[str, DirectionStats]:
+        proc = self._emulator
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise LabError("the emulator did not stop within 5 s and was killed") from None
+        counters = json.loads(proc.stdout.read() or b"{}")
+        proc.stdout.close()
+        return {
+            "up": DirectionStats(**counters.get("a_to_b", {})),
+            "down": DirectionStats(**counters.get("b_to_a", {})),
+        }
+
+
+def _readline_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
+    result: list[bytes] = []
+    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return result[0] if result else b""
+
+
+def _bulk(path: Path, duration_s: float) -> int:
+    """Bytes a TCP bulk sender moves client → server in ``duration_s``."""
+    server = path.socket("server")
+    client = path.socket("client")
+    received = 0
+    with server, client:
+        server.bind((path.server_addr, 0))
+        server.listen(1)
+        client.connect(server.getsockname())
+        conn, _ = server.accept()
+        stop = time.monotonic() + duration_s
+
+        def sink() -> None:
+            nonlocal received
+            buf = bytearray(1 << 20)
+            with conn:
+                while n := conn.recv_into(buf):
+                    received += n
+
+        reader = threading.Thread(target=sink)
+        reader.start()
+        chunk = bytes(1 << 20)
+        while time.monotonic() < stop:
+            client.sendall(chunk)
+        client.shutdown(socket.SHUT_WR)
+        reader.join(duration_s + 10)
+    return received
+
+
+@functools.cache
+def measure_ceiling(duration_s: float = 1.0) -> Ceiling:
+    """Flat-out TCP through a path with nothing emulated (cached per process)."""
+    with Path(PathConfig(), index=99) as path:
+        start = time.monotonic()
+        delivered = _bulk(path, duration_s)
+        elapsed = time.monotonic() - start
+    assert path.stats is not None
+    packets = path.stats["up"].packets + path.stats["down"].packets
+    return Ceiling(packets_per_s=packets / elapsed, goodput_bytes_per_s=delivered / elapsed)

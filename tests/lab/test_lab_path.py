@@ -1,0 +1,345 @@
+"""The lab's foundation: the emulator's shaping rule, its hot loop, and real paths in netns.
+
+The shaping rule and the hot loop run everywhere (no privilege: the loop is fed
+through socket pairs). The path tests need root, ``/dev/net/tun`` and ``ip``, and are
+opt-in with ``TIERWISE_LAB=1`` until issue 5 lands.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tierwise.errors import LabError, ModelError
+from tierwise.lab import (
+    Ceiling,
+    Direction,
+    GilbertElliottLoss,
+    Path,
+    PathConfig,
+    Shaper,
+    cleanup_stale,
+    lab_unavailable_reason,
+    netns,
+    schedule,
+)
+from tierwise.lab.emulator import forward
+
+MBIT = 1e6 / 8  # bytes/s per Mbit/s
+
+
+def _lab_skip_reason() -> str | None:
+    if os.environ.get("TIERWISE_LAB") != "1":
+        return "lab suite opt-in (TIERWISE_LAB=1) until issue 5 lands"
+    return lab_unavailable_reason()
+
+
+_SKIP = _lab_skip_reason()
+lab = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+
+# --- the shaping rule (pure) ---------------------------------------------------------
+
+
+def test_delay_only_adds_the_one_way_delay() -> None:
+    """Without a rate, each packet is released exactly delay after it arrives."""
+    assert schedule([0.0, 0.001, 0.5], [100, 1500, 40], Direction(delay_s=0.05)) == [
+        pytest.approx(0.05),
+        pytest.approx(0.051),
+        pytest.approx(0.55),
+    ]
+
+
+def test_rate_serialises_back_to_back_packets() -> None:
+    """departure = max(now, last departure) + size/rate, then the delay."""
+    d = Direction(delay_s=0.01, rate_bytes_per_s=1e6)
+    got = schedule([0.0, 0.0, 0.0, 1.0], [1250, 1250, 1250, 500], d)
+    assert got == pytest.approx([0.01125, 0.0125, 0.01375, 1.0105])
+
+
+def test_drop_tail_counts_the_bytes_ahead() -> None:
+    """A packet is dropped when the backlog plus itself exceeds queue_bytes."""
+    d = Direction(rate_bytes_per_s=1250.0, queue_bytes=2500)
+    got = schedule([0.0, 0.0, 0.0, 1.0], [1000, 1000, 1000, 1000], d)
+    assert got[0] == pytest.approx(0.8)
+    assert got[1] == pytest.approx(1.6)
+    assert got[2] is None  # backlog 2000 B + 1000 B > 2500 B
+    assert got[3] == pytest.approx(2.4)  # backlog (1.6 − 1.0)·1250 = 750 B fits
+
+
+def test_jitter_is_bounded_seeded_and_keeps_order() -> None:
+    """Uniform jitter stays within ±jitter of the delay, never reorders, and is reproducible."""
+    d = Direction(delay_s=0.05, jitter_s=0.01)
+    arrivals = [i * 0.001 for i in range(2000)]
+    got = schedule(arrivals, [100] * 2000, d, seed=7)
+    assert got == schedule(arrivals, [100] * 2000, d, seed=7)
+    assert got != schedule(arrivals, [100] * 2000, d, seed=8)
+    assert all(b >= a for a, b in itertools.pairwise(got))
+    assert all(0.04 - 1e-12 <= r - t <= 0.06 + 0.001 for t, r in zip(arrivals, got, strict=True))
+
+
+def test_bernoulli_loss_rate_within_bounds() -> None:
+    """10 % Bernoulli loss over 20,000 packets lands within 4 standard deviations."""
+    got = schedule([0.0] * 20_000, [100] * 20_000, Direction(loss=0.1), seed=3)
+    lost = sum(r is None for r in got)
+    assert abs(lost - 2000) < 4 * (20_000 * 0.1 * 0.9) ** 0.5
+
+
+def test_gilbert_elliott_is_bursty_with_the_stationary_mean() -> None:
+    """Mean loss matches (p_bg·loss_good + p_gb·loss_bad)/(p_gb + p_bg); bursts last ≈ 1/p_bg."""
+    ge = GilbertElliottLoss(p_gb=0.01, p_bg=0.25)
+    shaper = Shaper(Direction(bursty=ge), seed=1)
+    lost = [shaper.admit(0.0, 100) is None for _ in range(200_000)]
+    assert sum(lost) / len(lost) == pytest.approx(ge.mean_loss, rel=0.1)
+    bursts = sum(1 for a, b in zip([False, *lost], lost, strict=False) if b and not a)
+    assert sum(lost) / bursts == pytest.approx(1 / ge.p_bg, rel=0.1)
+    assert shaper.stats.lost == sum(lost)
+
+
+def test_direction_rejects_bad_values() -> None:
+    """Negative delays, zero rates and impossible loss probabilities fail when built."""
+    for kwargs in ({"delay_s": -1.0}, {"rate_bytes_per_s": 0.0}, {"loss": 1.5}):
+        with pytest.raises(ModelError):
+            Direction(**kwargs)
+
+
+def test_rate_above_safe_fraction_of_ceiling_is_refused() -> None:
+    """A configured rate above half the emulator's ceiling raises LabError naming it."""
+    ceiling = Ceiling(packets_per_s=10_000.0, goodput_bytes_per_s=100 * MBIT)
+    path = Path(PathConfig.symmetric(rate_bytes_per_s=60 * MBIT), ceiling=ceiling)
+    with pytest.raises(LabError, match=r"60\.0 Mbit/s.*ceiling \(10,000 packets/s, 100 Mbit/s\)"):
+        path.up()
+
+
+def _host(monkeypatch, *, root: bool = True, tun: bool = True, ip: bool = True) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0 if root else 1000)
+    monkeypatch.setattr(netns, "TUN_PATH", netns.Path(__file__ if tun else "/nonexistent/tun"))
+    monkeypatch.setattr(netns.shutil, "which", lambda _: "/usr/sbin/ip" if ip else None)
+
+
+@pytest.mark.parametrize(
+    ("missing", "fix"),
+    [("root", "needs root"), ("tun", "modprobe tun"), ("ip", "apt-get install -y iproute2")],
+)
+def test_missing_privilege_or_feature_is_a_lab_error(monkeypatch, missing, fix) -> None:
+    """Without root, /dev/net/tun or `ip`, bringing a path up raises LabError with the fix."""
+    _host(monkeypatch, **{missing: False})
+    with pytest.raises(LabError, match=fix):
+        Path(PathConfig()).up()
+
+
+# --- the hot loop, fed through socket pairs (no privilege) ---------------------------
+
+
+def test_forward_loop_delays_in_order_and_stops_on_eof() -> None:
+    """The loop releases each packet after its delay, in order, both ways, and exits on EOF.
+
+    It shares this process's GIL here, so only lateness bounds are loose; the root
+    tests time the real emulator process to ±2 ms.
+    """
+    a_out, a_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    b_out, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stop_r, stop_w = os.pipe()
+    for s in (a_in, b_in):
+        s.setblocking(False)
+    up, down = Shaper(Direction(delay_s=0.03)), Shaper(Direction(delay_s=0.01), stream=1)
+    loop = threading.Thread(target=forward, args=(a_in.fileno(), b_in.fileno(), up, down, stop_r))
+    loop.start()
+    try:
+        sent = time.monotonic()
+        for i in range(5):
+            a_out.send(b"up%d" % i)
+        b_out.send(b"down")
+        assert a_out.recv(100) == b"down"
+        assert 0.01 <= time.monotonic() - sent < 0.025
+        assert [b_out.recv(100) for _ in range(5)] == [b"up%d" % i for i in range(5)]
+        assert 0.03 <= time.monotonic() - sent < 0.045
+    finally:
+        os.close(stop_w)
+        loop.join(2)
+        os.close(stop_r)
+        for s in (a_out, a_in, b_out, b_in):
+            s.close()
+    assert not loop.is_alive()
+    assert (up.stats.packets, down.stats.packets) == (5, 1)
+
+
+# --- real paths between namespaces (root, opt-in) ------------------------------------
+
+
+def _tun_devices() -> str:
+    return netns.ip("-o", "link", "show", "type", "tun").stdout
+
+
+def _assert_gone(path: Path, emulator_pid: int) -> None:
+    names = netns.list_namespaces()
+    assert path.client_ns not in names and path.server_ns not in names
+    devices = _tun_devices()
+    assert path.client_dev not in devices and path.server_dev not in devices
+    with pytest.raises(ProcessLookupError):
+        os.kill(emulator_pid, 0)
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (an orphan's reaper may be slow)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class _Echo:
+    """A UDP echo server on a thread, its socket in the server namespace."""
+
+    def __init__(self, path: Path, port: int = 9000) -> None:
+        self.sock = path.socket("server", socket.SOCK_DGRAM)
+        self.sock.bind((path.server_addr, port))
+        self.sock.settimeout(0.2)
+        self.received = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data, addr = self.sock.recvfrom(2048)
+            except TimeoutError:
+                continue
+            self.received += 1
+            if data.startswith(b"ping"):
+                self.sock.sendto(data, addr)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
+
+
+@lab
+def test_rtt_within_2ms_of_100ms() -> None:
+    """A UDP ping from the client namespace sees 100 ms ± 2 ms over a 50 ms-each-way path."""
+    with Path(PathConfig.symmetric(rtt_s=0.1)) as path:
+        emulator_pid = path._emulator.pid
+        echo = _Echo(path)
+        client = path.socket("client", socket.SOCK_DGRAM)
+        client.settimeout(1.0)
+        rtts = []
+        try:
+            for i in range(20):
+                start = time.monotonic()
+                client.sendto(b"ping%d" % i, (path.server_addr, 9000))
+                assert client.recv(100) == b"ping%d" % i
+                rtts.append(time.monotonic() - start)
+        finally:
+            client.close()
+            echo.close()
+    print(f"RTT median {statistics.median(rtts) * 1e3:.3f} ms, max {max(rtts) * 1e3:.3f} ms")
+    assert statistics.median(rtts) == pytest.approx(0.1, abs=0.002)
+    assert min(rtts) >= 0.1
+    _assert_gone(path, emulator_pid)
+
+
+@lab
+def test_loss_rate_within_statistical_bounds() -> None:
+    """10 % loss client → server drops 200 ± 4σ of 2,000 datagrams, as the emulator counted."""
+    n, p = 2000, 0.1
+    with Path(PathConfig(up=Direction(loss=p), seed=11)) as path:
+        echo = _Echo(path)
+        client = path.socket("client", socket.SOCK_DGRAM)
+        try:
+            for i in range(n):
+                client.sendto(b"data%d" % i, (path.server_addr, 9000))
+                if i % 50 == 49:
+                    time.sleep(0.002)  # stay far below the emulator's ceiling
+            time.sleep(0.2)
+        finally:
+            client.close()
+            echo.close()
+    lost = n - echo.received
+    assert abs(lost - n * p) < 4 * (n * p * (1 - p)) ** 0.5
+    assert path.stats is not None and path.stats["up"].lost == lost
+
+
+@lab
+def test_rate_limit_moves_5mb_in_4s() -> None:
+    """A 10 Mbit/s path carries 5 MB of TCP in ≈ 4 s (± 10 %)."""
+    size = 5_000_000
+    with Path(PathConfig.symmetric(rtt_s=0.002, rate_bytes_per_s=10 * MBIT)) as path:
+        server = path.socket("server")
+        client = path.socket("client")
+        received = 0
+        with server, client:
+            server.bind((path.server_addr, 0))
+            server.listen(1)
+            client.connect(server.getsockname())
+            conn, _ = server.accept()
+            start = time.monotonic()
+            sender = threading.Thread(target=client.sendall, args=(bytes(size),), daemon=True)
+            sender.start()
+            conn.settimeout(10)
+            with conn:
+                while received < size and (chunk := conn.recv(1 << 20)):
+                    received += len(chunk)
+            elapsed = time.monotonic() - start
+            sender.join(2)
+    assert received == size
+    print(f"5 MB at 10 Mbit/s: {elapsed:.3f} s")
+    assert elapsed == pytest.approx(size / (10 * MBIT), rel=0.1)
+
+
+@lab
+def test_teardown_after_an_exception_leaves_nothing() -> None:
+    """An exception inside the block still removes both namespaces, devices and the emulator."""
+    with pytest.raises(RuntimeError, match="boom"):
+        with Path(PathConfig()) as path:
+            emulator_pid = path._emulator.pid
+            names = netns.list_namespaces()
+            assert path.client_ns in names and path.server_ns in names
+            inside = netns.ip("-n", path.client_ns, "-o", "link", "show", "type", "tun").stdout
+            assert path.client_dev in inside
+            raise RuntimeError("boom")
+    _assert_gone(path, emulator_pid)
+
+
+_CRASHER = """
+import os, sys, time
+from tierwise.lab import Path, PathConfig
+path = Path(PathConfig())
+path.up()
+print(path.client_ns, path.server_ns, path._emulator.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@lab
+def test_a_killed_owner_leaves_nothing_after_cleanup_stale() -> None:
+    """kill -9 of the owner stops its emulator; cleanup_stale removes its namespaces."""
+    owner = subprocess.Popen([sys.executable, "-c", _CRASHER], stdout=subprocess.PIPE, text=True)
+    try:
+        client_ns, server_ns, emulator_pid = owner.stdout.readline().split()
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(5)
+        owner.stdout.close()
+    deadline = time.monotonic() + 5
+    while _running(int(emulator_pid)):
+        if time.monotonic() > deadline:
+            pytest.fail(f"emulator {emulator_pid} outlived its owner")
+        time.sleep(0.05)
+    for name in (client_ns, server_ns):
+        assert netns.ip("-n", name, "-o", "link", "show", "type", "tun").stdout == ""
+    assert f"tw{owner.pid}" not in _tun_devices()
+    assert {client_ns, server_ns} <= set(netns.list_namespaces())
+    assert {client_ns, server_ns} <= set(cleanup_stale())
+    assert not {client_ns, server_ns} & set(netns.list_namespaces())
