@@ -57,6 +57,7 @@ class Segment:
         "app_limited",
         "delivered",
         "delivered_at",
+        "end",
         "first_sent_at",
         "length",
         "lost",
@@ -83,6 +84,7 @@ class Segment:
     ) -> None:
         self.seq = seq
         self.length = length
+        self.end = seq + length  # stored, not computed: read several times per ACK
         self.wire = wire
         self.sent_at = sent_at
         self.retx = retx
@@ -93,10 +95,6 @@ class Segment:
         self.first_sent_at = sent_at if first_sent_at is None else first_sent_at
         self.app_limited = app_limited
         self.tx = tx
-
-    @property
-    def end(self) -> int:
-        return self.seq + self.length
 
     def copy(self) -> Segment:
         """This transmission as it leaves: later retransmissions do not rewrite it."""
