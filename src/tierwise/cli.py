@@ -14,9 +14,9 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from tierwise.errors import ScenarioError, TierwiseError
+from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
 
 app = typer.Typer(
     help="Decide where an AI task runs — device, edge or cloud — by the time the whole task takes.",
@@ -24,6 +24,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(lab_app, name="lab")
 out = Console()
 
 CatalogOpt = Annotated[
@@ -229,4 +230,3 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-_ = Table  # re-exported for views that build tables
