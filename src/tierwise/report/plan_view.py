@@ -56,8 +56,6 @@ def render_plan(console: Console, plan: Any) -> None:
         feasible = "yes" if o.feasible else "[red]no[/]\n" + "\n".join(o.reasons)
         meets = {None: "—", True: "[green]yes[/]", False: "[red]no[/]"}[o.meets_deadline]
         detail = _breakdown(o.breakdown_s)
-        if "first_play_s" in o.extra:
-            detail += f"\nfirst play {_t(o.extra['first_play_s'])}, stall {_t(o.extra['stall_s'])}"
         if "battery_share" in o.extra:
             lo, hi = o.extra["battery_share"]
             detail += f"\nbattery {lo:.1%}–{hi:.1%} of a charge"
