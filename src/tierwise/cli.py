@@ -228,5 +228,3 @@ def main() -> None:
         command = ctx.command_path if ctx is not None else "tierwise"
         _fail(f"{command}: {exc.format_message()} (see {command} --help)")
     sys.exit(code if isinstance(code, int) else 0)
-
-

@@ -264,8 +264,13 @@ def request(
         str, typer.Option("--response", help="Response body size: bytes or with a unit.")
     ] = "1000",
     modes: Annotated[
-        str, typer.Option("--modes", help="Comma-separated: cold,warm,warm-tuned.")
-    ] = "cold,warm,warm-tuned",
+        str | None,
+        typer.Option(
+            "--modes",
+            help="Comma-separated: cold,warm,warm-tuned (the default). With --factor: one mode "
+            "(default: cold for initcwnd and cc, warm for idle).",
+        ),
+    ] = None,
     runs: Annotated[int, typer.Option("--runs", min=1, help="Requests per mode.")] = 20,
     cc: Annotated[
         str | None, typer.Option("--cc", help="reno, cubic or bbr (default: the namespace's).")
@@ -281,27 +286,240 @@ def request(
     record: Annotated[
         FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
     ] = None,
+    factor: Annotated[
+        str | None,
+        typer.Option(
+            "--factor",
+            help="Single-factor run: initcwnd=10,40,300 | cc=cubic,bbr | idle=0s,3s "
+            "(one factor changes, levels rotated run by run).",
+        ),
+    ] = None,
+    plot: Annotated[
+        FsPath | None,
+        typer.Option("--plot", help="Draw the median request of each mode (or level) into DIR."),
+    ] = None,
 ) -> None:
     """Run the §12.3.5 request on its own path, modes alternated, beside the predictions."""
-    exp = build_experiment(
-        size, proc, response, modes, runs, cc, rtt, rate, loss_up, loss_down, seed
-    )
-    from tierwise.lab.experiment import run_experiment
+    if factor is not None:
+        from tierwise.lab.factors import check_factor_modes, parse_factor, resolve_mode
+
+        parsed = parse_factor(factor)
+        mode = resolve_mode(parsed, check_factor_modes(modes))
+        exp = build_experiment(
+            size, proc, response, mode, runs, cc, rtt, rate, loss_up, loss_down, seed
+        )
+        if parsed.name == "cc" and cc is not None:
+            raise ScenarioError("--cc is fixed by --factor cc; drop one of them", source="--cc")
+    else:
+        exp = build_experiment(
+            size,
+            proc,
+            response,
+            modes or "cold,warm,warm-tuned",
+            runs,
+            cc,
+            rtt,
+            rate,
+            loss_up,
+            loss_down,
+            seed,
+        )
     from tierwise.lab.netns import require_lab
 
     require_lab()
-    result = run_experiment(exp)
-    if record is not None:
-        try:
-            record.write_text(json.dumps(result, indent=1) + "\n")
-        except OSError as exc:
-            raise ScenarioError(
-                f"cannot write the record: {exc.strerror or exc}", source=str(record)
-            ) from exc
+    if factor is not None:
+        from tierwise.lab.factors import run_factor
+
+        result = run_factor(exp, parsed, mode)
+    else:
+        from tierwise.lab.experiment import run_experiment
+
+        result = run_experiment(exp)
+    if plot is not None:
+        result["plots"] = [str(p) for p in plot_medians(result, plot)]
+    _write_record(result, record)
     if as_json:
         print(json.dumps(result))
         return
-    render_request(out, result)
+    if factor is not None:
+        render_factor(out, result)
+    else:
+        render_request(out, result)
+    if plot is not None:
+        out.print("timelines: " + ", ".join(result["plots"]), soft_wrap=True)
+
+
+def _write_record(result: dict, record: FsPath | None) -> None:
+    if record is None:
+        return
+    try:
+        record.write_text(json.dumps(result, indent=1) + "\n")
+    except OSError as exc:
+        raise ScenarioError(
+            f"cannot write the record: {exc.strerror or exc}", source=str(record)
+        ) from exc
+
+
+def plot_medians(result: dict, folder: FsPath) -> list[FsPath]:
+    """The median request of each mode (factor runs: each level) as a timeline, PNG and SVG."""
+    from tierwise.lab.factors import median_sample
+    from tierwise.lab.timeline import save_timeline
+
+    key = "level" if result["experiment"] == "factor" else "mode"
+    groups: dict[str, list[dict]] = {}
+    for s in result["samples"]:
+        groups.setdefault(str(s[key]), []).append(s)
+    rtt = result["parameters"]["rtt_s"]
+    paths: list[FsPath] = []
+    try:
+        for name, samples in groups.items():
+            sample = median_sample(samples)
+            if key == "level":
+                stem = f"timeline-{result['factor']}-{name}"
+                title = f"{result['mode']}, {result['factor']} = {name} · median of {len(samples)}"
+            else:
+                stem = f"timeline-{name}"
+                title = f"{name} · median of {len(samples)} (run {sample['run']})"
+            paths += save_timeline(sample, folder, stem, rtt_s=rtt, title=title)
+    except OSError as exc:
+        raise ScenarioError(
+            f"cannot write the plot: {exc.strerror or exc}", source=str(folder)
+        ) from exc
+    return paths
+
+
+def render_factor(console: Console, result: dict) -> None:
+    """Measured percentiles per level beside the closed-form and simulated predictions."""
+    p = result["parameters"]
+    table = Table(
+        title=(
+            f"{result['factor']} · {result['mode']} · {p['size_bytes']:,} B up, "
+            f"{p['response_bytes']:,} B back, {p['processing_s'] * 1e3:g} ms processing · "
+            f"RTT {p['rtt_s'] * 1e3:g} ms · {p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
+            f"kernel {result['kernel']}"
+        )
+    )
+    table.add_column(result["factor"], no_wrap=True)
+    cols = ("runs", "median", "p90", "p99", "model", "sim", "ratio")
+    restart = any("window_restarts" in s for s in result["summary"].values())
+    for col in cols + (("restart",) if restart else ()):
+        table.add_column(col, justify="right", no_wrap=True)
+    for level, s in result["summary"].items():
+        row = [
+            level,
+            str(s["runs"]),
+            *(f"{s[k]:.3f} s" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
+            f"{s['median_s'] / s['closed_form_s']:.2f}",
+        ]
+        if restart:
+            row.append("yes" if s.get("window_restarts") else "no")
+        table.add_row(*row)
+    console.print(table)
+    console.print("fixed: " + "; ".join(result["fixed"]), soft_wrap=True)
+    console.print(
+        "order of levels per run rotated: "
+        + " | ".join(",".join(o) for o in result["order"][:3])
+        + (" …" if len(result["order"]) > 3 else ""),
+        soft_wrap=True,
+    )
+
+
+# --- throughput ----------------------------------------------------------------------
+
+
+@lab_app.command()
+def throughput(
+    loss: Annotated[
+        str, typer.Option("--loss", help="Comma-separated loss levels on the download (0–1).")
+    ] = "0,0.01,0.036,0.14",
+    cc: Annotated[str, typer.Option("--cc", help="Comma-separated: reno,cubic,bbr.")] = (
+        "reno,cubic,bbr"
+    ),
+    duration: Annotated[
+        str, typer.Option("--duration", help="Length of each bulk transfer, e.g. '5s'.")
+    ] = "5s",
+    rtt: RttOpt = "200ms",
+    rate: RateOpt = "100Mbit/s",
+    seed: SeedOpt = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the JSON record instead of a table.")
+    ] = False,
+    record: Annotated[
+        FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
+    ] = None,
+) -> None:
+    """Sustained goodput under random loss beside the Mathis bound and (1 − p)·B (§12.3.3)."""
+    exp = build_throughput(loss, cc, duration, rtt, rate, seed)
+    from tierwise.lab.netns import require_lab
+    from tierwise.lab.throughput import run_throughput
+
+    require_lab()
+    result = run_throughput(exp)
+    _write_record(result, record)
+    if as_json:
+        print(json.dumps(result))
+        return
+    render_throughput(out, result)
+
+
+def build_throughput(loss, cc, duration, rtt, rate, seed):
+    """The :class:`ThroughputExperiment` the ``throughput`` options describe."""
+    from tierwise.lab.throughput import ThroughputExperiment
+
+    levels = []
+    for item in (x.strip() for x in loss.split(",")):
+        try:
+            levels.append(_loss(float(item), "--loss"))
+        except ValueError:
+            raise ScenarioError(f"{item!r} is not a probability", source="--loss") from None
+    rate_bps = _parsed(rate, "rate", "--rate")
+    if rate_bps <= 0:
+        raise ScenarioError("the rate must be positive", source="--rate")
+    duration_s = _time(duration, "--duration")
+    if duration_s <= 0:
+        raise ScenarioError("the duration must be positive", source="--duration")
+    return ThroughputExperiment(
+        losses=tuple(levels),
+        ccs=tuple(c.strip() for c in cc.split(",") if c.strip()),
+        duration_s=duration_s,
+        rtt_s=_time(rtt, "--rtt"),
+        rate_bytes_per_s=rate_bps,
+        seed=seed,
+    )
+
+
+def _mbit(value: float | None) -> str:
+    return "∞" if value is None else f"{value * 8e-6:.3g}"
+
+
+def render_throughput(console: Console, result: dict) -> None:
+    """Measured goodput per (loss, cc) beside the Mathis bound and (1 − p)·B, in Mbit/s."""
+    p = result["parameters"]
+    table = Table(
+        title=(
+            f"bulk server → client, {p['duration_s']:g} s each · RTT {p['rtt_s'] * 1e3:g} ms · "
+            f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · loss on the download · "
+            f"kernel {result['kernel']} (Mbit/s)"
+        )
+    )
+    for col in ("loss", "cc", "goodput", "2nd half", "Mathis C=1", "Mathis C=1.31", "(1−p)·B"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in result["rows"]:
+        table.add_row(
+            f"{r['loss']:g}",
+            r["cc"],
+            _mbit(r["goodput_bytes_per_s"]),
+            _mbit(r["second_half_bytes_per_s"]),
+            _mbit(r["mathis_c1_bytes_per_s"]),
+            _mbit(r["mathis_c131_bytes_per_s"]),
+            _mbit(r["ideal_bytes_per_s"]),
+        )
+    console.print(table)
+    console.print(
+        "Mathis: (MSS/R)·C/√p with MSS 1,448 B; (1−p)·B: BBR's ideal with B the emulated IP "
+        "rate (TCP payload reaches at most 1448/1500 of B).",
+        soft_wrap=True,
+    )
 
 
 def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, loss_down, seed):
@@ -348,9 +566,7 @@ def render_request(console: Console, result: dict) -> None:
             f"{s['median_s'] / s['closed_form_s']:.2f}",
         )
     console.print(table)
-    console.print(
-        "model: the closed form; sim: the packet-level simulator; ratio: median / model."
-    )
+    console.print("model: the closed form; sim: the packet-level simulator; ratio: median / model.")
     console.print(
         f"serial floor (RTT + size/rate + processing + response/rate): "
         f"{next(iter(result['summary'].values()))['serial_floor_s']:.3f} s; cold adds 1 RTT of "
