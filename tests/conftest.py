@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,18 @@ def run_cli(*args: str) -> Run:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@cache
+def calc_json(name: str, *args: str) -> dict:
+    """Run ``tierwise calc NAME ARGS --json`` in-process and return the parsed JSON."""
+    from typer.testing import CliRunner
+
+    from tierwise.cli import app
+
+    result = CliRunner().invoke(app, ["calc", name, *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
 
 
 def plan_text(text: str, *overrides: str):

@@ -8,16 +8,13 @@ A few §12.5 numbers that use the device models (energy, battery) are here too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from tests.conftest import calc_json as cli
 
-from tierwise.cli import app
 from tierwise.model import device as m
 from tierwise.units import parse_quantity
 
@@ -41,14 +38,6 @@ H100 = 3350 * GB
 # Qwen3-8B exact parameter count (config: 36 layers, hidden 4096, FFN 12288, 8 KV heads
 # of 128, vocabulary 151,936, untied embeddings); 2 bytes each is the printed 16.38 GB.
 QWEN3_8B_PARAMS = 8_190_735_360.0
-
-
-@cache
-def cli(name: str, *args: str) -> dict[str, Any]:
-    """Run ``tierwise calc NAME ARGS --json`` and return the parsed JSON."""
-    result = CliRunner().invoke(app, ["calc", name, *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
 
 
 def step_s(weights_bf16: float, fmt_bytes: float, bandwidth: float, kv: float = KV_8K) -> float:

@@ -13,17 +13,14 @@ FEC symbols of one MSS and a 99.9 % block success target.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import pytest
-from typer.testing import CliRunner
+from tests.conftest import calc_json as cli
 
 import tierwise.calc.network  # noqa: F401  (registers the entries)
-from tierwise.cli import app
 from tierwise.model import loss, request
 
 MBIT = 1e6 / 8  # bytes per second in one Mbit/s
@@ -35,14 +32,6 @@ KNEE = 333 * MBIT
 MODEL = 30 * MS
 N = 245
 TARGET = 0.999
-
-
-@cache
-def cli(name: str, *args: str) -> dict:
-    """Run ``tierwise calc NAME ARGS --json`` in-process and return the parsed JSON."""
-    result = CliRunner().invoke(app, ["calc", name, *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
 
 
 def mathis_mbit(p: float, c: float = loss.C_SIMPLE) -> float:

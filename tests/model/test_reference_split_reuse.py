@@ -8,16 +8,13 @@ the number as printed, and the tolerance its printed rounding implies (printed
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import pytest
-from typer.testing import CliRunner
+from tests.conftest import calc_json as cli
 
 from tierwise.catalog import load_catalog
-from tierwise.cli import app
 from tierwise.model import device, request, reuse, split
 
 CAT = load_catalog()
@@ -36,14 +33,6 @@ MIGRATION_SLOW_RESTORE = reuse.migration_prepare_s(64 * MIB, 80 * MBIT, 2.0)
 # Footnote 30: a text Agent session replayed with and without kept state.
 RECOMPUTE_FLOPS, KEPT_FLOPS = 296_505_803_538_432.0, 60_380_764_176_384.0
 STATE_BYTES, RESEND_BYTES, KEPT_BYTES = 465_371_136.0, 66_207.0, 10_193.0
-
-
-@cache
-def cli(name: str, *args: str) -> dict:
-    """Run ``tierwise calc NAME ARGS --json`` and parse its output."""
-    result = CliRunner().invoke(app, ["calc", name, *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
 
 
 def placement(uplink: float = UPLINK) -> split.EncoderPlacement:

@@ -9,28 +9,17 @@ text's "first chunk" (第一块) is chunk 0.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import pytest
-from typer.testing import CliRunner
+from tests.conftest import calc_json as cli
 
-from tierwise.cli import app
 from tierwise.model import path, stream
 
 MS = 1e-3
 KBIT_PER_S = 1e3  # bits/s
 HALF_MS = 0.5 * MS
-
-
-@cache
-def cli(name: str, *args: str) -> dict:
-    """Run ``tierwise calc NAME ARGS --json`` and return the parsed JSON."""
-    result = CliRunner().invoke(app, ["calc", name, *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
 
 
 # §12.1.2 example: 24 kHz mono 16-bit, 20 ms chunks, compute 12 ms, send 1 ms,

@@ -21,17 +21,14 @@ Stated inputs where the text gives only results:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from tests.conftest import calc_json as cli
 
 import tierwise.calc.network  # noqa: F401  (registers the entries)
-from tierwise.cli import app
 from tierwise.model import multipath, streams
 
 MBIT = 1e6 / 8
@@ -47,14 +44,6 @@ SEGMENTS = [
     ("image", 5.0),
     ("image", 6.0),
 ]
-
-
-@cache
-def cli(name: str, *args: str) -> dict:
-    """Run ``tierwise calc NAME ARGS --json`` in-process and return the parsed JSON."""
-    result = CliRunner().invoke(app, ["calc", name, *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
 
 
 def sched(policy: str) -> dict[str, float]:

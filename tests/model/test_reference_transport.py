@@ -10,12 +10,11 @@ simulator byte counts belong to the simulator's reference table, not here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import pytest
+from tests.conftest import calc_json as cli
 from typer.testing import CliRunner
 
 import tierwise.calc.transport  # noqa: F401  (registers the entries until calc/__init__ does)
@@ -27,14 +26,6 @@ MS = 1e-3
 US = 1e-6
 MBIT_PER_S = 1e6 / 8  # bytes/s
 MB = 1e6
-
-
-@cache
-def cli(name: str, *args: str) -> dict:
-    """Run ``tierwise calc NAME ARGS --json`` and return the parsed JSON."""
-    result = CliRunner().invoke(app, ["calc", name, *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
 
 
 # §12.3.1: the 30-round screenshot agent, 200 ms RTT, a 2-RTT handshake, 105 s of work.
