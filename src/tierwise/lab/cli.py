@@ -46,6 +46,12 @@ RateOpt = Annotated[str, typer.Option("--rate", help="Bottleneck rate each way, 
 LossUpOpt = Annotated[float, typer.Option("--loss-up", help="Random loss client→server (0–1).")]
 LossDownOpt = Annotated[float, typer.Option("--loss-down", help="Random loss server→client (0–1).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the emulator's loss process.")]
+JsonRecordOpt = Annotated[
+    bool, typer.Option("--json", help="Print the JSON record instead of a table.")
+]
+RecordOpt = Annotated[
+    FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
+]
 
 
 def _time(value: str, option: str) -> float:
@@ -280,12 +286,8 @@ def request(
     loss_up: LossUpOpt = 0.0,
     loss_down: LossDownOpt = 0.0,
     seed: SeedOpt = 0,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON record instead of a table.")
-    ] = False,
-    record: Annotated[
-        FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
-    ] = None,
+    as_json: JsonRecordOpt = False,
+    record: RecordOpt = None,
     factor: Annotated[
         str | None,
         typer.Option(
@@ -441,12 +443,8 @@ def throughput(
     rtt: RttOpt = "200ms",
     rate: RateOpt = "100Mbit/s",
     seed: SeedOpt = 0,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON record instead of a table.")
-    ] = False,
-    record: Annotated[
-        FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
-    ] = None,
+    as_json: JsonRecordOpt = False,
+    record: RecordOpt = None,
 ) -> None:
     """Sustained goodput under random loss beside the Mathis bound and (1 − p)·B (§12.3.3)."""
     exp = build_throughput(loss, cc, duration, rtt, rate, seed)
