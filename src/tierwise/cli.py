@@ -7,6 +7,7 @@ status 2; anything else is a bug and shows its traceback.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -209,8 +210,34 @@ def sim(
     render_sim(out, result, str(trace) if trace else None)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so every ``with``/``finally`` (a lab path's
+    namespaces, its emulator) unwinds before the process exits."""
+
+
+_TERMINATED: list[int] = []  # typer returns 130 for any KeyboardInterrupt; this tells them apart
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _TERMINATED.append(signum)
+    raise Terminated
+
+
+def _interrupted() -> NoReturn:
+    """Say why we stop, on stderr, and exit 128 + the signal."""
+    if _TERMINATED:
+        Console(stderr=True).print("terminated")
+        sys.exit(128 + signal.SIGTERM)
+    Console(stderr=True).print("aborted")
+    sys.exit(130)
+
+
 def main() -> None:
-    """Entry point: run the app, turning user errors into one line and exit 2."""
+    """Entry point: run the app, turning user errors into one line and exit 2.
+
+    Ctrl-C exits 130 and SIGTERM 143 (128 + the signal), each after cleaning up.
+    """
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = app(standalone_mode=False, prog_name="tierwise")
     except TierwiseError as exc:
@@ -218,8 +245,7 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        Console(stderr=True).print("aborted")
-        sys.exit(130)
+        _interrupted()
     except _click_exceptions() as exc:  # usage errors arrive here in non-standalone mode
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()  # the help text, as click prints it
@@ -227,4 +253,6 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "tierwise"
         _fail(f"{command}: {exc.format_message()} (see {command} --help)")
+    if code == 130 or _TERMINATED:  # typer's answer to KeyboardInterrupt
+        _interrupted()
     sys.exit(code if isinstance(code, int) else 0)

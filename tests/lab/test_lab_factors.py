@@ -1,35 +1,22 @@
 """Single-factor runs, the loss-throughput table and request timelines (§12.3.3, §12.3.5).
 
 Parsing, the order of levels, the model columns and the plots run everywhere; the
-experiments need root, ``/dev/net/tun`` and ``ip`` and are opt-in with
-``TIERWISE_LAB=1`` like the other lab tests.
+experiments need root, ``/dev/net/tun`` and ``ip`` (``@lab``, see conftest.py).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from tests.conftest import run_cli
+from tests.lab.conftest import lab, left_behind
 from tierwise.errors import ScenarioError
-from tierwise.lab import lab_unavailable_reason, netns
 from tierwise.lab.experiment import RequestExperiment
 from tierwise.lab.factors import alternation, median_sample, parse_factor, resolve_mode
 from tierwise.lab.throughput import ThroughputExperiment, model_columns
 from tierwise.lab.timeline import save_timeline
-
-
-def _lab_skip_reason() -> str | None:
-    if os.environ.get("TIERWISE_LAB") != "1":
-        return "lab suite opt-in (TIERWISE_LAB=1) until issue 5 lands"
-    return lab_unavailable_reason()
-
-
-_SKIP = _lab_skip_reason()
-lab = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -201,14 +188,6 @@ def test_timeline_of_a_kept_connection_has_no_handshake_lane(tmp_path) -> None:
 # --- root: real kernel TCP -------------------------------------------------------------
 
 
-def _leftovers() -> tuple[list[str], str]:
-    ours = [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}-")]
-    tun = subprocess.run(
-        ["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True
-    )
-    return ours, tun.stdout.strip()
-
-
 @lab
 def test_initcwnd_300_saves_at_least_two_rtts_on_a_cold_request() -> None:
     """200 ms, 100 Mbit/s, 354,640 B cold: IW 10 needs 5 rounds, IW 300 at most 2 (SYN window)."""
@@ -223,7 +202,7 @@ def test_initcwnd_300_saves_at_least_two_rtts_on_a_cold_request() -> None:
     assert result["order"] == [["10", "300"], ["300", "10"], ["10", "300"]]
     assert [x["level"] for x in result["samples"][:4]] == ["10", "300", "300", "10"]
     assert result["server_cc_seen"] == ["cubic"]
-    assert _leftovers() == ([], "")
+    assert left_behind().empty
 
 
 @lab
@@ -240,7 +219,7 @@ def test_reno_at_one_percent_loss_is_below_the_link_and_near_mathis() -> None:
     assert row["goodput_bytes_per_s"] > 0.1 * row["mathis_c1_bytes_per_s"]
     assert result["emulator"]["0.01"]["down"]["lost"] > 0
     assert result["emulator"]["0.01"]["up"]["lost"] == 0  # loss on the download only
-    assert _leftovers() == ([], "")
+    assert left_behind().empty
 
 
 def test_idle_is_counted_from_the_last_segment_on_the_wire() -> None:

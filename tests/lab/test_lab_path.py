@@ -2,7 +2,7 @@
 
 The shaping rule and the hot loop run everywhere (no privilege: the loop is fed
 through socket pairs). The path tests need root, ``/dev/net/tun`` and ``ip``, and are
-opt-in with ``TIERWISE_LAB=1`` until issue 5 lands.
+marked ``@lab`` (see conftest.py): they run wherever the host allows, CI included.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from tests.lab.conftest import lab
 from tierwise.errors import LabError, ModelError
 from tierwise.lab import (
     Ceiling,
@@ -28,23 +29,12 @@ from tierwise.lab import (
     PathConfig,
     Shaper,
     cleanup_stale,
-    lab_unavailable_reason,
     netns,
     schedule,
 )
 from tierwise.lab.emulator import forward
 
 MBIT = 1e6 / 8  # bytes/s per Mbit/s
-
-
-def _lab_skip_reason() -> str | None:
-    if os.environ.get("TIERWISE_LAB") != "1":
-        return "lab suite opt-in (TIERWISE_LAB=1) until issue 5 lands"
-    return lab_unavailable_reason()
-
-
-_SKIP = _lab_skip_reason()
-lab = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 
 
 # --- the shaping rule (pure) ---------------------------------------------------------
@@ -173,7 +163,7 @@ def test_forward_loop_delays_in_order_and_stops_on_eof() -> None:
     assert (up.stats.packets, down.stats.packets) == (5, 1)
 
 
-# --- real paths between namespaces (root, opt-in) ------------------------------------
+# --- real paths between namespaces (root) ---------------------------------------------
 
 
 def _tun_devices() -> str:

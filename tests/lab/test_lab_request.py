@@ -1,33 +1,25 @@
 """The lab's request experiment and its CLI (§12.3.5).
 
 Option parsing and the error paths run everywhere; the experiment itself needs
-root, ``/dev/net/tun`` and ``ip``, and is opt-in with ``TIERWISE_LAB=1`` like
-``test_lab_path.py``.
+root, ``/dev/net/tun`` and ``ip`` (``@lab``, see conftest.py).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.conftest import run_cli
+from tests.lab.conftest import lab, left_behind
 from tierwise.errors import LabError, ScenarioError, UnitError
-from tierwise.lab import lab_unavailable_reason, netns
+from tierwise.lab import netns
 from tierwise.lab.cli import build_experiment
 from tierwise.lab.experiment import RequestExperiment, predict, run_experiment, serial_floor_s
-
-
-def _lab_skip_reason() -> str | None:
-    if os.environ.get("TIERWISE_LAB") != "1":
-        return "lab suite opt-in (TIERWISE_LAB=1) until issue 5 lands"
-    return lab_unavailable_reason()
-
-
-_SKIP = _lab_skip_reason()
-lab = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 
 DEFAULTS = dict(
     size="354640",
@@ -127,14 +119,6 @@ def test_predictions_for_the_chapter_request() -> None:
 # --- root: real kernel TCP -------------------------------------------------------------
 
 
-def _leftovers() -> tuple[list[str], str]:
-    ours = [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}-")]
-    tun = subprocess.run(
-        ["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True
-    )
-    return ours, tun.stdout.strip()
-
-
 @lab
 def test_warm_tuned_reaches_the_serial_floor_and_cold_is_3x_slower() -> None:
     """§12.3.5 acceptance: 200 ms, 100 Mbit/s, 354,640 B, 30 ms; cold ≥ 3× warm-tuned ≈ floor."""
@@ -154,7 +138,7 @@ def test_warm_tuned_reaches_the_serial_floor_and_cold_is_3x_slower() -> None:
     assert cold["connect_start"] < cold["connect_end"] <= cold["first_sent"] <= cold["last_sent"]
     assert cold["last_sent"] < cold["first_response"] <= cold["last_response"]
     assert result["emulator"]["up"]["lost"] == 0
-    assert _leftovers() == ([], "")
+    assert left_behind().empty
 
 
 @lab
@@ -162,11 +146,115 @@ def test_lab_up_and_down_leave_nothing_behind() -> None:
     """`lab up` holds a path after the command exits; `lab down` removes all of it."""
     up = run_cli("lab", "up", "--rtt", "20ms", "--rate", "10Mbit/s")
     assert up.code == 0, up.stderr
-    names, _ = _leftovers()
+    names = sorted(left_behind().namespaces)
     assert len(names) == 2 and all(f"ip netns exec {n}" in up.stdout for n in names)
     down = run_cli("lab", "down")
     assert down.code == 0, down.stderr
     assert "stopped the path" in down.stdout
-    assert _leftovers() == ([], "")
+    assert left_behind().empty
     ps = subprocess.run(["ps", "-eo", "cmd"], capture_output=True, text=True).stdout
     assert "tierwise.lab" not in ps
+
+
+# --- root: interrupted runs leave nothing behind ----------------------------------------
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _wait_for_namespaces(proc: subprocess.Popen[str], timeout_s: float = 20.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        mine = [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}-{proc.pid}-")]
+        if len(mine) == 2:
+            return mine
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"`tierwise lab request` made no path within {timeout_s} s (exit {proc.poll()})")
+
+
+@lab
+@pytest.mark.parametrize(
+    ("sig", "code", "word"), [(signal.SIGINT, 130, "aborted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_an_interrupted_lab_request_removes_its_path(sig: int, code: int, word: str) -> None:
+    """Ctrl-C or SIGTERM mid-run: one word on stderr, no half table, nothing left behind."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from tierwise.cli import main; main()",
+            "lab",
+            "request",
+            "--runs",
+            "50",
+            "--rtt",
+            "50ms",
+            "--modes",
+            "cold,warm",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for_namespaces(proc)
+    time.sleep(1.5)  # mid-run: requests in flight
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == code, stderr
+    assert stderr.strip() == word
+    assert stdout == ""
+    assert left_behind().empty
+
+
+_HOLDING_TEST = """
+import time
+from tierwise.lab import Path, PathConfig
+
+
+def test_holds_a_path():
+    with Path(PathConfig.symmetric(rtt_s=0.02)) as path:
+        print("UP", path.client_ns, flush=True)
+        time.sleep(60)
+"""
+
+
+@lab
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_lab_test_leaves_nothing(tmp_path, sig: int) -> None:
+    """A pytest run stopped mid-test (Ctrl-C, or a CI timeout's SIGTERM) removes its path."""
+    test_file = tmp_path / "test_holding.py"
+    test_file.write_text(_HOLDING_TEST)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "tests.lab.conftest",
+            "-p",
+            "no:cacheprovider",
+            "-s",
+            "-q",
+            "--rootdir",
+            str(tmp_path),
+            str(test_file),
+        ],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("UP "):
+            break
+    else:
+        proc.wait(10)
+        pytest.fail(f"the inner test never brought its path up (exit {proc.returncode})")
+    namespace = line.split()[1]
+    assert namespace in netns.list_namespaces()
+    proc.send_signal(sig)
+    rest, _ = proc.communicate(timeout=30)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, rest
+    assert namespace not in netns.list_namespaces()
+    assert left_behind().empty

@@ -12,12 +12,14 @@ the main CLI, which prints it as one line and exits 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path as FsPath
 from typing import Annotated
 
@@ -332,11 +334,13 @@ def request(
     if factor is not None:
         from tierwise.lab.factors import run_factor
 
-        result = run_factor(exp, parsed, mode)
+        with _progress(exp.runs * len(parsed.levels), f"{parsed.name} runs") as step:
+            result = run_factor(exp, parsed, mode, step)
     else:
         from tierwise.lab.experiment import run_experiment
 
-        result = run_experiment(exp)
+        with _progress(exp.runs * len(exp.modes), "requests") as step:
+            result = run_experiment(exp, step)
     if plot is not None:
         result["plots"] = [str(p) for p in plot_medians(result, plot)]
     _write_record(result, record)
@@ -349,6 +353,32 @@ def request(
         render_request(out, result)
     if plot is not None:
         out.print("timelines: " + ", ".join(result["plots"]), soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _progress(total: int, what: str) -> Iterator[Callable[[object], None]]:
+    """A transient rich progress bar on stderr; yields the per-item callback."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task(what, total=total)
+        yield lambda _item: bar.advance(task)
 
 
 def _write_record(result: dict, record: FsPath | None) -> None:
@@ -452,7 +482,8 @@ def throughput(
     from tierwise.lab.throughput import run_throughput
 
     require_lab()
-    result = run_throughput(exp)
+    with _progress(len(exp.losses) * len(exp.ccs), "transfers") as step:
+        result = run_throughput(exp, step)
     _write_record(result, record)
     if as_json:
         print(json.dumps(result))

@@ -17,16 +17,19 @@ stops the emulator and deletes both namespaces.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -135,7 +138,14 @@ class Path:
             raise
 
     def down(self) -> None:
-        """Stop the emulator (its counters land in :attr:`stats`) and delete the namespaces."""
+        """Stop the emulator (its counters land in :attr:`stats`) and delete the namespaces.
+
+        A second Ctrl-C or SIGTERM arriving meanwhile waits until the teardown is done.
+        """
+        with _signals_deferred():
+            self._down()
+
+    def _down(self) -> None:
         errors = []
         if self._emulator is not None:
             try:
@@ -177,8 +187,8 @@ class Path:
                 (self.client_ns, self.client_dev, self.client_addr),
                 (self.server_ns, self.server_dev, self.server_addr),
             ):
+                self._namespaces.append(ns)  # first: an interrupt mid-create still deletes it
                 netns.create(ns)
-                self._namespaces.append(ns)
                 fds.append(open_tun(dev))
                 netns.ip("link", "set", "dev", dev, "netns", ns)
                 netns.ip("-n", ns, "link", "set", "dev", dev, "mtu", str(MTU_BYTES))
@@ -234,6 +244,28 @@ class Path:
         }
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Note SIGINT and SIGTERM during the block and deliver them once it ends.
+
+    Handlers, not the signal mask: Python runs its handlers on the main thread whichever
+    thread the kernel picked, so masking the main thread alone would not hold them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])  # now the usual handler acts on it
+
+
 def _readline_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
     result: list[bytes] = []
     reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
@@ -243,7 +275,11 @@ def _readline_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
 
 
 def _bulk(path: Path, duration_s: float) -> int:
-    """Bytes a TCP bulk sender moves client → server in ``duration_s``."""
+    """Bytes a TCP bulk sender moves client → server in ``duration_s``.
+
+    Interrupted (Ctrl-C, SIGTERM), the receiving socket is shut down so its reader
+    thread wakes and ends instead of waiting for a FIN the stopped path never brings.
+    """
     server = path.socket("server")
     client = path.socket("client")
     received = 0
@@ -257,17 +293,23 @@ def _bulk(path: Path, duration_s: float) -> int:
         def sink() -> None:
             nonlocal received
             buf = bytearray(1 << 20)
-            with conn:
+            with contextlib.suppress(OSError):
                 while n := conn.recv_into(buf):
                     received += n
 
-        reader = threading.Thread(target=sink)
+        reader = threading.Thread(target=sink, daemon=True)
         reader.start()
-        chunk = bytes(1 << 20)
-        while time.monotonic() < stop:
-            client.sendall(chunk)
-        client.shutdown(socket.SHUT_WR)
-        reader.join(duration_s + 10)
+        with conn:
+            try:
+                chunk = bytes(1 << 20)
+                while time.monotonic() < stop:
+                    client.sendall(chunk)
+                client.shutdown(socket.SHUT_WR)
+                reader.join(duration_s + 10)
+            finally:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)  # wakes the reader if it still waits
+                reader.join(5)
     return received
 
 
