@@ -199,6 +199,9 @@ def test_initcwnd_300_saves_at_least_two_rtts_on_a_cold_request() -> None:
     s = result["summary"]
     assert s["10"]["median_s"] - s["300"]["median_s"] >= 2 * exp.rtt_s
     assert s["10"]["median_s"] == pytest.approx(s["10"]["closed_form_s"], rel=0.10)
+    # the SYN-ACK's unscaled 65,535 B cap the first flight: one RTT more than IW alone says
+    assert s["300"]["syn_window_capped"]
+    assert s["300"]["median_s"] == pytest.approx(s["300"]["closed_form_s"], rel=0.10)
     assert result["order"] == [["10", "300"], ["300", "10"], ["10", "300"]]
     assert [x["level"] for x in result["samples"][:4]] == ["10", "300", "300", "10"]
     assert result["server_cc_seen"] == ["cubic"]

@@ -116,6 +116,25 @@ def test_predictions_for_the_chapter_request() -> None:
     assert tuned["sim_s"] == pytest.approx(serial_floor_s(exp), rel=0.02)
 
 
+def test_cold_initcwnd_300_waits_one_rtt_for_the_syn_window() -> None:
+    """A new connection's first flight is the SYN-ACK's 65,535 B, so IW 300 still stalls once."""
+    exp = RequestExperiment()
+    cold = predict(exp, "cold", 300 * 1448, "cubic")
+    assert cold["window_wait_s"] == pytest.approx(0.2 - 65_535 / 12.5e6)
+    assert cold["closed_form_s"] == pytest.approx(0.653, abs=0.001)  # 0.656 s measured
+    assert predict(exp, "warm-tuned", 300 * 1448, "cubic")["window_wait_s"] == 0.0
+
+
+def test_paced_prediction_sends_the_upload_at_the_pacing_rate() -> None:
+    """BBR pacing at 25 Mbit/s: the upload takes S/P instead of S/B; above B nothing changes."""
+    exp = RequestExperiment()
+    warm = predict(exp, "warm", 300 * 1448, "bbr", pacing_bytes_per_s=25e6 / 8)
+    assert warm["paced_s"] == pytest.approx(0.2 + 354_640 / 3.125e6 + 0.03 + 1000 / 12.5e6)
+    fast = predict(exp, "warm", 300 * 1448, "bbr", pacing_bytes_per_s=400e6 / 8)
+    assert fast["paced_s"] == pytest.approx(fast["closed_form_s"])
+    assert "paced_s" not in predict(exp, "warm", 300 * 1448, "cubic")
+
+
 # --- root: real kernel TCP -------------------------------------------------------------
 
 
@@ -138,6 +157,26 @@ def test_warm_tuned_reaches_the_serial_floor_and_cold_is_3x_slower() -> None:
     assert cold["connect_start"] < cold["connect_end"] <= cold["first_sent"] <= cold["last_sent"]
     assert cold["last_sent"] < cold["first_response"] <= cold["last_response"]
     assert result["emulator"]["up"]["lost"] == 0
+    assert left_behind().empty
+
+
+@lab
+def test_bbr_kept_connections_are_paced_below_the_link() -> None:
+    """BBR stays in Startup on these short requests and paces the upload at 2.89 × its
+    bandwidth estimate, below 100 Mbit/s: the paced model lands within 10 %."""
+    exp = RequestExperiment(runs=3, cc="bbr", modes=("warm", "warm-tuned"))
+    result = run_experiment(exp)
+    assert result["server_cc_seen"] == ["bbr"]
+    for mode, s in result["summary"].items():
+        assert s["pacing_rate_bytes_per_s"] < exp.rate_bytes_per_s, mode
+        assert s["median_s"] == pytest.approx(s["paced_s"], rel=0.10), mode
+        assert s["median_s"] > 1.05 * s["closed_form_s"], mode  # the pacing is what costs
+    for sample in result["samples"]:
+        before = sample["tcp_before"]
+        assert before["bbr_pacing_gain"] == pytest.approx(2.885, abs=0.01)  # Startup: 2/ln 2
+        # Startup never lowers the pacing rate below gain × bandwidth estimate
+        floor = before["bbr_pacing_gain"] * before["bbr_bw_bytes_per_s"]
+        assert before["pacing_rate_bytes_per_s"] >= 0.95 * floor
     assert left_behind().empty
 
 

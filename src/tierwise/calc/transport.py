@@ -86,11 +86,22 @@ def stop_and_wait(window, rate, feedback):
     Param("initial_window", "int", "initial window IW in segments (RFC 6928)", 10),
     Param("mss", "size", "segment payload MSS", "1448 B"),
     Param("start_window", "size", "window left open by an earlier transfer (0 B: new)", "0 B"),
+    Param(
+        "first_flight",
+        "size",
+        "cap on the first round: the SYN-ACK's unscaled window, ≤ 65,535 B (0 B: no cap)",
+        "0 B",
+    ),
 )
-def slow_start(size, rate, rtt, initial_window, mss, start_window):
-    """T = k·R + (S − Σ_{j<k} w_j)/B with w_j = w_0·2^j, k rounds below the BDP and short of S."""
+def slow_start(size, rate, rtt, initial_window, mss, start_window, first_flight):
+    """T = k·R + (S − Σ_{j<k} w_j)/B with w_j = w_0·2^j, k rounds below the BDP and short of S.
+
+    With a first-flight cap F, round 0 sends min(w_0, F) and a window the cap held back
+    does not double that round.
+    """
     start = start_window or None
-    send, final = m.slow_start_send_s(size, rate, rtt, initial_window, mss, start)
+    cap = first_flight or None
+    send, final = m.slow_start_send_s(size, rate, rtt, initial_window, mss, start, cap)
     rounds = m.slow_start_rounds(size, initial_window, mss)
     return {
         "rounds": rounds,
@@ -100,7 +111,7 @@ def slow_start(size, rate, rtt, initial_window, mss, start_window):
         "bdp_bytes": m.bdp_bytes(rate, rtt),
         "send_s": send,
         "serialisation_s": request.transfer_s(size, rate),
-        "window_wait_s": m.window_wait_s(size, rate, rtt, initial_window, mss, start),
+        "window_wait_s": m.window_wait_s(size, rate, rtt, initial_window, mss, start, cap),
         "final_window_bytes": final,
     }
 

@@ -434,7 +434,8 @@ def render_factor(console: Console, result: dict) -> None:
     table.add_column(result["factor"], no_wrap=True)
     cols = ("runs", "median", "p90", "p99", "model", "sim", "ratio")
     restart = any("window_restarts" in s for s in result["summary"].values())
-    for col in cols + (("restart",) if restart else ()):
+    paced = any("paced_s" in s for s in result["summary"].values())
+    for col in cols + (("restart",) if restart else ()) + (("paced",) if paced else ()):
         table.add_column(col, justify="right", no_wrap=True)
     for level, s in result["summary"].items():
         row = [
@@ -445,9 +446,13 @@ def render_factor(console: Console, result: dict) -> None:
         ]
         if restart:
             row.append("yes" if s.get("window_restarts") else "no")
+        if paced:
+            row.append(_paced_cell(s))
         table.add_row(*row)
     console.print(table)
     console.print("fixed: " + "; ".join(result["fixed"]), soft_wrap=True)
+    if paced:
+        _pacing_note(console, result["summary"])
     console.print(
         "order of levels per run rotated: "
         + " | ".join(",".join(o) for o in result["order"][:3])
@@ -573,6 +578,25 @@ def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, 
     )
 
 
+def _paced_cell(s: dict) -> str:
+    if "paced_s" not in s:
+        return "—"
+    return f"{s['paced_s']:.3f} s"
+
+
+def _pacing_note(console: Console, summary: dict) -> None:
+    rates = ", ".join(
+        f"{name} {s['pacing_rate_bytes_per_s'] * 8e-6:.0f} Mbit/s"
+        for name, s in summary.items()
+        if "paced_s" in s
+    )
+    console.print(
+        "paced: the model with the upload sent at BBR's pacing rate read from TCP_INFO before "
+        f"the request (2.89 × its bandwidth estimate while in Startup): {rates}.",
+        soft_wrap=True,
+    )
+
+
 def render_request(console: Console, result: dict) -> None:
     """Measured percentiles per mode beside the closed-form and simulated predictions."""
     p = result["parameters"]
@@ -585,17 +609,25 @@ def render_request(console: Console, result: dict) -> None:
         )
     )
     table.add_column("mode", no_wrap=True)
-    for col in ("runs", "median", "p90", "p99", "model", "sim", "ratio"):
+    paced = any("paced_s" in s for s in result["summary"].values())
+    for col in ("runs", "median", "p90", "p99", "model", "sim", "ratio") + (
+        ("paced",) if paced else ()
+    ):
         table.add_column(col, justify="right", no_wrap=True)
     for mode, s in result["summary"].items():
-        table.add_row(
+        row = [
             mode,
             str(s["runs"]),
             *(f"{s[k]:.3f} s" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
             f"{s['median_s'] / s['closed_form_s']:.2f}",
-        )
+        ]
+        if paced:
+            row.append(_paced_cell(s))
+        table.add_row(*row)
     console.print(table)
     console.print("model: the closed form; sim: the packet-level simulator; ratio: median / model.")
+    if paced:
+        _pacing_note(console, result["summary"])
     console.print(
         f"serial floor (RTT + size/rate + processing + response/rate): "
         f"{next(iter(result['summary'].values()))['serial_floor_s']:.3f} s; cold adds 1 RTT of "

@@ -53,6 +53,7 @@ from tierwise.lab.service import (
 from tierwise.model.request import serial_time_s
 from tierwise.model.transport import (
     INITIAL_WINDOW_SEGMENTS,
+    SYN_WINDOW_BYTES,
     TIMESTAMP_MSS_BYTES,
     window_after_idle,
     window_wait_s,
@@ -82,6 +83,10 @@ TUNED_KNOBS = (
 SOCKET_TIMEOUT_S = 60.0
 SUBPROCESS_TIMEOUT_S = 10.0
 TCP_INFO_FORMAT = "8x I 56x I I I I"  # tcpi_rto, then tcpi_rtt, rttvar, snd_ssthresh, snd_cwnd
+TCP_INFO_BYTES = 168  # through tcpi_delivery_rate (Linux ≥ 4.9)
+TCP_INFO_PACING_OFFSET = 104  # __u64 tcpi_pacing_rate, bytes/s
+TCP_INFO_DELIVERY_OFFSET = 160  # __u64 tcpi_delivery_rate, bytes/s
+TCP_CC_INFO = 26  # <linux/tcp.h>; not exported by Python's socket module
 
 
 @dataclass(frozen=True)
@@ -185,16 +190,34 @@ class TimedConnection(http.client.HTTPConnection):
 
 
 def tcp_state(sock: socket.socket) -> dict[str, float]:
-    """The sender's window and timers from ``TCP_INFO`` (SI units)."""
-    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    """The sender's window, timers and pacing from ``TCP_INFO`` (SI units).
+
+    With BBR, also its model from ``TCP_CC_INFO`` (``struct tcp_bbr_info``): the
+    bottleneck bandwidth estimate, the minimum RTT, and the pacing and window gains.
+    """
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES)
     rto_us, rtt_us, rttvar_us, ssthresh, cwnd = struct.unpack_from(TCP_INFO_FORMAT, raw)
-    return {
+    state = {
         "rto_s": rto_us * 1e-6,
         "srtt_s": rtt_us * 1e-6,
         "rttvar_s": rttvar_us * 1e-6,
         "ssthresh_segments": ssthresh,
         "cwnd_segments": cwnd,
     }
+    if len(raw) >= TCP_INFO_DELIVERY_OFFSET + 8:
+        (pacing,) = struct.unpack_from("Q", raw, TCP_INFO_PACING_OFFSET)
+        (delivery,) = struct.unpack_from("Q", raw, TCP_INFO_DELIVERY_OFFSET)
+        state["pacing_rate_bytes_per_s"] = float(pacing)
+        state["delivery_rate_bytes_per_s"] = float(delivery)
+    cc = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0")
+    if cc == b"bbr":
+        info = sock.getsockopt(socket.IPPROTO_TCP, TCP_CC_INFO, 20)
+        bw_lo, bw_hi, min_rtt_us, pacing_gain, cwnd_gain = struct.unpack("5I", info)
+        state["bbr_bw_bytes_per_s"] = float(bw_hi << 32 | bw_lo)
+        state["bbr_min_rtt_s"] = min_rtt_us * 1e-6
+        state["bbr_pacing_gain"] = pacing_gain / 256
+        state["bbr_cwnd_gain"] = cwnd_gain / 256
+    return state
 
 
 # --- namespace-wide knobs ------------------------------------------------------------
@@ -468,8 +491,20 @@ def _median_cwnd(samples: list[Sample]) -> float:
     return statistics.median(cwnds) * TIMESTAMP_MSS_BYTES if cwnds else 0.0
 
 
-def predict(exp: RequestExperiment, mode: str, window_bytes: float, cc: str) -> dict[str, float]:
-    """Closed-form and simulated request time for ``mode`` starting from ``window_bytes``."""
+def predict(
+    exp: RequestExperiment,
+    mode: str,
+    window_bytes: float,
+    cc: str,
+    pacing_bytes_per_s: float | None = None,
+) -> dict[str, float]:
+    """Closed-form and simulated request time for ``mode`` starting from ``window_bytes``.
+
+    A new connection's first flight is capped by the SYN-ACK's unscaled window
+    (:data:`~tierwise.model.transport.SYN_WINDOW_BYTES`) in the closed form. With
+    ``pacing_bytes_per_s`` (BBR paces every segment; read from ``TCP_INFO`` before the
+    request) a third prediction, ``paced_s``, sends the upload at ``min(B, pacing)``.
+    """
     handshake = TCP_HANDSHAKE_RTTS * exp.rtt_s if mode == "cold" else 0.0
     wait = window_wait_s(
         exp.size_bytes,
@@ -478,6 +513,7 @@ def predict(exp: RequestExperiment, mode: str, window_bytes: float, cc: str) -> 
         INITIAL_WINDOW_SEGMENTS,
         TIMESTAMP_MSS_BYTES,
         start_window_bytes=window_bytes,
+        first_flight_bytes=SYN_WINDOW_BYTES if mode == "cold" else None,
     )
     segments = max(1, round(window_bytes / TIMESTAMP_MSS_BYTES))
     sim = run_request(
@@ -499,7 +535,7 @@ def predict(exp: RequestExperiment, mode: str, window_bytes: float, cc: str) -> 
         exp.processing_s,
         seed=exp.seed,
     )
-    return {
+    out = {
         "serial_floor_s": serial_floor_s(exp),
         "handshake_s": handshake,
         "window_wait_s": float(wait),
@@ -507,6 +543,20 @@ def predict(exp: RequestExperiment, mode: str, window_bytes: float, cc: str) -> 
         "sim_s": sim.time_s,
         "start_window_segments": segments,
     }
+    if pacing_bytes_per_s:
+        paced_rate = min(exp.rate_bytes_per_s, pacing_bytes_per_s)
+        out["pacing_rate_bytes_per_s"] = float(pacing_bytes_per_s)
+        out["paced_s"] = out["closed_form_s"] + exp.size_bytes * (
+            1 / paced_rate - 1 / exp.rate_bytes_per_s
+        )
+    return out
+
+
+def median_pacing(tcp_before: list[dict[str, float]], cc: str) -> float | None:
+    """BBR's pacing rate before the request (median over runs); None for other controls."""
+    rates = [t.get("pacing_rate_bytes_per_s") for t in tcp_before]
+    rates = [r for r in rates if r]
+    return float(statistics.median(rates)) if cc == "bbr" and rates else None
 
 
 def summarise(samples: list[Sample], exp: RequestExperiment, cc: str) -> dict[str, dict]:
@@ -521,6 +571,12 @@ def summarise(samples: list[Sample], exp: RequestExperiment, cc: str) -> dict[st
             "median_s": float(median),
             "p90_s": float(p90),
             "p99_s": float(p99),
-            **predict(exp, mode, start_window_bytes(mode, mine, cc), cc),
+            **predict(
+                exp,
+                mode,
+                start_window_bytes(mode, mine, cc),
+                cc,
+                median_pacing([s.tcp_before for s in mine], cc),
+            ),
         }
     return summary

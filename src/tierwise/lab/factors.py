@@ -52,12 +52,18 @@ from tierwise.lab.experiment import (
     _Cold,
     _Mode,
     _parameters,
+    median_pacing,
     predict,
     sysctl,
 )
 from tierwise.lab.path import Path
 from tierwise.lab.service import ModelService, ServiceConfig, set_buffers
-from tierwise.model.transport import INITIAL_WINDOW_SEGMENTS, TIMESTAMP_MSS_BYTES, window_after_idle
+from tierwise.model.transport import (
+    INITIAL_WINDOW_SEGMENTS,
+    SYN_WINDOW_BYTES,
+    TIMESTAMP_MSS_BYTES,
+    window_after_idle,
+)
 from tierwise.units import parse_quantity
 
 __all__ = [
@@ -71,7 +77,6 @@ __all__ = [
 
 MAX_INITCWND = 1000  # segments; the kernel accepts more, but nothing here needs it
 MAX_IDLE_S = 60.0
-SYN_WINDOW_BYTES = 65_535  # the unscaled window field of a SYN-ACK (RFC 7323 §2.2)
 
 
 @dataclass(frozen=True)
@@ -422,7 +427,8 @@ def summarise_factor(
         level_cc = str(value) if factor.name == "cc" else cc
         iw = int(value) if factor.name == "initcwnd" else INITIAL_WINDOW_SEGMENTS  # type: ignore[call-overload]
         window, restart = _start_window(mode, mine, iw, level_cc)
-        pred = predict(exp, mode, window, level_cc)
+        pacing = median_pacing([s.get("tcp_before", {}) for s in mine], level_cc)
+        pred = predict(exp, mode, window, level_cc, pacing)
         entry = {
             "runs": len(mine),
             "median_s": float(median),

@@ -23,6 +23,7 @@ __all__ = [
     "INITIAL_WINDOW_SEGMENTS",
     "LINUX_RTO_MIN_S",
     "RFC6298_RTO_MIN_S",
+    "SYN_WINDOW_BYTES",
     "TIMESTAMP_MSS_BYTES",
     "ack_bytes",
     "ack_count",
@@ -62,6 +63,7 @@ ETHERNET_MSS_BYTES = 1460  # 1500-byte MTU − 20 IPv4 − 20 TCP (RFC 9293 §3.
 TIMESTAMP_MSS_BYTES = 1448  # 1460 − 12 bytes of TCP timestamps (RFC 7323), Linux's usual MSS
 RFC6298_RTO_MIN_S = 1.0  # RFC 6298 §2.4
 LINUX_RTO_MIN_S = 0.2  # Linux TCP_RTO_MIN
+SYN_WINDOW_BYTES = 65_535  # a SYN/SYN-ACK's window field is never scaled (RFC 7323 §2.2)
 
 
 # --- connection set-up (§12.3.1) -------------------------------------------------
@@ -200,6 +202,7 @@ def slow_start_send_s(
     initial_window_segments: int,
     mss_bytes: float,
     start_window_bytes: float | None = None,
+    first_flight_bytes: float | None = None,
 ) -> tuple[float, float]:
     """Time from the first byte sent until the last leaves, and the window afterwards.
 
@@ -212,22 +215,35 @@ def slow_start_send_s(
         T = k·R + (S − Σ_{j<k} w_j)/B,   w_j = w_0·2^j,
         k = #{j : w_j < B·R and Σ_{i≤j} w_i < S}
 
+    ``first_flight_bytes`` caps what the first round may send: on a new connection
+    the peer's receive window arrives in the SYN-ACK, whose window field is never
+    scaled (RFC 7323 §2.2), so the first flight is at most :data:`SYN_WINDOW_BYTES`
+    whatever the initial window. The window grows by what was sent only while it is
+    below twice that (Linux's ``tcp_is_cwnd_limited`` in slow start), so a large IW
+    held back by the cap does not grow that round; from the second round the cap is gone.
+
     The window afterwards grows by the bytes acknowledged, ``w_0 + S``, capped at
     the BDP (a bigger window sends no faster here).
 
     Assumptions: no loss, ideal ACK clocking (a round's ACKs return one ``R`` after
-    it started), no delayed ACK, receive window never the limit. §12.3.2/§12.3.5:
-    354,640 B at 333 Mbit/s, 200 ms, 10 × 1448 B → 4 stalled rounds (0.8 s) plus
-    137,440 B at line rate.
+    it started), no delayed ACK, receive window never the limit after the first
+    round. §12.3.2/§12.3.5: 354,640 B at 333 Mbit/s, 200 ms, 10 × 1448 B → 4
+    stalled rounds (0.8 s) plus 137,440 B at line rate.
     """
     size = nonneg("size", _scalar("size", size_bytes))
     rate = positive("rate", _scalar("rate", rate_bytes_per_s))
     rtt = nonneg("rtt", _scalar("rtt", rtt_s))
     window = _start_window_bytes(initial_window_segments, mss_bytes, start_window_bytes)
+    cap = math.inf
+    if first_flight_bytes is not None:
+        cap = positive("first flight", _scalar("first flight", first_flight_bytes))
     bdp = rate * rtt if rtt > 0 else 0.0
     sent, elapsed, w = 0.0, 0.0, window
-    while w < bdp and size - sent > w:
-        sent, elapsed, w = sent + w, elapsed + rtt, 2 * w
+    flight = min(w, cap)
+    while flight < bdp and size - sent > flight:
+        sent, elapsed = sent + flight, elapsed + rtt
+        w = w + flight if w < 2 * flight else w  # Linux tcp_is_cwnd_limited in slow start
+        flight = w  # the cap binds the first round only
     elapsed += (size - sent) / rate
     return elapsed, max(window, min(window + size, bdp))
 
@@ -239,15 +255,22 @@ def window_wait_s(
     initial_window_segments: int,
     mss_bytes: float,
     start_window_bytes: float | None = None,
+    first_flight_bytes: float | None = None,
 ) -> float:
     """Stall the window adds beyond serialisation: ``T_send − S/B`` ≥ 0 (§12.3.2).
 
     Zero when the starting window already covers the transfer or the BDP; ≈ 0.795 s
     for the 354,640-byte §12.3.5 request on a new connection. See
-    :func:`slow_start_send_s` for the model and its assumptions.
+    :func:`slow_start_send_s` for the model, its first-flight cap and its assumptions.
     """
     send, _ = slow_start_send_s(
-        size_bytes, rate_bytes_per_s, rtt_s, initial_window_segments, mss_bytes, start_window_bytes
+        size_bytes,
+        rate_bytes_per_s,
+        rtt_s,
+        initial_window_segments,
+        mss_bytes,
+        start_window_bytes,
+        first_flight_bytes,
     )
     return max(0.0, send - float(size_bytes) / float(rate_bytes_per_s))
 
