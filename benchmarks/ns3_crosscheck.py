@@ -18,10 +18,10 @@ from rich.progress import Progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ns3"))
 
-from ns3_runner import available, run_ns3  # noqa: E402
+from ns3_runner import available, run_ns3
 
-from tierwise.proto import CONTROLLERS  # noqa: E402
-from tierwise.sim import PathSpec, TcpSpec, run_request  # noqa: E402
+from tierwise.proto import CONTROLLERS
+from tierwise.sim import PathSpec, TcpSpec, run_request
 
 MBIT = 125_000.0
 
@@ -53,7 +53,7 @@ def main() -> None:
                     b.append(run_ns3(cc, loss, seed=seed, timeout=3600))
                     progress.advance(task)
                 rows.append((cc, loss, a, b))
-    print(f"| cc | loss | tierwise.sim median s (RTOs) | ns-3 median s (timeouts) | ratio |")
+    print("| cc | loss | tierwise.sim median s (RTOs) | ns-3 median s (timeouts) | ratio |")
     print("|---|---|---|---|---|")
     for cc, loss, a, b in rows:
         ta = statistics.median(x["time"] for x in a)

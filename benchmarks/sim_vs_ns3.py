@@ -21,9 +21,9 @@ from rich.progress import Progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ns3"))
 
-from ns3_runner import available, run_ns3  # noqa: E402
+from ns3_runner import available, run_ns3
 
-from tierwise.sim import PathSpec, TcpSpec, run_request  # noqa: E402
+from tierwise.sim import PathSpec, TcpSpec, run_request
 
 MBIT = 125_000.0
 

@@ -206,7 +206,7 @@ class _BufferedWarm(_Mode):
         return sock
 
 
-class _Routes(Knobs):
+class Routes(Knobs):
     """The route metrics of both namespaces, changed only when they differ."""
 
     def __init__(self, path: Path):
@@ -287,7 +287,7 @@ def _run_levels(
     progress: Callable[[dict], None] | None,
 ) -> tuple[list[dict], list[list[int]], list[str]]:
     body = bytes(exp.size_bytes)
-    routes = _Routes(path)
+    routes = Routes(path)
     buffered = factor.name == "initcwnd"
     services: list[ModelService] = []
     levels: list[_Level] = []
@@ -347,7 +347,7 @@ def _run_levels(
     return samples, order, sorted(server_cc)
 
 
-def _before(factor: Factor, value: object, routes: _Routes) -> Callable[[], None]:
+def _before(factor: Factor, value: object, routes: Routes) -> Callable[[], None]:
     if factor.name == "initcwnd":
         return lambda: routes.window(int(value))  # type: ignore[call-overload]
     return lambda: None

@@ -1,0 +1,50 @@
+"""Validation: the upload's rounds on the wire, cold, per congestion control (as root).
+
+One cold §12.3.5 request (354,640 B up, 30 ms processing, 1,000 B back) per
+congestion control over a 200 ms / 100 Mbit/s lab path, with the server's TUN
+device captured (:mod:`tierwise.lab.wire`). Prints each round of data segments as
+it arrived: slow start's 10, 20, 40, 80 … bursts, or BBR's paced Startup. The
+figures and what they explain are in docs/validation.md.
+
+    python benchmarks/lab_rounds.py [--cc reno,cubic,bbr] [--initcwnd 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tierwise.lab.experiment import RequestExperiment
+from tierwise.lab.wire import cold_rounds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cc", default="reno,cubic,bbr")
+    parser.add_argument("--initcwnd", type=int, default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    exp = RequestExperiment()
+    results = [cold_rounds(exp, cc.strip(), args.initcwnd) for cc in args.cc.split(",")]
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return
+    for res in results:
+        print(f"{res['cc']}: {res['time_s']:.3f} s cold")
+        for r in res["rounds"]:
+            print(
+                f"  arrived {r['first_ms']:7.1f}–{r['last_ms']:7.1f} ms"
+                f"  {r['segments']:4d} segments  {r['bytes']:8,d} B"
+                f"  spread {r['last_ms'] - r['first_ms']:6.1f} ms"
+            )
+        a = res["after"]
+        if "bbr_bw_bytes_per_s" in a:
+            print(
+                f"  after: pacing {a['pacing_rate_bytes_per_s'] * 8e-6:.1f} Mbit/s, "
+                f"bw estimate {a['bbr_bw_bytes_per_s'] * 8e-6:.1f} Mbit/s, "
+                f"gain {a['bbr_pacing_gain']:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""What the wire saw: data segments as they arrive at one end of a lab path.
+
+An ``AF_PACKET`` socket bound to the server's TUN device, opened inside its
+namespace, receives a copy of every IP packet the kernel takes in there; a thread
+notes each TCP segment's arrival time (``time.perf_counter``, the clock the lab's
+request events use) and payload length. Grouping arrivals separated by gaps gives
+the sender's rounds — the window per round trip that slow start doubles, or the
+pacing that spreads BBR's — without a capture tool installed.
+
+This runs in the experimenter's process beside the client, so it costs the client
+some CPU; use it to look at one request, not while timing many.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+
+from tierwise.errors import LabError
+from tierwise.lab import netns
+from tierwise.lab.experiment import (
+    TUNED_BUFFER_BYTES,
+    TUNED_WINDOW_SEGMENTS,
+    RequestExperiment,
+    TimedConnection,
+    tcp_state,
+)
+from tierwise.lab.factors import Routes
+from tierwise.lab.path import Path
+from tierwise.lab.service import ModelService, ServiceConfig, set_buffers, set_congestion
+
+__all__ = ["Arrival", "Capture", "Round", "cold_rounds", "rounds", "tcp_payload_bytes"]
+
+ETH_P_IP = 0x0800
+SOL_PACKET = 263  # <linux/socket.h>
+PACKET_STATISTICS = 6  # <linux/if_packet.h>: struct tpacket_stats {packets, drops}
+SO_RCVBUFFORCE = 33  # root may exceed net.core.rmem_max
+RCVBUF_BYTES = 32 << 20  # a whole upload queued even if the thread is slow to read
+IPPROTO_TCP = 6
+POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One TCP segment with payload: when it arrived and how many payload bytes."""
+
+    time_s: float
+    payload_bytes: int
+
+
+@dataclass(frozen=True)
+class Round:
+    """Segments arriving back to back: the first and last arrival, count and bytes."""
+
+    first_s: float
+    last_s: float
+    segments: int
+    payload_bytes: int
+
+    @property
+    def spread_s(self) -> float:
+        return self.last_s - self.first_s
+
+
+class Capture:
+    """``with Capture(path) as cap:`` records data segments arriving at the server."""
+
+    def __init__(self, path: Path, side: str = "server") -> None:
+        namespace, device = {
+            "server": (path.server_ns, path.server_dev),
+            "client": (path.client_ns, path.client_dev),
+        }[side]
+        with netns.entered(namespace):
+            self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+        self._sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+        self._sock.bind((device, 0))
+        self._sock.settimeout(POLL_S)
+        self.arrivals: list[Arrival] = []
+        self.dropped = 0  # packets the kernel could not queue for us (PACKET_STATISTICS)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wire-capture", daemon=True)
+
+    def __enter__(self) -> Capture:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(2 * POLL_S + 1)
+        _, self.dropped = struct.unpack(
+            "II", self._sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+        )
+        self._sock.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                packet = self._sock.recv(65_536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            now = time.perf_counter()
+            payload = tcp_payload_bytes(packet)
+            if payload:
+                self.arrivals.append(Arrival(now, payload))
+
+
+def tcp_payload_bytes(packet: bytes) -> int:
+    """Payload length of an IPv4 TCP segment (0 for anything else or a bare ACK)."""
+    if len(packet) < 20 or packet[0] >> 4 != 4 or packet[9] != IPPROTO_TCP:
+        return 0
+    ihl = (packet[0] & 0x0F) * 4
+    (total,) = struct.unpack_from("!H", packet, 2)
+    if len(packet) < ihl + 13:
+        return 0
+    data_offset = (packet[ihl + 12] >> 4) * 4
+    return max(0, total - ihl - data_offset)
+
+
+def rounds(arrivals: list[Arrival], gap_s: float) -> list[Round]:
+    """Group arrivals into rounds: a new round starts after a silence longer than ``gap_s``."""
+    groups: list[list[Arrival]] = []
+    for a in arrivals:
+        if not groups or a.time_s - groups[-1][-1].time_s > gap_s:
+            groups.append([])
+        groups[-1].append(a)
+    return [
+        Round(g[0].time_s, g[-1].time_s, len(g), sum(a.payload_bytes for a in g)) for g in groups
+    ]
+
+
+def cold_rounds(exp: RequestExperiment, cc: str, initcwnd: int | None = None) -> dict:
+    """One cold request of ``exp`` under ``cc`` on its own path, the server's device captured.
+
+    The total time, the upload's rounds as they arrived (gaps > RTT/4 separate them;
+    milliseconds from ``connect()``) and the sender's TCP state after. ``initcwnd``
+    sets initcwnd (and initrwnd ≥ 300) on both routes and 8 MB buffers, as ``--factor
+    initcwnd`` does, so only the sender's window (and the SYN-ACK's) can limit.
+    """
+    with Path(exp.path_config()) as path:
+        buffers = None
+        if initcwnd is not None:  # as `--factor initcwnd`: the receiver's window is not the limit
+            Routes(path).window(initcwnd, initrwnd=max(initcwnd, TUNED_WINDOW_SEGMENTS))
+            buffers = TUNED_BUFFER_BYTES
+        config = ServiceConfig(exp.processing_s, exp.response_bytes, buffers, cc)
+        with ModelService(path.server_ns, path.server_addr, config) as svc:
+
+            def client_socket():
+                sock = path.socket("client")
+                set_congestion(sock, cc)
+                if buffers is not None:
+                    set_buffers(sock, buffers)
+                return sock
+
+            conn = TimedConnection(path.server_addr, svc.port, client_socket)
+            with Capture(path) as cap:
+                events = conn.exchange(bytes(exp.size_bytes))
+                after = tcp_state(conn.sock)
+            conn.close()
+    if cap.dropped:
+        raise LabError(f"the capture lost {cap.dropped} packets; its rounds would be wrong")
+    start = events["connect_start"]
+    upload = [a for a in cap.arrivals if a.time_s < events["first_response"]]
+    return {
+        "cc": cc,
+        "time_s": events["last_response"] - start,
+        "rounds": [
+            {
+                "first_ms": (r.first_s - start) * 1e3,
+                "last_ms": (r.last_s - start) * 1e3,
+                "segments": r.segments,
+                "bytes": r.payload_bytes,
+            }
+            for r in rounds(upload, gap_s=exp.rtt_s / 4)
+        ],
+        "after": after,
+    }

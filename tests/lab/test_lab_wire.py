@@ -1,0 +1,79 @@
+"""The wire view: segments as they arrive, grouped into the sender's rounds.
+
+Parsing and grouping run everywhere; the captures need the lab host (``@lab``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+
+import pytest
+
+from tests.lab.conftest import lab, left_behind
+from tierwise.lab.experiment import RequestExperiment
+from tierwise.lab.wire import Arrival, cold_rounds, rounds, tcp_payload_bytes
+
+
+def _ipv4_tcp(payload: int, *, proto: int = 6, ihl: int = 5, doff: int = 8) -> bytes:
+    total = ihl * 4 + doff * 4 + payload
+    ip = struct.pack(
+        "!BBHHHBBH4s4s", 0x40 | ihl, 0, total, 0, 0, 64, proto, 0, b"\0" * 4, b"\0" * 4
+    )
+    ip += b"\0" * (ihl * 4 - 20)
+    tcp = b"\0" * 12 + bytes([doff << 4]) + b"\0" * (doff * 4 - 13)
+    return ip + tcp + b"x" * payload
+
+
+def test_payload_length_comes_from_the_ip_and_tcp_headers() -> None:
+    """Total length − IP header − TCP header (with options); ACKs and non-TCP count 0."""
+    assert tcp_payload_bytes(_ipv4_tcp(1448)) == 1448
+    assert tcp_payload_bytes(_ipv4_tcp(1448, ihl=6, doff=5)) == 1448
+    assert tcp_payload_bytes(_ipv4_tcp(0)) == 0
+    assert tcp_payload_bytes(_ipv4_tcp(100, proto=17)) == 0  # UDP
+    assert tcp_payload_bytes(b"\x60" + b"\0" * 60) == 0  # IPv6
+    assert tcp_payload_bytes(b"\x45\0") == 0  # truncated
+
+
+def test_rounds_split_on_silences_longer_than_the_gap() -> None:
+    """Back-to-back arrivals form one round; a silence above gap_s opens the next."""
+    times = [0.0, 0.001, 0.002, 0.2, 0.201, 0.4]
+    got = rounds([Arrival(t, 1000) for t in times], gap_s=0.05)
+    assert [(r.segments, r.payload_bytes) for r in got] == [(3, 3000), (2, 2000), (1, 1000)]
+    assert got[0].spread_s == pytest.approx(0.002)
+    assert rounds([], gap_s=0.05) == []
+
+
+@lab
+def test_cold_cubic_doubles_from_ten_segments_per_round() -> None:
+    """200 ms, 100 Mbit/s, 354,640 B cold: the wire shows 10, 20, 40, 80 segments, then the rest.
+
+    Exactly the rounds of the slow-start closed form (§12.3.2, §12.3.5).
+    """
+    result = cold_rounds(RequestExperiment(), "cubic")
+    segments = [r["segments"] for r in result["rounds"]]
+    assert segments[:4] == [10, 20, 40, 80]
+    assert len(segments) == 5 and sum(r["bytes"] for r in result["rounds"]) > 354_640
+    starts = [r["first_ms"] for r in result["rounds"]]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert all(gap == pytest.approx(200, abs=10) for gap in gaps)  # one RTT apart
+    assert left_behind().empty
+
+
+@lab
+def test_cold_bbr_paces_its_startup() -> None:
+    """BBR bursts IW 10, then paces: round 2's 20 segments spread over more than RTT/4."""
+    result = cold_rounds(RequestExperiment(), "bbr")
+    first, second = result["rounds"][:2]
+    assert first["segments"] == 10
+    assert second["segments"] == 20
+    assert second["last_ms"] - second["first_ms"] > 50  # cubic: < 1 ms
+    assert result["after"]["bbr_pacing_gain"] == pytest.approx(2.885, abs=0.01)
+
+
+@lab
+def test_initcwnd_300_first_flight_is_the_syn_window() -> None:
+    """IW 300 cold: the first round is exactly the SYN-ACK's 65,535 B; the rest one RTT later."""
+    result = cold_rounds(RequestExperiment(), "cubic", initcwnd=300)
+    assert result["rounds"][0]["bytes"] == 65_535
+    assert len(result["rounds"]) == 2
