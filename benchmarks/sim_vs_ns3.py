@@ -57,10 +57,14 @@ def main() -> None:
             progress.advance(task)
             runs["ns-3"].append(theirs(args.cc, args.queue))
             progress.advance(task)
-    print(f"30 MB, 20 Mbit/s, 100 ms RTT, {args.cc}, queue {args.queue} packets, "
-          f"{args.repeats} alternating runs each")
-    print(f"{'simulator':14s} {'completion s':>13s} {'events':>9s} {'wall median s':>14s} "
-          f"{'events/s':>10s}")
+    print(
+        f"30 MB, 20 Mbit/s, 100 ms RTT, {args.cc}, queue {args.queue} packets, "
+        f"{args.repeats} alternating runs each"
+    )
+    print(
+        f"{'simulator':14s} {'completion s':>13s} {'events':>9s} {'wall median s':>14s} "
+        f"{'events/s':>10s}"
+    )
     walls = {}
     for name, rs in runs.items():
         completion, events, _ = rs[0]

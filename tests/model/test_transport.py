@@ -141,16 +141,25 @@ def test_syn_window_caps_the_first_flight_of_a_large_initial_window():
     assert capped == t.window_wait_s(VOICE, KNEE, 0.2, 10, 1448)
 
 
-def test_capped_window_grows_only_while_it_is_the_limit():
-    """Linux slow start grows cwnd by what was sent only while cwnd < 2 × that."""
+def test_capped_window_grows_by_what_was_sent() -> None:
+    """Round 0 sends min(w, cap); the window grows by that, so the cap costs one round only."""
     rate, rtt, cap = 1e6, 0.1, 45_000  # BDP 100 kB; segments of 1000 B
-    # IW 46 held to 45 kB: 46 < 90 → grows to 91 kB, which then covers the remaining 5 kB
+    # IW 46 held to 45 kB grows to 91 kB, which covers the remaining 5 kB
     send, _ = t.slow_start_send_s(50_000, rate, rtt, 46, 1000, first_flight_bytes=cap)
     assert send == pytest.approx(rtt + 5_000 / rate)
-    # IW 95 held to 45 kB: 95 ≥ 90 → stays 95 kB (below the BDP: one more stalled
-    # round), then 190 kB covers the BDP and the last 60 kB go at line rate
+    # IW 95 held to 45 kB grows to 140 kB ≥ the BDP: the remaining 155 kB at line rate
     send, _ = t.slow_start_send_s(200_000, rate, rtt, 95, 1000, first_flight_bytes=cap)
-    assert send == pytest.approx(2 * rtt + 60_000 / rate)
+    assert send == pytest.approx(rtt + 155_000 / rate)
+
+
+@given(sizes, rates, rtts, segments, segments, mss)
+def test_larger_initial_window_never_slower_under_the_syn_cap(size, rate, rtt, iw1, iw2, seg):
+    """With the first flight capped at 65,535 B, more initial segments still never hurt."""
+    small, large = sorted((iw1, iw2))
+    cap = t.SYN_WINDOW_BYTES
+    slow, _ = t.slow_start_send_s(size, rate, rtt, small, seg, first_flight_bytes=cap)
+    fast, _ = t.slow_start_send_s(size, rate, rtt, large, seg, first_flight_bytes=cap)
+    assert fast <= slow * (1 + 1e-12) + 1e-12
 
 
 def test_slow_start_rounds_boundaries():

@@ -151,3 +151,22 @@ def test_bad_path_values_exit_2(cli, override, where):
     assert run.code == 2
     assert where in run.stderr and "Traceback" not in run.stderr
     assert run.stdout == ""
+
+
+def test_new_tcp_connection_first_flight_is_the_syn_window() -> None:
+    """IW 300 on a new TCP connection still stalls once: the SYN-ACK's 65,535 B go first.
+
+    333 Mbit/s, 200 ms: window wait = R − 65,535 B / B (the first flight's own send time
+    overlaps). QUIC carries no such cap, and a kept connection's later rounds do not either.
+    """
+    rate = 333e6 / 8
+    tcp = plan_example("speech-request", "site.cold-tcp.initial_window=300", thresholds=False)
+    wait = tcp.option("cold-tcp").breakdown_s["window_wait"]
+    assert wait == pytest.approx(0.2 - 65_535 / rate)
+    quic = plan_example(
+        "speech-request",
+        "site.cold-tcp.initial_window=300",
+        "site.cold-tcp.handshake=quic",
+        thresholds=False,
+    )
+    assert quic.option("cold-tcp").breakdown_s["window_wait"] == 0.0

@@ -448,3 +448,26 @@ def test_bad_receiver_parameters(kwargs, message):
     """Impossible ACK policies are rejected when the receiver is built."""
     with pytest.raises(LocalProtocolError, match=message):
         Receiver(**kwargs)
+
+
+def test_first_flight_stops_at_the_syn_window_until_the_first_ack():
+    """IW 300 with a 65,535 B SYN window: full segments and one short one, then an ACK opens it.
+
+    Not application-limited while held: the receiver's window is what binds.
+    """
+    p = Pair(initial_window=300, nbytes=300 * MSS)
+    p.sender.first_flight = 65_535
+    first = p.send(0.0)
+    assert sum(s.length for s in first) == 65_535
+    assert [s.length for s in first[-2:]] == [MSS, 65_535 % MSS]
+    assert p.send(0.0) == []
+    assert not p.sender._app_limited_until
+    acks = p.arrive(first[:1], 0.1)
+    p.ack(acks, 0.2)
+    assert p.sender.first_flight is None
+    assert len(p.send(0.2)) > 200  # the rest of cwnd 300 (+1 acked) now goes
+
+
+def test_first_flight_must_be_positive():
+    with pytest.raises(LocalProtocolError, match="first_flight"):
+        Sender(first_flight=0)

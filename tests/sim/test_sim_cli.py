@@ -47,6 +47,7 @@ def test_runs_over_seeds(cli, tmp_path):
         ('uplink = "20 Mbit/s"', 'uplink = "0 Mbit/s"', "path.uplink"),
         ('rtt = "100 ms"', 'rtt = "100 ms"\nloss_up = 1.0', "path.loss_up"),
         ("initial_window = 10", "initial_window = 0", "tcp.initial_window"),
+        ("initial_window = 10", 'initial_window = 10\nsyn_window = "70000 B"', "tcp.syn_window"),
         ('cc = "slowstart"', 'cc = "vegas"', "tcp.cc"),
         ('mss = "1168 B"', 'mss = "1168 Mb"', "tcp.mss"),
         ("[run]", "[run]\nbogus = 1", "run.bogus"),

@@ -96,8 +96,7 @@ def stop_and_wait(window, rate, feedback):
 def slow_start(size, rate, rtt, initial_window, mss, start_window, first_flight):
     """T = k·R + (S − Σ_{j<k} w_j)/B with w_j = w_0·2^j, k rounds below the BDP and short of S.
 
-    With a first-flight cap F, round 0 sends min(w_0, F) and a window the cap held back
-    does not double that round.
+    With a first-flight cap F, round 0 sends min(w_0, F) and the window grows by that.
     """
     start = start_window or None
     cap = first_flight or None

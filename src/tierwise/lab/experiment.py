@@ -529,6 +529,7 @@ def predict(
             cc=CONGESTION_CONTROLS.get(cc, "cubic"),
             initial_window=segments,
             handshake_rtts=TCP_HANDSHAKE_RTTS if mode == "cold" else 0,
+            syn_window=SYN_WINDOW_BYTES,  # applies only with the handshake (cold)
         ),
         exp.size_bytes,
         exp.response_bytes,

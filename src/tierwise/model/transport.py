@@ -218,9 +218,10 @@ def slow_start_send_s(
     ``first_flight_bytes`` caps what the first round may send: on a new connection
     the peer's receive window arrives in the SYN-ACK, whose window field is never
     scaled (RFC 7323 §2.2), so the first flight is at most :data:`SYN_WINDOW_BYTES`
-    whatever the initial window. The window grows by what was sent only while it is
-    below twice that (Linux's ``tcp_is_cwnd_limited`` in slow start), so a large IW
-    held back by the cap does not grow that round; from the second round the cap is gone.
+    whatever the initial window. The window grows by what was acknowledged, so the cap
+    slows only the first round; from the second the cap is gone. (Linux grows a window
+    that the cap held below half its size not at all that round — ``tcp_is_cwnd_limited``
+    — so it sends up to one cap less in round two; kept out for a model monotone in IW.)
 
     The window afterwards grows by the bytes acknowledged, ``w_0 + S``, capped at
     the BDP (a bigger window sends no faster here).
@@ -242,7 +243,7 @@ def slow_start_send_s(
     flight = min(w, cap)
     while flight < bdp and size - sent > flight:
         sent, elapsed = sent + flight, elapsed + rtt
-        w = w + flight if w < 2 * flight else w  # Linux tcp_is_cwnd_limited in slow start
+        w += flight  # slow start: the window grows by what was acknowledged
         flight = w  # the cap binds the first round only
     elapsed += (size - sent) / rate
     return elapsed, max(window, min(window + size, bdp))

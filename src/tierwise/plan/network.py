@@ -127,10 +127,27 @@ def _extra(rounds_pmf: np.ndarray) -> np.ndarray:
     return tail / tail.sum()
 
 
+def syn_capped(site: Site) -> bool:
+    """A new TCP connection's first flight is held to the SYN-ACK's unscaled window.
+
+    QUIC's first flight is bounded by transport parameters instead (not modelled).
+    """
+    return site.connection is not None and str(site.handshake).startswith("tcp")
+
+
 def transfer_cost(
-    site: Site, size: float, rate: float, loss: float, start_window: float | None
+    site: Site,
+    size: float,
+    rate: float,
+    loss: float,
+    start_window: float | None,
+    first_flight: float | None = None,
 ) -> TransferCost:
-    """Window wait and loss recovery of one transfer (§12.3.2, §12.3.3)."""
+    """Window wait and loss recovery of one transfer (§12.3.2, §12.3.3).
+
+    ``first_flight`` caps the first round (a new TCP connection's upload:
+    :data:`~tierwise.model.transport.SYN_WINDOW_BYTES`).
+    """
     if size <= 0:
         return TransferCost(0.0, 0.0, np.array([1.0]), start_window)
     n = math.ceil(size / site.mss)
@@ -140,7 +157,7 @@ def transfer_cost(
     wait, window = 0.0, start_window
     if site.initial_window is not None and math.isfinite(rate):
         send, window = transport.slow_start_send_s(
-            sent, rate, site.rtt, site.initial_window, site.mss, start_window
+            sent, rate, site.rtt, site.initial_window, site.mss, start_window, first_flight
         )
         wait = max(0.0, send - sent / rate)
     return TransferCost(wait, fec_send, pmf, window)

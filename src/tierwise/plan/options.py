@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.errors import ScenarioError
-from tierwise.model import loop, request, stream
+from tierwise.model import loop, request, stream, transport
 from tierwise.plan import network as net
 from tierwise.plan.resolve import SiteCosts
 from tierwise.scenario.schema import Scenario, Site, Task
@@ -190,14 +190,19 @@ def _loop_extras(
     ex = net.Extras(site.rtt, handshake_s=net.handshake_s(site, len(rounds)))
     down_rate = site.downlink if site.downlink is not None else np.inf
     windows: dict[str, float | None] = {"up": None, "down": None}
-    for i in rounds:
+    syn = transport.SYN_WINDOW_BYTES if net.syn_capped(site) else None
+    for n, i in enumerate(rounds):
         if net.restarts_window(site):
             windows = {"up": None, "down": None}
+        # the upload opens the round's connection when it is new: its first flight is
+        # held to the SYN-ACK's window; the reply follows scaled-window ACKs
+        fresh = n == 0 or site.connection == "new-per-round"
         for key, size, rate, p in (
             ("up", terms.upload_bytes, terms.uplinks[i], site.loss),
             ("down", task.download, down_rate, site.loss_on_download),
         ):
-            cost = net.transfer_cost(site, size, float(rate), p, windows[key])
+            cap = syn if key == "up" and fresh else None
+            cost = net.transfer_cost(site, size, float(rate), p, windows[key], cap)
             windows[key] = cost.final_window_bytes
             ex.add(cost)
     return ex
@@ -235,7 +240,8 @@ def _request(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
     if site.remote and net.has_physics(site):
         ex = net.Extras(site.rtt, handshake_s=net.handshake_s(site, 1))
         rate = up and size / up
-        ex.add(net.transfer_cost(site, size, rate if up else np.inf, site.loss, None))
+        syn = transport.SYN_WINDOW_BYTES if net.syn_capped(site) else None
+        ex.add(net.transfer_cost(site, size, rate if up else np.inf, site.loss, None, syn))
         down_rate = site.downlink if site.downlink is not None else np.inf
         ex.add(net.transfer_cost(site, task.download, down_rate, site.loss_on_download, None))
         breakdown.update(_extra_parts(ex))

@@ -26,7 +26,8 @@ __all__ = ["simulate_task"]
 
 
 def _specs(site: Site) -> tuple[Any, Any]:
-    from tierwise.model.transport import HANDSHAKE_RTTS
+    from tierwise.model.transport import HANDSHAKE_RTTS, SYN_WINDOW_BYTES
+    from tierwise.plan.network import syn_capped
     from tierwise.sim import PathSpec, TcpSpec
 
     up = site.uplink if not isinstance(site.uplink, list) else None
@@ -43,6 +44,7 @@ def _specs(site: Site) -> tuple[Any, Any]:
         ack_bytes=52,
         initial_window=site.initial_window or 10,
         handshake_rtts=HANDSHAKE_RTTS[site.handshake] if site.connection is not None else 0,
+        syn_window=SYN_WINDOW_BYTES if syn_capped(site) else None,
     )
     return path, tcp
 

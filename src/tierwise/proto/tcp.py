@@ -163,12 +163,18 @@ class Sender:
     initial_window: int = 10
     cc: str | CongestionController = "newreno"
     stats: SenderStats = field(default_factory=SenderStats)
+    # Bytes the peer accepts before its first ACK: a new connection learns the peer's
+    # receive window from the SYN-ACK, whose window field is never scaled (RFC 7323
+    # §2.2), so at most 65,535 B go in the first flight. None: no such limit.
+    first_flight: int | None = None
 
     def __post_init__(self) -> None:
         if self.mss <= 0 or self.header < 0:
             raise LocalProtocolError(
                 f"mss must be > 0 and header ≥ 0, got {self.mss}, {self.header}"
             )
+        if self.first_flight is not None and self.first_flight <= 0:
+            raise LocalProtocolError(f"first_flight must be > 0, got {self.first_flight}")
         if isinstance(self.cc, str):
             self.cc = make_controller(self.cc, mss=self.mss, initial_window=self.initial_window)
         self.app_limit = 0  # bytes the application has handed over
@@ -231,6 +237,8 @@ class Sender:
             rate = cc.pacing_rate
             if rate and now < self._next_send_at - _EPS_S:
                 break
+            if self._peer_window_full():
+                break  # the receiver's window binds, not the application
             seg = self._next_segment(now)
             if seg is None:
                 # Nothing to send with the window open: samples until this data is
@@ -241,6 +249,13 @@ class Sender:
             if rate:
                 self._next_send_at = max(now, self._next_send_at) + seg.length / rate
         return out
+
+    def _peer_window_full(self) -> bool:
+        """No retransmission due and the first flight's window is used up."""
+        if self.first_flight is None or self.snd_nxt < self.first_flight:
+            return False
+        self._prune_lost()
+        return not self._lost and self.snd_nxt < self.app_limit
 
     def _prune_lost(self) -> None:
         """Forget lost segments that were SACKed or acknowledged since."""
@@ -259,6 +274,8 @@ class Sender:
                 self._rto_at = now + self.rto
         elif self.snd_nxt < self.app_limit:
             length = min(self.mss, self.app_limit - self.snd_nxt)
+            if self.first_flight is not None:
+                length = min(length, self.first_flight - self.snd_nxt)
             seg = Segment(self.snd_nxt, length, length + self.header, now, False, 0, 0.0)
             self.snd_nxt += length
             self._out.append(seg)
@@ -286,6 +303,7 @@ class Sender:
         if ack.ack > self.snd_nxt:
             raise LocalProtocolError(f"ACK {ack.ack} beyond snd_nxt {self.snd_nxt}")
         cc: CongestionController = self.cc  # type: ignore[assignment]
+        self.first_flight = None  # any ACK carries the peer's full, scaled window
         prior_flight = self.flight
         self._newest = None
         advanced = ack.ack > self.snd_una

@@ -43,6 +43,7 @@ def specs(sf: SimFile) -> tuple[PathSpec, TcpSpec]:
         t.ack_every,
         t.ack_delay,
         handshake_rtts=rtts,
+        syn_window=int(t.syn_window) if t.syn_window is not None else None,
     )
     return path, tcp
 

@@ -94,6 +94,11 @@ class TcpSection(_Strict):
     handshake: str | None = Field(
         None, description="tcp+tls1.3 | tcp+tls1.2 | quic | quic-0rtt; omit for an open connection"
     )
+    syn_window: Size | None = Field(
+        None,
+        description="with a handshake: the peer's unscaled SYN window capping the first "
+        "flight (at most 65,535 B); omit to leave it out",
+    )
 
     @field_validator("handshake")
     @classmethod
@@ -102,6 +107,16 @@ class TcpSection(_Strict):
 
         if v is not None and v not in HANDSHAKE_RTTS:
             raise ValueError(f"unknown handshake {v!r}; known: {', '.join(HANDSHAKE_RTTS)}")
+        return v
+
+    @field_validator("syn_window")
+    @classmethod
+    def _syn_window(cls, v: float | None) -> float | None:
+        if v is not None and not 1 <= v <= 65_535:
+            raise ValueError(
+                f"syn_window must lie in [1 B, 65,535 B] (an unscaled TCP window field), "
+                f"got {v:g} B"
+            )
         return v
 
     @field_validator("cc")

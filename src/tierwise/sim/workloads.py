@@ -29,6 +29,9 @@ class TcpSpec:
     ack_delay: float = 0.0
     handshake_rtts: int = 0  # control round trips before data: 2 for TCP + TLS 1.3 (§12.3.1)
     control_bytes: int = 300  # wire size of a handshake packet (SYN, ClientHello, ...)
+    # With a handshake: the window the peer's SYN/SYN-ACK announced, unscaled, caps the
+    # first flight (65,535 B at most, RFC 7323 §2.2). None: not modelled.
+    syn_window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,11 @@ def run_request(
 
     def endpoint(name: str, data: Link, acks: Link, on_delivered) -> TransferEnd:
         sender = Sender(
-            mss=tcp.mss, header=tcp.header, initial_window=tcp.initial_window, cc=tcp.cc
+            mss=tcp.mss,
+            header=tcp.header,
+            initial_window=tcp.initial_window,
+            cc=tcp.cc,
+            first_flight=tcp.syn_window if tcp.handshake_rtts else None,
         )
         receiver = Receiver(
             ack_every=tcp.ack_every, ack_delay=tcp.ack_delay, ack_wire=tcp.ack_bytes
