@@ -441,7 +441,7 @@ def render_factor(console: Console, result: dict) -> None:
         row = [
             level,
             str(s["runs"]),
-            *(f"{s[k]:.3f} s" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
+            *(f"{s[k]:.3f}" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
             f"{s['median_s'] / s['closed_form_s']:.2f}",
         ]
         if restart:
@@ -450,6 +450,7 @@ def render_factor(console: Console, result: dict) -> None:
             row.append(_paced_cell(s))
         table.add_row(*row)
     console.print(table)
+    console.print("times in seconds; model: the closed form; sim: the packet-level simulator.")
     console.print("fixed: " + "; ".join(result["fixed"]), soft_wrap=True)
     if paced:
         _pacing_note(console, result["summary"])
@@ -581,7 +582,7 @@ def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, 
 def _paced_cell(s: dict) -> str:
     if "paced_s" not in s:
         return "—"
-    return f"{s['paced_s']:.3f} s"
+    return f"{s['paced_s']:.3f}"
 
 
 def _pacing_note(console: Console, summary: dict) -> None:
@@ -618,14 +619,17 @@ def render_request(console: Console, result: dict) -> None:
         row = [
             mode,
             str(s["runs"]),
-            *(f"{s[k]:.3f} s" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
+            *(f"{s[k]:.3f}" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
             f"{s['median_s'] / s['closed_form_s']:.2f}",
         ]
         if paced:
             row.append(_paced_cell(s))
         table.add_row(*row)
     console.print(table)
-    console.print("model: the closed form; sim: the packet-level simulator; ratio: median / model.")
+    console.print(
+        "times in seconds; model: the closed form; sim: the packet-level simulator; "
+        "ratio: median / model."
+    )
     if paced:
         _pacing_note(console, result["summary"])
     console.print(
