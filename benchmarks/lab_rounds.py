@@ -6,16 +6,19 @@ device captured (:mod:`tierwise.lab.wire`). Prints each round of data segments a
 it arrived: slow start's 10, 20, 40, 80 … bursts, or BBR's paced Startup. The
 figures and what they explain are in docs/validation.md.
 
-    python benchmarks/lab_rounds.py [--cc reno,cubic,bbr] [--initcwnd 10]
+    python benchmarks/lab_rounds.py [--cc reno,cubic,bbr] [--initcwnd 10] [--plot DIR]
+
+``--plot DIR`` draws the bytes arrived against time (``lab-rounds.png``/``.svg``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from tierwise.lab.experiment import RequestExperiment
-from tierwise.lab.wire import cold_rounds
+from tierwise.lab.wire import cold_rounds, save_rounds
 
 
 def main() -> None:
@@ -23,9 +26,18 @@ def main() -> None:
     parser.add_argument("--cc", default="reno,cubic,bbr")
     parser.add_argument("--initcwnd", type=int, default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--plot", type=Path, default=None, help="write lab-rounds.png/.svg here")
     args = parser.parse_args()
     exp = RequestExperiment()
     results = [cold_rounds(exp, cc.strip(), args.initcwnd) for cc in args.cc.split(",")]
+    if args.plot is not None:
+        title = (
+            f"cold {exp.size_bytes:,} B request, RTT {exp.rtt_s * 1e3:g} ms, "
+            f"{exp.rate_bytes_per_s * 8e-6:g} Mbit/s: the upload's rounds at the server"
+        )
+        stem = "lab-rounds" + (f"-iw{args.initcwnd}" if args.initcwnd else "")
+        for path in save_rounds(results, args.plot, stem, rtt_s=exp.rtt_s, title=title):
+            print(f"wrote {path}")
     if args.json:
         print(json.dumps(results, indent=1))
         return

@@ -12,7 +12,7 @@ import pytest
 
 from tests.lab.conftest import lab, left_behind
 from tierwise.lab.experiment import RequestExperiment
-from tierwise.lab.wire import Arrival, cold_rounds, rounds, tcp_payload_bytes
+from tierwise.lab.wire import Arrival, cold_rounds, rounds, save_rounds, tcp_payload_bytes
 
 
 def _ipv4_tcp(payload: int, *, proto: int = 6, ihl: int = 5, doff: int = 8) -> bytes:
@@ -33,6 +33,21 @@ def test_payload_length_comes_from_the_ip_and_tcp_headers() -> None:
     assert tcp_payload_bytes(_ipv4_tcp(100, proto=17)) == 0  # UDP
     assert tcp_payload_bytes(b"\x60" + b"\0" * 60) == 0  # IPv6
     assert tcp_payload_bytes(b"\x45\0") == 0  # truncated
+
+
+def test_rounds_figure_writes_png_and_svg(tmp_path) -> None:
+    """Two synthetic runs (a burst staircase, a paced ramp) draw into valid PNG and SVG."""
+    burst = [[300.0 + 200 * k, 1448] for k in range(3) for _ in range(10 * 2**k)]
+    paced = [[300.0 + 5 * i, 1448] for i in range(70)]
+    results = [
+        {"cc": "cubic", "time_s": 1.2, "arrivals_ms": burst},
+        {"cc": "bbr", "initcwnd": 300, "time_s": 1.4, "arrivals_ms": paced},
+    ]
+    paths = save_rounds(results, tmp_path, "rounds", rtt_s=0.2)
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = paths[1].read_text()
+    assert "cubic: 1.200 s" in svg and "bbr, initcwnd 300: 1.400 s" in svg
 
 
 def test_rounds_split_on_silences_longer_than_the_gap() -> None:

@@ -22,7 +22,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["PHASES", "save_timeline", "timeline_figure"]
+__all__ = ["PHASES", "save_figure", "save_timeline", "timeline_figure"]
 
 FORMATS = ("png", "svg")
 DPI = 150
@@ -133,10 +133,14 @@ def save_timeline(
     title: str | None = None,
 ) -> list[Path]:
     """Draw ``sample`` into ``folder/<name>.png`` and ``.svg``; the paths written."""
+    return save_figure(timeline_figure(sample, rtt_s=rtt_s, title=title), folder, name)
+
+
+def save_figure(fig: Figure, folder: Path, name: str) -> list[Path]:
+    """Write ``fig`` as ``folder/<name>.png`` and ``.svg`` (reproducible SVG); the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-    fig = timeline_figure(sample, rtt_s=rtt_s, title=title)
     paths = [folder / f"{stem}.{fmt}" for fmt in FORMATS]
     with matplotlib.rc_context({"svg.hashsalt": "tierwise"}):
         for path in paths:

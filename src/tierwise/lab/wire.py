@@ -18,7 +18,11 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path as FsPath
 from types import TracebackType
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from tierwise.errors import LabError
 from tierwise.lab import netns
@@ -32,8 +36,18 @@ from tierwise.lab.experiment import (
 from tierwise.lab.factors import Routes
 from tierwise.lab.path import Path
 from tierwise.lab.service import ModelService, ServiceConfig, set_buffers, set_congestion
+from tierwise.lab.timeline import save_figure
 
-__all__ = ["Arrival", "Capture", "Round", "cold_rounds", "rounds", "tcp_payload_bytes"]
+__all__ = [
+    "Arrival",
+    "Capture",
+    "Round",
+    "cold_rounds",
+    "rounds",
+    "rounds_figure",
+    "save_rounds",
+    "tcp_payload_bytes",
+]
 
 ETH_P_IP = 0x0800
 SOL_PACKET = 263  # <linux/socket.h>
@@ -173,7 +187,9 @@ def cold_rounds(exp: RequestExperiment, cc: str, initcwnd: int | None = None) ->
     upload = [a for a in cap.arrivals if a.time_s < events["first_response"]]
     return {
         "cc": cc,
+        "initcwnd": initcwnd,
         "time_s": events["last_response"] - start,
+        "arrivals_ms": [[(a.time_s - start) * 1e3, a.payload_bytes] for a in upload],
         "rounds": [
             {
                 "first_ms": (r.first_s - start) * 1e3,
@@ -185,3 +201,44 @@ def cold_rounds(exp: RequestExperiment, cc: str, initcwnd: int | None = None) ->
         ],
         "after": after,
     }
+
+
+def rounds_figure(results: list[dict], *, rtt_s: float, title: str | None = None) -> Figure:
+    """Upload bytes arrived at the server against time since ``connect()``, one line per run.
+
+    ``results`` are :func:`cold_rounds` records. Slow start shows as a staircase of
+    bursts one RTT apart; BBR's pacing as sloped stretches.
+    """
+    fig = Figure(figsize=(9, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for res in results:
+        times = [0.0] + [t for t, _ in res["arrivals_ms"]]
+        total = [0.0]
+        for _, n in res["arrivals_ms"]:
+            total.append(total[-1] + n / 1e3)
+        label = res["cc"] + (f", initcwnd {res['initcwnd']}" if res.get("initcwnd") else "")
+        ax.step(times, total, where="post", lw=1.4, label=f"{label}: {res['time_s']:.3f} s")
+    end = max((r["arrivals_ms"][-1][0] for r in results if r["arrivals_ms"]), default=0.0)
+    k = 1
+    while k * rtt_s * 1e3 <= end * 1.05:
+        ax.axvline(k * rtt_s * 1e3, color="#888888", lw=0.6, ls=":", zorder=0)
+        k += 1
+    ax.set_xlabel(
+        f"time since connect() (ms) · dotted lines: multiples of the RTT ({rtt_s * 1e3:g} ms)"
+    )
+    ax.set_ylabel("upload bytes arrived at the server (kB)")
+    ax.set_xlim(0, end * 1.05 if end else None)
+    ax.set_ylim(0, None)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title or "cold request: the upload's rounds on the wire", loc="left", fontsize=10)
+    return fig
+
+
+def save_rounds(
+    results: list[dict], folder: FsPath, name: str, *, rtt_s: float, title: str | None = None
+) -> list[FsPath]:
+    """Draw :func:`rounds_figure` into ``folder/<name>.png`` and ``.svg``; the paths."""
+    return save_figure(rounds_figure(results, rtt_s=rtt_s, title=title), folder, name)
