@@ -237,7 +237,7 @@ class Sender:
             rate = cc.pacing_rate
             if rate and now < self._next_send_at - _EPS_S:
                 break
-            if self._peer_window_full():
+            if self.first_flight is not None and self._peer_window_full():
                 break  # the receiver's window binds, not the application
             seg = self._next_segment(now)
             if seg is None:
@@ -252,7 +252,8 @@ class Sender:
 
     def _peer_window_full(self) -> bool:
         """No retransmission due and the first flight's window is used up."""
-        if self.first_flight is None or self.snd_nxt < self.first_flight:
+        assert self.first_flight is not None
+        if self.snd_nxt < self.first_flight:
             return False
         self._prune_lost()
         return not self._lost and self.snd_nxt < self.app_limit
