@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from tests.lab.conftest import lab, left_behind
-from tierwise.lab.experiment import RequestExperiment
+from tierwise.lab.experiment import RequestExperiment, predict
 from tierwise.lab.wire import Arrival, cold_rounds, rounds, save_rounds, tcp_payload_bytes
 
 
@@ -84,6 +84,9 @@ def test_cold_bbr_paces_its_startup() -> None:
     assert second["segments"] == 20
     assert second["last_ms"] - second["first_ms"] > 50  # cubic: < 1 ms
     assert result["after"]["bbr_pacing_gain"] == pytest.approx(2.885, abs=0.01)
+    # the simulator's bbr-linux (the kernel's gains) has the same shape and time
+    sim = predict(RequestExperiment(), "cold", 10 * 1448, "bbr")["sim_s"]
+    assert result["time_s"] == pytest.approx(sim, rel=0.05)
 
 
 @lab

@@ -16,6 +16,7 @@ from tierwise.proto import CONTROLLERS, Receiver, Sender, make_controller
 from tierwise.proto.congestion import (
     BBR_PROBE_BW_GAINS,
     Bbr,
+    BbrLinux,
     BbrState,
     Cubic,
     NewReno,
@@ -145,6 +146,39 @@ def test_bbr_first_rtt_sets_the_pacing_rate_from_the_initial_window():
     bbr = Bbr(mss=MSS, initial_window=10)
     Rounds(bbr).ack(0.1, 1000.0, rtt=0.1)
     assert bbr.pacing_rate == pytest.approx(4 * math.log(2) * 10 * MSS / 0.1)
+
+
+def test_bbr_linux_runs_the_kernels_startup_and_drain_gains():
+    """bbr-linux: Startup 2/ln 2 for pacing and cwnd (what TCP_CC_INFO reports), Drain ln 2/2."""
+    linux = make_controller("bbr-linux", mss=MSS, initial_window=10)
+    assert isinstance(linux, BbrLinux)
+    assert (linux.pacing_gain, linux.cwnd_gain) == pytest.approx((2 / math.log(2),) * 2)
+    Rounds(linux).ack(0.1, 1000.0, rtt=0.1)
+    assert linux.pacing_rate == pytest.approx(2 / math.log(2) * 10 * MSS / 0.1)
+    draft = Bbr(mss=MSS, initial_window=10)
+    assert (draft.pacing_gain, draft.cwnd_gain) == pytest.approx((4 * math.log(2), 2.0))
+    linux._enter(BbrState.DRAIN, 0.0)
+    assert linux.pacing_gain == pytest.approx(math.log(2) / 2)
+
+
+def test_bbr_linux_cold_request_has_the_kernels_round_shape():
+    """Cold 354,640 B at 100 Mbit/s, 200 ms: IW 10 at once, 20 paced over > RTT/4, then the rest.
+
+    The lab's kernel BBR shows the same (1.426 s measured; docs/validation.md).
+    """
+    path = PathSpec(12.5e6, 12.5e6, 0.2, queue_bytes=1.5e6)
+    tcp = TcpSpec(cc="bbr-linux", initial_window=10, handshake_rtts=1, syn_window=65_535)
+    r = run_request(path, tcp, 354_640, 1000, 0.03, trace=True)
+    sends = [row[0] for row in r.trace.rows if row[1] == "client" and row[2] == "send"]
+    rounds: list[list[float]] = []
+    for t in sends:
+        if not rounds or t - rounds[-1][-1] > 0.05:
+            rounds.append([])
+        rounds[-1].append(t)
+    assert [len(g) for g in rounds[:2]] == [10, 20]
+    assert rounds[0][-1] - rounds[0][0] < 0.005 and rounds[1][-1] - rounds[1][0] > 0.05
+    assert len(rounds) == 3
+    assert r.time_s == pytest.approx(1.43, abs=0.02)
 
 
 def test_bbr_btlbw_is_the_max_of_the_last_ten_rounds():

@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 MODES = ("cold", "warm", "warm-tuned")
-CONGESTION_CONTROLS = {"reno": "newreno", "cubic": "cubic", "bbr": "bbr"}  # kernel → sim name
+CONGESTION_CONTROLS = {"reno": "newreno", "cubic": "cubic", "bbr": "bbr-linux"}  # kernel → sim
 TCP_HANDSHAKE_RTTS = 1  # SYN, SYN-ACK; the request rides with the final ACK (RFC 9293)
 TUNED_WINDOW_SEGMENTS = 300  # initcwnd/initrwnd: above the 245 segments of the 354,640 B upload
 TUNED_BUFFER_BYTES = 8 << 20  # ≥ 2 × the 2.5 MB BDP of 100 Mbit/s × 200 ms

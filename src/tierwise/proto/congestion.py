@@ -28,6 +28,7 @@ from tierwise.errors import LocalProtocolError
 __all__ = [
     "CONTROLLERS",
     "Bbr",
+    "BbrLinux",
     "BbrState",
     "CongestionController",
     "Cubic",
@@ -223,6 +224,7 @@ BBR_PROBE_RTT_DURATION_S = 0.2  # draft-02 ProbeRTTDuration
 BBR_MIN_PIPE_CWND_SEGMENTS = 4  # draft-02 BBRMinPipeCwnd
 BBR_PACING_MARGIN = 0.01  # pace 1 % under BtlBw: Linux bbr_pacing_margin_percent
 BBR_DEFAULT_RTT_S = 0.001  # draft-02 BBRInitPacingRate: 1 ms before any RTT sample
+BBR_HIGH_GAIN = 2 / math.log(2)  # ≈ 2.885: Linux tcp_bbr.c bbr_high_gain (Startup pacing and cwnd)
 
 
 class BbrState(Enum):
@@ -238,6 +240,13 @@ _BBR_GAINS = {
     BbrState.DRAIN: (BBR_DRAIN_PACING_GAIN, BBR_CWND_GAIN),
     BbrState.PROBE_BW: (BBR_PROBE_BW_GAINS[BBR_PROBE_BW_START_PHASE], BBR_CWND_GAIN),
     BbrState.PROBE_RTT: (1.0, 1.0),
+}
+# Linux tcp_bbr.c (BBRv1): Startup paces and sizes cwnd at bbr_high_gain, Drain paces at
+# its inverse (bbr_drain_gain) and keeps the high cwnd gain.
+_BBR_LINUX_GAINS = {
+    **_BBR_GAINS,
+    BbrState.STARTUP: (BBR_HIGH_GAIN, BBR_HIGH_GAIN),
+    BbrState.DRAIN: (1 / BBR_HIGH_GAIN, BBR_HIGH_GAIN),
 }
 
 
@@ -284,6 +293,7 @@ class Bbr(CongestionController):
 
     name = "bbr"
     grows_in_recovery = True
+    gains = _BBR_GAINS  # (pacing, cwnd) per state
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)
@@ -307,7 +317,7 @@ class Bbr(CongestionController):
         self._has_rtt = False
         self._delivered = 0
         self.state = BbrState.STARTUP
-        self.pacing_gain, self.cwnd_gain = _BBR_GAINS[self.state]
+        self.pacing_gain, self.cwnd_gain = self.gains[self.state]
         self.pacing_rate = self.pacing_gain * self.cwnd / BBR_DEFAULT_RTT_S
 
     # ---------------------------------------------------------------- estimates
@@ -332,7 +342,7 @@ class Bbr(CongestionController):
 
     def _enter(self, state: BbrState, now: float) -> None:
         self.state = state
-        self.pacing_gain, self.cwnd_gain = _BBR_GAINS[state]
+        self.pacing_gain, self.cwnd_gain = self.gains[state]
         if state is BbrState.PROBE_BW:
             self.cycle_index, self._cycle_at = BBR_PROBE_BW_START_PHASE, now
 
@@ -457,3 +467,15 @@ class Bbr(CongestionController):
             self._min_rtt_at = now
             self.cwnd = max(self.cwnd, self.prior_cwnd)
             self._enter(BbrState.PROBE_BW if self.full_bw_reached else BbrState.STARTUP, now)
+
+
+@register
+class BbrLinux(Bbr):
+    """:class:`Bbr` with the gains Linux's ``tcp_bbr.c`` (BBRv1) runs: Startup paces and
+    sizes its window at 2/ln 2 ≈ 2.885 (``bbr_high_gain``, not draft-02's 2.77 and 2),
+    Drain paces at ln 2/2. The kernel reports these gains through ``TCP_CC_INFO``; the
+    lab compares its ``bbr`` sockets with this controller.
+    """
+
+    name = "bbr-linux"
+    gains = _BBR_LINUX_GAINS
