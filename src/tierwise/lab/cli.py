@@ -423,32 +423,13 @@ def plot_medians(result: dict, folder: FsPath) -> list[FsPath]:
 def render_factor(console: Console, result: dict) -> None:
     """Measured percentiles per level beside the closed-form and simulated predictions."""
     p = result["parameters"]
-    table = Table(
-        title=(
-            f"{result['factor']} · {result['mode']} · {p['size_bytes']:,} B up, "
-            f"{p['response_bytes']:,} B back, {p['processing_s'] * 1e3:g} ms processing · "
-            f"RTT {p['rtt_s'] * 1e3:g} ms · {p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
-            f"kernel {result['kernel']}"
-        )
+    title = (
+        f"{result['factor']} · {result['mode']} · {p['size_bytes']:,} B up, "
+        f"{p['response_bytes']:,} B back, {p['processing_s'] * 1e3:g} ms processing · "
+        f"RTT {p['rtt_s'] * 1e3:g} ms · {p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
+        f"kernel {result['kernel']}"
     )
-    table.add_column(result["factor"], no_wrap=True)
-    cols = ("runs", "median", "p90", "p99", "model", "sim", "ratio")
-    restart = any("window_restarts" in s for s in result["summary"].values())
-    paced = any("paced_s" in s for s in result["summary"].values())
-    for col in cols + (("restart",) if restart else ()) + (("paced",) if paced else ()):
-        table.add_column(col, justify="right", no_wrap=True)
-    for level, s in result["summary"].items():
-        row = [
-            level,
-            str(s["runs"]),
-            *(f"{s[k]:.3f}" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
-            f"{s['median_s'] / s['closed_form_s']:.2f}",
-        ]
-        if restart:
-            row.append("yes" if s.get("window_restarts") else "no")
-        if paced:
-            row.append(_paced_cell(s))
-        table.add_row(*row)
+    table, paced = _summary_table(title, result["factor"], result["summary"])
     console.print(table)
     console.print("times in seconds; model: the closed form; sim: the packet-level simulator.")
     console.print("fixed: " + "; ".join(result["fixed"]), soft_wrap=True)
@@ -579,6 +560,35 @@ def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, 
     )
 
 
+SUMMARY_COLUMNS = ("runs", "median", "p90", "p99", "model", "sim", "ratio")
+SUMMARY_TIMES = ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")
+
+
+def _summary_table(title: str, first: str, summary: dict) -> tuple[Table, bool]:
+    """One row per mode or level: runs, percentiles, predictions, median/model; and
+    whether a "paced" column (BBR) was added."""
+    restart = any("window_restarts" in s for s in summary.values())
+    paced = any("paced_s" in s for s in summary.values())
+    table = Table(title=title)
+    table.add_column(first, no_wrap=True)
+    extra = (("restart",) if restart else ()) + (("paced",) if paced else ())
+    for col in SUMMARY_COLUMNS + extra:
+        table.add_column(col, justify="right", no_wrap=True)
+    for name, s in summary.items():
+        row = [
+            name,
+            str(s["runs"]),
+            *(f"{s[k]:.3f}" for k in SUMMARY_TIMES),
+            f"{s['median_s'] / s['closed_form_s']:.2f}",
+        ]
+        if restart:
+            row.append("yes" if s.get("window_restarts") else "no")
+        if paced:
+            row.append(_paced_cell(s))
+        table.add_row(*row)
+    return table, paced
+
+
 def _paced_cell(s: dict) -> str:
     if "paced_s" not in s:
         return "—"
@@ -601,30 +611,13 @@ def _pacing_note(console: Console, summary: dict) -> None:
 def render_request(console: Console, result: dict) -> None:
     """Measured percentiles per mode beside the closed-form and simulated predictions."""
     p = result["parameters"]
-    table = Table(
-        title=(
-            f"{p['size_bytes']:,} B up, {p['response_bytes']:,} B back, "
-            f"{p['processing_s'] * 1e3:g} ms processing · RTT {p['rtt_s'] * 1e3:g} ms · "
-            f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
-            f"{result['cc']} · kernel {result['kernel']}"
-        )
+    title = (
+        f"{p['size_bytes']:,} B up, {p['response_bytes']:,} B back, "
+        f"{p['processing_s'] * 1e3:g} ms processing · RTT {p['rtt_s'] * 1e3:g} ms · "
+        f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
+        f"{result['cc']} · kernel {result['kernel']}"
     )
-    table.add_column("mode", no_wrap=True)
-    paced = any("paced_s" in s for s in result["summary"].values())
-    for col in ("runs", "median", "p90", "p99", "model", "sim", "ratio") + (
-        ("paced",) if paced else ()
-    ):
-        table.add_column(col, justify="right", no_wrap=True)
-    for mode, s in result["summary"].items():
-        row = [
-            mode,
-            str(s["runs"]),
-            *(f"{s[k]:.3f}" for k in ("median_s", "p90_s", "p99_s", "closed_form_s", "sim_s")),
-            f"{s['median_s'] / s['closed_form_s']:.2f}",
-        ]
-        if paced:
-            row.append(_paced_cell(s))
-        table.add_row(*row)
+    table, paced = _summary_table(title, "mode", result["summary"])
     console.print(table)
     console.print(
         "times in seconds; model: the closed form; sim: the packet-level simulator; "
