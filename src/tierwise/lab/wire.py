@@ -1,21 +1,18 @@
 """What the wire saw: data segments as they arrive at one end of a lab path.
 
 An ``AF_PACKET`` socket bound to the server's TUN device, opened inside its
-namespace, receives a copy of every IP packet the kernel takes in there; a thread
-notes each TCP segment's arrival time (``time.perf_counter``, the clock the lab's
-request events use) and payload length. Grouping arrivals separated by gaps gives
-the sender's rounds — the window per round trip that slow start doubles, or the
-pacing that spreads BBR's — without a capture tool installed.
-
-This runs in the experimenter's process beside the client, so it costs the client
-some CPU; use it to look at one request, not while timing many.
+namespace, receives a copy of every IP packet the kernel takes in there, each
+stamped by the kernel on arrival (``SO_TIMESTAMPNS``, put onto ``time.perf_counter``'s
+clock, the one the lab's request events use). Grouping the TCP segments' arrivals by
+the silences between them gives the sender's rounds — the window per round trip that
+slow start doubles, or the pacing that spreads BBR's — without a capture tool
+installed, and without a reader competing with the client while it runs.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path as FsPath
@@ -53,9 +50,10 @@ ETH_P_IP = 0x0800
 SOL_PACKET = 263  # <linux/socket.h>
 PACKET_STATISTICS = 6  # <linux/if_packet.h>: struct tpacket_stats {packets, drops}
 SO_RCVBUFFORCE = 33  # root may exceed net.core.rmem_max
-RCVBUF_BYTES = 32 << 20  # a whole upload queued even if the thread is slow to read
+SO_TIMESTAMPNS = 35  # <asm-generic/socket.h>: SCM_TIMESTAMPNS, a struct timespec per packet
+TIMESPEC = struct.Struct("qq")  # tv_sec, tv_nsec (64-bit)
+RCVBUF_BYTES = 32 << 20  # the whole capture waits in the queue until the block ends
 IPPROTO_TCP = 6
-POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,13 @@ class Round:
 
 
 class Capture:
-    """``with Capture(path) as cap:`` records data segments arriving at the server."""
+    """``with Capture(path) as cap:`` records data segments arriving at the server.
+
+    No thread: the kernel stamps each packet as it arrives (``SO_TIMESTAMPNS``) and
+    queues it in a large buffer; the block's end drains the queue. So the capture
+    neither competes with the client for the interpreter nor mis-times a packet when
+    the host is busy, and a queue that overflowed is reported in :attr:`dropped`.
+    """
 
     def __init__(self, path: Path, side: str = "server") -> None:
         namespace, device = {
@@ -90,16 +94,17 @@ class Capture:
         }[side]
         with netns.entered(namespace):
             self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
-        self._sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
-        self._sock.bind((device, 0))
-        self._sock.settimeout(POLL_S)
+        try:
+            self._sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+            self._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self._sock.bind((device, 0))
+        except OSError:
+            self._sock.close()
+            raise
         self.arrivals: list[Arrival] = []
         self.dropped = 0  # packets the kernel could not queue for us (PACKET_STATISTICS)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="wire-capture", daemon=True)
 
     def __enter__(self) -> Capture:
-        self._thread.start()
         return self
 
     def __exit__(
@@ -108,25 +113,36 @@ class Capture:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._stop.set()
-        self._thread.join(2 * POLL_S + 1)
-        _, self.dropped = struct.unpack(
-            "II", self._sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
-        )
-        self._sock.close()
+        try:
+            self._drain()
+            _, self.dropped = struct.unpack(
+                "II", self._sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+            )
+        finally:
+            self._sock.close()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def _drain(self) -> None:
+        """Read every queued packet; kernel arrival stamps onto ``time.perf_counter``'s clock."""
+        offset = time.time() - time.perf_counter()  # CLOCK_REALTIME − CLOCK_MONOTONIC, now
+        self._sock.setblocking(False)
+        space = socket.CMSG_SPACE(TIMESPEC.size)
+        while True:
             try:
-                packet = self._sock.recv(65_536)
-            except TimeoutError:
-                continue
-            except OSError:
+                packet, ancillary, _, _ = self._sock.recvmsg(65_536, space)
+            except BlockingIOError:
                 return
-            now = time.perf_counter()
             payload = tcp_payload_bytes(packet)
-            if payload:
-                self.arrivals.append(Arrival(now, payload))
+            if not payload:
+                continue
+            stamps = [
+                d
+                for lvl, kind, d in ancillary
+                if (lvl, kind) == (socket.SOL_SOCKET, SO_TIMESTAMPNS)
+            ]
+            if not stamps:
+                raise LabError("the capture got a packet without its kernel timestamp")
+            sec, nsec = TIMESPEC.unpack(stamps[0][: TIMESPEC.size])
+            self.arrivals.append(Arrival(sec + nsec * 1e-9 - offset, payload))
 
 
 def tcp_payload_bytes(packet: bytes) -> int:
