@@ -33,9 +33,9 @@ from tierwise.lab import (
     schedule,
 )
 from tierwise.lab.emulator import forward
+from tierwise.lab.service import set_buffers
 
 MBIT = 1e6 / 8  # bytes/s per Mbit/s
-SO_RCVBUFFORCE = 33  # root may exceed net.core.rmem_max
 
 
 # --- the shaping rule (pure) ---------------------------------------------------------
@@ -251,7 +251,7 @@ def test_loss_rate_within_statistical_bounds() -> None:
     n, p = 2000, 0.1
     with Path(PathConfig(up=Direction(loss=p), seed=11)) as path:
         sink = path.socket("server", socket.SOCK_DGRAM)
-        sink.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
+        set_buffers(sink, 16 << 20)
         sink.bind((path.server_addr, 9000))
         sink.setblocking(False)
         client = path.socket("client", socket.SOCK_DGRAM)

@@ -12,6 +12,7 @@ import math
 import pytest
 
 from tierwise.errors import LocalProtocolError
+from tierwise.lab.wire import Arrival, rounds
 from tierwise.proto import CONTROLLERS, Receiver, Sender, make_controller
 from tierwise.proto.congestion import (
     BBR_PROBE_BW_GAINS,
@@ -169,15 +170,11 @@ def test_bbr_linux_cold_request_has_the_kernels_round_shape():
     path = PathSpec(12.5e6, 12.5e6, 0.2, queue_bytes=1.5e6)
     tcp = TcpSpec(cc="bbr-linux", initial_window=10, handshake_rtts=1, syn_window=65_535)
     r = run_request(path, tcp, 354_640, 1000, 0.03, trace=True)
-    sends = [row[0] for row in r.trace.rows if row[1] == "client" and row[2] == "send"]
-    rounds: list[list[float]] = []
-    for t in sends:
-        if not rounds or t - rounds[-1][-1] > 0.05:
-            rounds.append([])
-        rounds[-1].append(t)
-    assert [len(g) for g in rounds[:2]] == [10, 20]
-    assert rounds[0][-1] - rounds[0][0] < 0.005 and rounds[1][-1] - rounds[1][0] > 0.05
-    assert len(rounds) == 3
+    sends = [Arrival(row[0], row[4]) for row in r.trace.rows if row[1:3] == ("client", "send")]
+    grouped = rounds(sends, gap_s=0.05)  # the lab's grouping of captured arrivals
+    assert [g.segments for g in grouped[:2]] == [10, 20]
+    assert grouped[0].spread_s < 0.005 and grouped[1].spread_s > 0.05
+    assert len(grouped) == 3
     assert r.time_s == pytest.approx(1.43, abs=0.02)
 
 

@@ -32,7 +32,13 @@ from tierwise.lab.experiment import (
 )
 from tierwise.lab.factors import Routes
 from tierwise.lab.path import Path
-from tierwise.lab.service import ModelService, ServiceConfig, set_buffers, set_congestion
+from tierwise.lab.service import (
+    SO_RCVBUFFORCE,
+    ModelService,
+    ServiceConfig,
+    set_buffers,
+    set_congestion,
+)
 from tierwise.lab.timeline import save_figure
 
 __all__ = [
@@ -49,7 +55,6 @@ __all__ = [
 ETH_P_IP = 0x0800
 SOL_PACKET = 263  # <linux/socket.h>
 PACKET_STATISTICS = 6  # <linux/if_packet.h>: struct tpacket_stats {packets, drops}
-SO_RCVBUFFORCE = 33  # root may exceed net.core.rmem_max
 SO_TIMESTAMPNS = 35  # <asm-generic/socket.h>: SCM_TIMESTAMPNS, a struct timespec per packet
 TIMESPEC = struct.Struct("qq")  # tv_sec, tv_nsec (64-bit)
 RCVBUF_BYTES = 32 << 20  # the whole capture waits in the queue until the block ends
