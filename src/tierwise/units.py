@@ -1,9 +1,16 @@
 """Human quantities at the edges, SI floats inside.
 
-Parsing uses a pint registry built from ``units.txt`` in which information
-(bytes) and compute (FLOP) are base dimensions of their own, so "30 MB" can never
-be mistaken for a rate and "20 Mb/s" (megabarn?) is rejected instead of guessed.
-MB, GB and Mbit are decimal; MiB and GiB are binary.
+A quantity is ``<number> <unit>`` and nothing more: an optional sign, digits, an
+optional fraction and an optional exponent of at most four digits, then one unit
+from a table (a prefix times a base unit, or a size, compute or energy per unit of
+time). There is no arithmetic, no ``**`` and no parentheses, so reading a value
+takes microseconds whatever the user types, and a unit is never guessed:
+
+- MB, GB and Mbit are decimal; MiB and GiB are binary; ``b`` is a bit, ``B`` a byte;
+  the network spellings Mbps, Mb/s, Gbps, kbps, bps are bit rates.
+- Milli-bits and milli-bytes ("50 mbps", "mB") are never meant: refused with the
+  fix ("did you mean '50 Mbit/s'?").
+- ``KB``, ``Kb`` and ``Kbps`` are ambiguous (1000 or 1024?): refused with both fixes.
 
 Internal units per kind: seconds, bytes, bytes/s, FLOP, FLOP/s, joules, watts,
 metres, hertz.
@@ -11,18 +18,18 @@ metres, hertz.
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
+import sys
 from functools import cache
-from importlib import resources
 from typing import Any
-
-import pint
 
 from tierwise.errors import UnitError
 
-__all__ = ["KINDS", "format_quantity", "format_seconds", "parse_quantity", "registry"]
+__all__ = ["KINDS", "LIMITS", "format_quantity", "format_seconds", "parse_quantity"]
 
-# kind -> (pint unit the SI float is expressed in, example shown in errors)
+# kind -> (SI unit the float is expressed in, example shown in errors)
 KINDS: dict[str, tuple[str, str]] = {
     "time": ("second", "'100 ms'"),
     "size": ("byte", "'30 MB'"),
@@ -35,19 +42,131 @@ KINDS: dict[str, tuple[str, str]] = {
     "frequency": ("hertz", "'24 kHz'"),
 }
 
+MAX_TEXT = 100  # characters in a quantity; longer text is refused before it is read
+_SHOWN = 40  # characters of a value echoed in an error
+_MAX_EXPONENT_DIGITS = 4
+
+_NUMBER = re.compile(
+    r"\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE](?P<exp>[+-]?\d+))?)\s*(?P<unit>.*?)\s*"
+)
+
+_ARITHMETIC = re.compile(r"[-+*^()\d]")
+
+_DECIMAL = {
+    "Y": 1e24, "Z": 1e21, "E": 1e18, "P": 1e15, "T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3,
+    "m": 1e-3, "µ": 1e-6, "μ": 1e-6, "u": 1e-6, "n": 1e-9, "p": 1e-12,
+}  # fmt: skip
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_LONG_DECIMAL = {
+    "yotta": 1e24, "exa": 1e18, "peta": 1e15, "tera": 1e12, "giga": 1e9, "mega": 1e6,
+    "kilo": 1e3, "milli": 1e-3, "micro": 1e-6, "nano": 1e-9, "pico": 1e-12,
+}  # fmt: skip
+_LONG_BINARY = {"kibi": 2.0**10, "mebi": 2.0**20, "gibi": 2.0**30, "tebi": 2.0**40}
+
+# symbol -> (SI factor, kind, information?); information takes binary prefixes, never milli
+_SYMBOLS: dict[str, tuple[float, str, bool]] = {
+    "s": (1.0, "time", False),
+    "sec": (1.0, "time", False),
+    "m": (1.0, "length", False),
+    "B": (1.0, "size", True),
+    "b": (0.125, "size", True),
+    "bit": (0.125, "size", True),
+    "bps": (0.125, "rate", True),
+    "FLOP": (1.0, "flops", False),
+    "FLOPs": (1.0, "flops", False),
+    "J": (1.0, "energy", False),
+    "Wh": (3600.0, "energy", False),
+    "W": (1.0, "power", False),
+    "Hz": (1.0, "frequency", False),
+}
+_LONG_NAMES: dict[str, tuple[float, str, bool]] = {
+    "second": (1.0, "time", False),
+    "meter": (1.0, "length", False),
+    "metre": (1.0, "length", False),
+    "byte": (1.0, "size", True),
+    "bit": (0.125, "size", True),
+    "flop": (1.0, "flops", False),
+    "joule": (1.0, "energy", False),
+    "watt": (1.0, "power", False),
+    "watt_hour": (3600.0, "energy", False),
+    "hertz": (1.0, "frequency", False),
+}
+_UNPREFIXED: dict[str, tuple[float, str]] = {
+    "min": (60.0, "time"),
+    "minute": (60.0, "time"),
+    "minutes": (60.0, "time"),
+    "h": (3600.0, "time"),
+    "hr": (3600.0, "time"),
+    "hour": (3600.0, "time"),
+    "hours": (3600.0, "time"),
+}
+_PER_TIME = {"size": "rate", "flops": "flop_rate", "energy": "power"}
+
+# kind -> (smallest non-zero, largest) SI magnitude the schema accepts, and their text
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "time": (1e-12, 1e9, "1 ps to 1e9 s (32 years)"),
+    "size": (1e-3, 1e18, "0.001 B to 1e18 B (1 EB)"),
+    "rate": (0.125, 1e15, "1 bit/s to 8 Pbit/s"),
+    "flops": (1.0, 1e30, "1 FLOP to 1e30 FLOP"),
+    "flop_rate": (1.0, 1e24, "1 FLOP/s to 1e24 FLOP/s"),
+    "energy": (1e-15, 1e15, "1 fJ to 1e15 J"),
+    "power": (1e-9, 1e9, "1 nW to 1 GW"),
+    "length": (1e-9, 1e12, "1 nm to 1e9 km"),
+    "frequency": (1e-6, 1e12, "1 µHz to 1 THz"),
+}
+_SI_SYMBOL = {
+    "time": "s", "size": "B", "rate": "B/s", "flops": "FLOP", "flop_rate": "FLOP/s",
+    "energy": "J", "power": "W", "length": "m", "frequency": "Hz",
+}  # fmt: skip
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error may echo it: its repr, cut to about 40 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return _long_int(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's 4,300-digit str() limit, nested somewhere
+        return "<a value too large to show>"
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def _long_int(value: int) -> str:
+    digits = int(value.bit_length() * math.log10(2)) + 1
+    return f"an integer of about {digits:,} digits"
+
 
 @cache
-def registry() -> pint.UnitRegistry:
-    """The shared unit registry (built once, about 10 ms)."""
-    text = resources.files("tierwise").joinpath("units.txt").read_text(encoding="utf-8")
-    reg = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=False)
-    reg.load_definitions(text.splitlines())
-    return reg
+def _units() -> dict[str, tuple[float, str]]:
+    """Every accepted single-unit spelling -> (SI factor, kind)."""
+    table: dict[str, tuple[float, str]] = {}
+    for table_names, decimal, binary in (
+        (_SYMBOLS, _DECIMAL, _BINARY),
+        (_LONG_NAMES, _LONG_DECIMAL, _LONG_BINARY),
+    ):
+        plurals = ("", "s") if table_names is _LONG_NAMES else ("",)
+        for name, (factor, kind, information) in table_names.items():
+            prefixes = {"": 1.0, **decimal, **(binary if information else {})}
+            for prefix, scale in prefixes.items():
+                if information and 0 < scale < 1:
+                    continue  # milli- or micro-bits are never meant
+                for plural in plurals:
+                    table.setdefault(prefix + name + plural, (factor * scale, kind))
+    for name, (factor, kind) in _UNPREFIXED.items():
+        table.setdefault(name, (factor, kind))
+    return table
 
 
-@cache
-def _dimensionality(kind: str) -> Any:
-    return registry().Unit(KINDS[kind][0]).dimensionality
+def _lookup(unit: str) -> tuple[float, str] | None:
+    """(SI factor, kind) of a unit such as 'MB', 'Mbit/s', 'Gbps' or 'TFLOP/s', else None."""
+    if "/" not in unit:
+        return _units().get(unit)
+    top, _, bottom = unit.partition("/")
+    numerator, denominator = _units().get(top.strip()), _units().get(bottom.strip())
+    if numerator is None or denominator is None or denominator[1] != "time":
+        return None
+    kind = _PER_TIME.get(numerator[1])
+    return None if kind is None else (numerator[0] / denominator[0], kind)
 
 
 def parse_quantity(value: Any, kind: str) -> float:
@@ -57,24 +176,86 @@ def parse_quantity(value: Any, kind: str) -> float:
     """
     if kind not in KINDS:
         raise UnitError(f"unknown quantity kind {kind!r}; known: {', '.join(KINDS)}")
-    unit, example = KINDS[kind]
+    example = KINDS[kind][1]
     if isinstance(value, bool) or not isinstance(value, str):
-        raise UnitError(f"expected a {kind} with a unit such as {example}, got {value!r}")
-    text = value.strip()
-    try:
-        q = registry().Quantity(text)
-    except (pint.errors.UndefinedUnitError, pint.errors.DefinitionSyntaxError) as exc:
-        raise UnitError(f"unknown unit in {value!r} (expected a {kind} such as {example})") from exc
-    except Exception as exc:  # pint's tokenizer raises assorted errors on junk
-        raise UnitError(f"cannot read {value!r} as a {kind} such as {example}") from exc
-    if not isinstance(q, pint.Quantity) or q.dimensionless:
-        raise UnitError(f"{value!r} has no unit (expected a {kind} such as {example})")
-    if q.dimensionality != _dimensionality(kind):
-        raise UnitError(f"{value!r} is not a {kind} (expected something like {example})")
-    number = float(q.to(unit).magnitude)
+        raise UnitError(f"expected a {kind} with a unit such as {example}, got {shown(value)}")
+    if len(value) > MAX_TEXT:
+        raise UnitError(
+            f"{shown(value)} is {len(value):,} characters long; a {kind} such as {example} "
+            f"takes at most {MAX_TEXT}"
+        )
+    match = _NUMBER.fullmatch(value)
+    if match is None or not match["unit"] or _ARITHMETIC.search(match["unit"]):
+        what = "has no unit" if match is not None and not match["unit"] else "is not read"
+        raise UnitError(
+            f"{shown(value)} {what}: expected <number> <unit> such as {example} "
+            "(no arithmetic, no bare numbers)"
+        )
+    if len((match["exp"] or "").lstrip("+-")) > _MAX_EXPONENT_DIGITS:
+        raise UnitError(f"{shown(value)}: the exponent is too long for a {kind}")
+    found = _lookup(match["unit"])
+    if found is None:
+        raise UnitError(_unknown_unit(value, match["number"], match["unit"], kind))
+    factor, found_kind = found
+    if found_kind != kind:
+        raise UnitError(f"{shown(value)} is not a {kind} (expected something like {example})")
+    return _finite(float(match["number"]) * factor, match["number"], value, kind)
+
+
+def _finite(number: float, digits: str, value: str, kind: str) -> float:
+    """``number`` if it is a normal float; overflow and underflow are the user's to fix."""
     if not math.isfinite(number):
-        raise UnitError(f"{value!r} is not a finite {kind}")
+        raise UnitError(f"{shown(value)} is too large for a {kind}")
+    mantissa = digits.lower().partition("e")[0]
+    if (number == 0 and mantissa.strip("+-0.")) or 0 < abs(number) < sys.float_info.min:
+        raise UnitError(f"{shown(value)} is too small for a {kind} (below 1e-307 in SI units)")
     return number
+
+
+# ------------------------------------------------------------- unknown units: the fix
+
+
+def _canonical(unit: str) -> str:
+    """'bps' -> 'bit/s', 'b' -> 'bit', 'b/s' -> 'bit/s'; bytes stay 'B'."""
+    top, _, bottom = unit.partition("/")
+    top = {"b": "bit", "bps": "bit", "bits": "bit", "bytes": "B", "byte": "B"}.get(top, top)
+    bottom = bottom or ("s" if unit == "bps" else "")
+    return f"{top}/{bottom}" if bottom else top
+
+
+def _is_information(unit: str) -> bool:
+    found = _lookup(unit)
+    return found is not None and found[1] in ("size", "rate")
+
+
+def _unknown_unit(value: str, number: str, unit: str, kind: str) -> str:
+    example = KINDS[kind][1]
+    base = f"unknown unit {shown(unit)} in {shown(value)}"
+    rest = unit[1:]
+    if unit.startswith("m") and _is_information(rest):
+        noun = "bytes" if rest.startswith("B") else "bits"
+        return f"{base}: milli-{noun} are never meant; did you mean '{number} M{_canonical(rest)}'?"
+    if unit.startswith("K") and not unit.startswith("Ki") and _lookup("k" + rest) is not None:
+        if _is_information("k" + rest):
+            one = _canonical(rest)
+            binary = "Ki" + (one if rest == "bps" else rest)
+            return (
+                f"{base}: {unit!r} is ambiguous: write 'k{rest}' (1000 {one}) "
+                f"or {binary!r} (1024 {one})"
+            )
+        return f"{base}: did you mean 'k{rest}'?"
+    close = difflib.get_close_matches(unit, _suggestions(kind), n=1, cutoff=0.6)
+    hint = f"; did you mean '{number} {close[0]}'?" if close else ""
+    return f"{base} (expected a {kind} such as {example}{hint})"
+
+
+@cache
+def _suggestions(kind: str) -> tuple[str, ...]:
+    extra = {"rate": ("Mbps", "Gbps", "kbps", "Mb/s", "Gb/s"), "size": ("MiB", "GiB", "KiB")}
+    symbols = [s for _, s in _SCALES[kind]]
+    if kind == "rate":
+        symbols += [s for _, s in _SCALES["byte_rate"]]
+    return (*symbols, *extra.get(kind, ()), *(("min", "h") if kind == "time" else ()))
 
 
 def format_seconds(x: float | None) -> str:
@@ -138,18 +319,32 @@ def _significant(x: float, digits: int) -> str:
 # Pydantic field types: a string with a unit in, an SI float out.
 from typing import Annotated  # noqa: E402
 
-from pydantic import BeforeValidator, Field  # noqa: E402
+from pydantic import AfterValidator, BeforeValidator, Field  # noqa: E402
 
 
 def _parser(kind: str) -> BeforeValidator:
     return BeforeValidator(lambda v: parse_quantity(v, kind))
 
 
-Time = Annotated[float, _parser("time"), Field(ge=0)]
-PositiveTime = Annotated[float, _parser("time"), Field(gt=0)]
-Size = Annotated[float, _parser("size"), Field(ge=0)]
-Rate = Annotated[float, _parser("rate"), Field(gt=0)]
-Flops = Annotated[float, _parser("flops"), Field(ge=0)]
-FlopRate = Annotated[float, _parser("flop_rate"), Field(gt=0)]
-Energy = Annotated[float, _parser("energy"), Field(ge=0)]
-Power = Annotated[float, _parser("power"), Field(gt=0)]
+def _bounded(kind: str) -> AfterValidator:
+    """Refuse magnitudes no physical input has (a 1e-308 Mbit/s rate, a 5e-324 B MSS)."""
+    low, high, text = LIMITS[kind]
+
+    def check(value: float) -> float:
+        if value != 0 and not low <= abs(value) <= high:
+            raise ValueError(
+                f"expected 0 or a {kind} from {text}, got {value:.3g} {_SI_SYMBOL[kind]}"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+Time = Annotated[float, _parser("time"), Field(ge=0), _bounded("time")]
+PositiveTime = Annotated[float, _parser("time"), Field(gt=0), _bounded("time")]
+Size = Annotated[float, _parser("size"), Field(ge=0), _bounded("size")]
+Rate = Annotated[float, _parser("rate"), Field(gt=0), _bounded("rate")]
+Flops = Annotated[float, _parser("flops"), Field(ge=0), _bounded("flops")]
+FlopRate = Annotated[float, _parser("flop_rate"), Field(gt=0), _bounded("flop_rate")]
+Energy = Annotated[float, _parser("energy"), Field(ge=0), _bounded("energy")]
+Power = Annotated[float, _parser("power"), Field(gt=0), _bounded("power")]

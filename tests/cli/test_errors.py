@@ -77,8 +77,8 @@ SYNTAX = edited(("rounds = 20", "rounds = = 20"))
 
 SCENARIO_CASES = {
     "unknown unit": Case(
-        edited(('uplink = "6.4 Mbit/s"', 'uplink = "20 Mb/s"')),
-        ["site.cloud.uplink", "'20 Mb/s'", "unknown unit", "Mbit/s"],
+        edited(('uplink = "6.4 Mbit/s"', 'uplink = "20 Mbit/q"')),
+        ["site.cloud.uplink", "'20 Mbit/q'", "unknown unit", "Mbit/s"],
     ),
     "bare number for a rate": Case(
         edited(('uplink = "6.4 Mbit/s"', "uplink = 20")),
@@ -158,8 +158,8 @@ SCENARIO_CASES = {
         ["site.cloud.uplink", "2 per-round rates", "20 rounds"],
     ),
     "bad unit inside a per-round list": Case(
-        edited(('uplink = "6.4 Mbit/s"', 'uplink = ["6 Mbit/s", "10 Mb/s"]')),
-        ["site.cloud.uplink[1]", "'10 Mb/s'", "unknown unit"],
+        edited(('uplink = "6.4 Mbit/s"', 'uplink = ["6 Mbit/s", "10 Mbit/q"]')),
+        ["site.cloud.uplink[1]", "'10 Mbit/q'", "unknown unit"],
     ),
     "disconnect after_round beyond rounds": Case(
         before_model('[task.disconnect]\nafter_round = 30\nreconnect = "2 s"'),
@@ -286,8 +286,8 @@ def test_unwritable_plot_folder(tmp_path: Path) -> None:
     [
         (["calc", "nosuch"], ["calc", "unknown model 'nosuch'", "request"]),
         (["calc", "request", "--nosuch", "3"], ["calc", "--nosuch", "'request'", "--uplink"]),
-        (["calc", "request", "--uplink", "20 Mb/s"], ["--uplink", "'20 Mb/s'", "Mbit/s"]),
-        (["calc", "request", "--json", "--uplink", "20 Mb/s"], ["--uplink", "'20 Mb/s'"]),
+        (["calc", "request", "--uplink", "20 Mbit/q"], ["--uplink", "'20 Mbit/q'", "Mbit/s"]),
+        (["calc", "request", "--json", "--uplink", "20 Mbit/q"], ["--uplink", "'20 Mbit/q'"]),
         (["calc", "request", "--uplink"], ["--uplink", "needs a value"]),
     ],
     ids=["unknown model", "unknown param", "bad unit", "bad unit --json", "flag without value"],

@@ -190,7 +190,7 @@ def test_set_without_key_or_equals(item: str) -> None:
     [
         (('name = "workstation"', 'name = "cloud"'), "site.cloud.name"),
         (("rounds = 20\n", ""), "task.rounds"),
-        (('uplink = "6.4 Mbit/s"', 'uplink = ["6 Mbit/s", "6 Mb/s"]'), "site.cloud.uplink[1]"),
+        (('uplink = "6.4 Mbit/s"', 'uplink = ["6 Mbit/s", "6 Mbit/q"]'), "site.cloud.uplink[1]"),
         (('name = "phone"\n', ""), "site[0].name"),
         (('tier = "edge"', 'tier = "fog"'), "site.workstation.tier"),
         (("[task.model]", "[task.compress]\nratio = 2\n[task.model]"), "task.compress.ratio"),
