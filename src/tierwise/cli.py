@@ -170,7 +170,9 @@ def sim(
     ] = None,
     example: Annotated[str | None, typer.Option("--example", help="A bundled sim file.")] = None,
     runs: Annotated[int | None, typer.Option("--runs", min=1, help="Seeds to run.")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="First seed.")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", min=0, max=2**63 - 1, help="First seed (≥ 0).")
+    ] = None,
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Write the first run's per-packet trace (CSV).")
     ] = None,

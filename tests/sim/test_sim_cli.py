@@ -49,7 +49,7 @@ def test_runs_over_seeds(cli, tmp_path):
         ("initial_window = 10", "initial_window = 0", "tcp.initial_window"),
         ("initial_window = 10", 'initial_window = 10\nsyn_window = "70000 B"', "tcp.syn_window"),
         ('cc = "slowstart"', 'cc = "vegas"', "tcp.cc"),
-        ('mss = "1168 B"', 'mss = "1168 Mb"', "tcp.mss"),
+        ('mss = "1168 B"', 'mss = "1168 mB"', "tcp.mss"),
         ("[run]", "[run]\nbogus = 1", "run.bogus"),
         ('kind = "request"', 'kind = "request', "TOML syntax error"),
     ],

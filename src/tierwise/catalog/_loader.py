@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import tomllib
+import difflib
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tierwise.errors import CatalogError
-from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size
+from tierwise.tomlfile import parse_toml, read_toml
+from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, shown
+
+PositiveCount = Annotated[float, Field(gt=0, le=1e12)]
 
 _BUNDLED = ("hardware.toml", "models.toml", "quant.toml")
 
@@ -36,7 +39,7 @@ class Hardware(_Entry):
     energy_per_token: tuple[Energy, Energy] | None = None
     sustained_power: Power | None = None
     peak_power: Power | None = None
-    prompts_per_charge: tuple[float, float] | None = None
+    prompts_per_charge: tuple[PositiveCount, PositiveCount] | None = None
 
 
 class ModelSpec(_Entry):
@@ -93,20 +96,29 @@ class Catalog(BaseModel):
         except KeyError:
             known = ", ".join(sorted(table))
             prefix = f"{where}: " if where else ""
-            raise CatalogError(f"{prefix}unknown {section} id {key!r}; known: {known}") from None
+            raise CatalogError(
+                f"{prefix}unknown {section} id {shown(key)}; known: {known}"
+            ) from None
 
 
-def _read(text: str, origin: str) -> dict[str, dict[str, dict[str, Any]]]:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{origin}: TOML syntax error: {exc}") from exc
-    unknown = set(data) - set(_SECTIONS)
-    if unknown:
-        raise CatalogError(
-            f"{origin}: unknown table {sorted(unknown)[0]!r}; expected one of "
-            f"{', '.join(f'[{s}.<id>]' for s in _SECTIONS)}"
-        )
+def _error(message: str, source: str) -> CatalogError:
+    return CatalogError(f"{source}: {message}")
+
+
+def _sections(data: dict[str, Any], origin: str) -> dict[str, dict[str, Any]]:
+    """The file's sections, each checked to be a known table of entries."""
+    expected = ", ".join(f"[{s}.<id>]" for s in _SECTIONS)
+    for section, entries in data.items():
+        if section not in _SECTIONS:
+            near = difflib.get_close_matches(section, _SECTIONS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise CatalogError(
+                f"{origin}: unknown table {shown(section)}{hint}; expected one of {expected}"
+            )
+        if not isinstance(entries, dict):
+            raise CatalogError(
+                f"{origin}: {section}: expected tables [{section}.<id>], got {shown(entries)}"
+            )
     return data
 
 
@@ -125,24 +137,21 @@ def _build(section: str, key: str, raw: Any, origin: str) -> _Entry:
             known = [f for f in _SECTIONS[section].model_fields if f not in ("id", "origin")]
             msg = f"unknown key (expected one of: {', '.join(known)})"
         elif err["type"] != "value_error":
-            msg += f", got {err['input']!r}"
+            msg += f", got {shown(err['input'])}"
         raise CatalogError(f"{origin}: {path}: {msg}") from exc
 
 
 def load_catalog(extra: list[str | Path] | tuple[str | Path, ...] = ()) -> Catalog:
     """The bundled catalog plus each file in ``extra``, later files overriding by id."""
     merged: dict[str, dict[str, _Entry]] = {s: {} for s in _SECTIONS}
-    sources: list[tuple[str, str]] = []
+    sources: list[tuple[dict[str, Any], str]] = []
     pkg = resources.files("tierwise.catalog").joinpath("data")
     for name in _BUNDLED:
-        sources.append((pkg.joinpath(name).read_text(encoding="utf-8"), "bundled"))
+        sources.append((parse_toml(pkg.joinpath(name).read_bytes(), name, error=_error), "bundled"))
     for path in extra:
-        try:
-            sources.append((Path(path).read_text(encoding="utf-8"), str(path)))
-        except OSError as exc:
-            raise CatalogError(f"{path}: cannot read catalog file: {exc.strerror}") from exc
-    for text, origin in sources:
-        for section, entries in _read(text, origin).items():
+        sources.append((read_toml(path, error=_error), str(path)))
+    for data, origin in sources:
+        for section, entries in _sections(data, origin).items():
             for key, raw in entries.items():
                 merged[section][key] = _build(section, key, raw, origin)
     return Catalog(**merged)  # type: ignore[arg-type]

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 from tierwise.errors import ScenarioError
 from tierwise.scenario import schema
 from tierwise.scenario.schema import ErrorAt, Scenario, Site
+from tierwise.tomlfile import check_depth, parse_toml, read_toml
+from tierwise.units import shown
 
 __all__ = ["BUNDLED_EXAMPLES", "apply_set", "bundled_example", "load_scenario", "parse_scenario"]
 
@@ -36,30 +38,25 @@ BUNDLED_EXAMPLES = (
 def bundled_example(name: str = "deployment") -> Path:
     """Path of a bundled example scenario (``deployment`` is the §12.5 case)."""
     if name not in BUNDLED_EXAMPLES:
-        raise ScenarioError(f"no bundled example {name!r}; known: {', '.join(BUNDLED_EXAMPLES)}")
+        raise ScenarioError(
+            f"no bundled example {shown(name)}; known: {', '.join(BUNDLED_EXAMPLES)}"
+        )
     return Path(str(resources.files("tierwise.examples").joinpath(f"{name}.toml")))
 
 
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read ``path``, apply ``key.path=value`` overrides and validate."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError("file not found", source=source) from None
-    except OSError as exc:
-        raise ScenarioError(f"cannot read file: {exc.strerror}", source=source) from exc
-    return parse_scenario(text, source=source, overrides=overrides)
+    return _with_overrides(read_toml(path), str(path), overrides)
 
 
 def parse_scenario(
     text: str, *, source: str = "<string>", overrides: Iterable[str] = ()
 ) -> Scenario:
     """Parse TOML text into a validated :class:`Scenario`."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"TOML syntax error: {exc}", source=source) from exc
+    return _with_overrides(parse_toml(text, source), source, overrides)
+
+
+def _with_overrides(data: dict[str, Any], source: str, overrides: Iterable[str]) -> Scenario:
     overrides = list(overrides)
     for item in overrides:
         data = apply_set(data, item, source=source)
@@ -68,8 +65,11 @@ def parse_scenario(
 
 def validate(data: dict[str, Any], source: str, overrides: Iterable[str] = ()) -> Scenario:
     """Validate parsed TOML; the first error names its key path (and the --set that gave it)."""
+    check_depth(data, source)
     try:
         return Scenario.model_validate(data)
+    except RecursionError:
+        raise ScenarioError("tables nested too deep to validate", source=source) from None
     except ValidationError as exc:
         err = _most_telling(exc.errors(include_url=False), data)
         loc = tuple(err["loc"])
@@ -168,21 +168,37 @@ def _explain(err: dict[str, Any]) -> str:
     if kind == "missing":
         return _MISSING.get(tuple(err["loc"]), "required key is missing")
     if kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
-        return f"{msg}, got {given!r}"
+        return f"{msg}, got {shown(given)}"
     if kind.endswith("_type") or kind.endswith("_parsing") or kind == "literal_error":
-        return f"{msg}, got {given!r}"
+        return f"{msg}, got {shown(given)}"
     return msg
 
 
 # ---------------------------------------------------------------- --set overrides
 
 
-def _value(text: str) -> Any:
+MAX_SET_VALUE = 1_000  # characters in one --set value
+
+
+def _value(text: str, item: str, source: str) -> Any:
     """A TOML value when it parses as one (10, true, ["a","b"]), otherwise the string."""
+    key = item.partition("=")[0].strip()
+    if len(text) > MAX_SET_VALUE:
+        raise ScenarioError(
+            f"--set value is {len(text):,} characters long; at most {MAX_SET_VALUE:,} are read",
+            source=source,
+            path=key,
+        )
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise ScenarioError("--set value nests too deep", source=source, path=key) from None
+    except ValueError:  # int() refuses more than 4,300 digits
+        raise ScenarioError(
+            "--set value has a number of more than 4,300 digits", source=source, path=key
+        ) from None
 
 
 def apply_set(data: dict[str, Any], item: str, *, source: str = "<scenario>") -> dict[str, Any]:
@@ -193,16 +209,16 @@ def apply_set(data: dict[str, Any], item: str, *, source: str = "<scenario>") ->
     key, eq, raw = item.partition("=")
     key = key.strip()
     if not eq or not key:
-        raise ScenarioError(f"--set expects key.path=value, got {item!r}", source=source)
+        raise ScenarioError(f"--set expects key.path=value, got {shown(item)}", source=source)
     parts = key.split(".")
     if "" in parts:
         raise ScenarioError(f"--set {item}: empty part in the key path", source=source, path=key)
     out = copy.deepcopy(data)
     if parts[0] == "site":
-        _set_site(out, parts, _value(raw.strip()), source)
+        _set_site(out, parts, _value(raw.strip(), item, source), source)
     else:
         _check_path(Scenario, parts, source)
-        _assign(out, parts, _value(raw.strip()), source)
+        _assign(out, parts, _value(raw.strip(), item, source), source)
     return out
 
 
@@ -215,7 +231,7 @@ def _set_site(data: dict[str, Any], parts: list[str], value: Any, source: str) -
     names = [s.get("name") if isinstance(s, dict) else None for s in sites]
     if parts[1] not in names:
         raise ScenarioError(
-            f"--set names site {parts[1]!r}, which the file does not have "
+            f"--set names site {shown(parts[1])}, which the file does not have "
             f"(expected one of: {', '.join(map(str, names)) or 'no [[site]] in the file'})",
             source=source,
             path=key,
@@ -244,7 +260,7 @@ def _check_path(
             )
         if part not in fields:
             raise ScenarioError(
-                f"--set names unknown key {part!r} (expected one of: {', '.join(fields)})",
+                f"--set names unknown key {shown(part)} (expected one of: {', '.join(fields)})",
                 source=source,
                 path=key,
             )
@@ -276,7 +292,8 @@ def _assign(
         if not isinstance(child, dict):
             done = ".".join([*prefix, *parts[: i + 1]])
             raise ScenarioError(
-                f"--set expects {done} to be a table, but the file gives it the value {child!r}",
+                f"--set expects {done} to be a table, but the file gives it"
+                f" the value {shown(child)}",
                 source=source,
                 path=".".join([*prefix, *parts]),
             )

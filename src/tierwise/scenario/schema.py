@@ -10,7 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
+from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time, shown
+
+MAX_MSS_BYTES = 65_535  # an IPv4 packet's total-length field bounds a segment
 
 
 class ErrorAt(ValueError):
@@ -149,7 +151,7 @@ class Task(_Strict):
             if not key.isdigit() or int(key) >= self.chunks:
                 raise ErrorAt(
                     ("propagation_overrides", key),
-                    f"expected a chunk index 0..{self.chunks - 1} as key, got {key!r}",
+                    f"expected a chunk index 0..{self.chunks - 1} as key, got {shown(key)}",
                 )
 
     def _check_loop(self) -> None:
@@ -209,7 +211,8 @@ class Site(_Strict):
 
         if value not in CONTROLLERS:
             raise ValueError(
-                f"unknown congestion controller {value!r}; known: {', '.join(sorted(CONTROLLERS))}"
+                f"unknown congestion controller {shown(value)};"
+                f" known: {', '.join(sorted(CONTROLLERS))}"
             )
         return value
 
@@ -219,14 +222,16 @@ class Site(_Strict):
         from tierwise.model.transport import HANDSHAKE_RTTS
 
         if value not in HANDSHAKE_RTTS:
-            raise ValueError(f"unknown handshake {value!r}; known: {', '.join(HANDSHAKE_RTTS)}")
+            raise ValueError(
+                f"unknown handshake {shown(value)}; known: {', '.join(HANDSHAKE_RTTS)}"
+            )
         return value
 
     @field_validator("mss")
     @classmethod
     def _positive_mss(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("mss must be > 0 bytes")
+        if not 1 <= value <= MAX_MSS_BYTES:
+            raise ValueError(f"mss must lie in [1 B, 65,535 B] (one IP packet), got {value:g} B")
         return value
 
     @property
@@ -291,7 +296,7 @@ class Variability(_Strict):
     """``[variability]``: Monte Carlo over per-round conditions."""
 
     trials: int = Field(10_000, ge=1, le=10_000_000)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**63 - 1)
     site: dict[str, SiteVariability] = Field(default_factory=dict)
 
 
@@ -309,14 +314,15 @@ class Scenario(_Strict):
         for i, s in enumerate(self.site):
             if s.name in seen:
                 raise ErrorAt(
-                    ("site", i, "name"), f"two sites are named {s.name!r}; names must be unique"
+                    ("site", i, "name"),
+                    f"two sites are named {shown(s.name)}; names must be unique",
                 )
             seen.add(s.name)
         for name in self.variability.site if self.variability else ():
             if name not in seen:
                 raise ErrorAt(
                     ("variability", "site", name),
-                    f"expected the name of a site ({', '.join(sorted(seen))}), got {name!r}",
+                    f"expected the name of a site ({', '.join(sorted(seen))}), got {shown(name)}",
                 )
         return self
 

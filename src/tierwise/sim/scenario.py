@@ -32,14 +32,14 @@ runs = 1
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tierwise.errors import ScenarioError
-from tierwise.units import Rate, Size, Time
+from tierwise.tomlfile import read_toml
+from tierwise.units import Rate, Size, Time, shown
 
 __all__ = ["SIM_EXAMPLES", "SimFile", "load_sim", "sim_example"]
 
@@ -51,7 +51,9 @@ def sim_example(name: str = "sim-photo") -> Path:
     from importlib import resources
 
     if name not in SIM_EXAMPLES:
-        raise ScenarioError(f"no bundled sim example {name!r}; known: {', '.join(SIM_EXAMPLES)}")
+        raise ScenarioError(
+            f"no bundled sim example {shown(name)}; known: {', '.join(SIM_EXAMPLES)}"
+        )
     return Path(str(resources.files("tierwise.examples").joinpath(f"{name}.toml")))
 
 
@@ -106,7 +108,7 @@ class TcpSection(_Strict):
         from tierwise.model.transport import HANDSHAKE_RTTS
 
         if v is not None and v not in HANDSHAKE_RTTS:
-            raise ValueError(f"unknown handshake {v!r}; known: {', '.join(HANDSHAKE_RTTS)}")
+            raise ValueError(f"unknown handshake {shown(v)}; known: {', '.join(HANDSHAKE_RTTS)}")
         return v
 
     @field_validator("syn_window")
@@ -126,14 +128,14 @@ class TcpSection(_Strict):
 
         if v not in CONTROLLERS:
             raise ValueError(
-                f"unknown congestion controller {v!r}; known: {', '.join(sorted(CONTROLLERS))}"
+                f"unknown congestion controller {shown(v)}; known: {', '.join(sorted(CONTROLLERS))}"
             )
         return v
 
     @model_validator(mode="after")
     def _sizes(self) -> TcpSection:
-        if self.mss < 1:
-            raise ValueError("mss must be at least 1 byte")
+        if not 1 <= self.mss <= 65_535:
+            raise ValueError(f"mss must lie in [1 B, 65,535 B] (one IP packet), got {self.mss:g} B")
         if self.ack_every > 1 and self.ack_delay == 0:
             raise ValueError("ack_every > 1 needs ack_delay (else the last segment waits forever)")
         return self
@@ -176,7 +178,7 @@ class StreamWorkload(_Strict):
     def _indices(cls, v: dict[str, float]) -> dict[str, float]:
         for key in v:
             if not key.isdigit():
-                raise ValueError(f"propagation_overrides keys are chunk indices, got {key!r}")
+                raise ValueError(f"propagation_overrides keys are chunk indices, got {shown(key)}")
         return v
 
 
@@ -218,8 +220,11 @@ class WirelessWorkload(_Strict):
     wired_one_way: Time = 0.0
 
 
+MAX_SEED = 2**63 - 1
+
+
 class RunSection(_Strict):
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     runs: int = Field(1, ge=1, le=100_000)
     until: Time = 3600.0
 
@@ -251,16 +256,11 @@ class SimFile(_Strict):
 def load_sim(path: str | Path) -> SimFile:
     """Read and validate a sim file; every problem is one ScenarioError with its key path."""
     source = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError("file not found", source=source) from None
-    except IsADirectoryError:
-        raise ScenarioError("is a directory, not a sim file", source=source) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"TOML syntax error: {exc}", source=source) from exc
+    data = read_toml(path)
     try:
         return SimFile.model_validate(data)
+    except RecursionError:
+        raise ScenarioError("tables nested too deep to validate", source=source) from None
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function", "float")))
@@ -268,5 +268,5 @@ def load_sim(path: str | Path) -> SimFile:
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         elif "input" in err and err["type"] != "missing":
-            msg = f"{msg} (got {err['input']!r})"
+            msg = f"{msg} (got {shown(err['input'])})"
         raise ScenarioError(msg, source=source, path=loc or None) from None

@@ -1,0 +1,103 @@
+"""Read a user's TOML file (scenario, sim file or catalog) with every failure as one line.
+
+One reader for every file a user hands us, so that each gets the same guarantees:
+
+- at most ``MAX_FILE_BYTES`` are read (a FIFO or ``/dev/zero`` cannot exhaust memory);
+- bytes that are not UTF-8 are named by offset and line; a UTF-8 byte-order mark is
+  accepted and dropped (editors on Windows write one);
+- tables and arrays nested deeper than ``MAX_DEPTH`` (a 1,000-part dotted header,
+  ``[[[[...]]]]``) are refused before anything walks them recursively;
+- an integer longer than Python reads (4,300 digits) is a syntax error, not a crash.
+
+Errors are ``error(message, source)``: a :class:`~tierwise.errors.ScenarioError` by
+default, or the caller's own type (the catalog raises :class:`CatalogError`).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tierwise.errors import ScenarioError, TierwiseError
+
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "check_depth", "parse_toml", "read_toml"]
+
+MAX_FILE_BYTES = 10_000_000  # the bundled files are a few kB; a scenario is never 10 MB
+MAX_DEPTH = 16  # the schema's deepest key is 5 levels (variability.site.<name>.uplink.dist)
+_BOM = b"\xef\xbb\xbf"
+
+ErrorFactory = Callable[[str, str], TierwiseError]
+
+
+def scenario_error(message: str, source: str) -> TierwiseError:
+    """The default error: a ScenarioError naming ``source``."""
+    return ScenarioError(message, source=source)
+
+
+def read_toml(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict[str, Any]:
+    """Read and parse the TOML file at ``path``; any problem is one ``error``."""
+    source = str(path)
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise error("cannot read file: file not found", source) from None
+    except IsADirectoryError:
+        raise error("cannot read file: it is a directory, not a TOML file", source) from None
+    except OSError as exc:
+        raise error(f"cannot read file: {exc.strerror or exc}", source) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not read", source)
+    return parse_toml(data, source, error=error)
+
+
+def parse_toml(
+    data: bytes | str, source: str, *, error: ErrorFactory = scenario_error
+) -> dict[str, Any]:
+    """Parse TOML text (or UTF-8 bytes, a leading BOM dropped) and bound its depth."""
+    text = _decode(data, source, error) if isinstance(data, bytes) else data.removeprefix("\ufeff")
+    if len(text) > MAX_FILE_BYTES:
+        raise error(f"text is longer than {MAX_FILE_BYTES:,} characters; not read", source)
+    try:
+        parsed = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"TOML syntax error: {exc}", source) from None
+    except RecursionError:
+        raise error(f"TOML syntax error: nested deeper than {MAX_DEPTH} levels", source) from None
+    except ValueError:  # int() refuses more than 4,300 digits
+        raise error("TOML syntax error: a number has more than 4,300 digits", source) from None
+    check_depth(parsed, source, error=error)
+    return parsed
+
+
+def _decode(data: bytes, source: str, error: ErrorFactory) -> str:
+    try:
+        return data.removeprefix(_BOM).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + (len(_BOM) if data.startswith(_BOM) else 0)
+        line = data.count(b"\n", 0, offset) + 1
+        raise error(
+            f"not UTF-8 text: byte 0x{data[offset]:02x} at offset {offset} (line {line}); "
+            "save the file as UTF-8",
+            source,
+        ) from None
+
+
+def check_depth(data: Any, source: str, *, error: ErrorFactory = scenario_error) -> None:
+    """Refuse tables/arrays nested deeper than ``MAX_DEPTH``, naming the key path (iterative)."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        node, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            shown = ".".join(path[:4])
+            raise error(
+                f"{shown}…: tables or arrays nested deeper than {MAX_DEPTH} levels "
+                "(no key of the schema is that deep)",
+                source,
+            )
+        if isinstance(node, dict):
+            stack.extend((v, (*path, str(k)[:20])) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, (*path, f"[{i}]")) for i, v in enumerate(node))
