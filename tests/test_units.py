@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierwise.errors import UnitError
-from tierwise.units import KINDS, MAX_TEXT, format_quantity, parse_quantity, shown
+from tierwise.errors import UnitError, shown
+from tierwise.units import KINDS, MAX_TEXT, format_quantity, parse_quantity
 
 ACCEPTED = [
     ("20 Mbit/s", "rate", 2.5e6),

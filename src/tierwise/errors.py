@@ -19,6 +19,11 @@ The CLI turns any ``TierwiseError`` into one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import difflib
+import math
+from collections.abc import Iterable
+from typing import Any
+
 __all__ = [
     "CatalogError",
     "LabError",
@@ -30,7 +35,11 @@ __all__ = [
     "SimulationError",
     "TierwiseError",
     "UnitError",
+    "did_you_mean",
+    "shown",
 ]
+
+SHOWN_CHARS = 40  # characters of a user's value echoed in an error
 
 
 class TierwiseError(Exception):
@@ -81,3 +90,23 @@ class RemoteProtocolError(ProtocolError):
 
 class LabError(TierwiseError, RuntimeError):
     """A lab experiment cannot run here; the message says what is missing and the fix."""
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error may echo it: its repr, cut to about 40 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"an integer of about {digits:,} digits"
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's 4,300-digit str() limit, nested somewhere
+        return "<a value too large to show>"
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def did_you_mean(word: object, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` naming the nearest of ``choices`` to ``word``, or ``""``."""
+    if not isinstance(word, str) or len(word) > 100:
+        return ""
+    near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""

@@ -63,13 +63,22 @@ def parse_toml(
     try:
         parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"TOML syntax error: {exc}", source) from None
+        raise error(f"TOML syntax error: {_short(str(exc))}", source) from None
     except RecursionError:
         raise error(f"TOML syntax error: nested deeper than {MAX_DEPTH} levels", source) from None
     except ValueError:  # int() refuses more than 4,300 digits
         raise error("TOML syntax error: a number has more than 4,300 digits", source) from None
     check_depth(parsed, source, error=error)
     return parsed
+
+
+def _short(message: str, limit: int = 120) -> str:
+    """tomllib's message, its middle cut (it may quote a 1,000-part key) but its position kept."""
+    if len(message) <= limit:
+        return message
+    head, paren, where = message.rpartition(" (at ")
+    tail = paren + where if paren and len(where) < 40 else ""
+    return (head if paren else message)[: limit - len(tail)] + "…" + tail
 
 
 def _decode(data: bytes, source: str, error: ErrorFactory) -> str:

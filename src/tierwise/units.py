@@ -25,7 +25,7 @@ import sys
 from functools import cache
 from typing import Any
 
-from tierwise.errors import UnitError
+from tierwise.errors import UnitError, shown
 
 __all__ = ["KINDS", "LIMITS", "format_quantity", "format_seconds", "parse_quantity"]
 
@@ -43,7 +43,6 @@ KINDS: dict[str, tuple[str, str]] = {
 }
 
 MAX_TEXT = 100  # characters in a quantity; longer text is refused before it is read
-_SHOWN = 40  # characters of a value echoed in an error
 _MAX_EXPONENT_DIGITS = 4
 
 _NUMBER = re.compile(
@@ -118,22 +117,6 @@ _SI_SYMBOL = {
     "time": "s", "size": "B", "rate": "B/s", "flops": "FLOP", "flop_rate": "FLOP/s",
     "energy": "J", "power": "W", "length": "m", "frequency": "Hz",
 }  # fmt: skip
-
-
-def shown(value: Any) -> str:
-    """``value`` as an error may echo it: its repr, cut to about 40 characters."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        return _long_int(value)
-    try:
-        text = repr(value)
-    except ValueError:  # an int beyond Python's 4,300-digit str() limit, nested somewhere
-        return "<a value too large to show>"
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
-
-
-def _long_int(value: int) -> str:
-    digits = int(value.bit_length() * math.log10(2)) + 1
-    return f"an integer of about {digits:,} digits"
 
 
 @cache

@@ -118,7 +118,7 @@ SCENARIO_CASES = {
     ),
     "--set unknown path": Case(
         BASE,
-        ["task.nosuch", "--set", "unknown key 'nosuch'", "rounds"],
+        ["task.nosuch", "--set", "unknown key 'nosuch'", "docs/scenario.md"],
         ["--set", "task.nosuch=1"],
     ),
     "--set unknown site": Case(
@@ -128,7 +128,7 @@ SCENARIO_CASES = {
     ),
     "--set unknown key in a site": Case(
         BASE,
-        ["site.cloud.bandwith", "--set", "unknown key 'bandwith'", "uplink"],
+        ["site.cloud.bandwith", "--set", "unknown key 'bandwith'", "did you mean"],
         ["--set", "site.cloud.bandwith=3 Mbit/s"],
     ),
     "--set below a value": Case(

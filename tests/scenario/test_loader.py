@@ -146,10 +146,11 @@ def test_set_does_not_mutate_its_input() -> None:
 @pytest.mark.parametrize(
     ("item", "path", "words"),
     [
-        ("task.nosuch=1", "task.nosuch", ["unknown key 'nosuch'", "rounds", "compress"]),
-        ("nosuch.key=1", "nosuch.key", ["unknown key 'nosuch'", "task", "site"]),
+        ("task.nosuch=1", "task.nosuch", ["unknown key 'nosuch'", "docs/scenario.md"]),
+        ("task.round=1", "task.round", ["unknown key 'round' (did you mean 'rounds'?)"]),
+        ("nosuch.key=1", "nosuch.key", ["unknown key 'nosuch'", "task, site"]),
         ("task.compress.nosuch=1", "task.compress.nosuch", ["unknown key 'nosuch'", "ratio"]),
-        ("site.cloud.nosuch=1", "site.cloud.nosuch", ["unknown key 'nosuch'", "uplink"]),
+        ("site.cloud.nosuch=1", "site.cloud.nosuch", ["unknown key 'nosuch'", "scenario.md"]),
         ("task.rounds.x=1", "task.rounds.x", ["task.rounds", "not a table"]),
         ("site.cloud.uplink.x=1", "site.cloud.uplink.x", ["site.cloud.uplink", "not a table"]),
         ("site.nosuch.uplink=1 Mbit/s", "site.nosuch.uplink", ["'nosuch'", "workstation"]),

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import difflib
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tierwise.errors import CatalogError
+from tierwise.errors import CatalogError, did_you_mean, shown
+from tierwise.schemakeys import unknown_key
 from tierwise.tomlfile import parse_toml, read_toml
-from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, shown
+from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size
 
 PositiveCount = Annotated[float, Field(gt=0, le=1e12)]
 
@@ -110,8 +110,7 @@ def _sections(data: dict[str, Any], origin: str) -> dict[str, dict[str, Any]]:
     expected = ", ".join(f"[{s}.<id>]" for s in _SECTIONS)
     for section, entries in data.items():
         if section not in _SECTIONS:
-            near = difflib.get_close_matches(section, _SECTIONS, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(section, _SECTIONS)
             raise CatalogError(
                 f"{origin}: unknown table {shown(section)}{hint}; expected one of {expected}"
             )
@@ -135,7 +134,7 @@ def _build(section: str, key: str, raw: Any, origin: str) -> _Entry:
             msg = "required key is missing"
         elif err["type"] == "extra_forbidden":
             known = [f for f in _SECTIONS[section].model_fields if f not in ("id", "origin")]
-            msg = f"unknown key (expected one of: {', '.join(known)})"
+            msg = unknown_key(err["loc"][-1], known)
         elif err["type"] != "value_error":
             msg += f", got {shown(err['input'])}"
         raise CatalogError(f"{origin}: {path}: {msg}") from exc

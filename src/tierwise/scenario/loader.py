@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import tomllib
-import types
 import typing
 from collections.abc import Iterable
 from importlib import resources
@@ -17,11 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, shown
 from tierwise.scenario import schema
 from tierwise.scenario.schema import ErrorAt, Scenario, Site
+from tierwise.schemakeys import keys_at, table_type, unknown_key
 from tierwise.tomlfile import check_depth, parse_toml, read_toml
-from tierwise.units import shown
 
 __all__ = ["BUNDLED_EXAMPLES", "apply_set", "bundled_example", "load_scenario", "parse_scenario"]
 
@@ -77,7 +76,7 @@ def validate(data: dict[str, Any], source: str, overrides: Iterable[str] = ()) -
         if isinstance(cause, ErrorAt):
             loc += cause.key
         path = _key_path(data, loc)
-        message = _explain(err) + _from_set(path, overrides)
+        message = _explain(err, loc) + _from_set(path, overrides)
         raise ScenarioError(message, source=source, path=path or None) from None
 
 
@@ -159,12 +158,12 @@ _MISSING = {
 }
 
 
-def _explain(err: dict[str, Any]) -> str:
+def _explain(err: dict[str, Any], loc: tuple[Any, ...]) -> str:
     msg = str(err["msg"]).removeprefix("Value error, ")
     given = err.get("input")
     kind = err.get("type", "")
     if kind == "extra_forbidden":
-        return "unknown key (not in the scenario schema; see DESIGN.md's scenario contract)"
+        return unknown_key(loc[-1], keys_at(Scenario, loc))
     if kind == "missing":
         return _MISSING.get(tuple(err["loc"]), "required key is missing")
     if kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
@@ -249,8 +248,8 @@ def _check_path(
     parts = list(parts)
     while parts:
         part = parts.pop(0)
-        if _is_dict(node):  # e.g. variability.site.<name>: any key, then the value's type
-            node = _table_type(typing.get_args(node)[1])
+        if typing.get_origin(node) is dict:  # variability.site.<name>: any key, then the value
+            node = table_type(typing.get_args(node)[1])
             continue
         fields = getattr(node, "model_fields", None)
         if fields is None:
@@ -260,28 +259,11 @@ def _check_path(
             )
         if part not in fields:
             raise ScenarioError(
-                f"--set names unknown key {shown(part)} (expected one of: {', '.join(fields)})",
+                f"--set names {unknown_key(part, list(fields), name_it=True)}",
                 source=source,
                 path=key,
             )
-        node = _table_type(fields[part].annotation)
-
-
-def _is_dict(annotation: Any) -> bool:
-    return typing.get_origin(annotation) is dict
-
-
-def _table_type(annotation: Any) -> Any:
-    """The BaseModel (or dict) inside an annotation like ``Compress | None``, else itself."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            inner = _table_type(arg)
-            if (isinstance(inner, type) and issubclass(inner, BaseModel)) or _is_dict(inner):
-                return inner
-    if origin is typing.Annotated:
-        return _table_type(typing.get_args(annotation)[0])
-    return annotation
+        node = table_type(fields[part].annotation)
 
 
 def _assign(

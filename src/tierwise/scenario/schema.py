@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time, shown
+from tierwise.errors import shown
+from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
 
 MAX_MSS_BYTES = 65_535  # an IPv4 packet's total-length field bounds a segment
 

@@ -37,9 +37,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, shown
+from tierwise.schemakeys import keys_at, unknown_key
 from tierwise.tomlfile import read_toml
-from tierwise.units import Rate, Size, Time, shown
+from tierwise.units import Rate, Size, Time
 
 __all__ = ["SIM_EXAMPLES", "SimFile", "load_sim", "sim_example"]
 
@@ -266,7 +267,7 @@ def load_sim(path: str | Path) -> SimFile:
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function", "float")))
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = unknown_key(err["loc"][-1], keys_at(SimFile, tuple(err["loc"])))
         elif "input" in err and err["type"] != "missing":
             msg = f"{msg} (got {shown(err['input'])})"
         raise ScenarioError(msg, source=source, path=loc or None) from None

@@ -1,0 +1,240 @@
+"""A seeded mutator over the bundled TOML files: each case is reproducible from its index.
+
+A case is a command (``plan``, ``sim``, ``catalog``), the mutated file's bytes and any
+``--set`` arguments. Mutations aim at the classes of fault seen before: numbers at the
+edge of floating point, quantities in odd spellings or with arithmetic, wrong types,
+missing and misspelt keys, non-UTF-8 bytes, deep nesting and truncation.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+
+NUMBERS = [
+    "0", "-1", "1", "-0", "0.5", "1e308", "-1e308", "1e-308", "5e-324", "1e400", "1e-400",
+    "nan", "inf", "-inf", "9" * 40, "9" * 5000, "2147483648", "9223372036854775808",
+    "1_000_000_000", "1000000000", "1e30", "0x7fffffff",
+]  # fmt: skip
+QUANTITIES = [
+    "1e-308 Mbit/s", "5e-324 B", "1e308 s", "1e308 B", "1e400 ms", "10**400 ms", "9**9**9 MB",
+    "50 mbps", "3 mB", "1 KB", "2 Kbps", "20 Mbps", "20 Mb/s", "1 Gbps", "0 s", "0 B",
+    "0 Mbit/s", "-1 s", "nan s", "inf MB", "1e-12 s", "1e15 B", "1e18 B", "1e9 s", "1 h",
+    "3 parsecs", "", " ", "MB", "1", "1" * 30_000 + " B", "0.000001 ms", "1e-9 W", "1 TFLOP/s",
+    "1e30 FLOP", "100 GB", "1 TB", "1 bit/s", "1e-3 B",
+]  # fmt: skip
+VALUES = [
+    "true", "[]", "[1, 2]", '["a", "b"]', "{}", '{ a = 1 }', '"x"', '"' + "y" * 5000 + '"',
+    "1979-05-27", '""', "[[1], [2]]", '["1 s", "2 s", "3 s"]', "[490, 0]", '["0 J", "0 J"]',
+]  # fmt: skip
+SET_VALUES = [*QUANTITIES, *NUMBERS, *VALUES, "1" * 5000, "[" * 3000 + "]" * 3000]
+
+_ASSIGN = re.compile(r'^(\s*)([A-Za-z0-9_."-]+)(\s*=\s*)(.+?)\s*$')
+
+
+@dataclass
+class Case:
+    index: int
+    command: str  # plan | sim | catalog
+    origin: str  # the bundled file mutated
+    data: bytes
+    sets: list[str] = field(default_factory=list)
+    plot: bool = False
+    mutations: list[str] = field(default_factory=list)
+
+    def args(self, path: str, plot_dir: str) -> list[str]:
+        if self.command == "catalog":
+            return ["catalog", "--catalog", path, "--json"]
+        args = [self.command, path, "--json"]
+        for item in self.sets:
+            args += ["--set", item]
+        if self.plot:
+            args += ["--plot", plot_dir]
+        return args
+
+
+def corpus() -> list[tuple[str, str, str]]:
+    """(command, origin, text) for every bundled example, sim file and catalog file."""
+    found = []
+    examples = resources.files("tierwise.examples")
+    for item in sorted(examples.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".toml"):
+            text = item.read_text(encoding="utf-8")
+            command = "sim" if item.name.startswith("sim-") else "plan"
+            found.append((command, item.name, text))
+    data = resources.files("tierwise.catalog").joinpath("data")
+    for item in sorted(data.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".toml"):
+            found.append(("catalog", item.name, item.read_text(encoding="utf-8")))
+    return found
+
+
+def _assignments(lines: list[str]) -> list[int]:
+    return [
+        i
+        for i, line in enumerate(lines)
+        if _ASSIGN.match(line) and not line.lstrip().startswith("#")
+    ]
+
+
+def _set_value(rng: random.Random, lines: list[str], value: str) -> str:
+    spots = _assignments(lines)
+    if not spots:
+        return "none"
+    i = rng.choice(spots)
+    m = _ASSIGN.match(lines[i])
+    assert m is not None
+    lines[i] = f"{m[1]}{m[2]}{m[3]}{value}"
+    return f"{m[2]} = {value[:40]}"
+
+
+def _number(rng: random.Random, lines: list[str]) -> str:
+    spots = [i for i in _assignments(lines) if re.search(r"=\s*-?[\d.]+\s*$", lines[i])]
+    if not spots:
+        return _set_value(rng, lines, rng.choice(NUMBERS))
+    i = rng.choice(spots)
+    new = rng.choice(NUMBERS)
+    lines[i] = re.sub(r"=\s*-?[\d.]+\s*$", f"= {new}", lines[i])
+    return f"number {lines[i][:50]}"
+
+
+def _quantity(rng: random.Random, lines: list[str]) -> str:
+    spots = [i for i in _assignments(lines) if re.search(r'"[-\d.e]+ ?[A-Za-zµ/]+"', lines[i])]
+    if not spots:
+        return _set_value(rng, lines, f'"{rng.choice(QUANTITIES)}"')
+    i = rng.choice(spots)
+    new = rng.choice(QUANTITIES)
+    lines[i] = re.sub(r'"[-\d.e]+ ?[A-Za-zµ/]+"', f'"{new}"', lines[i], count=1)
+    return f"quantity {lines[i][:50]}"
+
+
+def _scale(rng: random.Random, lines: list[str]) -> str:
+    """Multiply one quantity's number by a power of ten (a plausible but extreme input)."""
+    spots = [i for i in _assignments(lines) if re.search(r'"([\d.]+)( ?[A-Za-zµ/]+)"', lines[i])]
+    if not spots:
+        return "none"
+    i = rng.choice(spots)
+    power = rng.choice([-300, -30, -12, -6, 3, 6, 9, 12, 30, 300])
+    lines[i] = re.sub(
+        r'"([\d.]+)( ?[A-Za-zµ/]+)"', lambda m: f'"{m[1]}e{power}{m[2]}"', lines[i], count=1
+    )
+    return f"scale {lines[i][:50]}"
+
+
+def _value(rng: random.Random, lines: list[str]) -> str:
+    return _set_value(rng, lines, rng.choice(VALUES))
+
+
+def _delete_line(rng: random.Random, lines: list[str]) -> str:
+    if lines:
+        i = rng.randrange(len(lines))
+        return f"delete {lines.pop(i)[:40]}"
+    return "none"
+
+
+def _duplicate_line(rng: random.Random, lines: list[str]) -> str:
+    if lines:
+        i = rng.randrange(len(lines))
+        lines.insert(rng.randrange(len(lines) + 1), lines[i])
+        return f"duplicate {lines[i][:40]}"
+    return "none"
+
+
+def _misspell(rng: random.Random, lines: list[str]) -> str:
+    spots = _assignments(lines)
+    if not spots:
+        return "none"
+    i = rng.choice(spots)
+    m = _ASSIGN.match(lines[i])
+    assert m is not None
+    key = m[2]
+    j = rng.randrange(len(key))
+    key = key[:j] + key[j + 1 :] if len(key) > 1 else key + "x"
+    lines[i] = f"{m[1]}{key}{m[3]}{m[4]}"
+    return f"misspell {key}"
+
+
+def _deep(rng: random.Random, lines: list[str]) -> str:
+    n = rng.choice([20, 100, 1000, 5000])
+    form = rng.randrange(3)
+    if form == 0:
+        lines.append("deep = " + "[" * n + "]" * n)
+    elif form == 1:
+        lines.append("[" + ".".join(f"k{i}" for i in range(n)) + "]")
+        lines.append("x = 1")
+    else:
+        lines.append("deep = " + "{ a = " * min(n, 2000) + "1" + " }" * min(n, 2000))
+    return f"deep {form} {n}"
+
+
+def _table_type(rng: random.Random, lines: list[str]) -> str:
+    headers = [i for i, line in enumerate(lines) if line.startswith("[")]
+    if not headers:
+        return "none"
+    i = rng.choice(headers)
+    name = lines[i].strip("[] ")
+    lines[i] = ""
+    value = rng.choice(["5", "[]", '"x"'])
+    lines.insert(0, f"{name.split('.')[0]} = {value}")
+    return f"not a table {name}"
+
+
+TEXT_MUTATIONS: list[Callable[[random.Random, list[str]], str]] = [
+    _number, _quantity, _quantity, _scale, _scale, _value, _delete_line, _duplicate_line,
+    _misspell, _deep, _table_type,
+]  # fmt: skip
+
+
+def _bytes(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    form = rng.randrange(5)
+    at = rng.randrange(len(data) + 1)
+    if form == 0:
+        junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16)))
+        return data[:at] + junk + data[at:], "random bytes"
+    if form == 1:
+        return data.replace(b"e", b"\xe9", 1), "latin-1"
+    if form == 2:
+        return b"\xef\xbb\xbf" + data, "bom"
+    if form == 3:
+        return data[:at], "truncate"
+    return data[:at] + b"\xff" + data[at:], "0xff"
+
+
+def make_case(index: int, seed: int = 0) -> Case:
+    """The case numbered ``index`` (a function of ``seed`` and ``index`` only)."""
+    rng = random.Random(f"{seed}:{index}")
+    files = corpus()
+    command, origin, text = files[index % len(files)]
+    lines = text.splitlines()
+    case = Case(index, command, origin, b"")
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        case.mutations.append(rng.choice(TEXT_MUTATIONS)(rng, lines))
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    if rng.random() < 0.15:
+        data, what = _bytes(rng, data)
+        case.mutations.append(what)
+    if command == "plan" and rng.random() < 0.25:
+        case.sets = [_set_item(rng, text)]
+    case.plot = command == "plan" and rng.random() < 0.05
+    case.data = data
+    return case
+
+
+def _set_item(rng: random.Random, text: str) -> str:
+    """A ``--set`` of a key the original file has (or a made-up one) to an odd value."""
+    keys, table = [], ""
+    for line in text.splitlines():
+        if line.startswith("["):
+            table = line.strip("[] ")
+        elif table != "site" and (m := _ASSIGN.match(line)) and table:
+            keys.append(f"{table}.{m[2]}")
+    for block in re.split(r"^\[\[site\]\]\s*$", text, flags=re.M)[1:]:
+        body = block.split("\n[")[0]
+        name = re.search(r'^name\s*=\s*"([^"]+)"', body, re.M)
+        if name:
+            keys += [f"site.{name[1]}.{k}" for k in re.findall(r"^([a-z_]+)\s*=", body, re.M)]
+    key = rng.choice(keys) if keys and rng.random() < 0.9 else "task.nosuch"
+    return f"{key}={rng.choice(SET_VALUES)}"

@@ -1,0 +1,202 @@
+"""Fuzz the CLI with mutated bundled files: a result or one short error, never a crash.
+
+Every case runs ``tierwise plan|sim|catalog`` on a mutated copy of a bundled example,
+sim file or catalog file (see ``mutate.py``) in a forked child with an address-space
+limit and a time limit, and must end one of two ways:
+
+- exit 0 with JSON whose times (keys ending ``_s``) are finite and non-negative, or
+  ``null`` only on an option marked infeasible;
+- exit 2 with nothing on stdout and at most two stderr lines, each under 300 characters.
+
+Never a traceback, a timeout or another exit status. The child is forked from this
+process after the CLI's modules are imported, so a case costs its own work, not
+Python's start-up; ``main()`` still sets the real exit status and writes the real
+stderr. ``TIERWISE_FUZZ_CASES`` sets the budget (default 80); ``TIERWISE_FUZZ_SEED``
+the seed; ``TIERWISE_FUZZ_LOG`` a file to append each failure to as a JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fuzz.mutate import Case, make_case
+
+CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "80"))
+SEED = int(os.environ.get("TIERWISE_FUZZ_SEED", "0"))
+TIME_LIMIT_S = float(os.environ.get("TIERWISE_FUZZ_TIME_LIMIT", "20"))
+MEMORY_LIMIT_BYTES = 2 * 2**30
+SIGNED = {"overlap"}  # a breakdown's pipelining saving is negative by design
+
+
+@dataclass
+class Outcome:
+    code: int | None  # None: killed at the time limit
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+
+def _child(args: list[str], out: Path, err: Path) -> None:
+    """Run ``tierwise ARGS`` in this (forked) process and _exit with its status."""
+    import io
+    import resource
+    import sys
+    import traceback
+    import warnings
+
+    code = 1
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+        for fd, path in ((1, out), (2, err)):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8")
+        sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), encoding="utf-8")
+        warnings.resetwarnings()  # pytest records warnings; a user sees them printed
+        warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
+        sys.argv = ["tierwise", *args]
+        from tierwise.cli import main
+
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(code)
+
+
+def run_forked(args: list[str], workdir: Path) -> Outcome:
+    """Fork, run the CLI with ``args`` in the child, wait at most TIME_LIMIT_S."""
+    out, err = workdir / "stdout", workdir / "stderr"
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(args, out, err)
+    code: int | None = None
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() - start > TIME_LIMIT_S:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            break
+        time.sleep(0.005)
+    read = lambda p: p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""  # noqa: E731
+    return Outcome(code, read(out), read(err), time.monotonic() - start)
+
+
+def _is_time(key: str) -> bool:
+    return key.endswith("_s") and not key.endswith("_per_s")
+
+
+def _bad_times(node: Any, feasible: bool = True, key: str = "") -> list[str]:
+    """Times (keys ending ``_s``) that are negative or non-finite; a feasible null time_s."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        ok = node.get("feasible", feasible) is not False
+        if ok and "feasible" in node and node.get("time_s", 0) is None:
+            found.append("time_s is null on a feasible option")
+        for k, v in node.items():
+            found += _bad_times(v, ok, k if _is_time(str(k)) or k in SIGNED else key)
+    elif isinstance(node, list):
+        for v in node:
+            found += _bad_times(v, feasible, key)
+    elif key and isinstance(node, int | float) and not isinstance(node, bool):
+        if not math.isfinite(node) or (node < 0 and key not in SIGNED):
+            found.append(f"{key} = {node}")
+    return found
+
+
+def problems(outcome: Outcome) -> list[str]:
+    """What is wrong with ``outcome`` (empty: it kept the contract)."""
+    if outcome.code is None:
+        return [f"timeout after {TIME_LIMIT_S:g} s"]
+    found = []
+    if "Traceback" in outcome.stderr:
+        tail = outcome.stderr.strip().splitlines()[-1][:200]
+        found.append(f"traceback: {tail}")
+    if outcome.code == 0:
+        try:
+            found += _bad_times(json.loads(outcome.stdout))
+        except json.JSONDecodeError:
+            found.append("exit 0 without JSON on stdout")
+    elif outcome.code == 2:
+        lines = outcome.stderr.splitlines()
+        if outcome.stdout:
+            found.append("exit 2 after printing to stdout")
+        if len(lines) > 2:
+            found.append(f"{len(lines)} stderr lines: {outcome.stderr[:200]!r}")
+        found += [f"stderr line of {len(s)} chars: {s[:120]!r}" for s in lines if len(s) >= 300]
+    elif not found:
+        found.append(f"exit {outcome.code}: {outcome.stderr.strip()[-200:]!r}")
+    return found
+
+
+def run_case(case: Case, workdir: Path) -> list[str]:
+    path = workdir / f"case{case.index}.toml"
+    path.write_bytes(case.data)
+    found = problems(run_forked(case.args(str(path), str(workdir / "plots")), workdir))
+    if found and os.environ.get("TIERWISE_FUZZ_LOG"):
+        record = {
+            "index": case.index,
+            "seed": SEED,
+            "command": case.command,
+            "origin": case.origin,
+            "mutations": case.mutations,
+            "sets": [s[:200] for s in case.sets],
+            "plot": case.plot,
+            "problems": found,
+        }
+        with open(os.environ["TIERWISE_FUZZ_LOG"], "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _preloaded() -> None:
+    """Import what the commands import, once, so each forked case starts warm."""
+    import tierwise.catalog
+    import tierwise.cli
+    import tierwise.plan.planner
+    import tierwise.report.jsonout
+    import tierwise.report.plan_view
+    import tierwise.report.sim_view
+    import tierwise.sim.run  # noqa: F401
+
+
+def test_outcome_checks_can_fail() -> None:
+    """The contract check itself flags a traceback, a long line, a null time and a timeout."""
+    assert problems(Outcome(1, "", "Traceback (most recent call last):\nX", 0.1))
+    assert problems(Outcome(2, "", "error: " + "x" * 300, 0.1))
+    assert problems(Outcome(2, "", "a\nb\nc", 0.1))
+    assert problems(Outcome(0, '{"options": [{"feasible": true, "time_s": null}]}', "", 0.1))
+    assert not problems(Outcome(0, '{"options": [{"feasible": false, "time_s": null}]}', "", 0))
+    assert problems(Outcome(None, "", "", 20.0))
+
+
+def test_fuzz_cli(tmp_path: Path) -> None:
+    """Mutated bundled files give a result or one short error: no crash, hang or nonsense."""
+    failures = []
+    for index in range(CASES):
+        case = make_case(index, SEED)
+        found = run_case(case, tmp_path)
+        if found:
+            failures.append(f"case {index} ({case.origin}: {case.mutations}): {found}")
+    assert not failures, f"{len(failures)} of {CASES} cases broke:\n" + "\n".join(failures[:20])
