@@ -29,3 +29,20 @@ def test_readme_quick_start_has_the_two_commands():
     assert "pip install -e . && tierwise plan" in quick
     assert "pip install -e '.[test]' && pytest" in quick
     assert "pip install -e '.[test]' && pytest" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_scenario_md_is_generated_from_the_schema():
+    """docs/scenario.md equals `python -m tierwise.report.scenario_docs` (regenerate it if not)."""
+    from tierwise.report.scenario_docs import render as render_keys
+
+    assert (ROOT / "docs" / "scenario.md").read_text(encoding="utf-8") == render_keys()
+
+
+def test_scenario_md_documents_every_key():
+    """Every key of the scenario, sim and catalog schemas has a row with a description."""
+    text = (ROOT / "docs" / "scenario.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) > 150
+    assert all(not line.endswith("|  |") for line in rows), [r for r in rows if r.endswith("|  |")]
+    for key in ("`site[].uplink`", "`task.model.decode_tokens`", "`tcp.mss`", "`run.seed`"):
+        assert any(line.startswith(f"| {key}") for line in rows), key

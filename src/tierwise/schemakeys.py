@@ -1,4 +1,4 @@
-"""Walk a pydantic schema by key path: the keys a table takes, and every key with its type.
+"""Walk a pydantic schema by key path: the keys a table takes, the tables a key holds.
 
 Used by the loaders (an unknown key's did-you-mean names the nearest key of *that*
 table) and by the generator of ``docs/scenario.md``.
@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from tierwise.errors import did_you_mean, shown
 
-__all__ = ["KEYS_DOC", "Key", "keys_at", "members", "table_type", "unknown_key", "walk"]
+__all__ = ["KEYS_DOC", "is_model", "keys_at", "members", "table_type", "tag", "unknown_key"]
 
 KEYS_DOC = "docs/scenario.md"
 
 
-def _is_model(node: Any) -> bool:
+def is_model(node: Any) -> bool:
+    """Whether ``node`` is a pydantic model class (a table)."""
     return isinstance(node, type) and issubclass(node, BaseModel)
 
 
@@ -31,7 +30,7 @@ def table_type(annotation: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):
             inner = table_type(arg)
-            if _is_model(inner) or typing.get_origin(inner) in (dict, list):
+            if is_model(inner) or typing.get_origin(inner) in (dict, list):
                 return inner
     if origin is typing.Annotated:
         return table_type(typing.get_args(annotation)[0])
@@ -45,12 +44,13 @@ def members(annotation: Any) -> list[Any]:
         return members(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         found = [m for arg in typing.get_args(annotation) for m in members(arg)]
-        return [m for m in found if _is_model(m) or typing.get_origin(m) in (dict, list)]
+        return [m for m in found if is_model(m) or typing.get_origin(m) in (dict, list)]
     return [annotation]
 
 
-def _tag(model: Any) -> str | None:
-    kind = model.model_fields.get("kind") if _is_model(model) else None
+def tag(model: Any) -> str | None:
+    """The ``kind`` a member of a tagged union is chosen by, if it has one."""
+    kind = model.model_fields.get("kind") if is_model(model) else None
     args = typing.get_args(kind.annotation) if kind is not None else ()
     return args[0] if len(args) == 1 else None
 
@@ -61,7 +61,7 @@ def _step(node: Any, item: Any) -> list[Any]:
         return members(typing.get_args(node)[0])
     if origin is dict:
         return members(typing.get_args(node)[1])
-    if _is_model(node) and item in node.model_fields:
+    if is_model(node) and item in node.model_fields:
         return members(node.model_fields[item].annotation)
     return []
 
@@ -74,37 +74,9 @@ def keys_at(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         if stepped:
             nodes = stepped
         else:  # a union member's tag in the location: 'Compute', 'stream'
-            nodes = [n for n in nodes if item in (getattr(n, "__name__", None), _tag(n))] or nodes
-    keys = [k for node in nodes if _is_model(node) for k in node.model_fields]
+            nodes = [n for n in nodes if item in (getattr(n, "__name__", None), tag(n))] or nodes
+    keys = [k for node in nodes if is_model(node) for k in node.model_fields]
     return list(dict.fromkeys(keys))
-
-
-@dataclass(frozen=True)
-class Key:
-    """One documented key: its path, the model that holds it and the field."""
-
-    path: str
-    model: type[BaseModel]
-    name: str
-
-    @property
-    def field(self) -> Any:
-        return self.model.model_fields[self.name]
-
-
-def walk(root: type[BaseModel], prefix: str = "") -> Iterator[Key]:
-    """Every key below ``root``, depth first, with tables after their own keys."""
-    for name, field in root.model_fields.items():
-        path = f"{prefix}{name}"
-        yield Key(path, root, name)
-        inner = table_type(field.annotation)
-        origin = typing.get_origin(inner)
-        if origin is list:
-            inner, path = table_type(typing.get_args(inner)[0]), f"{path}[]"
-        elif origin is dict:
-            inner, path = table_type(typing.get_args(inner)[1]), f"{path}.<name>"
-        if _is_model(inner):
-            yield from walk(inner, f"{path}.")
 
 
 def unknown_key(word: object, keys: list[str], *, name_it: bool = False) -> str:

@@ -306,7 +306,11 @@ from pydantic import AfterValidator, BeforeValidator, Field  # noqa: E402
 
 
 def _parser(kind: str) -> BeforeValidator:
-    return BeforeValidator(lambda v: parse_quantity(v, kind))
+    def parse(value: Any) -> float:
+        return parse_quantity(value, kind)
+
+    parse.quantity_kind = kind  # type: ignore[attr-defined]  # read by the key reference's generator
+    return BeforeValidator(parse)
 
 
 def _bounded(kind: str) -> AfterValidator:

@@ -22,7 +22,9 @@ class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     name: str
+    """Display name."""
     sources: dict[str, str] = Field(default_factory=dict)
+    """Where each fact comes from, by key."""
     origin: str = "bundled"
 
 
@@ -30,39 +32,63 @@ class Hardware(_Entry):
     """A device, workstation or accelerator; all quantities SI."""
 
     tier: str | None = None
+    """device, edge or cloud."""
     memory_bandwidth: Rate
+    """Memory bandwidth (decode is bound by it)."""
     memory: Size
+    """Memory capacity."""
     memory_options: tuple[Size, ...] = ()
+    """Other capacities the part is sold with."""
     memory_reserve: Size = 0.0
+    """Memory kept free for the OS and other apps."""
     power: Power | None = None
+    """Power while computing."""
     dense_bf16: FlopRate | None = None
+    """Dense BF16 peak."""
     energy_per_token: tuple[Energy, Energy] | None = None
+    """Measured energy per token, [low, high]."""
     sustained_power: Power | None = None
+    """Power the device sustains without throttling."""
     peak_power: Power | None = None
+    """Peak power."""
     prompts_per_charge: tuple[PositiveCount, PositiveCount] | None = None
+    """Prompts one battery charge runs, [low, high]."""
 
 
 class ModelSpec(_Entry):
     """A model's BF16 reference sizes and work."""
 
     decode_weight_bytes: Size | None = None
+    """BF16 weight bytes read per decode step."""
     resident_bytes: Size | None = None
+    """BF16 bytes resident in memory."""
     kv_bytes_per_token: Size | None = None
+    """KV-cache bytes per token of context."""
     layers: int | None = Field(default=None, gt=0)
+    """Transformer layers."""
     parameters: float | None = Field(default=None, gt=0)
+    """Parameter count."""
     prefill_flops: Flops | None = None
+    """FLOP of a prefill of prefill_reference_tokens tokens."""
     prefill_reference_tokens: int | None = Field(default=None, gt=0)
+    """Tokens the prefill_flops figure is for."""
     visual_tokens: int | None = Field(default=None, gt=0)
+    """Tokens per image."""
     feature_width: int | None = Field(default=None, gt=0)
+    """Width of the features a split sends."""
     feature_groups: int | None = Field(default=None, gt=0)
+    """Feature groups a split sends."""
     encode_flops: Flops | None = None
+    """FLOP of the vision encoder per image."""
 
 
 class QuantFormat(_Entry):
     """A weight format: ``block_bytes`` bytes hold ``block_values`` values."""
 
     block_values: int = Field(gt=0)
+    """Values per block."""
     block_bytes: float = Field(gt=0)
+    """Bytes per block."""
 
     @property
     def bytes_per_value(self) -> float:

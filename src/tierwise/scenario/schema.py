@@ -1,4 +1,7 @@
-"""The scenario contract (DESIGN.md) as pydantic models; quantities become SI floats.
+"""The scenario schema as pydantic models; quantities become SI floats.
+
+Every key is listed in docs/scenario.md, generated from these models
+(``python -m tierwise.report.scenario_docs``): a string under a field is its description.
 
 Kind-specific rules (what a request, a stream or a loop needs) are checked in
 model validators; they raise :class:`ErrorAt` so that the error names the exact key.
@@ -36,8 +39,11 @@ class ModelWork(_Strict):
     """``[task.model]``: compute derived from a catalog model on each site's hardware."""
 
     model: str
+    """Catalog model id (`tierwise catalog` lists them)."""
     weights: str = "bf16"
+    """Weight format id from the catalog's quant table (bf16, q4_0, ...)."""
     context: int = Field(0, ge=0)
+    """Tokens held in the KV cache while decoding."""
     decode_tokens: int = Field(0, ge=0, description="tokens generated per round / request")
     prefill_tokens: int = Field(0, ge=0, description="once, when a site takes the session over")
 
@@ -46,7 +52,9 @@ class Compute(_Strict):
     """``[task.compute]``: model work given directly (overrides ``[task.model]``)."""
 
     time: Time | None = None
+    """Model time per round or request, measured."""
     flops: Flops | None = None
+    """Model work per round or request; time = flops / the site's dense_bf16."""
 
     @model_validator(mode="after")
     def _one(self) -> Compute:
@@ -60,6 +68,7 @@ class Compress(_Strict):
 
     ratio: float = Field(gt=0, le=1, description="compressed size / original size")
     time: Time = 0.0
+    """Client time spent compressing, per round."""
     rounds: int | None = Field(None, ge=1, description="rounds needed when compressed (loop)")
 
 
@@ -67,17 +76,24 @@ class Disconnect(_Strict):
     """``[task.disconnect]``: one disconnect on every remote site's link."""
 
     after_round: int = Field(ge=1)
+    """The link drops after this round."""
     reconnect: Time
+    """Time to reconnect."""
     progress: Literal["kept", "lost"] = "kept"
+    """Whether work done before the drop is kept or redone."""
 
 
 class Chunks(_Strict):
     """``[task.chunks]`` of a request: independent chunks processed as they arrive."""
 
     upload: list[Size]
+    """Bytes each chunk uploads."""
     download: list[Size]
+    """Bytes each chunk's result downloads."""
     compute: list[Time]
+    """Model time per chunk."""
     barrier: bool = False
+    """Wait for every chunk before any result is returned."""
 
     @model_validator(mode="after")
     def _same_length(self) -> Chunks:
@@ -94,31 +110,50 @@ class Task(_Strict):
     """``[task]``."""
 
     name: str = "task"
+    """Label shown in reports."""
     kind: Literal["request", "stream", "loop"]
+    """request (one upload, compute, download), stream (chunks every period) or loop (rounds)."""
     deadline: Time | None = None
+    """The whole task must finish within this."""
     deadline_quantile: float | None = Field(
         None, gt=0, lt=1, description="judge the deadline at this quantile of the time (loss)"
     )
     residency: str = "any"
+    """"device": the raw input may not leave the device; "any": no constraint."""
     # request and loop
     upload: Size = 0.0
+    """Loop: per round; request: once."""
     download: Size = 0.0
+    """Loop: per round; request: once."""
     rounds: int | None = Field(None, ge=0)
+    """Loop: rounds remaining."""
     client_work: Time = 0.0
+    """Loop: per-round work on the client (observe, act, UI update)."""
     model: ModelWork | None = None
+    """Compute derived from a catalog model on each site's hardware."""
     compress: Compress | None = None
+    """Shrink the upload on the client first."""
     disconnect: Disconnect | None = None
+    """One disconnect on every remote site's link."""
     # request: a table of chunks; stream: a number of chunks
     chunks: Chunks | int | None = None
+    """Request: a table of chunks; stream: the number of chunks."""
     # loop/request: [task.compute] table; stream: a time per chunk
     compute: Compute | Time | None = None
+    """Request or loop: a table (time or flops); stream: model time per chunk."""
     # stream
     period: Time | None = None
+    """Stream: the duration each chunk captures."""
     chunk_bytes: Size | None = None
+    """Stream: bytes sent per chunk."""
     send: Time | None = None
+    """Stream: time to send one chunk (instead of chunk_bytes / uplink)."""
     propagation: Time | None = None
+    """Stream: one-way propagation (instead of rtt / 2)."""
     propagation_overrides: dict[str, Time] = Field(default_factory=dict)
+    """Stream: one-way propagation for particular chunks, by chunk index."""
     buffer: Time = 0.0
+    """Stream: playout buffer before the first chunk plays."""
 
     @model_validator(mode="after")
     def _by_kind(self) -> Task:
@@ -175,33 +210,55 @@ class Site(_Strict):
     """``[[site]]``: where the task may run, and the path to it."""
 
     name: str = Field(min_length=1)
+    """Unique site name (used by --set site.<name>.<key>)."""
     tier: Literal["device", "edge", "cloud"]
+    """Where the site is."""
     hardware: str | None = None
+    """Catalog hardware id; its bandwidth, memory and power apply."""
     region: str | None = None
+    """Free text (data residency, reports)."""
     uplink: Rate | list[Rate] | None = None
+    """Client-to-site rate; a list gives one rate per round."""
     downlink: Rate | None = None
+    """Site-to-client rate."""
     rtt: Time = 0.0
+    """Round-trip time client to site."""
     energy_per_token: tuple[Energy, Energy] | None = None
+    """Measured energy per generated token, one value or [low, high]."""
     power: Power | None = None
+    """Power while computing (overrides the hardware's)."""
     prefill: Time | None = None
+    """Prefill time override (else prefill FLOP / dense_bf16)."""
     decode_slowdown: float = Field(1.0, gt=0)
+    """Multiplies the derived decode time (thermal, contention)."""
     memory: Size | None = None
+    """Memory capacity override."""
     memory_reserve: Size | None = None
+    """Memory kept free for the OS and other apps."""
     memory_bandwidth: Rate | None = None
+    """Memory bandwidth override (decode is bandwidth-bound)."""
     dense_bf16: FlopRate | None = None
+    """Dense BF16 peak override (prefill is compute-bound)."""
     battery: Energy | None = None
+    """Battery energy; an option that needs more is infeasible."""
     # path physics (§12.3): all optional; leaving them out keeps an open, clean path
     connection: Literal["reused", "new-per-round"] | None = None
+    """reused: one connection for all rounds; new-per-round: a handshake each round."""
     handshake: str = "tcp+tls1.3"
+    """tcp+tls1.3 | tcp+tls1.2 | quic | quic-0rtt."""
     initial_window: int | None = Field(None, ge=1, description="segments")
     mss: Size = 1448.0
+    """Payload bytes per segment."""
     idle_restart: bool = Field(True, description="slow start again after an idle round")
     loss: float = Field(0.0, ge=0, lt=1, description="random loss, not congestion")
     loss_down: float | None = Field(None, ge=0, lt=1, description="download loss if different")
     recovery: Literal["retransmit", "fec"] = "retransmit"
+    """How random loss is repaired: retransmit or forward error correction."""
     fec_target: float = Field(0.999, gt=0, lt=1)
+    """With recovery = "fec": probability a block decodes."""
     # packet-level evaluation (issue: simulator)
     evaluate: Literal["model", "sim"] = "model"
+    """model: closed-form times; sim: the packet simulator (slower)."""
     runs: int = Field(1, ge=1, le=10_000, description='seeds when evaluate = "sim"')
     congestion: str = Field("cubic", description='controller when evaluate = "sim"')
 
@@ -260,6 +317,7 @@ class Decision(_Strict):
     """``[decision]``."""
 
     objective: Literal["energy", "time"] = "energy"
+    """Among options meeting the deadline, minimise energy or time."""
     probability: float | None = Field(
         None,
         gt=0,
@@ -273,41 +331,61 @@ class Distribution(_Strict):
     """A distribution of a quantity, for ``[variability]``."""
 
     dist: Literal["uniform", "lognormal", "normal", "choice", "exponential"]
+    """The distribution's family."""
     low: str | None = None
+    """uniform: lower bound (a quantity)."""
     high: str | None = None
+    """uniform: upper bound (a quantity)."""
     median: str | None = None
+    """lognormal: median (a quantity)."""
     sigma: float | None = Field(None, ge=0)
+    """lognormal: sigma of the log."""
     mean: str | None = None
+    """normal or exponential: mean (a quantity)."""
     sd: str | None = None
+    """normal: standard deviation (a quantity)."""
     values: list[str] | None = None
+    """choice: the values (quantities)."""
     weights: list[float] | None = None
+    """choice: their weights (default equal)."""
 
 
 class SiteVariability(_Strict):
     """``[variability.site.<name>]``: how one site's path varies."""
 
     uplink: Distribution | None = None
+    """Per-round uplink distribution."""
     rtt_jitter: Distribution | None = None
+    """Per-round extra RTT distribution."""
     disconnect_probability: float = Field(0.0, ge=0, lt=1, description="per round")
     reconnect: Time = 0.0
+    """Time to reconnect after a disconnect."""
     progress: Literal["kept", "lost"] = "kept"
+    """Whether work done before a disconnect is kept or redone."""
 
 
 class Variability(_Strict):
     """``[variability]``: Monte Carlo over per-round conditions."""
 
     trials: int = Field(10_000, ge=1, le=10_000_000)
+    """Monte Carlo trials."""
     seed: int = Field(0, ge=0, le=2**63 - 1)
+    """Random seed (non-negative)."""
     site: dict[str, SiteVariability] = Field(default_factory=dict)
+    """Per-site variability, by site name."""
 
 
 class Scenario(_Strict):
     """A whole scenario file."""
 
     task: Task
+    """The task: its kind, sizes and compute."""
     site: list[Site] = Field(min_length=1)
+    """Where the task may run, and the path to it (at least one)."""
     decision: Decision = Decision()
+    """How to choose among sites."""
     variability: Variability | None = None
+    """Monte Carlo over per-round conditions (optional)."""
 
     @model_validator(mode="after")
     def _unique_sites(self) -> Scenario:

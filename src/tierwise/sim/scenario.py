@@ -64,19 +64,30 @@ class _Strict(BaseModel):
 
 class GeLoss(_Strict):
     p_gb: float = Field(ge=0, le=1)
+    """Probability per packet of moving from the good to the bad state."""
     p_bg: float = Field(ge=0, le=1)
+    """Probability per packet of moving from the bad to the good state."""
     loss_good: float = Field(0.0, ge=0, lt=1)
+    """Loss probability in the good state."""
     loss_bad: float = Field(1.0, ge=0, le=1)
+    """Loss probability in the bad state."""
 
 
 class PathSection(_Strict):
     uplink: Rate
+    """Client-to-server bottleneck rate."""
     downlink: Rate
+    """Server-to-client bottleneck rate."""
     rtt: Time
+    """Round-trip propagation delay."""
     loss_up: float | GeLoss = 0.0
+    """Random loss on the uplink: a probability or a Gilbert-Elliott table."""
     loss_down: float | GeLoss = 0.0
+    """Random loss on the downlink: a probability or a Gilbert-Elliott table."""
     queue: Size | None = None
+    """Drop-tail queue per direction in bytes; omit for unbounded."""
     queue_packets: int | None = Field(None, ge=1)
+    """Drop-tail queue per direction in packets."""
 
     @field_validator("loss_up", "loss_down")
     @classmethod
@@ -88,12 +99,19 @@ class PathSection(_Strict):
 
 class TcpSection(_Strict):
     cc: str = "newreno"
+    """Congestion controller: slowstart, newreno, cubic, bbr, bbr-linux."""
     mss: Size = 1448.0
+    """Payload bytes per segment (1 B to 65,535 B)."""
     header: Size = 52.0
+    """Header bytes per data segment on the wire."""
     ack: Size = 52.0
+    """Bytes per ACK on the wire."""
     initial_window: int = Field(10, ge=1)
+    """Initial congestion window in segments."""
     ack_every: int = Field(1, ge=1)
+    """Send an ACK every this many segments."""
     ack_delay: Time = 0.0
+    """Delayed-ACK timer."""
     handshake: str | None = Field(
         None, description="tcp+tls1.3 | tcp+tls1.2 | quic | quic-0rtt; omit for an open connection"
     )
@@ -146,33 +164,51 @@ class WorkloadSection(_Strict):
     """Request/response over the TCP-like connection (§12.3.2)."""
 
     kind: Literal["request"] = "request"
+    """request: upload, process, download."""
     upload: Size = 0.0
+    """Bytes sent to the server."""
     download: Size = 0.0
+    """Bytes of the reply."""
     processing: Time = 0.0
+    """Server time between the last upload byte and the reply."""
 
 
 class FecWorkload(_Strict):
     """The request sent as FEC symbols (§12.3.3); ``tcp.mss`` is the symbol size."""
 
     kind: Literal["fec-request"]
+    """fec-request: the request sent as FEC symbols."""
     upload: Size
+    """Bytes sent to the server."""
     download: Size = 0.0
+    """Bytes of the reply."""
     processing: Time = 0.0
+    """Server time before the reply."""
     target: float = Field(0.999, gt=0, lt=1)
+    """Probability each block decodes."""
     reply: Literal["fec", "tcp"] = "fec"
+    """Reply sent as FEC symbols or over TCP."""
 
 
 class StreamWorkload(_Strict):
     """Audio chunks captured every period, processed, sent, played (§12.1.2)."""
 
     kind: Literal["stream"]
+    """stream: chunks captured every period."""
     chunks: int = Field(ge=1)
+    """Number of chunks."""
     period: Time
+    """Capture period per chunk."""
     chunk_bytes: Size
+    """Bytes per chunk."""
     compute: Time
+    """Model time per chunk."""
     buffer: Time = 0.0
+    """Playout buffer before the first chunk plays."""
     transport: Literal["datagram", "tcp"] = "datagram"
+    """Datagrams (no retransmission) or a TCP connection."""
     propagation_overrides: dict[str, Time] = Field(default_factory=dict)
+    """One-way delay for particular chunks, by chunk index."""
 
     @field_validator("propagation_overrides")
     @classmethod
@@ -185,40 +221,60 @@ class StreamWorkload(_Strict):
 
 class StreamWrite(_Strict):
     stream: str
+    """Stream name."""
     bytes: Size
+    """Bytes written."""
     at: Time = 0.0
+    """When the write happens."""
     priority: int = 0
+    """With policy = "priority": higher goes first."""
 
 
 class StreamsWorkload(_Strict):
     """Several streams over one connection: scheduling and delivery order (§12.3.4)."""
 
     kind: Literal["streams"]
+    """streams: several streams over one connection."""
     writes: list[StreamWrite] = Field(min_length=1)
+    """The writes, in order."""
     policy: Literal["fifo", "priority"] = "fifo"
+    """Send scheduling across streams."""
     delivery: Literal["connection", "stream"] = "connection"
+    """Deliver in connection order (head-of-line blocking) or per stream."""
 
 
 class RoundsWorkload(_Strict):
     """Agent rounds on one kept connection (§12.1.3)."""
 
     kind: Literal["rounds"]
+    """rounds: agent rounds on one kept connection."""
     rounds: int = Field(ge=1)
+    """Number of rounds."""
     upload: Size
+    """Bytes uploaded per round."""
     download: Size = 0.0
+    """Bytes downloaded per round."""
     client: Time = 0.0
+    """Client time per round."""
     model: Time = 0.0
+    """Server model time per round."""
     idle_restart: bool = False
+    """Restart slow start after an idle period."""
 
 
 class WirelessWorkload(_Strict):
     """An upload across a shared 802.11 medium where data and ACKs take turns (§12.4.1)."""
 
     kind: Literal["wireless"]
+    """wireless: an upload across a shared 802.11 medium."""
     upload: Size
+    """Bytes uploaded."""
     data_rate: Rate = 6_750_000.0
+    """PHY rate of data frames."""
     ack_rate: Rate = 750_000.0
+    """PHY rate of ACK frames."""
     wired_one_way: Time = 0.0
+    """One-way delay of the wired part."""
 
 
 MAX_SEED = 2**63 - 1
@@ -226,8 +282,11 @@ MAX_SEED = 2**63 - 1
 
 class RunSection(_Strict):
     seed: int = Field(0, ge=0, le=MAX_SEED)
+    """First seed (non-negative); run i uses seed + i."""
     runs: int = Field(1, ge=1, le=100_000)
+    """Number of seeds to run."""
     until: Time = 3600.0
+    """Simulated time limit per run."""
 
 
 Workload = (
@@ -242,9 +301,13 @@ Workload = (
 
 class SimFile(_Strict):
     path: PathSection
+    """The network path."""
     tcp: TcpSection = TcpSection()
+    """The transport."""
     workload: Workload = Field(discriminator="kind")
+    """What is sent; the keys depend on kind."""
     run: RunSection = RunSection()
+    """Seeds and limits."""
 
     @model_validator(mode="before")
     @classmethod
