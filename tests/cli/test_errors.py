@@ -188,6 +188,47 @@ SCENARIO_CASES = {
         REQUEST.replace("[[site]]", '[task.compute]\ntime = "1 s"\n\n[site]'),
         ["site: ", "valid list"],
     ),
+    # issue 9: numbers at the edge of floating point, odd units, arithmetic, huge --set values
+    "rate of 1e-308 Mbit/s": Case(
+        edited(('uplink = "6.4 Mbit/s"', 'uplink = "1e-308 Mbit/s"')),
+        ["site.cloud.uplink", "1 bit/s to 8 Pbit/s", "1.25e-303 B/s"],
+    ),
+    "mss of 5e-324 B": Case(
+        edited(('rtt = "200 ms"', 'rtt = "200 ms"\nmss = "5e-324 B"')),
+        ["site.cloud.mss", "too small"],
+    ),
+    "compute time of 1e308 s": Case(
+        REQUEST.replace("[[site]]", '[task.compute]\ntime = "1e308 s"\n\n[[site]]'),
+        ["task.compute.time", "1 ps to 1e9 s", "got 1e+308 s"],
+    ),
+    "10**400 ms": Case(
+        edited(('rtt = "200 ms"', 'rtt = "10**400 ms"')),
+        ["site.cloud.rtt", "no arithmetic"],
+    ),
+    "milli-bits": Case(
+        edited(('uplink = "6.4 Mbit/s"', 'uplink = "50 mbps"')),
+        ["site.cloud.uplink", "did you mean '50 Mbit/s'?"],
+    ),
+    "KB": Case(
+        edited(('upload = "0.8 MB"', 'upload = "800 KB"')),
+        ["task.upload", "'KB' is ambiguous", "'kB' (1000 B) or 'KiB' (1024 B)"],
+    ),
+    "unknown key with a near one": Case(
+        edited(('rtt = "200 ms"', 'rrt = "200 ms"')),
+        ["site.cloud.rrt", "did you mean 'rtt'?", "docs/scenario.md"],
+    ),
+    "--set quantity with arithmetic": Case(
+        BASE, ["task.upload", "9**9**9 MB", "no arithmetic"], ["--set", "task.upload=9**9**9 MB"]
+    ),
+    "--set integer of 5000 digits": Case(
+        BASE, ["task.rounds", "4,300 digits"], ["--set", "task.rounds=" + "9" * 5000]
+    ),
+    "--set value too long": Case(
+        BASE, ["task.name", "at most 10,000"], ["--set", "task.name=" + "x" * 20_000]
+    ),
+    "negative Monte Carlo seed": Case(
+        BASE + "\n[variability]\nseed = -1\n", ["variability.seed", "greater than or equal to 0"]
+    ),
 }
 
 CATALOG_SYNTAX = '[hardware.h100-sxm\nmemory = "80 GB"\n'
@@ -211,6 +252,74 @@ CATALOG_CASES = {
     "unknown table": (CATALOG_UNKNOWN_TABLE, ["'gpu'", "[hardware.<id>]"]),
     "unknown key": (CATALOG_UNKNOWN_KEY, ["hardware.h100-sxm.bandwith", "unknown key", "memory"]),
 }
+
+
+def test_file_errors_are_one_line(tmp_path: Path) -> None:
+    """Non-UTF-8 bytes, deep nesting and a 1,000-part header are one line naming the file."""
+    cases = {
+        b"rtt = 1\n\xff\xfe": ["not UTF-8", "0xff at offset 8 (line 2)"],
+        BASE.encode("latin-1", "replace").replace(b"\xc2", b"") + b"# caf\xe9\n": ["not UTF-8"],
+        ("x = " + "[" * 3000 + "]" * 3000).encode(): ["nested deeper than 16"],
+        ("[" + ".".join(f"k{i}" for i in range(1000)) + "]\n").encode(): ["nested deeper"],
+    }
+    for data, needles in cases.items():
+        path = tmp_path / "bad.toml"
+        path.write_bytes(data)
+        for command in ("plan", "sim"):
+            assert_one_line_error(run_cli(command, str(path)), str(path), *needles)
+        assert_one_line_error(run_cli("catalog", "--catalog", str(path)), str(path), *needles)
+
+
+def test_bom_is_accepted(tmp_path: Path) -> None:
+    """A scenario saved with a UTF-8 byte-order mark plans like one without."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + BASE.encode("utf-8"))
+    run = run_cli("plan", str(path), "--json")
+    assert run.code == 0, run.stderr
+    assert (
+        run.json()["options"]
+        == run_cli("plan", "--example", "deployment", "--json").json()["options"]
+    )
+
+
+SIM = Path(str(bundled_example("deployment"))).with_name("sim-photo.toml").read_text("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "text", "needles"),
+    [
+        (["--seed", "-1"], SIM, ["--seed", "greater than or equal to 0"]),
+        ([], SIM.replace("seed = 1", "seed = -1"), ["run.seed", "greater than or equal to 0"]),
+        ([], SIM.replace('mss = "1168 B"', 'mss = "5e-324 B"'), ["tcp.mss", "too small"]),
+        ([], SIM.replace('uplink = "20 Mbit/s"', 'uplink = "1e-308 Mbit/s"'), ["path.uplink"]),
+        ([], SIM.replace("[run]", "[run]\nsed = 1"), ["run.sed", "did you mean 'seed'?"]),
+    ],
+    ids=["--seed -1", "seed = -1", "mss 5e-324 B", "rate 1e-308 Mbit/s", "did you mean"],
+)
+def test_bad_sim_input(args: list[str], text: str, needles: list[str], tmp_path: Path) -> None:
+    """Negative seeds, absurd magnitudes and misspelt keys in a sim file are one line, exit 2."""
+    path = tmp_path / "sim.toml"
+    path.write_text(text, encoding="utf-8")
+    assert_one_line_error(run_cli("sim", str(path), *args), *needles)
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("hardware = 5\n", ["hardware: expected tables [hardware.<id>]", "got 5"]),
+        ('[hardwre.x]\nname = "x"\n', ["did you mean 'hardware'?"]),
+        (
+            CATALOG_BAD_UNIT.replace("3.35 TB/q", "3.35 TB/s") + "prompts_per_charge = [490, 0]\n",
+            ["hardware.h100-sxm.prompts_per_charge.1", "greater than 0"],
+        ),
+    ],
+    ids=["section not a table", "misspelt section", "zero prompts per charge"],
+)
+def test_bad_catalog_shapes(text: str, needles: list[str], tmp_path: Path) -> None:
+    """A catalog section that is not a table, or a zero count, is one line, not a traceback."""
+    path = tmp_path / "cat.toml"
+    path.write_text(text, encoding="utf-8")
+    assert_one_line_error(run_cli("catalog", "--catalog", str(path)), str(path), *needles)
 
 
 def assert_one_line_error(run: Run, *needles: str) -> str:

@@ -143,3 +143,15 @@ def test_cli_plan_plot_saves_and_lists_figures(cli, tmp_path):
     listed = run.stdout.replace("\n", "")
     for name in expected:
         assert str(folder / name) in listed
+
+
+@pytest.mark.parametrize("huge_s", [float("inf"), 1e308])
+def test_overflowed_option_is_left_out_of_the_figures(tmp_path: Path, huge_s: float) -> None:
+    """An option whose time overflowed is not drawn; the others still are (issue 9)."""
+    p = plan_example("deployment", thresholds=False)
+    cloud = p.option("cloud")
+    cloud.time_s = huge_s
+    cloud.breakdown_s = {k: huge_s for k in cloud.breakdown_s}
+    saved = plan_figures(p, tmp_path)
+    assert {s.name for s in saved} >= {"breakdown.png", "breakdown.svg"}
+    assert all(s.stat().st_size > 0 for s in saved)

@@ -81,8 +81,16 @@ def evaluate_all(
     for c in costs:
         opt = evaluate_option(scn, c, source, uplinks.get(c.site.name))
         _battery(opt, c)
+        _finite(opt)
         options.append(opt)
     return options
+
+
+def _finite(option: Option) -> None:
+    """A time that overflowed (or is NaN) is never a feasible answer: say so instead."""
+    if option.feasible and not math.isfinite(option.time_s):
+        option.feasible = False
+        option.reasons.append("the time is not a finite number: the inputs overflow floating point")
 
 
 def choose(options: list[Option], objective: str) -> tuple[str | None, str, str | None]:
@@ -150,9 +158,18 @@ def plan(
     monte_carlo: bool = True,
 ) -> Plan:
     """Evaluate every site, choose, and (optionally) find thresholds and Monte Carlo odds."""
-    from tierwise.plan.thresholds import find_thresholds
+    import numpy as np
 
     catalog = catalog or load_catalog()
+    with np.errstate(all="ignore"):  # overflow becomes inf, then an infeasible option
+        return _plan(scn, catalog, source, thresholds, monte_carlo)
+
+
+def _plan(
+    scn: Scenario, catalog: Catalog, source: str, thresholds: bool, monte_carlo: bool
+) -> Plan:
+    from tierwise.plan.thresholds import find_thresholds
+
     costs = [resolve_site(scn, s, catalog, source) for s in scn.site]
     options = evaluate_all(scn, costs, source)
     choice, reason, fastest = choose(options, scn.decision.objective)

@@ -18,6 +18,7 @@ registered with pyplot.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 from collections.abc import Callable, Sequence
@@ -47,6 +48,7 @@ UPLINK_SPAN = 30.0  # the uplink sweep runs from 1/30× to 30× the current upli
 UPLINK_POINTS = 200
 MBIT_PER_S = 1e6 / 8  # bytes/s in one Mbit/s
 TINY_S = 1e-9  # stage totals and gaps below this are rounding, not time
+MAX_DRAWN_S = 1e30  # beyond this (an overflowed model) an axis cannot be scaled: not drawn
 
 # Stage → (legend label, colour), in stacking order; compute is green and
 # upload blue as in figures 12-28 to 12-30.
@@ -84,6 +86,9 @@ def plan_figures(plan: Plan, folder: Path) -> list[Path]:
     """Draw every figure that fits ``plan``'s task into ``folder``; the paths written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    plan = dataclasses.replace(plan, options=[o for o in plan.options if _drawable(o)])
+    if not plan.options:
+        return []
     figures: list[tuple[str, Callable[[Plan], Figure]]] = [("breakdown", breakdown_figure)]
     if uplink_sites(plan):
         figures.append(("uplink", uplink_figure))
@@ -93,6 +98,12 @@ def plan_figures(plan: Plan, folder: Path) -> list[Path]:
     for name, draw in figures:
         saved += _save(draw(plan), folder, name)
     return saved
+
+
+def _drawable(option: Option) -> bool:
+    """Whether matplotlib can scale an axis to ``option`` (an overflowed time cannot be drawn)."""
+    values = [option.time_s, *option.breakdown_s.values()]
+    return all(math.isfinite(v) and abs(v) < MAX_DRAWN_S for v in values)
 
 
 def _save(fig: Figure, folder: Path, name: str) -> list[Path]:

@@ -176,7 +176,7 @@ def _explain(err: dict[str, Any], loc: tuple[Any, ...]) -> str:
 # ---------------------------------------------------------------- --set overrides
 
 
-MAX_SET_VALUE = 1_000  # characters in one --set value
+MAX_SET_VALUE = 10_000  # characters in one --set value (a per-round uplink list fits)
 
 
 def _value(text: str, item: str, source: str) -> Any:
