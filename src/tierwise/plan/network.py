@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from tierwise.errors import ModelError
 from tierwise.model import loss as lossm
 from tierwise.model import transport
 from tierwise.scenario.schema import Site
@@ -49,42 +50,98 @@ class TransferCost:
 
 @dataclass
 class Extras:
-    """Accumulated path costs of a whole task on one site."""
+    """Accumulated path costs of a whole task on one site.
+
+    ``extra_rounds[j]`` is the probability of ``extra_offset + j`` extra RTTs: the
+    negligible head and tail are cut, so a task of many lossy transfers keeps an
+    array about as wide as its spread (√transfers), not as its mean.
+    """
 
     rtt_s: float
     handshake_s: float = 0.0
     window_wait_s: float = 0.0
     fec_send_s: float = 0.0
     extra_rounds: np.ndarray = field(default_factory=lambda: np.array([1.0]))
+    extra_offset: int = 0
 
-    def add(self, cost: TransferCost) -> None:
-        self.window_wait_s += cost.window_wait_s
-        self.fec_send_s += cost.fec_send_s
-        self.extra_rounds = combine(self.extra_rounds, cost.extra_rounds)
+    def add(self, cost: TransferCost, times: int = 1) -> None:
+        """Add ``times`` independent transfers of this cost (O(log times) convolutions)."""
+        self.window_wait_s += times * cost.window_wait_s
+        self.fec_send_s += times * cost.fec_send_s
+        pmf, offset = _power(cost.extra_rounds, times)
+        self.extra_rounds, shift = combine(self.extra_rounds, pmf, with_offset=True)
+        self.extra_offset += offset + shift
 
     @property
     def recovery_mean_s(self) -> float:
         """Mean loss-recovery time: FEC send time plus expected extra RTTs."""
-        k = np.arange(self.extra_rounds.size)
+        k = self.extra_offset + np.arange(self.extra_rounds.size)
         return self.fec_send_s + self.rtt_s * float(k @ self.extra_rounds)
 
     def recovery_quantile_s(self, q: float) -> float:
         """The ``q`` quantile of loss-recovery time."""
         cdf = np.cumsum(self.extra_rounds)
         k = int(np.searchsorted(cdf, q - 1e-12))
-        return self.fec_send_s + self.rtt_s * min(k, cdf.size - 1)
+        return self.fec_send_s + self.rtt_s * (self.extra_offset + min(k, cdf.size - 1))
 
     @property
     def fixed_s(self) -> float:
         return self.handshake_s + self.window_wait_s
 
 
-def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """pmf of the sum of two independent extra-round counts, its negligible tail cut."""
-    out = np.convolve(a, b)
+# a pmf wider than this (extra rounds between its first and last non-negligible value)
+# would make each convolution slow; reached only by ~10^8 lossy transfers
+MAX_PMF_WIDTH = 100_000
+_FFT_ABOVE = 1_000_000  # direct convolution up to this many multiply-adds
+
+
+def _power(pmf: np.ndarray, times: int) -> tuple[np.ndarray, int]:
+    """pmf (and offset) of the sum of ``times`` independent draws, by repeated squaring."""
+    if times < 0:
+        raise ModelError(f"a count of transfers must be ≥ 0, got {times}")
+    result, offset = np.array([1.0]), 0
+    base, base_offset = pmf, 0
+    while times:
+        if times & 1:
+            result, shift = combine(result, base, with_offset=True)
+            offset += base_offset + shift
+        times >>= 1
+        if times:
+            base, shift = combine(base, base, with_offset=True)
+            base_offset = 2 * base_offset + shift
+    return result, offset
+
+
+def combine(a: np.ndarray, b: np.ndarray, *, with_offset: bool = False):
+    """pmf of the sum of two independent extra-round counts, its negligible tail cut.
+
+    With ``with_offset`` the negligible head is cut too and ``(pmf, first index)`` is
+    returned.
+    """
+    if a.size + b.size > MAX_PMF_WIDTH:
+        raise ModelError(
+            "the loss-recovery distribution of this many lossy transfers is too wide to "
+            f"compute exactly (over {MAX_PMF_WIDTH:,} possible extra round trips); "
+            "use fewer rounds or chunks"
+        )
+    out = _convolve(a, b)
     keep = np.nonzero(out > _TAIL)[0]
-    out = out[: keep[-1] + 1] if keep.size else out[:1]
-    return out / out.sum()
+    first = int(keep[0]) if (keep.size and with_offset) else 0
+    out = out[first : keep[-1] + 1] if keep.size else out[:1]
+    out = out / out.sum()
+    return (out, first) if with_offset else out
+
+
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if b.size == 1:
+        return a * b[0]
+    if a.size == 1:
+        return b * a[0]
+    if a.size * b.size <= _FFT_ABOVE:
+        return np.convolve(a, b)
+    size = a.size + b.size - 1
+    out = np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)
+    return np.clip(out, 0.0, None)  # rounding leaves ~1e-17 noise, below the cut
 
 
 def has_physics(site: Site) -> bool:

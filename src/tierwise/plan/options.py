@@ -7,12 +7,13 @@ planner can search thresholds and the Monte Carlo can vary the path.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ModelError, ScenarioError
 from tierwise.model import loop, request, stream, transport
 from tierwise.plan import network as net
 from tierwise.plan.resolve import SiteCosts
@@ -61,7 +62,7 @@ class Option:
 
 
 def _uplink(site: Site, override: Any, n: int, source: str, needed: bool) -> np.ndarray:
-    """Per-round uplink rates (bytes/s), length ``n``."""
+    """Per-round uplink rates (bytes/s): a list's ``n`` rates, or one rate for every round."""
     value = override if override is not None else site.uplink
     if value is None:
         if needed:
@@ -70,10 +71,10 @@ def _uplink(site: Site, override: Any, n: int, source: str, needed: bool) -> np.
                 source=source,
                 path=f"site.{site.name}.uplink",
             )
-        return np.full(n, np.inf)
+        return np.full(1, np.inf)
     rates = np.asarray(value, dtype=float)
     if rates.ndim == 0:
-        return np.full(n, float(rates))
+        return np.full(1, float(rates))
     if rates.size != n:
         raise ScenarioError(
             f"has {rates.size} per-round rates but the task runs {n} rounds",
@@ -114,9 +115,18 @@ class LoopTerms:
     rounds: int
     fixed_round_s: float  # client + model + rtt + download + codec
     upload_bytes: float  # per round, after compression
-    uplinks: np.ndarray  # per round, bytes/s (inf: nothing to upload)
+    uplinks: np.ndarray  # per round, or one for all rounds; bytes/s (inf: nothing to upload)
     rtt_s: float
     prepare_s: float
+
+    @property
+    def uniform(self) -> bool:
+        """Every round has the same uplink (then no per-round array exists)."""
+        return self.uplinks.size == 1
+
+    def uplink_of(self, i: int) -> float:
+        """Round ``i``'s uplink, bytes/s."""
+        return float(self.uplinks[0 if self.uniform else i])
 
 
 def loop_terms(task: Task, costs: SiteCosts, source: str, uplink: Any = None) -> LoopTerms:
@@ -126,7 +136,7 @@ def loop_terms(task: Task, costs: SiteCosts, source: str, uplink: Any = None) ->
     assert n is not None
     if not site.remote:
         return LoopTerms(
-            n, task.client_work + costs.model_s, 0.0, np.full(n, np.inf), 0.0, costs.prepare_s
+            n, task.client_work + costs.model_s, 0.0, np.full(1, np.inf), 0.0, costs.prepare_s
         )
     size = task.upload * (comp.ratio if comp else 1.0)
     codec = comp.time if comp else 0.0
@@ -136,41 +146,32 @@ def loop_terms(task: Task, costs: SiteCosts, source: str, uplink: Any = None) ->
 
 
 def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
+    """Closed form of a loop; rounds with one uplink are summed as ``N·t``, so the
+    work does not grow with the number of rounds."""
     task, site = scn.task, costs.site
     terms = loop_terms(task, costs, source, uplink)
     upload = terms.upload_bytes / terms.uplinks
     rounds_s = terms.fixed_round_s + upload
-    recovery, redone = 0.0, 0
-    redo: range = range(0)
-    if task.disconnect and site.remote:
-        d = task.disconnect
-        if d.after_round > terms.rounds:
-            raise ScenarioError(
-                f"after_round = {d.after_round} exceeds the {terms.rounds} rounds run",
-                source=source,
-                path="task.disconnect.after_round",
-            )
-        recovery = loop.disconnect_extra_s(rounds_s, d.after_round, d.reconnect, d.progress)
-        redo = loop.redone_rounds(d.after_round, d.progress)
-        redone = len(redo)
     n = terms.rounds
+    each = n if terms.uniform else 1  # rounds each per-round entry stands for
+    recovery, redo = _disconnect(task, site, terms, rounds_s, source)
     comp = task.compress if site.remote else None
     breakdown = {
         "prepare": terms.prepare_s,
         "client": n * task.client_work,
         "model": n * costs.model_s,
-        "upload": float(upload.sum()),
+        "upload": float(upload.sum()) * each,
         "download": n * _down_s(site, task.download, source) if site.remote else 0.0,
         "propagation": n * terms.rtt_s,
         "compress": n * comp.time if comp else 0.0,
         "disconnect": recovery,
     }
-    time_s = terms.prepare_s + float(rounds_s.sum()) + recovery
-    ex = _loop_extras(task, site, terms, list(range(n)) + list(redo), source)
+    time_s = terms.prepare_s + float(rounds_s.sum()) * each + recovery
+    ex = _loop_extras(task, site, terms, redo, source)
     if ex is not None:
         breakdown.update(_extra_parts(ex))
         time_s += ex.fixed_s + ex.recovery_mean_s
-    executed = n + redone
+    executed = n + len(redo)
     energy = _energy(
         costs, terms.prepare_s + executed * costs.model_s, executed * costs.tokens_per_round
     )
@@ -181,31 +182,82 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     return _option(scn, costs, time_s, energy, breakdown, extra, ex)
 
 
+def _disconnect(
+    task: Task, site: Site, terms: LoopTerms, rounds_s: np.ndarray, source: str
+) -> tuple[float, range]:
+    """Extra time of ``[task.disconnect]`` and the rounds it makes us run again."""
+    d = task.disconnect
+    if not (d and site.remote):
+        return 0.0, range(0)
+    if d.after_round > terms.rounds:
+        raise ScenarioError(
+            f"after_round = {d.after_round} exceeds the {terms.rounds} rounds run",
+            source=source,
+            path="task.disconnect.after_round",
+        )
+    redo = loop.redone_rounds(d.after_round, d.progress)
+    if terms.uniform:
+        return d.reconnect + len(redo) * float(rounds_s[0]), redo
+    return loop.disconnect_extra_s(rounds_s, d.after_round, d.reconnect, d.progress), redo
+
+
+# rounds whose path state (windows) still changes before every later round repeats
+# the last one; a window grows by at least a segment a round up to the BDP, so only
+# absurd paths get near this
+MAX_DISTINCT_ROUNDS = 1_000_000
+
+
 def _loop_extras(
-    task: Task, site: Site, terms: LoopTerms, rounds: list[int], source: str
+    task: Task, site: Site, terms: LoopTerms, redo: range, source: str
 ) -> net.Extras | None:
-    """Handshakes, window waits and loss recovery of every executed round (§12.3)."""
+    """Handshakes, window waits and loss recovery of every executed round (§12.3).
+
+    With one uplink for all rounds, once a round starts from the path state the
+    previous one started from (or waits for no window), every later round costs the
+    same: the rest are added at once.
+    """
     if not site.remote or not net.has_physics(site):
         return None
-    ex = net.Extras(site.rtt, handshake_s=net.handshake_s(site, len(rounds)))
-    down_rate = site.downlink if site.downlink is not None else np.inf
+    total = terms.rounds + len(redo)
+    ex = net.Extras(site.rtt, handshake_s=net.handshake_s(site, total))
     windows: dict[str, float | None] = {"up": None, "down": None}
-    syn = transport.SYN_WINDOW_BYTES if net.syn_capped(site) else None
-    for n, i in enumerate(rounds):
+    order = itertools.chain(range(terms.rounds), redo)
+    done, previous = 0, None
+    while done < total:
+        if done > MAX_DISTINCT_ROUNDS:
+            raise ModelError(
+                f"the path state still changes after {MAX_DISTINCT_ROUNDS:,} rounds; "
+                f"cannot sum {total:,} rounds of it"
+            )
+        i = next(order)
         if net.restarts_window(site):
             windows = {"up": None, "down": None}
-        # the upload opens the round's connection when it is new: its first flight is
-        # held to the SYN-ACK's window; the reply follows scaled-window ACKs
-        fresh = n == 0 or site.connection == "new-per-round"
-        for key, size, rate, p in (
-            ("up", terms.upload_bytes, terms.uplinks[i], site.loss),
-            ("down", task.download, down_rate, site.loss_on_download),
-        ):
-            cap = syn if key == "up" and fresh else None
-            cost = net.transfer_cost(site, size, float(rate), p, windows[key], cap)
-            windows[key] = cost.final_window_bytes
-            ex.add(cost)
+        fresh = done == 0 or site.connection == "new-per-round"
+        key = (fresh, windows["up"], windows["down"])
+        up, down, windows = _round_costs(task, site, terms, i, fresh, windows)
+        steady = key == previous or (done > 0 and up.window_wait_s == down.window_wait_s == 0)
+        times = total - done if (terms.uniform and steady) else 1
+        ex.add(up, times)
+        ex.add(down, times)
+        done, previous = done + times, key
     return ex
+
+
+def _round_costs(
+    task: Task, site: Site, terms: LoopTerms, i: int, fresh: bool, windows: dict
+) -> tuple[net.TransferCost, net.TransferCost, dict]:
+    """The upload's and the reply's path costs in round ``i``, and the windows after."""
+    # the upload opens the round's connection when it is new: its first flight is
+    # held to the SYN-ACK's window; the reply follows scaled-window ACKs
+    syn = transport.SYN_WINDOW_BYTES if (fresh and net.syn_capped(site)) else None
+    up = net.transfer_cost(
+        site, terms.upload_bytes, terms.uplink_of(i), site.loss, windows["up"], syn
+    )
+    down_rate = site.downlink if site.downlink is not None else np.inf
+    down = net.transfer_cost(
+        site, task.download, float(down_rate), site.loss_on_download, windows["down"]
+    )
+    return up, down, {"up": up.final_window_bytes, "down": down.final_window_bytes}
 
 
 def _extra_parts(ex: net.Extras) -> dict[str, float]:
@@ -328,11 +380,26 @@ def _stream_path(task: Task, site: Site, n: int, source: str) -> tuple[np.ndarra
 _EVALUATORS = {"loop": _loop, "request": _request, "stream": _stream}
 
 
+_LOSSY: list[Any] = [None, False]  # (the scenario's site list, whether any site is lossy)
+
+
+def _any_lossy(scn: Scenario) -> bool:
+    """Whether any site loses packets (then every option shows its tail).
+
+    Remembered for the last site list seen: a threshold search evaluates one
+    scenario thousands of times, and a scan over every site each time would make
+    it quadratic in the number of sites.
+    """
+    if _LOSSY[0] is not scn.site:
+        _LOSSY[:] = [scn.site, any(s.loss > 0 or (s.loss_down or 0) > 0 for s in scn.site)]
+    return _LOSSY[1]
+
+
 def _option(scn, costs, time_s, energy, breakdown, extra, ex: net.Extras | None = None) -> Option:
     deadline = scn.task.deadline
     q = scn.task.deadline_quantile
     judged = time_s
-    if any(s.loss > 0 or (s.loss_down or 0) > 0 for s in scn.site):
+    if _any_lossy(scn):
         tail = (
             (lambda x: time_s - ex.recovery_mean_s + ex.recovery_quantile_s(x))
             if ex

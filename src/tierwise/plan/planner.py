@@ -7,7 +7,7 @@ the objective (energy or time), ties broken by time.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,13 +115,15 @@ def choose(options: list[Option], objective: str) -> tuple[str | None, str, str 
             ),
             fastest,
         )
-    key = (
-        (lambda o: (o.energy_key, o.time_s))
-        if objective == "energy"
-        else (lambda o: (o.time_s, o.energy_key))
-    )
-    best = min(ontime, key=key)
+    best = min(ontime, key=objective_key(objective))
     return best.site, _reason(best, options, objective), fastest
+
+
+def objective_key(objective: str) -> Callable[[Option], tuple[float, float]]:
+    """The ranking key of :func:`choose`: energy then time, or time then energy."""
+    if objective == "energy":
+        return lambda o: (o.energy_key, o.time_s)
+    return lambda o: (o.time_s, o.energy_key)
 
 
 def _reason(best: Option, options: list[Option], objective: str) -> str:

@@ -12,10 +12,15 @@ For each remote site S, with every other parameter fixed:
 Times fall monotonically with the uplink, so each threshold is found by
 bisection in log space; this holds for chunked overlap too, where no closed form
 exists.
+
+The search is linear in the number of sites: varying one site's uplink can only
+change the choice between that site and the best of the others, so each probe
+chooses among at most three options (:func:`contenders`), not all of them.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +32,7 @@ from tierwise.plan.options import evaluate_option
 from tierwise.plan.resolve import SiteCosts
 from tierwise.scenario.schema import Scenario
 
-__all__ = ["find_thresholds", "min_uplink"]
+__all__ = ["contenders", "find_thresholds", "min_uplink"]
 
 _SCAN_DECADES = 2.0  # choice flips are searched within ×/÷ 100 of the current uplink
 _SCAN_POINTS = 81
@@ -82,6 +87,8 @@ def find_thresholds(scn: Scenario, costs: list[SiteCosts], plan: Any, source: st
     """Thresholds for every remote site that uploads something."""
     out: list[dict] = []
     by_name = {o.site: o for o in plan.options}
+    rivals = _Rivals(plan, by_name)
+    pool = contenders(plan.options, scn.decision.objective)
     for c in costs:
         b0 = _current_uplink(c)
         opt = by_name[c.site.name]
@@ -93,10 +100,10 @@ def find_thresholds(scn: Scenario, costs: list[SiteCosts], plan: Any, source: st
             continue  # the uplink does not matter to this option
         if scn.task.deadline is not None:
             out.append(_meets(c.site.name, time_at, scn.task.deadline, b0, floor))
-        rival = _rival(plan, c.site.name)
+        rival = rivals.of(c.site.name)
         if rival is not None:
             out.append(_faster(c.site.name, time_at, rival, b0, floor))
-        out += _flips(scn, plan.options, c, b0, source)
+        out += _flips(scn, [o for o in pool if o.site != c.site.name], c, b0, source)
     return out
 
 
@@ -116,11 +123,38 @@ def _meets(name: str, time_at, deadline: float, b0: float, floor: float) -> dict
     }
 
 
-def _rival(plan: Any, name: str):
-    if plan.choice is not None and plan.choice != name:
-        return plan.option(plan.choice)
-    others = [o for o in plan.options if o.site != name and o.feasible]
-    return min(others, key=lambda o: o.time_s) if others else None
+class _Rivals:
+    """The option each site must beat: the choice, or (for the choice itself, or when
+    nothing is chosen) the fastest other feasible option; the two fastest are kept so
+    that each lookup is O(1)."""
+
+    def __init__(self, plan: Any, by_name: dict[str, Any]) -> None:
+        self.choice = by_name.get(plan.choice) if plan.choice is not None else None
+        feasible = [(o.time_s, i, o) for i, o in enumerate(plan.options) if o.feasible]
+        self.fastest = [o for _, _, o in heapq.nsmallest(2, feasible, key=lambda t: t[:2])]
+
+    def of(self, name: str) -> Any:
+        if self.choice is not None and self.choice.site != name:
+            return self.choice
+        return next((o for o in self.fastest if o.site != name), None)
+
+
+def contenders(options: list[Any], objective: str) -> list[Any]:
+    """The options that can still be chosen when any one option changes, in their order.
+
+    :func:`~tierwise.plan.planner.choose` picks the first minimum of the on-time
+    options by the objective's key; whichever single option varies, the first minimum
+    of the rest is among the two smallest, so choosing among these two and the varied
+    option gives the same choice as choosing among all of them.
+    """
+    from tierwise.plan.planner import objective_key
+
+    key = objective_key(objective)
+    ontime = [
+        (key(o), i) for i, o in enumerate(options) if o.feasible and o.meets_deadline is not False
+    ]
+    keep = sorted(i for _, i in heapq.nsmallest(2, ontime))
+    return [options[i] for i in keep]
 
 
 def _faster(name: str, time_at, rival, b0: float, floor: float) -> dict:
@@ -136,11 +170,10 @@ def _faster(name: str, time_at, rival, b0: float, floor: float) -> dict:
     }
 
 
-def _flips(scn: Scenario, current: list[Any], c: SiteCosts, b0: float, source: str) -> list[dict]:
-    """Uplinks of ``c`` where the choice changes, every other option as already evaluated."""
+def _flips(scn: Scenario, others: list[Any], c: SiteCosts, b0: float, source: str) -> list[dict]:
+    """Uplinks of ``c`` where the choice changes, the other options (or their
+    :func:`contenders`) as already evaluated."""
     from tierwise.plan.planner import _battery, choose
-
-    others = [o for o in current if o.site != c.site.name]
 
     def choice_at(b: float) -> str | None:
         varied = evaluate_option(scn, c, source, uplink=b)
