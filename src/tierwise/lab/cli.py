@@ -432,6 +432,7 @@ def render_factor(console: Console, result: dict) -> None:
     table, paced = _summary_table(title, result["factor"], result["summary"])
     console.print(table)
     console.print("times in seconds; model: the closed form; sim: the packet-level simulator.")
+    _sim_notes(console, result["summary"])
     console.print("fixed: " + "; ".join(result["fixed"]), soft_wrap=True)
     if paced:
         _pacing_note(console, result["summary"])
@@ -578,7 +579,7 @@ def _summary_table(title: str, first: str, summary: dict) -> tuple[Table, bool]:
         row = [
             name,
             str(s["runs"]),
-            *(f"{s[k]:.3f}" for k in SUMMARY_TIMES),
+            *("—" if s[k] is None else f"{s[k]:.3f}" for k in SUMMARY_TIMES),
             f"{s['median_s'] / s['closed_form_s']:.2f}",
         ]
         if restart:
@@ -587,6 +588,12 @@ def _summary_table(title: str, first: str, summary: dict) -> tuple[Table, bool]:
             row.append(_paced_cell(s))
         table.add_row(*row)
     return table, paced
+
+
+def _sim_notes(console: Console, summary: dict) -> None:
+    """Say why a sim cell is blank (the prediction was abandoned), once per reason."""
+    for note in dict.fromkeys(s["sim_note"] for s in summary.values() if "sim_note" in s):
+        console.print(f"sim —: {note}", soft_wrap=True)
 
 
 def _paced_cell(s: dict) -> str:
@@ -623,6 +630,7 @@ def render_request(console: Console, result: dict) -> None:
         "times in seconds; model: the closed form; sim: the packet-level simulator; "
         "ratio: median / model."
     )
+    _sim_notes(console, result["summary"])
     if paced:
         _pacing_note(console, result["summary"])
     console.print(
