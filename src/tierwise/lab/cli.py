@@ -28,7 +28,6 @@ from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError
-from tierwise.units import parse_quantity
 
 __all__ = ["STATE_DIR", "hold", "lab_app"]
 
@@ -61,6 +60,8 @@ def _time(value: str, option: str) -> float:
 
 
 def _parsed(value: str, kind: str, option: str) -> float:
+    from tierwise.units import parse_quantity
+
     number = parse_quantity(value, kind)
     if number < 0:
         raise ScenarioError(f"{value!r} must not be negative", source=option)
