@@ -11,8 +11,12 @@ The Python API mirrors the command line::
 Model functions (``tierwise.model.*``) take SI floats or numpy arrays.
 """
 
-from tierwise import model
-from tierwise.catalog import Catalog, load_catalog
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
 from tierwise.errors import (
     CatalogError,
     LabError,
@@ -23,12 +27,54 @@ from tierwise.errors import (
     TierwiseError,
     UnitError,
 )
-from tierwise.model import device, loop, path, request, reuse, split, stream
-from tierwise.plan.options import Option
-from tierwise.plan.planner import Plan, plan, plan_file
-from tierwise.scenario.loader import bundled_example, load_scenario, parse_scenario
-from tierwise.scenario.schema import Scenario
-from tierwise.units import format_quantity, parse_quantity
+
+# Imported on first use (PEP 562), so `tierwise --help` loads no numpy, pint or pydantic:
+# name → (module, attribute; None for the module itself).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "Catalog": ("tierwise.catalog", "Catalog"),
+    "load_catalog": ("tierwise.catalog", "load_catalog"),
+    "model": ("tierwise.model", None),
+    **{m: (f"tierwise.model.{m}", None) for m in ("device", "loop", "path", "request")},
+    **{m: (f"tierwise.model.{m}", None) for m in ("reuse", "split", "stream")},
+    "Option": ("tierwise.plan.options", "Option"),
+    "Plan": ("tierwise.plan.planner", "Plan"),
+    "plan": ("tierwise.plan.planner", "plan"),
+    "plan_file": ("tierwise.plan.planner", "plan_file"),
+    "bundled_example": ("tierwise.scenario.loader", "bundled_example"),
+    "load_scenario": ("tierwise.scenario.loader", "load_scenario"),
+    "parse_scenario": ("tierwise.scenario.loader", "parse_scenario"),
+    "Scenario": ("tierwise.scenario.schema", "Scenario"),
+    "format_quantity": ("tierwise.units", "format_quantity"),
+    "parse_quantity": ("tierwise.units", "parse_quantity"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tierwise' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """Keeps ``tierwise.plan`` the function: importing the subpackage ``tierwise.plan``
+    would otherwise bind the package's attribute of that name to the module."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType) and _LAZY[name][1] is not None:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __version__ = "0.1.0"
 

@@ -14,6 +14,7 @@ device or emulator process is left that was not there before the session.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -56,21 +57,49 @@ class HostState:
 
 
 def host_state() -> HostState:
-    """What of ours exists on the host right now."""
-    names = frozenset(n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}-"))
+    """What of ours exists on the host right now (other live runs' paths are not ours)."""
+    names = frozenset(
+        n
+        for n in netns.list_namespaces()
+        if n.startswith(f"{netns.PREFIX}-") and _ours(_owner(n.split("-")[1]))
+    )
     links = subprocess.run(
         ["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True, check=True
     ).stdout
     devices = frozenset(
-        line.split(":")[1].strip().split("@")[0]
-        for line in links.splitlines()
-        if line.split(":")[1].strip().startswith(netns.PREFIX)
+        name
+        for name in (line.split(":")[1].strip().split("@")[0] for line in links.splitlines())
+        if name.startswith(netns.PREFIX) and _ours(_owner(re.sub(r"[cs]\d+$", "", name[2:])))
     )
     return HostState(names, devices, frozenset(emulator_pids()))
 
 
+def _owner(text: str) -> int:
+    return int(text) if text.isdigit() else 0
+
+
+# Every process this test session starts inherits the mark (even a detached `lab up`
+# holder), so paths of other runs on a shared host are told apart from ours.
+_MARK_KEY = "TIERWISE_LAB_TEST_SESSION"
+os.environ.setdefault(_MARK_KEY, str(os.getpid()))
+_MARK = f"{_MARK_KEY}={os.environ[_MARK_KEY]}".encode()
+
+
+def _ours(pid: int) -> bool:
+    """This process, one it started (by the inherited mark), or a dead owner."""
+    if pid == os.getpid():
+        return True
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return _MARK in f.read().split(b"\0")
+    except FileNotFoundError:
+        return True  # dead: what it left is left behind
+    except OSError:
+        return False
+
+
 def emulator_pids() -> list[int]:
-    """PIDs of running (not zombie) emulator processes, found by their command line."""
+    """PIDs of running (not zombie) emulators this session started, found by command line."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -82,7 +111,7 @@ def emulator_pids() -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"tierwise.lab.emulator" in cmdline and state != "Z":
+        if b"tierwise.lab.emulator" in cmdline and state != "Z" and _ours(int(entry)):
             pids.append(int(entry))
     return pids
 

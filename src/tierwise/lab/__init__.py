@@ -6,9 +6,37 @@ Needs root, ``/dev/net/tun`` and iproute2's ``ip``; otherwise a :class:`LabError
 names what is missing.
 """
 
-from tierwise.lab.emulator import Direction, GilbertElliottLoss, Shaper, schedule
-from tierwise.lab.netns import cleanup_stale, lab_unavailable_reason, require_lab
-from tierwise.lab.path import Ceiling, Path, PathConfig, measure_ceiling
+from __future__ import annotations
+
+import importlib
+
+# Loaded on first use (PEP 562): `tierwise lab --help` needs neither numpy nor the simulator.
+_LAZY = {
+    "Direction": "tierwise.lab.emulator",
+    "GilbertElliottLoss": "tierwise.lab.emulator",
+    "Shaper": "tierwise.lab.emulator",
+    "schedule": "tierwise.lab.emulator",
+    "cleanup_stale": "tierwise.lab.netns",
+    "lab_unavailable_reason": "tierwise.lab.netns",
+    "require_lab": "tierwise.lab.netns",
+    "Ceiling": "tierwise.lab.path",
+    "Path": "tierwise.lab.path",
+    "PathConfig": "tierwise.lab.path",
+    "measure_ceiling": "tierwise.lab.path",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tierwise.lab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Ceiling",

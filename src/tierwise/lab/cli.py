@@ -28,7 +28,6 @@ from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError
-from tierwise.units import parse_quantity
 
 __all__ = ["STATE_DIR", "hold", "lab_app"]
 
@@ -61,6 +60,8 @@ def _time(value: str, option: str) -> float:
 
 
 def _parsed(value: str, kind: str, option: str) -> float:
+    from tierwise.units import parse_quantity
+
     number = parse_quantity(value, kind)
     if number < 0:
         raise ScenarioError(f"{value!r} must not be negative", source=option)
@@ -432,6 +433,7 @@ def render_factor(console: Console, result: dict) -> None:
     table, paced = _summary_table(title, result["factor"], result["summary"])
     console.print(table)
     console.print("times in seconds; model: the closed form; sim: the packet-level simulator.")
+    _sim_notes(console, result["summary"])
     console.print("fixed: " + "; ".join(result["fixed"]), soft_wrap=True)
     if paced:
         _pacing_note(console, result["summary"])
@@ -578,7 +580,7 @@ def _summary_table(title: str, first: str, summary: dict) -> tuple[Table, bool]:
         row = [
             name,
             str(s["runs"]),
-            *(f"{s[k]:.3f}" for k in SUMMARY_TIMES),
+            *("—" if s[k] is None else f"{s[k]:.3f}" for k in SUMMARY_TIMES),
             f"{s['median_s'] / s['closed_form_s']:.2f}",
         ]
         if restart:
@@ -587,6 +589,12 @@ def _summary_table(title: str, first: str, summary: dict) -> tuple[Table, bool]:
             row.append(_paced_cell(s))
         table.add_row(*row)
     return table, paced
+
+
+def _sim_notes(console: Console, summary: dict) -> None:
+    """Say why a sim cell is blank (the prediction was abandoned), once per reason."""
+    for note in dict.fromkeys(s["sim_note"] for s in summary.values() if "sim_note" in s):
+        console.print(f"sim —: {note}", soft_wrap=True)
 
 
 def _paced_cell(s: dict) -> str:
@@ -623,6 +631,7 @@ def render_request(console: Console, result: dict) -> None:
         "times in seconds; model: the closed form; sim: the packet-level simulator; "
         "ratio: median / model."
     )
+    _sim_notes(console, result["summary"])
     if paced:
         _pacing_note(console, result["summary"])
     console.print(

@@ -39,8 +39,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from tierwise.errors import LabError
+from tierwise.errors import LabError, SimulationError
 from tierwise.lab import netns
+from tierwise.lab.budget import BudgetExceeded, wall_budget
 from tierwise.lab.emulator import DEFAULT_QUEUE_BYTES, Direction
 from tierwise.lab.path import Path, PathConfig
 from tierwise.lab.service import (
@@ -67,6 +68,7 @@ __all__ = [
     "Sample",
     "predict",
     "run_experiment",
+    "simulated_s",
     "summarise",
 ]
 
@@ -87,6 +89,9 @@ TCP_INFO_BYTES = 168  # through tcpi_delivery_rate (Linux ≥ 4.9)
 TCP_INFO_PACING_OFFSET = 104  # __u64 tcpi_pacing_rate, bytes/s
 TCP_INFO_DELIVERY_OFFSET = 160  # __u64 tcpi_delivery_rate, bytes/s
 TCP_CC_INFO = 26  # <linux/tcp.h>; not exported by Python's socket module
+# A prediction takes ~0.02 s (354,640 B, 200 ms, 100 Mbit/s); past this it is abandoned.
+PREDICTION_BUDGET_S = 10.0
+PREDICTION_UNTIL_S = 3600.0  # simulated seconds, run_request's own default
 
 
 @dataclass(frozen=True)
@@ -516,34 +521,18 @@ def predict(
         first_flight_bytes=SYN_WINDOW_BYTES if mode == "cold" else None,
     )
     segments = max(1, round(window_bytes / TIMESTAMP_MSS_BYTES))
-    sim = run_request(
-        PathSpec(
-            exp.rate_bytes_per_s,
-            exp.rate_bytes_per_s,
-            exp.rtt_s,
-            exp.loss_up,
-            exp.loss_down,
-            queue_bytes=DEFAULT_QUEUE_BYTES,
-        ),
-        TcpSpec(
-            cc=CONGESTION_CONTROLS.get(cc, "cubic"),
-            initial_window=segments,
-            handshake_rtts=TCP_HANDSHAKE_RTTS if mode == "cold" else 0,
-            syn_window=SYN_WINDOW_BYTES,  # applies only with the handshake (cold)
-        ),
-        exp.size_bytes,
-        exp.response_bytes,
-        exp.processing_s,
-        seed=exp.seed,
-    )
+    sim_cc = CONGESTION_CONTROLS.get(cc, "cubic")
+    sim_s, sim_note = simulated_s(exp, mode, segments, sim_cc)
     out = {
         "serial_floor_s": serial_floor_s(exp),
         "handshake_s": handshake,
         "window_wait_s": float(wait),
         "closed_form_s": serial_floor_s(exp) + handshake + float(wait),
-        "sim_s": sim.time_s,
+        "sim_s": sim_s,
         "start_window_segments": segments,
     }
+    if sim_note is not None:
+        out["sim_note"] = sim_note
     if pacing_bytes_per_s:
         paced_rate = min(exp.rate_bytes_per_s, pacing_bytes_per_s)
         out["pacing_rate_bytes_per_s"] = float(pacing_bytes_per_s)
@@ -551,6 +540,51 @@ def predict(
             1 / paced_rate - 1 / exp.rate_bytes_per_s
         )
     return out
+
+
+def simulated_s(
+    exp: RequestExperiment,
+    mode: str,
+    segments: int,
+    sim_cc: str,
+    budget_s: float | None = None,
+) -> tuple[float | None, str | None]:
+    """The packet-level simulator's request time, or (None, why) when it cannot tell.
+
+    Bounded: a simulation that has not finished within ``budget_s`` of wall time
+    (default :data:`PREDICTION_BUDGET_S`) or :data:`PREDICTION_UNTIL_S` simulated is
+    abandoned, so a prediction never keeps the measured results from being shown.
+    """
+    budget_s = PREDICTION_BUDGET_S if budget_s is None else budget_s
+    what = f"{sim_cc}, initial window {segments}"
+    try:
+        with wall_budget(budget_s):
+            result = run_request(
+                PathSpec(
+                    exp.rate_bytes_per_s,
+                    exp.rate_bytes_per_s,
+                    exp.rtt_s,
+                    exp.loss_up,
+                    exp.loss_down,
+                    queue_bytes=DEFAULT_QUEUE_BYTES,
+                ),
+                TcpSpec(
+                    cc=sim_cc,
+                    initial_window=segments,
+                    handshake_rtts=TCP_HANDSHAKE_RTTS if mode == "cold" else 0,
+                    syn_window=SYN_WINDOW_BYTES,  # applies only with the handshake (cold)
+                ),
+                exp.size_bytes,
+                exp.response_bytes,
+                exp.processing_s,
+                seed=exp.seed,
+                until=PREDICTION_UNTIL_S,
+            )
+    except BudgetExceeded as exc:
+        return None, f"sim ({what}) {exc}; left blank"
+    except SimulationError as exc:
+        return None, f"sim ({what}): {exc}; left blank"
+    return result.time_s, None
 
 
 def median_pacing(tcp_before: list[dict[str, float]], cc: str) -> float | None:
