@@ -442,22 +442,27 @@ class Sender:
     def get_timer(self) -> float | None:
         """The next deadline: the retransmission timer, or the pacing clock.
 
-        The pacing clock counts only while there is something to send and the
-        window would let it go; otherwise a stale pacing time would wake the
-        caller again and again at the same instant.
+        The pacing clock counts only while there is something to send and both the
+        congestion window and the peer's window would let it go; otherwise a stale
+        pacing time would wake the caller again and again at the same instant.
         """
         cc: CongestionController = self.cc  # type: ignore[assignment]
-        pace = (
-            self._next_send_at
-            if cc.pacing_rate and self._sendable() and self._window_open()
-            else None
-        )
+        pace = self._next_send_at if cc.pacing_rate and self._could_send() else None
         times = [t for t in (self._rto_at, pace) if t is not None]
         return min(times) if times else None
 
     def _sendable(self) -> bool:
         self._prune_lost()
         return bool(self._lost) or self.snd_nxt < self.app_limit
+
+    def _could_send(self) -> bool:
+        """Whether only the pacer holds a segment back: data (or a retransmission) is
+        waiting and neither the congestion window nor the peer's first-flight window
+        binds. A pacing deadline set while the peer's window binds would be in the past
+        and wake the caller at the same instant for ever (issue 9)."""
+        if not (self._sendable() and self._window_open()):
+            return False
+        return self.first_flight is None or not self._peer_window_full()
 
     def handle_timer(self, now: float) -> None:
         """Fire the retransmission timer if due: everything outstanding is lost (RFC 6298 §5)."""

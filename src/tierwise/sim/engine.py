@@ -17,7 +17,21 @@ import numpy as np
 
 from tierwise.errors import SimulationError
 
-__all__ = ["Simulator"]
+__all__ = ["STALL_EVENTS", "Simulator"]
+
+# Far above any real burst at one instant (a 64-flow start, a window of timers), far
+# below a hang: 10^6 events take about a second.
+STALL_EVENTS = 1_000_000
+
+
+def _stall_message(time_s: float, callback: Callable[..., Any]) -> str:
+    owner = getattr(callback, "__self__", None)
+    state = f" ({owner!r})" if owner is not None else ""
+    name = getattr(callback, "__qualname__", repr(callback))
+    return (
+        f"the simulation stalled at {time_s:.9f} s: over {STALL_EVENTS:,} events in a row "
+        f"at that instant, the last one {name}{state} — a bug in the model, please report it"
+    )
 
 
 class Simulator:
@@ -47,14 +61,27 @@ class Simulator:
         self.at(self.now + delay, callback, *args, priority=priority)
 
     def run(self, until: float | None = None, max_events: int | None = None) -> int:
-        """Process events in order until none are left (or ``until`` / ``max_events``)."""
+        """Process events in order until none are left (or ``until`` / ``max_events``).
+
+        More than :data:`STALL_EVENTS` events in a row at one instant is a model that
+        spins without advancing time (a timer re-armed in the past): it raises
+        :class:`SimulationError` naming the time and the callback, instead of hanging.
+        """
         heap, pop = self._heap, heapq.heappop
         processed = 0
+        last, same = -1.0, 0
         while heap:
             if until is not None and heap[0][0] > until:
                 self.now = until
                 break
             time, _, _, callback, args = pop(heap)
+            if time == last:
+                same += 1
+                if same > STALL_EVENTS:
+                    self.events += processed
+                    raise SimulationError(_stall_message(time, callback))
+            else:
+                last, same = time, 0
             self.now = time
             callback(*args)
             processed += 1

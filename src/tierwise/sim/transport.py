@@ -61,6 +61,14 @@ class TransferEnd:
         self._sender_timer: float | None = None
         self._receiver_timer: float | None = None
 
+    def __repr__(self) -> str:
+        s = self.sender
+        return (
+            f"TransferEnd({self.name}: snd_una={s.snd_una}, snd_nxt={s.snd_nxt}, "
+            f"app_limit={s.app_limit}, flight={s.flight}, cwnd={s.cwnd:.0f}, "
+            f"timer={s.get_timer()}, rcv_nxt={self.receiver.rcv_nxt})"
+        )
+
     # ------------------------------------------------------------------ sender side
 
     def write(self, nbytes: int) -> None:

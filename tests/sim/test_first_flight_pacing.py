@@ -1,0 +1,67 @@
+"""Issue 9: a paced sender whose first flight the SYN window caps must not spin.
+
+bbr and bbr-linux with an initial window larger than the SYN window (65,535 B) used
+to re-arm their pacing timer in the past for ever once the first flight was out, so
+the lab's prediction for ``--factor initcwnd=10,40,300`` never returned.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tierwise.model.transport import SYN_WINDOW_BYTES, TIMESTAMP_MSS_BYTES
+from tierwise.proto import Sender
+from tierwise.sim import PathSpec, TcpSpec, run_request
+
+RTT_S = 0.2
+RATE_BYTES_PER_S = 100e6 / 8
+SIZE_BYTES = 354_640  # the README's lab request
+
+
+@pytest.mark.parametrize("cc", ["bbr", "bbr-linux"])
+def test_sender_arms_no_pacing_deadline_while_the_peer_window_binds(cc: str) -> None:
+    """Once the first flight is out, the only deadline is the retransmission timer."""
+    sender = Sender(mss=TIMESTAMP_MSS_BYTES, initial_window=300, cc=cc, first_flight=65_535)
+    sender.send(SIZE_BYTES)
+    now = 0.0
+    while sender.snd_nxt < 65_535:
+        if not sender.segments_to_send(now):
+            deadline = sender.get_timer()
+            assert deadline is not None and deadline > now  # the pacer waits, time moves
+            now = deadline
+    assert sender.segments_to_send(now) == []
+    assert sender.get_timer() == pytest.approx(sender._rto_at)
+    assert sender.get_timer() > now + 0.1
+
+
+@pytest.mark.parametrize("cc", ["bbr", "bbr-linux"])
+@pytest.mark.parametrize("iw", [10, 40, 300])
+@pytest.mark.parametrize("handshake_rtts", [0, 1])
+def test_lab_request_prediction_ends(cc: str, iw: int, handshake_rtts: int) -> None:
+    """The lab's prediction (run_request as lab.experiment.predict calls it) finishes."""
+    result = run_request(
+        PathSpec(RATE_BYTES_PER_S, RATE_BYTES_PER_S, RTT_S, queue_bytes=1000 * 1500),
+        TcpSpec(
+            cc=cc, initial_window=iw, handshake_rtts=handshake_rtts, syn_window=SYN_WINDOW_BYTES
+        ),
+        SIZE_BYTES,
+        1000,
+        0.030,
+        until=60.0,
+    )
+    floor_s = (handshake_rtts + 2) * RTT_S / 2 + SIZE_BYTES / RATE_BYTES_PER_S
+    assert math.isfinite(result.time_s)
+    assert floor_s < result.time_s < floor_s + 8 * RTT_S
+    if handshake_rtts and iw * TIMESTAMP_MSS_BYTES > SYN_WINDOW_BYTES:
+        # the SYN window binds: the first flight is 65,535 B, a full window needs ≥ 2 RTTs
+        assert result.time_s > floor_s + RTT_S
+
+
+def test_lab_predict_for_the_readme_factor_returns() -> None:
+    """``lab request --factor initcwnd=…,300`` on a bbr host: predict() returns."""
+    from tierwise.lab.experiment import RequestExperiment, predict
+
+    pred = predict(RequestExperiment(), "cold", 300 * TIMESTAMP_MSS_BYTES, "bbr")
+    assert pred["closed_form_s"] * 0.9 < pred["sim_s"] < pred["closed_form_s"] * 1.2
