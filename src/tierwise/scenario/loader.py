@@ -21,7 +21,14 @@ from tierwise.errors import ScenarioError
 from tierwise.scenario import schema
 from tierwise.scenario.schema import ErrorAt, Scenario, Site
 
-__all__ = ["BUNDLED_EXAMPLES", "apply_set", "bundled_example", "load_scenario", "parse_scenario"]
+__all__ = [
+    "BUNDLED_EXAMPLES",
+    "apply_set",
+    "bundled_example",
+    "load_scenario",
+    "parse_scenario",
+    "validate",
+]
 
 BUNDLED_EXAMPLES = (
     "deployment",
@@ -66,10 +73,19 @@ def parse_scenario(
     return validate(data, source, overrides)
 
 
-def validate(data: dict[str, Any], source: str, overrides: Iterable[str] = ()) -> Scenario:
-    """Validate parsed TOML; the first error names its key path (and the --set that gave it)."""
+def validate(
+    data: dict[str, Any],
+    source: str,
+    overrides: Iterable[str] = (),
+    schema_model: type[BaseModel] = Scenario,
+) -> Any:
+    """Validate parsed TOML; the first error names its key path (and the --set that gave it).
+
+    ``schema_model`` lets a file in the scenario language with more keys (``route.toml``)
+    share these messages.
+    """
     try:
-        return Scenario.model_validate(data)
+        return schema_model.model_validate(data)
     except ValidationError as exc:
         err = _most_telling(exc.errors(include_url=False), data)
         loc = tuple(err["loc"])
