@@ -88,7 +88,7 @@ class Kalman:
     ``drift`` is the process noise as a share of the level per sample.
     """
 
-    drift: float = 0.05
+    drift: float = 0.02
     mean: float | None = None
     p: float = 0.0
     r: float = 0.0
