@@ -28,6 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError
+from tierwise.lab.model_server import model_server_command
+from tierwise.units import parse_quantity
 
 __all__ = ["STATE_DIR", "hold", "lab_app"]
 
@@ -41,6 +43,7 @@ lab_app = typer.Typer(
     no_args_is_help=True,
 )
 out = Console()
+lab_app.command("model-server")(model_server_command)
 
 RttOpt = Annotated[str, typer.Option("--rtt", help="Round-trip time, e.g. '200ms'.")]
 RateOpt = Annotated[str, typer.Option("--rate", help="Bottleneck rate each way, e.g. '100Mbit/s'.")]

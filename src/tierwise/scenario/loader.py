@@ -22,7 +22,14 @@ from tierwise.scenario.schema import ErrorAt, Scenario, Site
 from tierwise.schemakeys import keys_at, table_type, unknown_key
 from tierwise.tomlfile import check_depth, parse_toml, read_toml
 
-__all__ = ["BUNDLED_EXAMPLES", "apply_set", "bundled_example", "load_scenario", "parse_scenario"]
+__all__ = [
+    "BUNDLED_EXAMPLES",
+    "apply_set",
+    "bundled_example",
+    "load_scenario",
+    "parse_scenario",
+    "validate",
+]
 
 BUNDLED_EXAMPLES = (
     "deployment",
@@ -62,11 +69,20 @@ def _with_overrides(data: dict[str, Any], source: str, overrides: Iterable[str])
     return validate(data, source, overrides)
 
 
-def validate(data: dict[str, Any], source: str, overrides: Iterable[str] = ()) -> Scenario:
-    """Validate parsed TOML; the first error names its key path (and the --set that gave it)."""
+def validate(
+    data: dict[str, Any],
+    source: str,
+    overrides: Iterable[str] = (),
+    schema_model: type[BaseModel] = Scenario,
+) -> Any:
+    """Validate parsed TOML; the first error names its key path (and the --set that gave it).
+
+    ``schema_model`` lets a file in the scenario language with more keys (``route.toml``)
+    share these messages.
+    """
     check_depth(data, source)
     try:
-        return Scenario.model_validate(data)
+        return schema_model.model_validate(data)
     except RecursionError:
         raise ScenarioError("tables nested too deep to validate", source=source) from None
     except ValidationError as exc:

@@ -1,0 +1,371 @@
+"""A small OpenAI-compatible model server: the stand-in for llama.cpp, vLLM or a cloud API.
+
+``POST /v1/chat/completions`` and ``/v1/completions`` (streaming SSE and not) and
+``GET /v1/models``. A request costs what §12.1.5 says a model call costs: a wait for
+a free slot (queueing), a prefill proportional to the prompt's tokens, then one
+decode step per output token — the step from the catalog (``(W + KV) / B_mem`` of
+the hardware and model, times a measured/bound factor such as §12.5.2's 2.83×) or
+given directly. The words it returns are filler; the timing is the point.
+
+Faults for the world-change experiments are injectable at start and at run time
+through ``POST /admin/behaviour`` (JSON with any :class:`Behaviour` field): a 5xx
+rate, stalls (a request hangs ``stall_s`` first), a slow-down of prefill and
+decode, and ``down`` (every request gets 503). ``GET /admin/behaviour`` reads them.
+
+Each response carries a W3C ``Server-Timing`` header (``queue``, ``prefill`` and,
+when not streaming, ``decode`` in ms), which ``tierwise route`` uses to split a
+request's time into network and server parts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from dataclasses import asdict, dataclass, fields
+from typing import Annotated, Any
+
+import typer
+
+from tierwise.errors import ScenarioError
+
+__all__ = [
+    "Behaviour",
+    "ModelServer",
+    "catalog_step_s",
+    "model_server_command",
+    "prompt_tokens",
+    "serve",
+]
+
+CHARS_PER_TOKEN = 4  # a common rule of thumb for English text and BPE tokenisers
+IMAGE_TOKENS = 256  # visual tokens per image (a ViT's patch grid after merging)
+DEFAULT_MAX_TOKENS = 16
+
+
+@dataclass
+class Behaviour:
+    """What one request costs and which faults are injected; mutable at run time."""
+
+    decode_step_s: float = 0.02
+    prefill_s_per_token: float = 0.0001
+    overhead_s: float = 0.0
+    slots: int = 4
+    slowdown: float = 1.0
+    error_rate: float = 0.0
+    stall_rate: float = 0.0
+    stall_s: float = 0.0
+    down: bool = False
+
+    def update(self, changes: dict[str, Any]) -> None:
+        """Apply ``changes`` (field → value); an unknown field or a bad value is a ScenarioError."""
+        known = {f.name: f.type for f in fields(self)}
+        for key, value in changes.items():
+            if key not in known:
+                raise ScenarioError(f"unknown field; known: {', '.join(known)}", path=key)
+            kind = {"bool": bool, "int": int}.get(str(known[key]), float)
+            if isinstance(value, bool) != (kind is bool) or not isinstance(value, int | float):
+                raise ScenarioError(f"expected a {kind.__name__}, got {value!r}", path=key)
+            if kind is not bool and value < 0:
+                raise ScenarioError(f"must not be negative, got {value!r}", path=key)
+            setattr(self, key, kind(value))
+
+
+def catalog_step_s(
+    hardware: str, model: str, weights: str = "q4_0", context: int = 4096
+) -> tuple[float, float]:
+    """Decode step bound ``(W + KV) / B_mem`` and prefill time per token, from the catalog.
+
+    §12.1.5: the step reads the weights once plus the KV cache; prefill is bound by
+    the dense BF16 peak (the catalog's prefill FLOPs over its reference tokens).
+    """
+    from tierwise.catalog import load_catalog
+    from tierwise.model import device
+
+    cat = load_catalog()
+    hw = cat.get("hardware", hardware, where="--hardware")
+    spec = cat.get("model", model, where="--model")
+    bpv = cat.get("quant", weights, where="--weights").bytes_per_value
+    if spec.decode_weight_bytes is None or spec.kv_bytes_per_token is None:
+        raise ScenarioError(f"model {model!r} has no decode sizes", source="--model")
+    w = device.weight_bytes(spec.decode_weight_bytes, bpv)
+    step_s = float(device.decode_step_s(w, spec.kv_bytes_per_token * context, hw.memory_bandwidth))
+    prefill = 0.0
+    if spec.prefill_flops and spec.prefill_reference_tokens and hw.dense_bf16:
+        per_token = spec.prefill_flops / spec.prefill_reference_tokens
+        prefill = float(device.compute_bound_s(per_token, hw.dense_bf16))
+    return step_s, prefill
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """Prompt tokens of a chat or completion request: text/4, plus a fixed count per image."""
+    chars, images = 0, 0
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        chars += len(prompt)
+    elif isinstance(prompt, list):
+        chars += sum(len(p) for p in prompt if isinstance(p, str))
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "text":
+                    chars += len(str(part.get("text", "")))
+                elif part.get("type") in ("image_url", "input_image"):
+                    images += 1
+    return max(1, -(-chars // CHARS_PER_TOKEN)) + IMAGE_TOKENS * images
+
+
+def _words(n: int) -> list[str]:
+    return [f"w{i % 100} " for i in range(n)]
+
+
+class ModelServer:
+    """The ASGI app (starlette) and the state behind it."""
+
+    def __init__(self, model: str, behaviour: Behaviour, seed: int = 0) -> None:
+        import asyncio
+
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        self.model = model
+        self.behaviour = behaviour
+        self.rng = random.Random(seed)
+        self.slots = asyncio.Semaphore(behaviour.slots)
+        self.app = Starlette(
+            routes=[
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/chat/completions", self.complete, methods=["POST"]),
+                Route("/v1/completions", self.complete, methods=["POST"]),
+                Route("/admin/behaviour", self.admin, methods=["GET", "POST"]),
+                Route("/health", self.health, methods=["GET"]),
+            ]
+        )
+
+    async def health(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"ok": not self.behaviour.down}, status_code=self._up_status())
+
+    def _up_status(self) -> int:
+        return 503 if self.behaviour.down else 200
+
+    async def models(self, request):
+        from starlette.responses import JSONResponse
+
+        if self.behaviour.down:
+            return _error(503, "server is down (injected)")
+        data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "tierwise"}]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def admin(self, request):
+        from starlette.responses import JSONResponse
+
+        if request.method == "POST":
+            try:
+                changes = json.loads(await request.body() or b"{}")
+                if not isinstance(changes, dict):
+                    raise ScenarioError("expected a JSON object of field → value")
+                self.behaviour.update(changes)
+            except (ValueError, ScenarioError) as exc:
+                return _error(400, str(exc))
+            self._resize_slots()
+        return JSONResponse(asdict(self.behaviour))
+
+    def _resize_slots(self) -> None:
+        """A changed ``slots`` takes effect for requests that arrive from now on."""
+        import asyncio
+
+        if self.behaviour.slots != getattr(self, "_slots_n", None):
+            self._slots_n = self.behaviour.slots
+            self.slots = asyncio.Semaphore(max(1, self.behaviour.slots))
+
+    async def complete(self, request):
+        """One completion: read the upload, inject faults, wait, prefill, decode."""
+        import asyncio
+
+        body_bytes = await request.body()
+        b = self.behaviour
+        if b.down:
+            return _error(503, "server is down (injected)")
+        try:
+            body = json.loads(body_bytes)
+            assert isinstance(body, dict)
+        except (ValueError, AssertionError):
+            return _error(400, "request body must be a JSON object")
+        if b.stall_rate and self.rng.random() < b.stall_rate:
+            await asyncio.sleep(b.stall_s)
+        if b.error_rate and self.rng.random() < b.error_rate:
+            return _error(500, "internal error (injected)")
+        chat = request.url.path.endswith("/chat/completions")
+        n_in = prompt_tokens(body)
+        n_out = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        n_out = n_out or DEFAULT_MAX_TOKENS
+        t0 = time.perf_counter()
+        await self.slots.acquire()
+        streaming = False
+        try:
+            timing = {"queue": time.perf_counter() - t0}
+            timing["prefill"] = (b.overhead_s + n_in * b.prefill_s_per_token) * b.slowdown
+            await asyncio.sleep(timing["prefill"])
+            if body.get("stream"):
+                streaming = True  # the stream releases the slot when it ends
+                return self._stream(body, chat, n_in, n_out, timing)
+            timing["decode"] = n_out * b.decode_step_s * b.slowdown
+            await asyncio.sleep(timing["decode"])
+        finally:
+            if not streaming:
+                self.slots.release()
+        return self._whole(chat, n_in, n_out, timing)
+
+    def _whole(self, chat, n_in, n_out, timing):
+        from starlette.responses import JSONResponse
+
+        text = "".join(_words(n_out))
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        out = _envelope(chat, self.model, stream=False)
+        out["choices"] = [choice]
+        out["usage"] = _usage(n_in, n_out)
+        return JSONResponse(out, headers={"server-timing": _server_timing(timing)})
+
+    def _stream(self, body, chat, n_in, n_out, timing):
+        from starlette.responses import StreamingResponse
+
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        head = _envelope(chat, self.model, stream=True)
+
+        import asyncio
+
+        async def events():
+            try:
+                for i, word in enumerate(_words(n_out)):
+                    if i:
+                        await asyncio.sleep(self.behaviour.decode_step_s * self.behaviour.slowdown)
+                    delta = {"content": word, **({"role": "assistant"} if i == 0 else {})}
+                    part = {"index": 0, "finish_reason": None}
+                    part.update({"delta": delta} if chat else {"text": word})
+                    yield _sse({**head, "choices": [part]})
+                last = {"index": 0, "finish_reason": "length"}
+                last.update({"delta": {}} if chat else {"text": ""})
+                yield _sse({**head, "choices": [last]})
+                if include_usage:
+                    yield _sse({**head, "choices": [], "usage": _usage(n_in, n_out)})
+                yield b"data: [DONE]\n\n"
+            finally:
+                self.slots.release()
+
+        headers = {"server-timing": _server_timing(timing), "cache-control": "no-cache"}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _envelope(chat: bool, model: str, stream: bool) -> dict[str, Any]:
+    kind = "chat.completion" if chat else "text_completion"
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+        "object": kind + (".chunk" if stream and chat else ""),
+        "created": int(time.time()),
+        "model": model,
+    }
+
+
+def _usage(n_in: int, n_out: int) -> dict[str, int]:
+    return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _server_timing(timing: dict[str, float]) -> str:
+    return ", ".join(f"{k};dur={v * 1000:.3f}" for k, v in timing.items())
+
+
+def _error(status: int, message: str):
+    from starlette.responses import JSONResponse
+
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+
+
+def serve(host: str, port: int, model: str, behaviour: Behaviour, seed: int = 0) -> None:
+    """Run the server until interrupted (uvicorn, one process, access log off)."""
+    import uvicorn
+
+    server = ModelServer(model, behaviour, seed)
+    uvicorn.run(server.app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def _time_opt(value: str | None, option: str) -> float | None:
+    from tierwise.units import parse_quantity
+
+    if value is None:
+        return None
+    seconds = parse_quantity(value, "time")
+    if seconds < 0:
+        raise ScenarioError(f"{value!r} must not be negative", source=option)
+    return seconds
+
+
+def _fraction(value: float, option: str) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ScenarioError(f"expected a probability in [0, 1], got {value}", source=option)
+    return value
+
+
+def model_server_command(
+    port: Annotated[int, typer.Option("--port", help="TCP port (0: any free port).")] = 8001,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    model: Annotated[str, typer.Option("--model", help="Catalog model id.")] = "qwen3-8b",
+    hardware: Annotated[
+        str | None, typer.Option("--hardware", help="Catalog hardware id for the step bound.")
+    ] = None,
+    weights: Annotated[str, typer.Option("--weights", help="Quantisation id.")] = "q4_0",
+    context: Annotated[int, typer.Option("--context", help="Context tokens (KV read).")] = 4096,
+    factor: Annotated[
+        float, typer.Option("--factor", help="Measured/bound decode factor (§12.5.2: 2.83).")
+    ] = 1.0,
+    decode_step: Annotated[
+        str | None, typer.Option("--decode-step", help="Decode step, e.g. '20 ms' (no catalog).")
+    ] = None,
+    prefill_per_token: Annotated[
+        str | None, typer.Option("--prefill-per-token", help="Prefill per prompt token.")
+    ] = None,
+    overhead: Annotated[str, typer.Option("--overhead", help="Fixed time per request.")] = "0 s",
+    slots: Annotated[int, typer.Option("--slots", help="Requests served at once.", min=1)] = 4,
+    error_rate: Annotated[float, typer.Option("--error-rate", help="Share answered 500.")] = 0.0,
+    stall_rate: Annotated[float, typer.Option("--stall-rate", help="Share that stall.")] = 0.0,
+    stall: Annotated[str, typer.Option("--stall", help="How long a stall lasts.")] = "10 s",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fault draws.")] = 0,
+) -> None:
+    """An OpenAI-compatible model server with catalog timing and injectable faults (loopback)."""
+    step_s, prefill_s = 0.02, 0.0001
+    if hardware is not None:
+        step_s, prefill_s = catalog_step_s(hardware, model, weights, context)
+        step_s *= factor
+    step_s = _time_opt(decode_step, "--decode-step") or step_s
+    given_prefill = _time_opt(prefill_per_token, "--prefill-per-token")
+    behaviour = Behaviour(
+        decode_step_s=step_s,
+        prefill_s_per_token=prefill_s if given_prefill is None else given_prefill,
+        overhead_s=_time_opt(overhead, "--overhead") or 0.0,
+        slots=slots,
+        error_rate=_fraction(error_rate, "--error-rate"),
+        stall_rate=_fraction(stall_rate, "--stall-rate"),
+        stall_s=_time_opt(stall, "--stall") or 0.0,
+    )
+    print(
+        f"model-server {model}: decode step {step_s * 1000:.3f} ms, prefill "
+        f"{behaviour.prefill_s_per_token * 1e6:.1f} µs/token on http://{host}:{port}",
+        flush=True,
+    )
+    serve(host, port, model, behaviour, seed)

@@ -1,0 +1,128 @@
+"""``route.toml``: the scenario language's ``[[site]]`` plus where each site answers.
+
+A route site is a scenario site (tier, hardware, uplink/downlink/rtt — here *priors*
+that live measurements replace —, energy, region for residency) with the model it
+serves (``model``, ``weights``, ``context``), its ``url``, an API key read from an
+environment variable, and how it is reached (``via = "direct"`` or ``"relay"``
+through the relay client at ``relay``). ``[decision]`` adds the default deadline and
+hysteresis to the scenario's objective and probability; ``[gateway]`` is the service.
+Errors are the scenario loader's: file, key path, what was expected; exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tierwise.errors import ScenarioError
+from tierwise.scenario.loader import validate
+from tierwise.scenario.schema import ErrorAt, Site
+from tierwise.units import PositiveTime, Time
+
+__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "load_route"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RouteSite(Site):
+    """``[[site]]`` of route.toml: a scenario site and the endpoint that serves it."""
+
+    url: str = Field(pattern=r"^https?://", description="base URL, e.g. http://10.0.0.2:8000")
+    api_key_env: str | None = Field(None, description="environment variable holding the key")
+    model: str = Field("qwen3-8b", description="catalog model id the site serves")
+    weights: str = "q4_0"
+    context: int = Field(4096, ge=0)
+    served_model: str | None = Field(None, description="model name to send, if not `model`")
+    decode_step: PositiveTime | None = Field(None, description="prior step if no hardware")
+    prefill_per_token: Time | None = Field(None, description="prior prefill per prompt token")
+    via: Literal["direct", "relay"] = "direct"
+    relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
+
+    @model_validator(mode="after")
+    def _relay_address(self) -> RouteSite:
+        if self.via == "relay" and not self.relay:
+            raise ErrorAt(("relay",), 'via = "relay" needs relay = "<host:port of the client>"')
+        if self.hardware is None and self.decode_step is None:
+            raise ErrorAt(("decode_step",), "needs hardware (catalog id) or decode_step")
+        return self
+
+    def api_key(self) -> str | None:
+        """The key from ``api_key_env``, or None; a named but unset variable is an error."""
+        if self.api_key_env is None:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ScenarioError(
+                f"environment variable {self.api_key_env} is not set",
+                path=f"site.{self.name}.api_key_env",
+            )
+        return key
+
+
+class RouteDecision(_Strict):
+    """``[decision]``: objective and constraints applied to every request."""
+
+    objective: Literal["time", "energy"] = "time"
+    deadline: PositiveTime | None = Field(None, description="when the request names none")
+    probability: float | None = Field(None, gt=0, lt=1, description="P(T ≤ deadline) needed")
+    residency: str = Field("any", description='"any", "device" or a region')
+    hysteresis: float = Field(0.1, ge=0, lt=1, description="switch only if this much better")
+    hysteresis_min: Time = Field(0.005, description="... and at least this many seconds better")
+    max_attempts: int = Field(3, ge=1)
+
+
+class Gateway(_Strict):
+    """``[gateway]``: where the service listens and what it keeps."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8088, ge=0, le=65535)
+    default_site: str | None = Field(None, description="other paths go here (default: first)")
+    decisions_log: str = "route-decisions.jsonl"
+    probe_interval: PositiveTime = 2.0
+    bench: PositiveTime = Field(5.0, description="first time a failing site is benched")
+    failures_to_bench: int = Field(3, ge=1)
+    timeout: PositiveTime = Field(60.0, description="per attempt when no deadline is set")
+
+
+class RouteConfig(_Strict):
+    """A whole route.toml."""
+
+    site: list[RouteSite] = Field(min_length=1)
+    decision: RouteDecision = RouteDecision()
+    gateway: Gateway = Gateway()
+
+    @model_validator(mode="after")
+    def _names(self) -> RouteConfig:
+        names = [s.name for s in self.site]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ErrorAt(("site", i, "name"), f"two sites are named {name!r}")
+        default = self.gateway.default_site
+        if default is not None and default not in names:
+            raise ErrorAt(
+                ("gateway", "default_site"), f"expected one of {', '.join(names)}, got {default!r}"
+            )
+        return self
+
+    def site_named(self, name: str) -> RouteSite:
+        return next(s for s in self.site if s.name == name)
+
+
+def load_route(path: str | Path) -> RouteConfig:
+    """Read and validate ``path``; every problem is one ScenarioError naming file and key."""
+    source = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError("file not found", source=source) from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read file: {exc.strerror}", source=source) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"TOML syntax error: {exc}", source=source) from exc
+    return validate(data, source, schema_model=RouteConfig)

@@ -1,0 +1,170 @@
+"""Online estimates of a site's path and server from the timing of forwarded requests.
+
+§12.5.3: measure, calibrate the bound by the measured step (§12.5.2's 2.83×), and
+re-evaluate when conditions change. Each quantity (RTT, up- and downlink rate,
+queueing, prefill and decode factors) is tracked by two filters run side by side —
+an EWMA and a scalar Kalman filter (random walk) — and the one whose one-step-ahead
+prediction error has been smaller is used. Both ignore a single outlier (a sample
+more than ``OUTLIER_K`` predictive standard deviations off) and jump to a new level
+after ``STEP_RUN`` outliers in a row on the same side (a step change: a link that
+dropped from 80 to 3 Mbit/s, a server slowed 3×).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+__all__ = ["Adaptive", "Ewma", "Kalman", "normal_cdf"]
+
+OUTLIER_K = 4.0  # predictive standard deviations
+STEP_RUN = 2  # outliers in a row on one side that mean the level moved
+WARMUP = 3  # samples before outliers are judged
+REL_FLOOR = 0.05  # predictive spread is never taken below 5 % of the level
+
+
+def normal_cdf(z: float) -> float:
+    """Φ(z) of the standard normal."""
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+@dataclass
+class _Guard:
+    """Outlier and step detection shared by both filters."""
+
+    run: list[float] = field(default_factory=list)
+
+    def judge(self, z: float, mean: float, sd: float, n: int) -> str:
+        """``"use"`` the sample, ``"skip"`` it (an outlier), or ``"jump"`` to a new level."""
+        spread = max(sd, REL_FLOOR * abs(mean), 1e-12)
+        if n < WARMUP or abs(z - mean) <= OUTLIER_K * spread:
+            self.run.clear()
+            return "use"
+        if self.run and (self.run[-1] > mean) != (z > mean):
+            self.run.clear()
+        self.run.append(z)
+        return "jump" if len(self.run) >= STEP_RUN else "skip"
+
+
+@dataclass
+class Ewma:
+    """Exponentially weighted mean and variance (``alpha`` is the weight of a new sample)."""
+
+    alpha: float = 0.25
+    mean: float | None = None
+    var: float = 0.0
+    n: int = 0
+    guard: _Guard = field(default_factory=_Guard)
+
+    def update(self, z: float) -> None:
+        """Take one sample."""
+        if self.mean is None:
+            self.mean, self.n = z, 1
+            return
+        verdict = self.guard.judge(z, self.mean, math.sqrt(self.var), self.n)
+        if verdict == "skip":
+            return
+        if verdict == "jump":
+            run = self.guard.run
+            self.mean, self.var, self.n = statistics.fmean(run), statistics.pvariance(run), 1
+            run.clear()
+            return
+        d = z - self.mean
+        self.mean += self.alpha * d
+        self.var = (1 - self.alpha) * (self.var + self.alpha * d * d)
+        self.n += 1
+
+    @property
+    def sd(self) -> float:
+        """Predictive standard deviation of the next sample."""
+        return math.sqrt(self.var)
+
+
+@dataclass
+class Kalman:
+    """Scalar Kalman filter of a random walk; measurement noise learned from innovations.
+
+    ``drift`` is the process noise as a share of the level per sample.
+    """
+
+    drift: float = 0.02
+    mean: float | None = None
+    p: float = 0.0
+    r: float = 0.0
+    n: int = 0
+    guard: _Guard = field(default_factory=_Guard)
+
+    def update(self, z: float) -> None:
+        """Take one sample: predict, gate, correct."""
+        if self.mean is None:
+            self.mean, self.p, self.r, self.n = z, (0.5 * z) ** 2, (0.1 * z) ** 2, 1
+            return
+        p_pred = self.p + (self.drift * self.mean) ** 2
+        verdict = self.guard.judge(z, self.mean, math.sqrt(p_pred + self.r), self.n)
+        if verdict == "skip":
+            return
+        if verdict == "jump":
+            self.mean, self.p, self.n = self.guard.run[-1], p_pred + self.r, 1
+            self.guard.run.clear()
+            return
+        innov = z - self.mean
+        gain = p_pred / (p_pred + self.r) if p_pred + self.r > 0 else 1.0
+        self.mean += gain * innov
+        self.p = (1 - gain) * p_pred
+        self.r = 0.8 * self.r + 0.2 * max(innov * innov - p_pred, (0.01 * z) ** 2)
+        self.n += 1
+
+    @property
+    def sd(self) -> float:
+        """Predictive standard deviation of the next sample."""
+        return math.sqrt(self.p + self.r)
+
+
+@dataclass
+class Adaptive:
+    """An EWMA and a Kalman filter side by side; the one with smaller recent error is used.
+
+    Before any sample the ``prior`` (the config's value) is the estimate, with
+    ``prior_rel_sd`` relative uncertainty.
+    """
+
+    prior: float
+    prior_rel_sd: float = 0.5
+    ewma: Ewma = field(default_factory=Ewma)
+    kalman: Kalman = field(default_factory=Kalman)
+    errors: dict[str, float] = field(default_factory=lambda: {"ewma": 0.0, "kalman": 0.0})
+
+    def update(self, z: float) -> None:
+        """Score each filter's prediction of ``z``, then feed it to both."""
+        if not math.isfinite(z):
+            return
+        for name, f in (("ewma", self.ewma), ("kalman", self.kalman)):
+            if f.mean is not None:
+                rel = abs(z - f.mean) / max(abs(z), 1e-12)
+                self.errors[name] = 0.9 * self.errors[name] + 0.1 * min(rel, 10.0)
+        self.ewma.update(z)
+        self.kalman.update(z)
+
+    @property
+    def chosen(self) -> str:
+        """``"kalman"`` or ``"ewma"``: the filter whose recent error is smaller."""
+        return "kalman" if self.errors["kalman"] <= self.errors["ewma"] else "ewma"
+
+    @property
+    def filter(self) -> Ewma | Kalman:
+        return self.kalman if self.chosen == "kalman" else self.ewma
+
+    @property
+    def value(self) -> float:
+        f = self.filter
+        return self.prior if f.mean is None else f.mean
+
+    @property
+    def sd(self) -> float:
+        f = self.filter
+        return abs(self.prior) * self.prior_rel_sd if f.mean is None else f.sd
+
+    @property
+    def samples(self) -> int:
+        return self.ewma.n

@@ -1,0 +1,440 @@
+"""The gateway: an OpenAI-compatible front that predicts, chooses, forwards and learns.
+
+starlette + uvicorn in front, one warm ``httpx.AsyncClient`` per site behind. For
+``/v1/chat/completions`` and ``/v1/completions`` it predicts each site's whole-task
+time (:mod:`tierwise.route.predict`), tries the chosen site and fails over — on a
+timeout, a connection error or a 5xx, within the request's deadline — to the next;
+a site that keeps failing is benched (circuit breaker) and probed back. Streams are
+passed through byte for byte. Every attempt's stages feed the estimates
+(:mod:`tierwise.route.learn`); every request is a line in the decisions log; the
+counters are on ``/metrics`` (Prometheus). Other paths go to the default site.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tierwise.errors import ScenarioError
+from tierwise.route.config import RouteConfig
+from tierwise.route.estimate import Adaptive
+from tierwise.route.learn import Timing, learn, parse_server_timing
+from tierwise.route.metrics import Metrics
+from tierwise.route.predict import (
+    DEFAULT_OUTPUT_TOKENS,
+    Prediction,
+    RequestShape,
+    SiteModel,
+    pick,
+    predict,
+)
+from tierwise.route.request import (
+    DEADLINE_HEADER,
+    HEADER_BYTES,
+    RESIDENCY_HEADER,
+    body_json,
+    estimate_prompt_tokens,
+    parse_deadline,
+    requested_output_tokens,
+)
+
+__all__ = ["Breaker", "Router"]
+
+COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
+HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
+DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER}
+DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
+MAX_BENCH_S = 60.0
+PROBE_TIMEOUT_S = 2.0
+
+
+@dataclass
+class Breaker:
+    """Circuit breaker: ``failures_to_bench`` failures in a row bench a site for ``bench_s``
+    (doubling each time, up to a minute); once the bench time is over one request or
+    probe may try it (half-open), and a success closes it."""
+
+    failures_to_bench: int
+    base_s: float
+    bench_s: float = 0.0
+    failures: int = 0
+    open_until: float = 0.0
+
+    def benched(self, now: float) -> bool:
+        return self.open_until > now
+
+    def success(self) -> None:
+        self.failures, self.bench_s = 0, 0.0
+
+    def failure(self, now: float) -> None:
+        self.failures += 1
+        if self.failures >= self.failures_to_bench:
+            self.bench_s = min(max(self.bench_s * 2, self.base_s), MAX_BENCH_S)
+            self.open_until, self.failures = now + self.bench_s, 0
+
+
+@dataclass
+class SiteState:
+    model: SiteModel
+    client: httpx.AsyncClient
+    breaker: Breaker
+    last_used: float = 0.0
+
+
+@dataclass
+class Attempt:
+    site: str
+    outcome: str  # "ok", "5xx 500", "timeout", "connect error", ...
+    time_s: float
+    response: httpx.Response | None = None
+    timing: Timing = field(default_factory=Timing)
+    sent_at: float = 0.0
+
+
+class Router:
+    """The gateway's state and its ASGI app (``router.app``)."""
+
+    def __init__(self, cfg: RouteConfig, models: list[SiteModel]) -> None:
+        self.cfg = cfg
+        self.models = {m.site.name: m for m in models}
+        self.sites: dict[str, SiteState] = {}
+        self.previous: dict[str, str] = {}
+        self.output_tokens: dict[str, Adaptive] = {}
+        self.metrics = Metrics()
+        self.log = None
+        self._probe_task: asyncio.Task | None = None
+        self.app = Starlette(
+            routes=[
+                *(Route(p, self.complete, methods=["POST"]) for p in COMPLETION_PATHS),
+                Route("/metrics", self.metrics_page, methods=["GET"]),
+                Route("/{path:path}", self.passthrough, methods=_METHODS),
+            ],
+            lifespan=self._lifespan,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette):
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()
+
+    async def start(self) -> None:
+        """Open the clients and the decisions log, and start the light probes."""
+        g = self.cfg.gateway
+        for name, m in self.models.items():
+            site = m.site
+            headers = {"authorization": f"Bearer {key}"} if (key := site.api_key()) else {}
+            client = httpx.AsyncClient(
+                base_url=site.url,
+                headers=headers,
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=256),
+                proxy=f"socks5://{site.relay}" if site.via == "relay" else None,
+            )
+            breaker = Breaker(g.failures_to_bench, g.bench)
+            self.sites[name] = SiteState(m, client, breaker)
+        self.log = open(g.decisions_log, "a", encoding="utf-8")
+        self._probe_task = asyncio.create_task(self._probe_loop())
+
+    async def stop(self) -> None:
+        if self._probe_task:
+            self._probe_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe_task
+        for st in self.sites.values():
+            await st.client.aclose()
+        if self.log:
+            self.log.close()
+
+    # ------------------------------------------------------------------ completions
+
+    async def complete(self, request: Request) -> Response:
+        """Predict, choose, forward with failover; stream or return the answer."""
+        body = await request.body()
+        t0 = time.perf_counter()
+        try:
+            shape = self._shape(request, body)
+        except ScenarioError as exc:
+            return _error(400, str(exc), "invalid_request_error")
+        now = time.monotonic()
+        preds = [predict(st.model, shape, st.breaker.benched(now)) for st in self.sites.values()]
+        order, reason = pick(preds, self.cfg, shape, self.previous.get(shape.path))
+        if not order:  # every site benched or infeasible: try the benched ones anyway
+            order = [p.site for p in sorted(preds, key=lambda p: p.option.time_s)]
+            order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
+        record = _record(shape, preds, order, reason)
+        record["decide_s"] = time.perf_counter() - t0
+        self.metrics.decide.observe(record["decide_s"])
+        return await self._forward(request, body, shape, preds, order, record, t0)
+
+    def _shape(self, request: Request, body: bytes) -> RequestShape:
+        data = body_json(body)
+        path = request.url.path
+        deadline = parse_deadline(request.headers.get(DEADLINE_HEADER))
+        cap = requested_output_tokens(data)
+        learned = self.output_tokens.setdefault(path, Adaptive(DEFAULT_OUTPUT_TOKENS))
+        residency = request.headers.get(RESIDENCY_HEADER) or self.cfg.decision.residency
+        return RequestShape(
+            path=path,
+            bytes_up=len(body) + HEADER_BYTES,
+            prompt_tokens=estimate_prompt_tokens(data),
+            output_tokens=cap or round(learned.value),
+            output_learned=cap is None,
+            stream=bool(data.get("stream")),
+            deadline_s=deadline or self.cfg.decision.deadline,
+            residency=residency,
+        )
+
+    async def _forward(self, request, body, shape, preds, order, record, t0) -> Response:
+        by_site = {p.site: p for p in preds}
+        headers = _forward_headers(request)
+        attempts: list[Attempt] = []
+        for name in order[: self.cfg.decision.max_attempts]:
+            timeout = self._attempt_timeout(by_site[name], shape, t0)
+            if timeout <= 0:
+                break
+            a = await self._attempt(name, request.url.path, headers, body, timeout)
+            attempts.append(a)
+            if a.response is not None:
+                return await self._answer(a, shape, by_site[name], record, attempts, t0)
+            self.metrics.failovers.inc()
+        record["attempts"] = [_attempt_dict(a) for a in attempts]
+        record["outcome"] = "no site"
+        self._write(record)
+        self.metrics.no_site.inc()
+        tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
+        return _error(503, f"no site could answer within the deadline ({tried})", "no_site")
+
+    def _attempt_timeout(self, pred: Prediction, shape: RequestShape, t0: float) -> float:
+        """A stalled site is given up on at 3× its prediction (+1 s), within the deadline."""
+        limit = max(3.0 * pred.option.time_s, pred.option.time_s + 1.0)
+        if shape.deadline_s is None:
+            return min(limit, self.cfg.gateway.timeout)
+        return min(limit, shape.deadline_s - (time.perf_counter() - t0))
+
+    async def _attempt(self, name: str, path: str, headers, body: bytes, timeout: float):
+        st = self.sites[name]
+        st.last_used = time.monotonic()
+        t = Timing()
+        events: dict[str, float] = {}
+
+        async def trace(event: str, info: dict) -> None:
+            events[event] = time.perf_counter()
+
+        sent = time.perf_counter()
+        req = st.client.build_request(
+            "POST", path, content=body, headers=headers, timeout=timeout,
+            extensions={"trace": trace},
+        )  # fmt: skip
+        try:
+            resp = await st.client.send(req, stream=True)
+        except httpx.TimeoutException:
+            return self._failed(st, name, "timeout", sent)
+        except httpx.TransportError as exc:
+            return self._failed(st, name, f"connection error ({type(exc).__name__})", sent)
+        t.headers_s = time.perf_counter() - sent
+        if "connection.connect_tcp.started" in events:
+            done = events.get("connection.connect_tcp.complete", sent)
+            t.connect_s = done - events["connection.connect_tcp.started"]
+        if resp.status_code >= 500:
+            await resp.aclose()
+            return self._failed(st, name, f"{resp.status_code} from site", sent)
+        t.server = parse_server_timing(resp.headers.get("server-timing"))
+        return Attempt(name, "ok", t.headers_s, resp, t, sent)
+
+    def _failed(self, st: SiteState, name: str, outcome: str, sent: float) -> Attempt:
+        st.breaker.failure(time.monotonic())
+        st.model.failure_p = 0.8 * st.model.failure_p + 0.2
+        self.metrics.requests.labels(name, "failed").inc()
+        return Attempt(name, outcome, time.perf_counter() - sent)
+
+    async def _answer(self, a: Attempt, shape, pred, record, attempts, t0) -> Response:
+        resp = a.response
+        assert resp is not None
+        headers = {k: v for k, v in resp.headers.items() if k.lower() not in DROP_RESPONSE}
+        headers["x-tierwise-site"] = a.site
+        headers["x-tierwise-predicted-s"] = f"{pred.option.time_s:.4f}"
+        if shape.stream and resp.status_code < 400:
+            gen = self._relay_stream(a, shape, pred, record, attempts, t0)
+            return StreamingResponse(gen, status_code=resp.status_code, headers=headers)
+        try:
+            content = await resp.aread()
+        finally:
+            await resp.aclose()
+        a.timing.end_s = time.perf_counter() - a.sent_at
+        a.timing.bytes_down = len(content)
+        a.timing.tokens_out = _usage_tokens(content)
+        self._finish(a, shape, pred, record, attempts, t0)
+        return Response(content, status_code=resp.status_code, headers=headers)
+
+    async def _relay_stream(self, a: Attempt, shape, pred, record, attempts, t0):
+        """Pass the upstream bytes through unchanged, timing each SSE event on the way."""
+        resp, t = a.response, a.timing
+        assert resp is not None
+        tail = b""
+        try:
+            async for chunk in resp.aiter_raw():
+                now = time.perf_counter() - a.sent_at
+                events = (tail + chunk).count(b'data: {"')
+                tail = chunk[-8:]
+                if events:
+                    t.first_token_s = t.first_token_s if t.first_token_s is not None else now
+                    t.last_token_s = now
+                    t.tokens_out += events
+                t.bytes_down += len(chunk)
+                yield chunk
+        except httpx.HTTPError as exc:
+            record["stream_error"] = type(exc).__name__
+        finally:
+            await resp.aclose()
+            t.end_s = time.perf_counter() - a.sent_at
+            t.tokens_out = max(t.tokens_out - 1, 0)  # the closing event carries no token
+            self._finish(a, shape, pred, record, attempts, t0)
+
+    def _finish(self, a: Attempt, shape, pred: Prediction, record, attempts, t0) -> None:
+        st = self.sites[a.site]
+        ok = a.response is not None and a.response.status_code < 400
+        if ok:
+            st.breaker.success()
+            st.model.failure_p *= 0.8
+            actual = a.timing.end_s
+            st.model.error_rel.update(abs(actual - pred.option.time_s) / max(actual, 1e-9))
+            learn(st.model, shape, a.timing)
+            if shape.output_learned and a.timing.tokens_out:
+                self.output_tokens[shape.path].update(a.timing.tokens_out)
+            self.previous[shape.path] = a.site
+        record["chosen"] = a.site
+        record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
+        record["actual_s"] = a.timing.end_s
+        record["total_s"] = time.perf_counter() - t0
+        record["stages"] = a.timing.to_dict()
+        record["attempts"] = [_attempt_dict(x) for x in attempts]
+        record["estimates"] = {a.site: st.model.estimates()}
+        self.metrics.observe(a.site, record, pred, st.model, st.breaker)
+        self._write(record)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self.log.flush()
+
+    # ------------------------------------------------------------- other endpoints
+
+    async def metrics_page(self, request: Request) -> Response:
+        now = time.monotonic()
+        for name, st in self.sites.items():
+            self.metrics.benched.labels(name).set(1.0 if st.breaker.benched(now) else 0.0)
+        body, content_type = self.metrics.render()
+        return Response(body, media_type=content_type)
+
+    async def passthrough(self, request: Request) -> Response:
+        """Any other path, to the default site, unchanged."""
+        name = self.cfg.gateway.default_site or self.cfg.site[0].name
+        st = self.sites[name]
+        req = st.client.build_request(
+            request.method,
+            request.url.path,
+            params=request.query_params,
+            content=await request.body(),
+            headers=_forward_headers(request),
+            timeout=self.cfg.gateway.timeout,
+        )
+        try:
+            resp = await st.client.send(req, stream=True)
+        except httpx.HTTPError as exc:
+            return _error(502, f"default site {name}: {type(exc).__name__}", "upstream_error")
+        headers = {k: v for k, v in resp.headers.items() if k.lower() not in DROP_RESPONSE}
+        return StreamingResponse(
+            _aiter_and_close(resp), status_code=resp.status_code, headers=headers
+        )
+
+    async def _probe_loop(self) -> None:
+        """Light probes (``GET /v1/models``) to idle and benched sites keep estimates fresh."""
+        interval = self.cfg.gateway.probe_interval
+        while True:
+            now = time.monotonic()
+            due = [
+                (n, st)
+                for n, st in self.sites.items()
+                if now - st.last_used >= interval and not st.breaker.benched(now)
+            ]
+            await asyncio.gather(*(self._probe(n, st) for n, st in due))
+            await asyncio.sleep(interval / 2)
+
+    async def _probe(self, name: str, st: SiteState) -> None:
+        st.last_used = time.monotonic()
+        sent = time.perf_counter()
+        try:
+            resp = await st.client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
+        except httpx.HTTPError:
+            st.breaker.failure(time.monotonic())
+            return
+        if resp.status_code >= 500:
+            st.breaker.failure(time.monotonic())
+            return
+        st.breaker.success()
+        if st.model.site.remote:
+            st.model.rtt_s.update(time.perf_counter() - sent)
+        self.metrics.probes.labels(name).inc()
+
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+async def _aiter_and_close(resp: httpx.Response):
+    try:
+        async for chunk in resp.aiter_raw():
+            yield chunk
+    finally:
+        await resp.aclose()
+
+
+def _forward_headers(request: Request) -> dict[str, str]:
+    return {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
+
+
+def _reasons(preds: list[Prediction], name: str) -> list[str]:
+    return next(p.option.reasons for p in preds if p.site == name)
+
+
+def _usage_tokens(content: bytes) -> int:
+    try:
+        usage = json.loads(content).get("usage") or {}
+        return int(usage.get("completion_tokens") or 0)
+    except (ValueError, AttributeError, TypeError):
+        return 0
+
+
+def _record(shape: RequestShape, preds, order: list[str], reason: str) -> dict[str, Any]:
+    return {
+        "ts": time.time(),
+        "path": shape.path,
+        "stream": shape.stream,
+        "bytes_up": shape.bytes_up,
+        "prompt_tokens": shape.prompt_tokens,
+        "output_tokens": shape.output_tokens,
+        "deadline_s": shape.deadline_s,
+        "residency": shape.residency,
+        "predicted": {p.site: p.to_dict() for p in preds},
+        "order": order,
+        "reason": reason,
+    }
+
+
+def _attempt_dict(a: Attempt) -> dict[str, Any]:
+    return {"site": a.site, "outcome": a.outcome, "time_s": a.time_s}
+
+
+def _error(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)

@@ -1,0 +1,103 @@
+"""Every forwarded request is a timing probe: turn its stages into estimate updates (§12.5.3).
+
+The gateway records when the connection opened (a new TCP connect is one RTT), when
+the response headers came, the first and last token of a stream and the end, plus
+the server's own ``Server-Timing`` (queue, prefill, decode) when it sends one — the
+project's model server does; llama.cpp and vLLM report the same in their bodies or
+metrics. The network's part of the time to headers is then ``RTT + upload``: a small
+request measures the RTT, a large one the uplink rate. Without server timing, queue
+and prefill are learned as one lump and the decode factor from the stream's tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tierwise.route.predict import SMALL_BYTES, RequestShape, SiteModel
+
+__all__ = ["Timing", "learn", "parse_server_timing"]
+
+
+@dataclass
+class Timing:
+    """One attempt's stages, seconds from the moment it was sent."""
+
+    connect_s: float | None = None  # a new connection's TCP connect, if one was opened
+    headers_s: float = 0.0
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    end_s: float = 0.0
+    tokens_out: int = 0
+    bytes_down: int = 0
+    server: dict[str, float] = field(default_factory=dict)  # queue, prefill, decode (s)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "connect_s": self.connect_s,
+            "headers_s": self.headers_s,
+            "first_token_s": self.first_token_s,
+            "last_token_s": self.last_token_s,
+            "end_s": self.end_s,
+            "tokens_out": self.tokens_out,
+            "bytes_down": self.bytes_down,
+            "server_s": self.server,
+        }
+
+
+def parse_server_timing(value: str | None) -> dict[str, float]:
+    """``queue;dur=1.5, prefill;dur=20`` (ms, W3C Server-Timing) → ``{"queue": 0.0015, ...}``."""
+    out: dict[str, float] = {}
+    for metric in (value or "").split(","):
+        name, *params = [p.strip() for p in metric.split(";")]
+        for p in params:
+            key, _, number = p.partition("=")
+            if key == "dur" and name:
+                try:
+                    out[name] = float(number) / 1000.0
+                except ValueError:
+                    pass
+    return out
+
+
+def _decode_step_s(t: Timing, stream: bool) -> float | None:
+    """One decode step: from the stream's token times, else the server's decode time."""
+    if stream and t.first_token_s is not None and t.last_token_s is not None and t.tokens_out > 2:
+        return (t.last_token_s - t.first_token_s) / (t.tokens_out - 1)
+    if "decode" in t.server and t.tokens_out > 0:
+        return t.server["decode"] / t.tokens_out
+    return None
+
+
+def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
+    """Update ``m``'s estimates from one successful attempt."""
+    srv = t.server
+    server_s = srv.get("queue", 0.0) + srv.get("prefill", 0.0)
+    if not req.stream:
+        server_s += srv.get("decode", 0.0)
+    if srv:
+        m.queue_s.update(srv.get("queue", 0.0))
+        bound_s = req.prompt_tokens * m.prefill_bound_s
+        if bound_s > 1e-4 and "prefill" in srv:
+            m.prefill_factor.update(srv["prefill"] / bound_s)
+    step_s = _decode_step_s(t, req.stream)
+    if step_s is not None and m.step_bound_s > 0:
+        m.decode_factor.update(step_s / m.step_bound_s)
+    if t.tokens_out > 0:
+        m.down_bytes_per_token.update(max(t.bytes_down - 400, 0) / t.tokens_out)
+    if not m.site.remote:
+        return
+    if t.connect_s is not None:
+        m.rtt_s.update(t.connect_s)
+    if not srv:  # no server timing: what is not RTT + upload before a token is queueing
+        if req.stream and t.first_token_s is not None:
+            network_s = m.rtt_s.value + req.bytes_up / m.up_rate.value
+            m.queue_s.update(max(t.first_token_s - network_s, 0.0))
+        return
+    network_s = t.headers_s - (t.connect_s or 0.0) - server_s
+    if req.bytes_up < SMALL_BYTES:
+        m.rtt_s.update(max(network_s, 0.0))
+    elif network_s - m.rtt_s.value > 0.25 * network_s:
+        m.up_rate.update(req.bytes_up / (network_s - m.rtt_s.value))
+    download_s = t.end_s - t.headers_s
+    if not req.stream and t.bytes_down >= SMALL_BYTES and download_s > 0:
+        m.down_rate.update(t.bytes_down / download_s)

@@ -1,0 +1,79 @@
+"""The gateway's Prometheus metrics (``/metrics``), in a registry of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+__all__ = ["Metrics"]
+
+TIME_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+DECIDE_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01)
+ERROR_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2)
+
+
+class Metrics:
+    """Counters, gauges and histograms of requests, predictions and estimates."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        p = "tierwise_route_"
+        self.requests = Counter(
+            p + "requests", "Attempts by site and outcome", ["site", "outcome"], registry=r
+        )
+        self.failovers = Counter(
+            p + "failovers", "Attempts that failed over to another site", registry=r
+        )
+        self.no_site = Counter(p + "no_site", "Requests no site could answer", registry=r)
+        self.probes = Counter(p + "probes", "Light probes that succeeded", ["site"], registry=r)
+        self.seconds = Histogram(
+            p + "request_seconds",
+            "Whole-task time at the chosen site",
+            ["site"],
+            buckets=TIME_BUCKETS_S,
+            registry=r,
+        )
+        self.decide = Histogram(
+            p + "decide_seconds", "Time to predict and choose", buckets=DECIDE_BUCKETS_S, registry=r
+        )
+        self.error = Histogram(
+            p + "prediction_error_ratio",
+            "|actual − predicted| / actual",
+            ["site"],
+            buckets=ERROR_BUCKETS,
+            registry=r,
+        )
+        self.predicted = Gauge(
+            p + "predicted_seconds", "Last prediction for the chosen site", ["site"], registry=r
+        )
+        self.estimate = Gauge(
+            p + "estimate", "Live estimate (SI units)", ["site", "quantity"], registry=r
+        )
+        self.benched = Gauge(
+            p + "benched", "1 while the circuit breaker benches the site", ["site"], registry=r
+        )
+
+    def observe(
+        self, site: str, record: dict[str, Any], pred: Any, model: Any, breaker: Any
+    ) -> None:
+        """Account one answered request."""
+        self.requests.labels(site, record["outcome"].split()[0]).inc()
+        actual = record["actual_s"]
+        self.seconds.labels(site).observe(actual)
+        self.predicted.labels(site).set(pred.option.time_s)
+        if actual > 0:
+            self.error.labels(site).observe(abs(actual - pred.option.time_s) / actual)
+        for name, est in model.estimates().items():
+            self.estimate.labels(site, name).set(est["value"])
+
+    def render(self) -> tuple[bytes, str]:
+        """The text exposition format and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,247 @@
+"""Predict a request's whole-task time on each site with the planner's model, and choose.
+
+One model, not a second: the site's decode-step and prefill bounds come from
+:func:`tierwise.plan.resolve.resolve_site` (catalog hardware × model, §12.1.5), and
+the request's time from :func:`tierwise.plan.options.evaluate_option` — the same
+``prepare + upload + propagation + model + download`` (and handshake/recovery terms
+where the site's path physics asks for them) that ``tierwise plan`` prints. What
+changes per request is the input: the request's own bytes and tokens, and the live
+estimates (RTT, rates, queueing, calibration factors) in place of the priors.
+
+The choice is :func:`tierwise.plan.planner.choose` (objective, deadline, residency),
+with the probability constraint judged from the estimates' uncertainty and
+hysteresis so that near-equal sites do not flap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tierwise.plan.options import Option, evaluate_option
+from tierwise.plan.planner import choose
+from tierwise.plan.resolve import SiteCosts, resolve_site
+from tierwise.route.config import RouteConfig, RouteSite
+from tierwise.route.estimate import Adaptive, normal_cdf
+from tierwise.scenario.schema import Decision, ModelWork, Scenario, Task
+
+__all__ = ["Prediction", "RequestShape", "SiteModel", "pick", "site_model"]
+
+PREFILL_REFERENCE_TOKENS = 1000
+DEFAULT_OUTPUT_TOKENS = 256
+SMALL_BYTES = 16_000  # below this an upload's time is lost in the RTT; above it, rate counts
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """What the gateway knows of a request before sending it."""
+
+    path: str
+    bytes_up: int
+    prompt_tokens: int
+    output_tokens: int
+    output_learned: bool
+    stream: bool
+    deadline_s: float | None
+    residency: str
+
+
+@dataclass
+class SiteModel:
+    """A site: its bounds from the catalog and its live estimates."""
+
+    site: RouteSite
+    costs: SiteCosts  # resolved once; per request only the times change
+    step_bound_s: float
+    prefill_bound_s: float  # per prompt token
+    rtt_s: Adaptive
+    up_rate: Adaptive
+    down_rate: Adaptive
+    queue_s: Adaptive
+    prefill_factor: Adaptive
+    decode_factor: Adaptive
+    down_bytes_per_token: Adaptive
+    error_rel: Adaptive = field(default_factory=lambda: Adaptive(0.2))
+    failure_p: float = 0.0
+
+    def estimates(self) -> dict[str, Any]:
+        """The live estimates with their uncertainty and the filter each uses (for logs)."""
+        names = ("rtt_s", "up_rate", "down_rate", "queue_s", "prefill_factor", "decode_factor")
+        out: dict[str, Any] = {}
+        for name in names:
+            a: Adaptive = getattr(self, name)
+            out[name] = {"value": a.value, "sd": a.sd, "filter": a.chosen, "n": a.samples}
+        return out
+
+
+def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
+    """Resolve ``site``'s bounds with the planner and seed its estimates with the priors."""
+    bound = site.model_copy(update={"decode_slowdown": 1.0, "prefill": None})
+    task = Task(
+        kind="request",
+        model=ModelWork(
+            model=site.model,
+            weights=site.weights,
+            context=site.context,
+            decode_tokens=1,
+            prefill_tokens=PREFILL_REFERENCE_TOKENS if _has_peak(site, catalog) else 0,
+        ),
+    )
+    if site.hardware is None:
+        costs = SiteCosts(bound, 0.0, 0.0, 1, site.power, site.energy_per_token, None)
+    else:
+        scn = Scenario.model_construct(task=task, site=[bound], decision=Decision())
+        costs = resolve_site(scn, bound, catalog, source)
+    step_s = site.decode_step or costs.model_s
+    prefill_s = site.prefill_per_token
+    if prefill_s is None:
+        prefill_s = costs.prepare_s / PREFILL_REFERENCE_TOKENS
+    remote = site.remote
+    return SiteModel(
+        site=site,
+        costs=costs,
+        step_bound_s=step_s,
+        prefill_bound_s=prefill_s,
+        rtt_s=Adaptive(site.rtt if remote else 0.0),
+        up_rate=Adaptive(site.uplink if isinstance(site.uplink, float) else 1e9),
+        down_rate=Adaptive(site.downlink or 1e9),
+        queue_s=Adaptive(site.prefill or 0.0),
+        prefill_factor=Adaptive(1.0),
+        decode_factor=Adaptive(site.decode_slowdown),
+        down_bytes_per_token=Adaptive(8.0),
+    )
+
+
+def _has_peak(site: RouteSite, catalog: Any) -> bool:
+    """Whether a prefill bound can be derived (a dense BF16 peak); else it is learned."""
+    if site.dense_bf16 is not None:
+        return True
+    hw = catalog.hardware.get(site.hardware) if site.hardware else None
+    return hw is not None and hw.dense_bf16 is not None
+
+
+@dataclass
+class Prediction:
+    """One site's predicted whole-task time for one request."""
+
+    site: str
+    option: Option
+    sigma_s: float
+    expected_s: float  # time_s with the retry cost of a failed attempt
+    p_meet: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.option
+        return {
+            "time_s": o.time_s,
+            "sigma_s": self.sigma_s,
+            "expected_s": self.expected_s,
+            "p_meet": self.p_meet,
+            "feasible": o.feasible,
+            "reasons": o.reasons,
+            "energy_j": o.energy_j,
+            "breakdown_s": o.breakdown_s,
+        }
+
+
+def predict(m: SiteModel, req: RequestShape, benched: bool = False) -> Prediction:
+    """Whole-task time of ``req`` on ``m``'s site with the live estimates (§12.1, §12.5.3)."""
+    s = m.site
+    n_out = req.output_tokens
+    bytes_down = 400 + n_out * m.down_bytes_per_token.value
+    now = s.model_copy(
+        update={
+            "rtt": m.rtt_s.value,
+            "uplink": max(m.up_rate.value, 1.0),
+            "downlink": max(m.down_rate.value, 1.0),
+            **({"recovery": "fec", "connection": None} if s.via == "relay" else {}),
+        }
+    )
+    prefill_s = req.prompt_tokens * m.prefill_bound_s * m.prefill_factor.value
+    decode_s = n_out * m.step_bound_s * m.decode_factor.value
+    reasons = _reasons(s, req, benched)
+    costs = replace(
+        m.costs,
+        site=now,
+        model_s=decode_s,
+        prepare_s=m.queue_s.value + prefill_s,
+        tokens_per_round=n_out,
+        reasons=reasons,
+    )
+    task = Task.model_construct(
+        kind="request", upload=float(req.bytes_up), download=bytes_down, deadline=req.deadline_s
+    )
+    scn = Scenario.model_construct(task=task, site=[now], decision=Decision())
+    option = evaluate_option(scn, costs, "route")
+    sigma = _sigma(m, req, option, prefill_s, decode_s)
+    p_meet = None
+    if req.deadline_s is not None:
+        p_meet = normal_cdf((req.deadline_s - option.time_s) / max(sigma, 1e-9))
+    expected = option.time_s * (1.0 + m.failure_p)
+    return Prediction(s.name, option, sigma, expected, p_meet)
+
+
+def _reasons(s: RouteSite, req: RequestShape, benched: bool) -> list[str]:
+    reasons = []
+    if s.remote and req.residency == "device":
+        reasons.append("residency = device: the input may not leave the device")
+    elif s.remote and req.residency not in ("any", s.region):
+        reasons.append(f"residency = {req.residency}: site has region {s.region}")
+    if benched:
+        reasons.append("benched by the circuit breaker after repeated failures")
+    return reasons
+
+
+def _sigma(m: SiteModel, req: RequestShape, o: Option, prefill_s: float, decode_s: float) -> float:
+    """Standard deviation of the prediction: each estimate's spread through its term, plus
+    the site's recent relative prediction error."""
+    b = o.breakdown_s
+    terms = [
+        b.get("upload", 0.0) * m.up_rate.sd / max(m.up_rate.value, 1e-9),
+        b.get("propagation", 0.0) and m.rtt_s.sd,
+        m.queue_s.sd,
+        prefill_s * m.prefill_factor.sd / max(m.prefill_factor.value, 1e-9),
+        decode_s * m.decode_factor.sd / max(m.decode_factor.value, 1e-9),
+        o.time_s * min(m.error_rel.value, 1.0),
+    ]
+    if req.output_learned:
+        terms.append(decode_s * 0.3)
+    return math.sqrt(sum(t * t for t in terms))
+
+
+def pick(
+    preds: list[Prediction], cfg: RouteConfig, req: RequestShape, previous: str | None
+) -> tuple[list[str], str]:
+    """Sites in the order to try them (the choice first) and the one-line reason.
+
+    The choice is the planner's; with ``decision.probability`` a site meets the deadline
+    only if P(T ≤ deadline) is high enough. The previous choice stays unless the new one
+    is better by ``hysteresis`` (relative) and ``hysteresis_min`` (absolute).
+    """
+    d = cfg.decision
+    options = []
+    for p in preds:
+        o = replace(p.option, time_s=p.expected_s)
+        if req.deadline_s is not None:
+            o.meets_deadline = (
+                p.p_meet >= d.probability if d.probability else p.expected_s <= req.deadline_s
+            )
+        options.append(o)
+    choice, reason, fastest = choose(options, d.objective)
+    by_name = {o.site: o for o in options}
+    choice = choice or fastest
+    if choice and previous in by_name and previous != choice:
+        prev, new = by_name[previous], by_name[choice]
+        if prev.feasible and prev.meets_deadline is not False and _close(prev, new, d):
+            choice, reason = previous, f"kept {previous} (within hysteresis of {new.site})"
+    feasible = sorted((o for o in options if o.feasible), key=lambda o: o.time_s)
+    order = ([choice] if choice else []) + [o.site for o in feasible if o.site != choice]
+    return order, reason
+
+
+def _close(prev: Option, new: Option, d: Any) -> bool:
+    if d.objective == "energy" and prev.energy_key != new.energy_key:
+        return prev.energy_key <= new.energy_key * (1 + d.hysteresis)
+    margin = max(new.time_s * d.hysteresis, d.hysteresis_min)
+    return prev.time_s <= new.time_s + margin

@@ -1,0 +1,86 @@
+"""What the gateway reads from a request before choosing: bytes, tokens, deadline, residency."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tierwise.errors import ScenarioError, UnitError
+from tierwise.units import parse_quantity
+
+__all__ = [
+    "DEADLINE_HEADER",
+    "RESIDENCY_HEADER",
+    "body_json",
+    "estimate_prompt_tokens",
+    "parse_deadline",
+    "requested_output_tokens",
+]
+
+DEADLINE_HEADER = "x-tierwise-deadline"
+RESIDENCY_HEADER = "x-tierwise-residency"
+CHARS_PER_TOKEN = 4
+IMAGE_TOKENS = 256  # visual tokens per image; the prefill factor learns the rest
+HEADER_BYTES = 300  # request line and headers, roughly
+
+
+def parse_deadline(value: str | None) -> float | None:
+    """Seconds from an ``x-tierwise-deadline`` value: ``"2 s"``, ``"800ms"`` or ``"1.5"`` (s).
+
+    An unparsable, zero or negative deadline is a :class:`ScenarioError` naming the header.
+    """
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_quantity(text, "time")
+        except UnitError as exc:
+            raise ScenarioError(str(exc), source=DEADLINE_HEADER) from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ScenarioError(f"must be a positive time, got {value!r}", source=DEADLINE_HEADER)
+    return seconds
+
+
+def body_json(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object; anything else is a ScenarioError."""
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise ScenarioError(f"request body is not JSON: {exc}", source="request") from None
+    if not isinstance(data, dict):
+        raise ScenarioError("request body must be a JSON object", source="request")
+    return data
+
+
+def estimate_prompt_tokens(data: dict[str, Any]) -> int:
+    """Prompt tokens: characters / 4 of every text part, plus a fixed count per image.
+
+    Images sent inline as base64 count in the request's bytes (the upload), not here.
+    """
+    chars, images = 0, 0
+    prompt = data.get("prompt")
+    texts: list[Any] = [prompt] if isinstance(prompt, str) else list(prompt or [])
+    for message in data.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        parts = [content] if isinstance(content, str) else list(content or [])
+        for part in parts:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") == "text":
+                texts.append(part.get("text", ""))
+            elif isinstance(part, dict) and part.get("type") in ("image_url", "input_image"):
+                images += 1
+    chars = sum(len(t) for t in texts if isinstance(t, str))
+    return max(1, -(-chars // CHARS_PER_TOKEN)) + IMAGE_TOKENS * images
+
+
+def requested_output_tokens(data: dict[str, Any]) -> int | None:
+    """``max_tokens`` (or ``max_completion_tokens``) if the request caps its output."""
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
