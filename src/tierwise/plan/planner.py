@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.catalog import Catalog, load_catalog
+from tierwise.model.derive import complete_catalog
 from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.scenario.loader import load_scenario
@@ -33,6 +34,7 @@ class Plan:
     monte_carlo: dict[str, Any] | None = None
     costs: list[SiteCosts] = field(default_factory=list, repr=False)
     source: str = "<scenario>"
+    warnings: list[str] = field(default_factory=list)  # catalog numbers vs architecture
 
     def option(self, site: str) -> Option:
         """The option of the site named ``site``."""
@@ -60,6 +62,8 @@ class Plan:
         }
         if self.monte_carlo is not None:
             out["monte_carlo"] = self.monte_carlo
+        if self.warnings:
+            out["warnings"] = self.warnings
         return out
 
 
@@ -152,11 +156,12 @@ def plan(
     """Evaluate every site, choose, and (optionally) find thresholds and Monte Carlo odds."""
     from tierwise.plan.thresholds import find_thresholds
 
-    catalog = catalog or load_catalog()
+    catalog = complete_catalog(catalog or load_catalog())
     costs = [resolve_site(scn, s, catalog, source) for s in scn.site]
     options = evaluate_all(scn, costs, source)
     choice, reason, fastest = choose(options, scn.decision.objective)
     result = Plan(scn, options, choice, reason, fastest, costs=costs, source=source)
+    result.warnings = list(catalog.warnings)
     if thresholds:
         result.thresholds = find_thresholds(scn, costs, result, source)
     if monte_carlo and scn.variability is not None:
