@@ -100,6 +100,10 @@ def plan(
         str | None,
         typer.Option("--example", help="Plan a bundled example by name instead of a FILE."),
     ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Report each option's saving against this site."),
+    ] = None,
 ) -> None:
     """Evaluate a scenario on every site and choose where it runs."""
     from tierwise.plan.planner import plan_file
@@ -111,7 +115,9 @@ def plan(
         raise ScenarioError("give a FILE or --example, not both", source="command line")
     bundled = file is None and example is None
     file = bundled_example(example or "deployment") if file is None else file
-    result = plan_file(file, set_ or [], extra or [])  # fails before anything is printed
+    overrides = [*(set_ or []), *([f"decision.baseline={baseline}"] if baseline else [])]
+    result = plan_file(file, overrides, extra or [])  # fails before anything is printed
+    _warn(result.warnings)
     saved = []
     if plot is not None:
         from tierwise.report.figures import plan_figures
@@ -136,13 +142,67 @@ def plan(
     render_plan(out, result)
 
 
-@app.command()
-def catalog(extra: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+catalog_app = typer.Typer(
+    help="List the hardware, models and quantisation formats known, with each fact's source.",
+    invoke_without_command=True,
+)
+app.add_typer(catalog_app, name="catalog")
+
+
+def _warn(lines: list[str] | tuple[str, ...]) -> None:
+    for line in lines:
+        Console(stderr=True).print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+
+
+@catalog_app.callback()
+def catalog(ctx: typer.Context, extra: CatalogOpt = None, as_json: JsonOpt = False) -> None:
     """List the hardware, models and quantisation formats known, with each fact's source."""
+    if ctx.invoked_subcommand is not None:
+        return
     from tierwise.catalog import load_catalog
+    from tierwise.model.derive import complete_catalog
     from tierwise.report.catalog_view import render_catalog
 
-    render_catalog(out, load_catalog(extra or []), as_json=as_json)
+    cat = complete_catalog(load_catalog(extra or []))
+    render_catalog(out, cat, as_json=as_json)
+    _warn(cat.warnings)
+
+
+@catalog_app.command("add-model")
+def catalog_add_model(
+    config: Annotated[Path, typer.Argument(help="A Hugging Face config.json.")],
+    model_id: Annotated[str, typer.Option("--id", help="The new model's catalog id.")],
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Append the entry to this catalog TOML.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Derive a model's catalog numbers from its config.json and print (or append) its entry."""
+    from tierwise.catalog import load_catalog
+    from tierwise.report.architecture_view import model_entry
+    from tierwise.report.jsonout import dumps
+
+    text, summary = model_entry(model_id, config, load_catalog())
+    if out_file is not None:
+        _append_entry(out_file, model_id, text)
+    if as_json:
+        print(dumps({"id": model_id, **summary}))
+    else:
+        out.print(text, end="", highlight=False, markup=False)
+
+
+def _append_entry(path: Path, model_id: str, text: str) -> None:
+    import tomllib
+
+    try:
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        if model_id in tomllib.loads(old).get("model", {}):
+            raise ScenarioError(f"model.{model_id} already exists", source=str(path))
+        path.write_text(old + ("\n" if old and not old.endswith("\n\n") else "") + text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"not a catalog TOML: {exc}", source=str(path)) from exc
+    except OSError as exc:
+        raise ScenarioError(f"cannot write: {exc.strerror}", source=str(path)) from exc
 
 
 def _fail(message: str) -> NoReturn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -80,6 +81,10 @@ class ModelSpec(_Entry):
     """Feature groups a split sends."""
     encode_flops: Flops | None = None
     """FLOP of the vision encoder per image."""
+    # config.json keys (read from ``architecture = "path"`` or an inline table); the
+    # numbers above that are missing are derived from it (tierwise.model.architecture).
+    architecture: dict[str, Any] | None = None
+    image_size: tuple[int, int] | None = None  # (height, width) px a vision tower encodes
 
 
 class QuantFormat(_Entry):
@@ -113,6 +118,7 @@ class Catalog(BaseModel):
     hardware: dict[str, Hardware]
     model: dict[str, ModelSpec]
     quant: dict[str, QuantFormat]
+    warnings: tuple[str, ...] = ()  # typed numbers that disagree with the architecture
 
     def get(self, section: str, key: str, *, where: str = "") -> Any:
         """Look up ``section``/``key``; an unknown id is a CatalogError listing the known ones."""
@@ -147,9 +153,30 @@ def _sections(data: dict[str, Any], origin: str) -> dict[str, dict[str, Any]]:
     return data
 
 
-def _build(section: str, key: str, raw: Any, origin: str) -> _Entry:
+def _read_architecture(raw: dict[str, Any], where: str, base: Any) -> dict[str, Any]:
+    """Replace ``architecture = "path/config.json"`` by the file's keys (relative to ``base``)."""
+    ref = raw.get("architecture")
+    if not isinstance(ref, str):
+        return raw
+    try:
+        text = base.joinpath(ref).read_text(encoding="utf-8")
+        config = json.loads(text)
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise CatalogError(f"{where}.architecture: {ref!r} is not UTF-8 JSON of sane depth") from exc
+    except OSError as exc:
+        raise CatalogError(f"{where}.architecture: cannot read {ref!r}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"{where}.architecture: {ref!r} is not JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise CatalogError(f"{where}.architecture: {ref!r} must hold a JSON object")
+    return {**raw, "architecture": config}
+
+
+def _build(section: str, key: str, raw: Any, origin: str, base: Any = None) -> _Entry:
     if not isinstance(raw, dict):
         raise CatalogError(f"{origin}: {section}.{key}: expected a table")
+    if section == "model" and base is not None:
+        raw = _read_architecture(raw, f"{origin}: {section}.{key}", base)
     try:
         return _SECTIONS[section].model_validate({**raw, "id": key, "origin": origin})
     except ValidationError as exc:
@@ -169,14 +196,15 @@ def _build(section: str, key: str, raw: Any, origin: str) -> _Entry:
 def load_catalog(extra: list[str | Path] | tuple[str | Path, ...] = ()) -> Catalog:
     """The bundled catalog plus each file in ``extra``, later files overriding by id."""
     merged: dict[str, dict[str, _Entry]] = {s: {} for s in _SECTIONS}
-    sources: list[tuple[dict[str, Any], str]] = []
+    sources: list[tuple[dict[str, Any], str, Any]] = []
     pkg = resources.files("tierwise.catalog").joinpath("data")
     for name in _BUNDLED:
-        sources.append((parse_toml(pkg.joinpath(name).read_bytes(), name, error=_error), "bundled"))
+        data = parse_toml(pkg.joinpath(name).read_bytes(), name, error=_error)
+        sources.append((data, "bundled", pkg))
     for path in extra:
-        sources.append((read_toml(path, error=_error), str(path)))
-    for data, origin in sources:
+        sources.append((read_toml(path, error=_error), str(path), Path(path).parent))
+    for data, origin, base in sources:
         for section, entries in _sections(data, origin).items():
             for key, raw in entries.items():
-                merged[section][key] = _build(section, key, raw, origin)
+                merged[section][key] = _build(section, key, raw, origin, base)
     return Catalog(**merged)  # type: ignore[arg-type]

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.catalog import Catalog, load_catalog
+from tierwise.model.derive import complete_catalog
+from tierwise.plan.compare import compare_options
 from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.scenario.loader import load_scenario
@@ -33,6 +35,8 @@ class Plan:
     monte_carlo: dict[str, Any] | None = None
     costs: list[SiteCosts] = field(default_factory=list, repr=False)
     source: str = "<scenario>"
+    warnings: list[str] = field(default_factory=list)  # catalog numbers vs architecture
+    comparison: list[dict[str, Any]] = field(default_factory=list)  # plan.compare
 
     def option(self, site: str) -> Option:
         """The option of the site named ``site``."""
@@ -57,9 +61,14 @@ class Plan:
             "reason": self.reason,
             "fastest": self.fastest,
             "thresholds": self.thresholds,
+            "comparison": self.comparison,
         }
+        if self.scenario.decision.baseline is not None:
+            out["baseline"] = self.scenario.decision.baseline
         if self.monte_carlo is not None:
             out["monte_carlo"] = self.monte_carlo
+        if self.warnings:
+            out["warnings"] = self.warnings
         return out
 
 
@@ -162,7 +171,7 @@ def plan(
     """Evaluate every site, choose, and (optionally) find thresholds and Monte Carlo odds."""
     import numpy as np
 
-    catalog = catalog or load_catalog()
+    catalog = complete_catalog(catalog or load_catalog())
     with np.errstate(all="ignore"):  # overflow becomes inf, then an infeasible option
         return _plan(scn, catalog, source, thresholds, monte_carlo)
 
@@ -176,6 +185,8 @@ def _plan(
     options = evaluate_all(scn, costs, source)
     choice, reason, fastest = choose(options, scn.decision.objective)
     result = Plan(scn, options, choice, reason, fastest, costs=costs, source=source)
+    result.warnings = list(catalog.warnings)
+    result.comparison = compare_options(result, scn.decision.baseline)
     if thresholds:
         result.thresholds = find_thresholds(scn, costs, result, source)
     if monte_carlo and scn.variability is not None:
@@ -183,6 +194,7 @@ def _plan(
 
         result.monte_carlo = run_mc(scn, costs, source, options)
         _apply_probability(result, scn)
+        result.comparison = compare_options(result, scn.decision.baseline)
     return result
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from tierwise.catalog import Catalog, Hardware, ModelSpec
 from tierwise.errors import CatalogError, ScenarioError
 from tierwise.model import device
+from tierwise.plan.calibration import calibrated_site
 from tierwise.scenario.schema import Scenario, Site, Task
 
 __all__ = ["SiteCosts", "resolve_site"]
@@ -62,6 +63,9 @@ def resolve_site(scn: Scenario, site: Site, catalog: Catalog, source: str) -> Si
     hw = _hardware(site, catalog, source)
     spec = _model_spec(task, catalog, source)
     notes: list[str] = []
+    site, calibration = calibrated_site(scn, site, catalog, source)
+    if calibration:
+        notes.append(calibration)
     model_s, tokens = _model_time(task, site, hw, spec, catalog, source, notes)
     prepare_s = _prepare_time(task, site, hw, spec, source, notes)
     ept = site.energy_per_token or (hw.energy_per_token if hw else None)
@@ -137,7 +141,7 @@ def _decode_time(task, site, hw, spec, catalog, source, notes) -> float:
     weights = device.weight_bytes(spec.decode_weight_bytes, _bytes_per_value(task, catalog, source))
     kv = spec.kv_bytes_per_token * task.model.context
     step = float(device.decode_step_s(weights, kv, bandwidth))
-    if site.decode_slowdown != 1.0:
+    if site.decode_slowdown != 1.0 and site.measured_decode is None and not site.slowdown_from:
         notes.append(f"decode × {site.decode_slowdown:g} (measured / bound)")
     return task.model.decode_tokens * step * site.decode_slowdown
 

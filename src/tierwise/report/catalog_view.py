@@ -25,7 +25,7 @@ _KINDS = {
     "prefill_flops": "flops",
     "encode_flops": "flops",
 }
-_SKIP = {"id", "name", "sources", "origin"}
+_SKIP = {"id", "name", "sources", "origin", "architecture"}
 
 
 def render_catalog(console: Console, cat: Catalog, *, as_json: bool) -> None:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from tierwise.units import format_quantity, format_seconds
 
-__all__ = ["render_plan", "threshold_text"]
+__all__ = ["comparison_lines", "render_plan", "threshold_text"]
 
 _T = "time"
 
@@ -73,6 +73,8 @@ def render_plan(console: Console, plan: Any) -> None:
     console.print(f"{head} — {plan.reason}", highlight=False)
     for th in plan.thresholds:
         console.print(f"  • {threshold_text(th)}", highlight=False)
+    for line in comparison_lines(plan):
+        console.print(line, highlight=False)
     if plan.monte_carlo:
         _render_mc(console, plan.monte_carlo)
 
@@ -111,3 +113,60 @@ def _render_mc(console: Console, mc: dict[str, Any]) -> None:
         p = "—" if r.get("p_meet") is None else f"{r['p_meet']:.4f}"
         table.add_row(name, p, _t(r["p50_s"]), _t(r["p99_s"]), _t(r["mean_s"]))
     console.print(table)
+
+
+def _signed_t(x: float) -> str:
+    return ("+" if x >= 0 else "−") + _t(abs(x))
+
+
+def _signed_e(e: Any) -> str:
+    if e is None:
+        return "energy unknown"
+    if isinstance(e, list):
+        lo, hi = e
+        return f"{_signed_e(lo)} to {_signed_e(hi)}"
+    return ("+" if e >= 0 else "−") + format_quantity(abs(e), "energy")
+
+
+def _saving(x: Any, fmt: Any, more: str) -> str:
+    """'saves 53.0 s' or 'uses 442–604 J more'; a range straddling zero stays signed."""
+    if x is None:
+        return "unknown"
+    lo, hi = (x[0], x[1]) if isinstance(x, list) else (x, x)
+    if lo >= 0:
+        return f"saves {fmt(x)}"
+    if hi <= 0:
+        return more.format(fmt([-hi, -lo] if isinstance(x, list) else -x))
+    return f"saves between {fmt(lo)} and {fmt(hi)}"
+
+
+def comparison_lines(plan: Any) -> list[str]:
+    """Margins to the deadline, differences to the choice, savings against the baseline."""
+    rows = getattr(plan, "comparison", [])
+    lines: list[str] = []
+    margins = [
+        f"{r['site']} {_t(r['margin_s'])} to spare"
+        if r["margin_s"] >= 0
+        else f"{r['site']} late by {_t(-r['margin_s'])}"
+        for r in rows
+        if r.get("margin_s") is not None
+    ]
+    if margins:
+        lines.append("margin to the deadline: " + " · ".join(margins))
+    others = [r for r in rows if r["site"] != plan.choice and "vs_choice_time_s" in r]
+    if others:
+        diffs = [
+            f"{r['site']} {_signed_t(r['vs_choice_time_s'])}, {_signed_e(r['vs_choice_energy_j'])}"
+            for r in others
+        ]
+        lines.append(f"against the choice ({plan.choice}): " + " · ".join(diffs))
+    base = plan.scenario.decision.baseline
+    if base is not None:
+        saves = [
+            f"{r['site']} {_saving(r['saving_time_s'], _t, 'takes {} longer')}, "
+            f"{_saving(r['saving_energy_j'], _energy, 'uses {} more energy')}"
+            for r in rows
+            if r["site"] != base
+        ]
+        lines.append(f"saving against {base}: " + " · ".join(saves))
+    return lines

@@ -231,6 +231,13 @@ class Site(_Strict):
     """Prefill time override (else prefill FLOP / dense_bf16)."""
     decode_slowdown: float = Field(1.0, gt=0)
     """Multiplies the derived decode time (thermal, contention)."""
+    # calibration (§12.5.2): a measured step instead of a factor, or another site's factor
+    measured_decode: float | None = Field(
+        None, description='measured decode step, "25.83 ms" or "38.7 tokens/s" (seconds)'
+    )
+    measured_weights: str | None = Field(None, description="format measured (default: task's)")
+    measured_context: int | None = Field(None, ge=0, description="context measured at")
+    slowdown_from: str | None = Field(None, description="use this other site's calibration")
     memory: Size | None = None
     """Memory capacity override."""
     memory_reserve: Size | None = None
@@ -292,6 +299,19 @@ class Site(_Strict):
             raise ValueError(f"mss must lie in [1 B, 65,535 B] (one IP packet), got {value:g} B")
         return value
 
+    @field_validator("measured_decode", mode="before")
+    @classmethod
+    def _measured_step(cls, value: object) -> object:
+        from tierwise.errors import UnitError
+        from tierwise.model.calibrate import parse_measured_step_s
+
+        if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+            return value
+        try:
+            return parse_measured_step_s(value)  # type: ignore[arg-type]
+        except UnitError as exc:
+            raise ValueError(str(exc)) from None
+
     @property
     def loss_on_download(self) -> float:
         return self.loss if self.loss_down is None else self.loss_down
@@ -318,6 +338,7 @@ class Decision(_Strict):
 
     objective: Literal["energy", "time"] = "energy"
     """Among options meeting the deadline, minimise energy or time."""
+    baseline: str | None = Field(None, description="site the plan reports savings against")
     probability: float | None = Field(
         None,
         gt=0,
@@ -403,6 +424,33 @@ class Scenario(_Strict):
                     ("variability", "site", name),
                     f"expected the name of a site ({', '.join(sorted(seen))}), got {shown(name)}",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _site_references(self) -> Scenario:
+        """``slowdown_from`` and ``decision.baseline`` name other sites; one factor per site."""
+        names = [s.name for s in self.site]
+        known = f"the name of a site ({', '.join(names)})"
+        for i, s in enumerate(self.site):
+            if s.measured_decode is not None and s.decode_slowdown != 1.0:
+                raise ErrorAt(
+                    ("site", i, "measured_decode"),
+                    "give measured_decode or decode_slowdown, not both",
+                )
+            if s.slowdown_from is None:
+                continue
+            if s.slowdown_from not in names or s.slowdown_from == s.name:
+                raise ErrorAt(
+                    ("site", i, "slowdown_from"), f"expected {known}, got {s.slowdown_from!r}"
+                )
+            if self.site_named(s.slowdown_from).slowdown_from is not None:
+                raise ErrorAt(
+                    ("site", i, "slowdown_from"),
+                    f"site {s.slowdown_from!r} borrows its own factor; name the measured site",
+                )
+        baseline = self.decision.baseline
+        if baseline is not None and baseline not in names:
+            raise ErrorAt(("decision", "baseline"), f"expected {known}, got {baseline!r}")
         return self
 
     def site_named(self, name: str) -> Site:
