@@ -162,7 +162,9 @@ def _read_architecture(raw: dict[str, Any], where: str, base: Any) -> dict[str, 
         text = base.joinpath(ref).read_text(encoding="utf-8")
         config = json.loads(text)
     except (UnicodeDecodeError, RecursionError) as exc:
-        raise CatalogError(f"{where}.architecture: {ref!r} is not UTF-8 JSON of sane depth") from exc
+        raise CatalogError(
+            f"{where}.architecture: {ref!r} is not UTF-8 JSON of sane depth"
+        ) from exc
     except OSError as exc:
         raise CatalogError(f"{where}.architecture: cannot read {ref!r}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:

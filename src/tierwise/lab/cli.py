@@ -29,7 +29,6 @@ from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError
 from tierwise.lab.model_server import model_server_command
-from tierwise.units import parse_quantity
 
 __all__ = ["STATE_DIR", "hold", "lab_app"]
 
