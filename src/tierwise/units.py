@@ -171,7 +171,7 @@ def parse_quantity(value: Any, kind: str) -> float:
     if match is None or not match["unit"] or _ARITHMETIC.search(match["unit"]):
         what = "has no unit" if match is not None and not match["unit"] else "is not read"
         raise UnitError(
-            f"{shown(value)} {what}: expected <number> <unit> such as {example} "
+            f"{shown(value)} {what}: expected a {kind} as <number> <unit> such as {example} "
             "(no arithmetic, no bare numbers)"
         )
     if len((match["exp"] or "").lstrip("+-")) > _MAX_EXPONENT_DIGITS:

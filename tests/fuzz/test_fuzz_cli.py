@@ -34,7 +34,9 @@ CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "80"))
 SEED = int(os.environ.get("TIERWISE_FUZZ_SEED", "0"))
 TIME_LIMIT_S = float(os.environ.get("TIERWISE_FUZZ_TIME_LIMIT", "20"))
 MEMORY_LIMIT_BYTES = 2 * 2**30
-SIGNED = {"overlap"}  # a breakdown's pipelining saving is negative by design
+SIGNED = {"overlap", "margin_s", "vs_choice_time_s", "saving_time_s"}
+# a breakdown's pipelining saving, a margin to the deadline and differences to the
+# chosen option or a baseline are signed by design
 
 
 @dataclass
