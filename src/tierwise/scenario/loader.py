@@ -168,7 +168,7 @@ def _explain(err: dict[str, Any], loc: tuple[Any, ...]) -> str:
         return _MISSING.get(tuple(err["loc"]), "required key is missing")
     if kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
         return f"{msg}, got {shown(given)}"
-    if kind.endswith("_type") or kind.endswith("_parsing") or kind == "literal_error":
+    if kind.endswith(("_type", "_parsing")) or kind in ("literal_error", "finite_number"):
         return f"{msg}, got {shown(given)}"
     return msg
 
