@@ -35,6 +35,7 @@ __all__ = [
     "SimulationError",
     "TierwiseError",
     "UnitError",
+    "clip",
     "did_you_mean",
     "shown",
 ]
@@ -56,7 +57,7 @@ class ScenarioError(TierwiseError, ValueError):
         self.source = source
         self.path = path
         self.detail = message
-        where = ": ".join(p for p in (source, path) if p)
+        where = ": ".join(p for p in (source, path and clip(path, 100)) if p)
         super().__init__(f"{where}: {message}" if where else message)
 
 
@@ -101,7 +102,12 @@ def shown(value: Any) -> str:
         text = repr(value)
     except ValueError:  # an int beyond Python's 4,300-digit str() limit, nested somewhere
         return "<a value too large to show>"
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+    return clip(text)
+
+
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (a key or flag as the user typed it)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def did_you_mean(word: object, choices: Iterable[str]) -> str:

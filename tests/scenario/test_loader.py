@@ -254,3 +254,19 @@ def test_non_finite_numbers_are_refused(item: str, needles: list[str]) -> None:
     assert err.path == item.partition("=")[0]
     for needle in needles:
         assert needle in str(err)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "task." + "x" * 5000 + "=1",
+        'task.compute.time="' + "y" * 5000 + '"',
+        "site.cloud." + "z" * 150 + "=1",
+        "task.rounds=" + "9" * 5000,
+    ],
+    ids=["long key", "long value", "long site key", "5000-digit integer"],
+)
+def test_long_set_items_give_short_errors(item: str) -> None:
+    """A --set of thousands of characters is refused in a message of a few hundred (issue 9)."""
+    err = set_error(item)
+    assert len(str(err)) < 250, str(err)
