@@ -27,7 +27,7 @@ from typing import Any
 
 from tierwise.errors import UnitError, shown
 
-__all__ = ["KINDS", "LIMITS", "format_quantity", "format_seconds", "parse_quantity"]
+__all__ = ["KINDS", "LIMITS", "format_quantity", "format_seconds", "in_range", "parse_quantity"]
 
 # kind -> (SI unit the float is expressed in, example shown in errors)
 KINDS: dict[str, tuple[str, str]] = {
@@ -313,18 +313,17 @@ def _parser(kind: str) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
+def in_range(value: float, kind: str) -> float:
+    """``value`` if it is 0 or within ``LIMITS[kind]``; absurd magnitudes are a UnitError."""
+    low, high, text = LIMITS[kind]
+    if value != 0 and not low <= abs(value) <= high:
+        raise UnitError(f"expected 0 or a {kind} from {text}, got {value:.3g} {_SI_SYMBOL[kind]}")
+    return value
+
+
 def _bounded(kind: str) -> AfterValidator:
     """Refuse magnitudes no physical input has (a 1e-308 Mbit/s rate, a 5e-324 B MSS)."""
-    low, high, text = LIMITS[kind]
-
-    def check(value: float) -> float:
-        if value != 0 and not low <= abs(value) <= high:
-            raise ValueError(
-                f"expected 0 or a {kind} from {text}, got {value:.3g} {_SI_SYMBOL[kind]}"
-            )
-        return value
-
-    return AfterValidator(check)
+    return AfterValidator(lambda value: in_range(value, kind))
 
 
 Time = Annotated[float, _parser("time"), Field(ge=0), _bounded("time")]
