@@ -168,11 +168,12 @@ def parse_quantity(value: Any, kind: str) -> float:
             f"takes at most {MAX_TEXT}"
         )
     match = _NUMBER.fullmatch(value)
-    if match is None or not match["unit"] or _ARITHMETIC.search(match["unit"]):
-        what = "has no unit" if match is not None and not match["unit"] else "is not read"
+    if match is not None and not match["unit"]:
+        raise UnitError(f"{shown(value)} has no unit: expected a {kind} such as {example}")
+    if match is None or _ARITHMETIC.search(match["unit"]):
         raise UnitError(
-            f"{shown(value)} {what}: expected <number> <unit> such as {example} "
-            "(no arithmetic, no bare numbers)"
+            f"cannot read {shown(value)} as a {kind}: expected <number> <unit> such as "
+            f"{example} (no arithmetic)"
         )
     if len((match["exp"] or "").lstrip("+-")) > _MAX_EXPONENT_DIGITS:
         raise UnitError(f"{shown(value)}: the exponent is too long for a {kind}")
