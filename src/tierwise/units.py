@@ -53,12 +53,12 @@ _ARITHMETIC = re.compile(r"[-+*^()\d]")
 
 _DECIMAL = {
     "Y": 1e24, "Z": 1e21, "E": 1e18, "P": 1e15, "T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3,
-    "m": 1e-3, "µ": 1e-6, "μ": 1e-6, "u": 1e-6, "n": 1e-9, "p": 1e-12,
+    "m": 1e-3, "µ": 1e-6, "μ": 1e-6, "u": 1e-6, "n": 1e-9, "p": 1e-12, "f": 1e-15,
 }  # fmt: skip
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 _LONG_DECIMAL = {
     "yotta": 1e24, "exa": 1e18, "peta": 1e15, "tera": 1e12, "giga": 1e9, "mega": 1e6,
-    "kilo": 1e3, "milli": 1e-3, "micro": 1e-6, "nano": 1e-9, "pico": 1e-12,
+    "kilo": 1e3, "milli": 1e-3, "micro": 1e-6, "nano": 1e-9, "pico": 1e-12, "femto": 1e-15,
 }  # fmt: skip
 _LONG_BINARY = {"kibi": 2.0**10, "mebi": 2.0**20, "gibi": 2.0**30, "tebi": 2.0**40}
 
@@ -152,6 +152,11 @@ def _lookup(unit: str) -> tuple[float, str] | None:
     return None if kind is None else (numerator[0] / denominator[0], kind)
 
 
+def _a(kind: str) -> str:
+    """'a time', 'an energy'."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def parse_quantity(value: Any, kind: str) -> float:
     """Parse ``value`` (for example "20 Mbit/s") as a quantity of ``kind`` in SI units.
 
@@ -161,38 +166,38 @@ def parse_quantity(value: Any, kind: str) -> float:
         raise UnitError(f"unknown quantity kind {kind!r}; known: {', '.join(KINDS)}")
     example = KINDS[kind][1]
     if isinstance(value, bool) or not isinstance(value, str):
-        raise UnitError(f"expected a {kind} with a unit such as {example}, got {shown(value)}")
+        raise UnitError(f"expected {_a(kind)} with a unit such as {example}, got {shown(value)}")
     if len(value) > MAX_TEXT:
         raise UnitError(
-            f"{shown(value)} is {len(value):,} characters long; a {kind} such as {example} "
+            f"{shown(value)} is {len(value):,} characters long; {_a(kind)} such as {example} "
             f"takes at most {MAX_TEXT}"
         )
     match = _NUMBER.fullmatch(value)
     if match is not None and not match["unit"]:
-        raise UnitError(f"{shown(value)} has no unit: expected a {kind} such as {example}")
+        raise UnitError(f"{shown(value)} has no unit: expected {_a(kind)} such as {example}")
     if match is None or _ARITHMETIC.search(match["unit"]):
         raise UnitError(
-            f"cannot read {shown(value)} as a {kind}: expected <number> <unit> such as "
+            f"cannot read {shown(value)} as {_a(kind)}: expected <number> <unit> such as "
             f"{example} (no arithmetic)"
         )
     if len((match["exp"] or "").lstrip("+-")) > _MAX_EXPONENT_DIGITS:
-        raise UnitError(f"{shown(value)}: the exponent is too long for a {kind}")
+        raise UnitError(f"{shown(value)}: the exponent is too long for {_a(kind)}")
     found = _lookup(match["unit"])
     if found is None:
         raise UnitError(_unknown_unit(value, match["number"], match["unit"], kind))
     factor, found_kind = found
     if found_kind != kind:
-        raise UnitError(f"{shown(value)} is not a {kind} (expected something like {example})")
+        raise UnitError(f"{shown(value)} is not {_a(kind)} (expected something like {example})")
     return _finite(float(match["number"]) * factor, match["number"], value, kind)
 
 
 def _finite(number: float, digits: str, value: str, kind: str) -> float:
     """``number`` if it is a normal float; overflow and underflow are the user's to fix."""
     if not math.isfinite(number):
-        raise UnitError(f"{shown(value)} is too large for a {kind}")
+        raise UnitError(f"{shown(value)} is too large for {_a(kind)}")
     mantissa = digits.lower().partition("e")[0]
     if (number == 0 and mantissa.strip("+-0.")) or 0 < abs(number) < sys.float_info.min:
-        raise UnitError(f"{shown(value)} is too small for a {kind} (below 1e-307 in SI units)")
+        raise UnitError(f"{shown(value)} is too small for {_a(kind)} (below 1e-307 in SI units)")
     return number
 
 
@@ -230,7 +235,7 @@ def _unknown_unit(value: str, number: str, unit: str, kind: str) -> str:
         return f"{base}: did you mean 'k{rest}'?"
     close = difflib.get_close_matches(unit, _suggestions(kind), n=1, cutoff=0.6)
     hint = f"; did you mean '{number} {close[0]}'?" if close else ""
-    return f"{base} (expected a {kind} such as {example}{hint})"
+    return f"{base} (expected {_a(kind)} such as {example}{hint})"
 
 
 @cache
@@ -318,7 +323,7 @@ def in_range(value: float, kind: str) -> float:
     """``value`` if it is 0 or within ``LIMITS[kind]``; absurd magnitudes are a UnitError."""
     low, high, text = LIMITS[kind]
     if value != 0 and not low <= abs(value) <= high:
-        raise UnitError(f"expected 0 or a {kind} from {text}, got {value:.3g} {_SI_SYMBOL[kind]}")
+        raise UnitError(f"expected 0 or {_a(kind)} from {text}, got {value:.3g} {_SI_SYMBOL[kind]}")
     return value
 
 
