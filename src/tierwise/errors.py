@@ -19,7 +19,6 @@ The CLI turns any ``TierwiseError`` into one line on stderr and exit status 2.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -112,6 +111,8 @@ def clip(text: str, limit: int = SHOWN_CHARS) -> str:
 
 def did_you_mean(word: object, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` naming the nearest of ``choices`` to ``word``, or ``""``."""
+    import difflib  # only on the error path: it costs start-up time
+
     if not isinstance(word, str) or len(word) > 100:
         return ""
     near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

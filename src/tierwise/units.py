@@ -18,7 +18,6 @@ metres, hertz.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import sys
@@ -233,6 +232,8 @@ def _unknown_unit(value: str, number: str, unit: str, kind: str) -> str:
                 f"or {binary!r} (1024 {one})"
             )
         return f"{base}: did you mean 'k{rest}'?"
+    import difflib  # only on the error path: it costs start-up time
+
     close = difflib.get_close_matches(unit, _suggestions(kind), n=1, cutoff=0.6)
     hint = f"; did you mean '{number} {close[0]}'?" if close else ""
     return f"{base} (expected {_a(kind)} such as {example}{hint})"
