@@ -19,7 +19,6 @@ The CLI turns any ``TierwiseError`` into one line on stderr and exit status 2.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -35,6 +34,7 @@ __all__ = [
     "SimulationError",
     "TierwiseError",
     "UnitError",
+    "clip",
     "did_you_mean",
     "shown",
 ]
@@ -56,7 +56,7 @@ class ScenarioError(TierwiseError, ValueError):
         self.source = source
         self.path = path
         self.detail = message
-        where = ": ".join(p for p in (source, path) if p)
+        where = ": ".join(p for p in (source, path and clip(path, 100)) if p)
         super().__init__(f"{where}: {message}" if where else message)
 
 
@@ -101,11 +101,18 @@ def shown(value: Any) -> str:
         text = repr(value)
     except ValueError:  # an int beyond Python's 4,300-digit str() limit, nested somewhere
         return "<a value too large to show>"
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+    return clip(text)
+
+
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (a key or flag as the user typed it)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def did_you_mean(word: object, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` naming the nearest of ``choices`` to ``word``, or ``""``."""
+    import difflib  # only on the error path: it costs start-up time
+
     if not isinstance(word, str) or len(word) > 100:
         return ""
     near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

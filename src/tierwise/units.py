@@ -18,7 +18,6 @@ metres, hertz.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 
 from tierwise.errors import UnitError, shown
 
-__all__ = ["KINDS", "LIMITS", "format_quantity", "format_seconds", "parse_quantity"]
+__all__ = ["KINDS", "LIMITS", "format_quantity", "format_seconds", "in_range", "parse_quantity"]
 
 # kind -> (SI unit the float is expressed in, example shown in errors)
 KINDS: dict[str, tuple[str, str]] = {
@@ -53,12 +52,12 @@ _ARITHMETIC = re.compile(r"[-+*^()\d]")
 
 _DECIMAL = {
     "Y": 1e24, "Z": 1e21, "E": 1e18, "P": 1e15, "T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3,
-    "m": 1e-3, "µ": 1e-6, "μ": 1e-6, "u": 1e-6, "n": 1e-9, "p": 1e-12,
+    "m": 1e-3, "µ": 1e-6, "μ": 1e-6, "u": 1e-6, "n": 1e-9, "p": 1e-12, "f": 1e-15,
 }  # fmt: skip
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 _LONG_DECIMAL = {
     "yotta": 1e24, "exa": 1e18, "peta": 1e15, "tera": 1e12, "giga": 1e9, "mega": 1e6,
-    "kilo": 1e3, "milli": 1e-3, "micro": 1e-6, "nano": 1e-9, "pico": 1e-12,
+    "kilo": 1e3, "milli": 1e-3, "micro": 1e-6, "nano": 1e-9, "pico": 1e-12, "femto": 1e-15,
 }  # fmt: skip
 _LONG_BINARY = {"kibi": 2.0**10, "mebi": 2.0**20, "gibi": 2.0**30, "tebi": 2.0**40}
 
@@ -152,6 +151,11 @@ def _lookup(unit: str) -> tuple[float, str] | None:
     return None if kind is None else (numerator[0] / denominator[0], kind)
 
 
+def _a(kind: str) -> str:
+    """'a time', 'an energy'."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def parse_quantity(value: Any, kind: str) -> float:
     """Parse ``value`` (for example "20 Mbit/s") as a quantity of ``kind`` in SI units.
 
@@ -161,37 +165,38 @@ def parse_quantity(value: Any, kind: str) -> float:
         raise UnitError(f"unknown quantity kind {kind!r}; known: {', '.join(KINDS)}")
     example = KINDS[kind][1]
     if isinstance(value, bool) or not isinstance(value, str):
-        raise UnitError(f"expected a {kind} with a unit such as {example}, got {shown(value)}")
+        raise UnitError(f"expected {_a(kind)} with a unit such as {example}, got {shown(value)}")
     if len(value) > MAX_TEXT:
         raise UnitError(
-            f"{shown(value)} is {len(value):,} characters long; a {kind} such as {example} "
+            f"{shown(value)} is {len(value):,} characters long; {_a(kind)} such as {example} "
             f"takes at most {MAX_TEXT}"
         )
     match = _NUMBER.fullmatch(value)
-    if match is None or not match["unit"] or _ARITHMETIC.search(match["unit"]):
-        what = "has no unit" if match is not None and not match["unit"] else "is not read"
+    if match is not None and not match["unit"]:
+        raise UnitError(f"{shown(value)} has no unit: expected {_a(kind)} such as {example}")
+    if match is None or _ARITHMETIC.search(match["unit"]):
         raise UnitError(
-            f"{shown(value)} {what}: expected a {kind} as <number> <unit> such as {example} "
-            "(no arithmetic, no bare numbers)"
+            f"cannot read {shown(value)} as {_a(kind)}: expected <number> <unit> such as "
+            f"{example} (no arithmetic)"
         )
     if len((match["exp"] or "").lstrip("+-")) > _MAX_EXPONENT_DIGITS:
-        raise UnitError(f"{shown(value)}: the exponent is too long for a {kind}")
+        raise UnitError(f"{shown(value)}: the exponent is too long for {_a(kind)}")
     found = _lookup(match["unit"])
     if found is None:
         raise UnitError(_unknown_unit(value, match["number"], match["unit"], kind))
     factor, found_kind = found
     if found_kind != kind:
-        raise UnitError(f"{shown(value)} is not a {kind} (expected something like {example})")
+        raise UnitError(f"{shown(value)} is not {_a(kind)} (expected something like {example})")
     return _finite(float(match["number"]) * factor, match["number"], value, kind)
 
 
 def _finite(number: float, digits: str, value: str, kind: str) -> float:
     """``number`` if it is a normal float; overflow and underflow are the user's to fix."""
     if not math.isfinite(number):
-        raise UnitError(f"{shown(value)} is too large for a {kind}")
+        raise UnitError(f"{shown(value)} is too large for {_a(kind)}")
     mantissa = digits.lower().partition("e")[0]
     if (number == 0 and mantissa.strip("+-0.")) or 0 < abs(number) < sys.float_info.min:
-        raise UnitError(f"{shown(value)} is too small for a {kind} (below 1e-307 in SI units)")
+        raise UnitError(f"{shown(value)} is too small for {_a(kind)} (below 1e-307 in SI units)")
     return number
 
 
@@ -227,9 +232,11 @@ def _unknown_unit(value: str, number: str, unit: str, kind: str) -> str:
                 f"or {binary!r} (1024 {one})"
             )
         return f"{base}: did you mean 'k{rest}'?"
+    import difflib  # only on the error path: it costs start-up time
+
     close = difflib.get_close_matches(unit, _suggestions(kind), n=1, cutoff=0.6)
     hint = f"; did you mean '{number} {close[0]}'?" if close else ""
-    return f"{base} (expected a {kind} such as {example}{hint})"
+    return f"{base} (expected {_a(kind)} such as {example}{hint})"
 
 
 @cache
@@ -313,18 +320,17 @@ def _parser(kind: str) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
+def in_range(value: float, kind: str) -> float:
+    """``value`` if it is 0 or within ``LIMITS[kind]``; absurd magnitudes are a UnitError."""
+    low, high, text = LIMITS[kind]
+    if value != 0 and not low <= abs(value) <= high:
+        raise UnitError(f"expected 0 or {_a(kind)} from {text}, got {value:.3g} {_SI_SYMBOL[kind]}")
+    return value
+
+
 def _bounded(kind: str) -> AfterValidator:
     """Refuse magnitudes no physical input has (a 1e-308 Mbit/s rate, a 5e-324 B MSS)."""
-    low, high, text = LIMITS[kind]
-
-    def check(value: float) -> float:
-        if value != 0 and not low <= abs(value) <= high:
-            raise ValueError(
-                f"expected 0 or a {kind} from {text}, got {value:.3g} {_SI_SYMBOL[kind]}"
-            )
-        return value
-
-    return AfterValidator(check)
+    return AfterValidator(lambda value: in_range(value, kind))
 
 
 Time = Annotated[float, _parser("time"), Field(ge=0), _bounded("time")]

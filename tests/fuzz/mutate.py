@@ -32,6 +32,8 @@ VALUES = [
 ]  # fmt: skip
 SET_VALUES = [*QUANTITIES, *NUMBERS, *VALUES, "1" * 5000, "[" * 3000 + "]" * 3000]
 
+GENTLE_POWERS = (-6, -3, -1, 1, 2, 3, 6)
+
 _ASSIGN = re.compile(r'^(\s*)([A-Za-z0-9_."-]+)(\s*=\s*)(.+?)\s*$')
 
 
@@ -111,13 +113,13 @@ def _quantity(rng: random.Random, lines: list[str]) -> str:
     return f"quantity {lines[i][:50]}"
 
 
-def _scale(rng: random.Random, lines: list[str]) -> str:
+def _scale(rng: random.Random, lines: list[str], powers: tuple[int, ...] = ()) -> str:
     """Multiply one quantity's number by a power of ten (a plausible but extreme input)."""
     spots = [i for i in _assignments(lines) if re.search(r'"([\d.]+)( ?[A-Za-zµ/]+)"', lines[i])]
     if not spots:
         return "none"
     i = rng.choice(spots)
-    power = rng.choice([-300, -30, -12, -6, 3, 6, 9, 12, 30, 300])
+    power = rng.choice(powers or (-300, -30, -12, -6, -3, -1, 1, 2, 3, 6, 9, 12, 30, 300))
     lines[i] = re.sub(
         r'"([\d.]+)( ?[A-Za-zµ/]+)"', lambda m: f'"{m[1]}e{power}{m[2]}"', lines[i], count=1
     )
@@ -182,10 +184,17 @@ def _table_type(rng: random.Random, lines: list[str]) -> str:
     return f"not a table {name}"
 
 
-TEXT_MUTATIONS: list[Callable[[random.Random, list[str]], str]] = [
-    _number, _quantity, _quantity, _scale, _scale, _value, _delete_line, _duplicate_line,
-    _misspell, _deep, _table_type,
+# Weighted towards mutations that keep a file valid but extreme, so that most cases
+# reach the planner or the simulator; structural breakage is rarer but always present.
+TEXT_MUTATIONS: list[tuple[Callable[[random.Random, list[str]], str], int]] = [
+    (_scale, 6), (_number, 4), (_quantity, 4), (_value, 2), (_delete_line, 2),
+    (_misspell, 1), (_duplicate_line, 1), (_deep, 1), (_table_type, 1),
 ]  # fmt: skip
+
+
+def _mutation(rng: random.Random) -> Callable[[random.Random, list[str]], str]:
+    functions, weights = zip(*TEXT_MUTATIONS, strict=True)
+    return rng.choices(functions, weights)[0]
 
 
 def _bytes(rng: random.Random, data: bytes) -> tuple[bytes, str]:
@@ -210,10 +219,16 @@ def make_case(index: int, seed: int = 0) -> Case:
     command, origin, text = files[index % len(files)]
     lines = text.splitlines()
     case = Case(index, command, origin, b"")
-    for _ in range(rng.choice([1, 1, 2, 3])):
-        case.mutations.append(rng.choice(TEXT_MUTATIONS)(rng, lines))
+    if rng.random() < 0.4:  # valid but extreme: reaches the planner's and simulator's arithmetic
+        for _ in range(rng.choice([1, 2])):
+            case.mutations.append(_scale(rng, lines, GENTLE_POWERS))
+        case.data = ("\n".join(lines) + "\n").encode("utf-8")
+        case.plot = command == "plan" and rng.random() < 0.05
+        return case
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        case.mutations.append(_mutation(rng)(rng, lines))
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    if rng.random() < 0.15:
+    if rng.random() < 0.08:
         data, what = _bytes(rng, data)
         case.mutations.append(what)
     if command == "plan" and rng.random() < 0.25:

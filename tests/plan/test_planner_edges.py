@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import warnings
 
-from tests.conftest import plan_example
+from tests.conftest import plan_example, plan_text
 from tierwise.plan.planner import _finite, choose
 from tierwise.report.jsonout import plain
+from tierwise.scenario.loader import bundled_example
 
 
 def test_non_finite_time_is_infeasible_with_a_reason() -> None:
@@ -39,3 +40,18 @@ def test_extreme_but_valid_inputs_plan_without_numpy_warnings() -> None:
         p = plan_example("deployment", *overrides)
     for option in p.options:
         assert not option.feasible or (math.isfinite(option.time_s) and option.time_s >= 0)
+
+
+def test_variability_quantities_are_bounded_like_the_schema() -> None:
+    """A Monte Carlo uplink of 1e-308 Mbit/s is refused at its key, not divided by."""
+    import pytest
+
+    from tierwise.errors import ScenarioError
+
+    text = (
+        "\n[variability]\ntrials = 10\n[variability.site.cloud.uplink]\n"
+        'dist = "uniform"\nlow = "1e-308 Mbit/s"\nhigh = "1 Mbit/s"\n'
+    )
+    base = bundled_example("deployment").read_text(encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"variability\.site\.cloud\.uplink\.low: .*1 bit/s"):
+        plan_text(base + text)

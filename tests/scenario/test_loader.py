@@ -238,3 +238,35 @@ def test_bundled_example_loads_with_overrides() -> None:
     scn = load_scenario(DEPLOYMENT, ["site.cloud.uplink=3.5 Mbit/s"])
     assert scn.site_named("cloud").uplink == 437500.0
     assert [s.name for s in scn.site] == ["phone", "workstation", "cloud"]
+
+
+@pytest.mark.parametrize(
+    ("item", "needles"),
+    [
+        ("site.cloud.decode_slowdown=inf", ["finite number", "got inf"]),
+        ("site.cloud.loss=nan", ["finite number"]),
+        ("site.cloud.decode_slowdown=1e308", ["less than or equal to 1000"]),
+    ],
+)
+def test_non_finite_numbers_are_refused(item: str, needles: list[str]) -> None:
+    """inf and nan are not numbers a scenario means: refused at the key (issue 9)."""
+    err = set_error(item)
+    assert err.path == item.partition("=")[0]
+    for needle in needles:
+        assert needle in str(err)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "task." + "x" * 5000 + "=1",
+        'task.compute.time="' + "y" * 5000 + '"',
+        "site.cloud." + "z" * 150 + "=1",
+        "task.rounds=" + "9" * 5000,
+    ],
+    ids=["long key", "long value", "long site key", "5000-digit integer"],
+)
+def test_long_set_items_give_short_errors(item: str) -> None:
+    """A --set of thousands of characters is refused in a message of a few hundred (issue 9)."""
+    err = set_error(item)
+    assert len(str(err)) < 250, str(err)

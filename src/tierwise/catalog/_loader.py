@@ -20,7 +20,7 @@ _BUNDLED = ("hardware.toml", "models.toml", "quant.toml")
 
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     id: str
     name: str
     """Display name."""

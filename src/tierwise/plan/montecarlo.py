@@ -34,7 +34,7 @@ from tierwise.errors import ScenarioError
 from tierwise.plan.options import loop_terms
 from tierwise.plan.resolve import SiteCosts
 from tierwise.scenario.schema import Distribution, Scenario, SiteVariability
-from tierwise.units import parse_quantity
+from tierwise.units import in_range, parse_quantity
 
 __all__ = ["SiteSpec", "monte_carlo", "site_spec", "totals", "totals_python"]
 
@@ -76,7 +76,7 @@ def _q(text: str | None, kind: str, where: str, source: str) -> float:
     if text is None:
         raise ScenarioError("this distribution needs the parameter", source=source, path=where)
     try:
-        return parse_quantity(text, kind)
+        return in_range(parse_quantity(text, kind), kind)
     except ValueError as exc:
         raise ScenarioError(str(exc), source=source, path=where) from None
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tierwise.errors import ScenarioError, shown
+from tierwise.errors import ScenarioError, clip, shown
 from tierwise.scenario import schema
 from tierwise.scenario.schema import ErrorAt, Scenario, Site
 from tierwise.schemakeys import keys_at, table_type, unknown_key
@@ -139,7 +139,7 @@ def _from_set(path: str, overrides: Iterable[str]) -> str:
     for item in reversed(list(overrides)):
         key = item.partition("=")[0].strip()
         if path == key or path.startswith((key + ".", key + "[")):
-            return f" (from --set {item})"
+            return f" (from --set {clip(item, 60)})"
     return ""
 
 
@@ -151,13 +151,13 @@ def _key_path(data: dict[str, Any], loc: tuple[Any, ...]) -> str:
         if isinstance(item, int) and parts == ["site"] and isinstance(node, list):
             entry = node[item] if item < len(node) else {}
             name = entry.get("name") if isinstance(entry, dict) else None
-            parts[-1:] = ["site", str(name)] if name else [f"site[{item}]"]
+            parts[-1:] = ["site", clip(str(name))] if name else [f"site[{item}]"]
             node = entry
             continue
         if isinstance(item, int):
             parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
         else:
-            parts.append(str(item))
+            parts.append(clip(str(item)))
         node = node[item] if isinstance(node, dict | list) and _has(node, item) else None
     return ".".join(parts)
 
@@ -184,7 +184,7 @@ def _explain(err: dict[str, Any], loc: tuple[Any, ...]) -> str:
         return _MISSING.get(tuple(err["loc"]), "required key is missing")
     if kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
         return f"{msg}, got {shown(given)}"
-    if kind.endswith("_type") or kind.endswith("_parsing") or kind == "literal_error":
+    if kind.endswith(("_type", "_parsing")) or kind in ("literal_error", "finite_number"):
         return f"{msg}, got {shown(given)}"
     return msg
 
@@ -192,6 +192,7 @@ def _explain(err: dict[str, Any], loc: tuple[Any, ...]) -> str:
 # ---------------------------------------------------------------- --set overrides
 
 
+MAX_SET_KEY = 200  # characters in a --set key path
 MAX_SET_VALUE = 10_000  # characters in one --set value (a per-round uplink list fits)
 
 
@@ -225,9 +226,17 @@ def apply_set(data: dict[str, Any], item: str, *, source: str = "<scenario>") ->
     key = key.strip()
     if not eq or not key:
         raise ScenarioError(f"--set expects key.path=value, got {shown(item)}", source=source)
+    if len(key) > MAX_SET_KEY:
+        raise ScenarioError(
+            f"--set key path {shown(key)} is {len(key):,} characters long; "
+            f"no key path is longer than {MAX_SET_KEY}",
+            source=source,
+        )
     parts = key.split(".")
     if "" in parts:
-        raise ScenarioError(f"--set {item}: empty part in the key path", source=source, path=key)
+        raise ScenarioError(
+            f"--set {clip(item, 60)}: empty part in the key path", source=source, path=clip(key, 80)
+        )
     out = copy.deepcopy(data)
     if parts[0] == "site":
         _set_site(out, parts, _value(raw.strip(), item, source), source)

@@ -32,7 +32,7 @@ class ErrorAt(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelWork(_Strict):
@@ -229,7 +229,7 @@ class Site(_Strict):
     """Power while computing (overrides the hardware's)."""
     prefill: Time | None = None
     """Prefill time override (else prefill FLOP / dense_bf16)."""
-    decode_slowdown: float = Field(1.0, gt=0)
+    decode_slowdown: float = Field(1.0, gt=0, le=1000)
     """Multiplies the derived decode time (thermal, contention)."""
     # calibration (§12.5.2): a measured step instead of a factor, or another site's factor
     measured_decode: float | None = Field(

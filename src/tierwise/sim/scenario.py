@@ -59,7 +59,7 @@ def sim_example(name: str = "sim-photo") -> Path:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class GeLoss(_Strict):
