@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from tests.conftest import plan_example, plan_text
 from tierwise.errors import ModelError
 from tierwise.plan import planner, thresholds
 from tierwise.plan.options import Option
+from tierwise.report.plan_view import render_plan
 from tierwise.scenario.loader import bundled_example
 
 BASE = Path(bundled_example("deployment")).read_text()
@@ -133,3 +136,8 @@ def test_thousand_sites_search_is_linear(monkeypatch):
     assert len(p.options) == 1000 and p.choice is not None
     assert evaluations[0] <= 250 * 1000
     assert sum(n > 3 for n in chosen) <= 1  # only the plan's own choice sees every option
+    out = io.StringIO()
+    render_plan(Console(file=out, width=120), p)
+    text = out.getvalue()
+    assert len(text.splitlines()) < 150
+    assert "of 1,000 sites" in text and "more thresholds" in text

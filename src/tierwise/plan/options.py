@@ -150,23 +150,28 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     work does not grow with the number of rounds."""
     task, site = scn.task, costs.site
     terms = loop_terms(task, costs, source, uplink)
-    upload = terms.upload_bytes / terms.uplinks
-    rounds_s = terms.fixed_round_s + upload
     n = terms.rounds
-    each = n if terms.uniform else 1  # rounds each per-round entry stands for
+    if terms.uniform:  # N·t: Python floats, no array
+        upload_s = n * (terms.upload_bytes / terms.uplink_of(0))
+        all_rounds_s = n * terms.fixed_round_s + upload_s
+        rounds_s = np.full(1, terms.fixed_round_s + upload_s / n if n else 0.0)
+    else:
+        upload = terms.upload_bytes / terms.uplinks
+        rounds_s = terms.fixed_round_s + upload
+        upload_s, all_rounds_s = float(upload.sum()), float(rounds_s.sum())
     recovery, redo = _disconnect(task, site, terms, rounds_s, source)
     comp = task.compress if site.remote else None
     breakdown = {
         "prepare": terms.prepare_s,
         "client": n * task.client_work,
         "model": n * costs.model_s,
-        "upload": float(upload.sum()) * each,
+        "upload": upload_s,
         "download": n * _down_s(site, task.download, source) if site.remote else 0.0,
         "propagation": n * terms.rtt_s,
         "compress": n * comp.time if comp else 0.0,
         "disconnect": recovery,
     }
-    time_s = terms.prepare_s + float(rounds_s.sum()) * each + recovery
+    time_s = terms.prepare_s + all_rounds_s + recovery
     ex = _loop_extras(task, site, terms, redo, source)
     if ex is not None:
         breakdown.update(_extra_parts(ex))
