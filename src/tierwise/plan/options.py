@@ -202,7 +202,10 @@ def _disconnect(
         )
     redo = loop.redone_rounds(d.after_round, d.progress)
     if terms.uniform:
-        return d.reconnect + len(redo) * float(rounds_s[0]), redo
+        extra = loop.equal_rounds_disconnect_extra_s(
+            float(rounds_s[0]), d.after_round, d.reconnect, d.progress
+        )
+        return extra, redo
     return loop.disconnect_extra_s(rounds_s, d.after_round, d.reconnect, d.progress), redo
 
 
@@ -339,7 +342,7 @@ def _chunked(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
 
 def _stream(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     task, site = scn.task, costs.site
-    n = int(task.chunks)  # type: ignore[arg-type]
+    n = stream.chunk_count(int(task.chunks))  # type: ignore[arg-type]
     period = float(task.period)  # type: ignore[arg-type]
     send, prop = _stream_path(task, site, n, source)
     p = stream.pipeline(stream.capture_ready_s(n, period), costs.model_s, send, prop)
