@@ -231,13 +231,25 @@ def sim(
         Path | None, typer.Argument(help="Sim TOML; omit for the §12.3.2 request.")
     ] = None,
     example: Annotated[str | None, typer.Option("--example", help="A bundled sim file.")] = None,
-    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Seeds to run.")] = None,
+    runs: Annotated[
+        int | None,
+        # the sim file's own cap on run.runs (sim/scenario.py), kept in step by a test
+        typer.Option("--runs", min=1, max=100_000, help="Seeds to run (at most 100,000)."),
+    ] = None,
     seed: Annotated[
         int | None, typer.Option("--seed", min=0, max=2**63 - 1, help="First seed (≥ 0).")
     ] = None,
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Write the first run's per-packet trace (CSV).")
     ] = None,
+    max_packets: Annotated[
+        int,
+        typer.Option(
+            "--max-packets",
+            min=1,
+            help="Work budget: refuse a sim over this many data packets in all runs.",
+        ),
+    ] = 5_000_000,
     as_json: JsonOpt = False,
 ) -> None:
     """Simulate a transfer packet by packet (sans-IO endpoints over simulated links)."""
@@ -254,7 +266,11 @@ def sim(
     changes = {k: v for k, v in (("runs", runs), ("seed", seed)) if v is not None}
     if changes:
         sf = sf.model_copy(update={"run": sf.run.model_copy(update=changes)})
-    result = run_sim_file(sf, trace=trace is not None, progress=not as_json)
+    if trace is not None and not trace.resolve().parent.is_dir():
+        raise ScenarioError("no such directory for the trace", source=str(trace))
+    result = run_sim_file(
+        sf, trace=trace is not None, progress=not as_json, max_packets=max_packets
+    )
     if trace is not None:
         try:
             result["trace"].write_csv(str(trace))

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from tests.conftest import plan_example, plan_text
 from tierwise.errors import ModelError
-from tierwise.plan import planner, thresholds
+from tierwise.plan import montecarlo, planner, thresholds
 from tierwise.plan.options import Option
+from tierwise.report.plan_view import render_plan
 from tierwise.scenario.loader import bundled_example
 
 BASE = Path(bundled_example("deployment")).read_text()
@@ -133,3 +136,58 @@ def test_thousand_sites_search_is_linear(monkeypatch):
     assert len(p.options) == 1000 and p.choice is not None
     assert evaluations[0] <= 250 * 1000
     assert sum(n > 3 for n in chosen) <= 1  # only the plan's own choice sees every option
+    out = io.StringIO()
+    render_plan(Console(file=out, width=120), p)
+    text = out.getvalue()
+    assert len(text.splitlines()) < 150
+    assert "of 1,000 sites" in text and "more thresholds" in text
+
+
+LOGNORMAL = """[variability]
+trials = {trials}
+seed = 2
+[variability.site.cloud]
+uplink = {{ dist = "lognormal", median = "6.4 Mbit/s", sigma = 0.3 }}
+disconnect_probability = 0.01
+reconnect = "1 s"
+"""
+
+
+def _mc_scenario(trials: int) -> str:
+    return BASE.replace("[decision]", LOGNORMAL.format(trials=trials) + "\n[decision]")
+
+
+def test_monte_carlo_over_the_cell_limit_is_refused():
+    """Trials × rounds of per-round draws over the limit: one error with the figures."""
+    text = _mc_scenario(1000)
+    with pytest.raises(ModelError, match=r"'cloud'.*1,000 trials × 1,000,000,000 rounds"):
+        plan_text(text, "task.rounds=1000000000", "task.deadline=1e12 s")
+
+
+def test_monte_carlo_in_blocks_draws_the_same(monkeypatch):
+    """Per-round sums split into trial blocks give the very same trials as one block;
+    disconnected trials, drawn block by block, keep their distribution."""
+    smooth = _mc_scenario(300).replace("disconnect_probability = 0.01", "")
+    cut = _mc_scenario(4000).replace("0.01", "0.05")
+    whole = [plan_text(t).monte_carlo["sites"]["cloud"] for t in (smooth, cut)]
+    monkeypatch.setattr(montecarlo, "_CHUNK_CELLS", 7 * 20)  # 7 trials of 20 rounds a block
+    blocked = [plan_text(t).monte_carlo["sites"]["cloud"] for t in (smooth, cut)]
+    for key in ("mean_s", "min_s", "max_s", "p50_s"):
+        assert blocked[0][key] == pytest.approx(whole[0][key], rel=1e-12)
+    assert blocked[1]["mean_s"] == pytest.approx(whole[1]["mean_s"], rel=0.02)
+
+
+def test_monte_carlo_of_a_billion_rounds_uses_sufficient_statistics():
+    """10^9 rounds with a choice uplink and exponential jitter need no per-round draws."""
+    var = """[variability]
+trials = 2000
+seed = 1
+[variability.site.cloud]
+uplink = { dist = "choice", values = ["6 Mbit/s", "10 Mbit/s"] }
+rtt_jitter = { dist = "exponential", mean = "10 ms" }
+"""
+    text = BASE.replace("[decision]", var + "\n[decision]")
+    p = plan_text(text, "task.rounds=1000000000", "task.deadline=1e12 s")
+    cloud = p.monte_carlo["sites"]["cloud"]
+    per_round = cloud["mean_s"] / 1e9
+    assert 0.1 + 0.8e6 / (10e6 / 8) < per_round < 0.3 + 0.8e6 / (6e6 / 8) + 0.1

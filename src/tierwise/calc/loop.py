@@ -125,9 +125,8 @@ def uplink_threshold(floor, total_upload, deadline, rival, uplink):
 )
 def disconnect(round, after_round, reconnect, total):
     """kept: +t_reconnect + t_round; lost: +t_reconnect + k·t_round."""
-    rounds = [round] * after_round
-    kept = m.disconnect_extra_s(rounds, after_round, reconnect, "kept")
-    lost = m.disconnect_extra_s(rounds, after_round, reconnect, "lost")
+    kept = m.equal_rounds_disconnect_extra_s(round, after_round, reconnect, "kept")
+    lost = m.equal_rounds_disconnect_extra_s(round, after_round, reconnect, "lost")
     return {
         "kept_extra_s": kept,
         "lost_extra_s": lost,

@@ -17,6 +17,7 @@ from tierwise.model._check import ArrayLike, nonneg, positive
 __all__ = [
     "compressed_max_rounds",
     "disconnect_extra_s",
+    "equal_rounds_disconnect_extra_s",
     "harmonic_mean_rate",
     "loop_time_s",
     "round_time_s",
@@ -103,6 +104,20 @@ def disconnect_extra_s(
     nonneg("reconnect time", reconnect_s)
     redo = _redo_slice(after_round, progress)
     return float(reconnect_s + times[redo].sum())
+
+
+def equal_rounds_disconnect_extra_s(
+    round_s: float, after_round: int, reconnect_s: float, progress: str
+) -> float:
+    """:func:`disconnect_extra_s` when every round takes ``round_s``: O(1) in the rounds.
+
+    ``kept``: ``t_reconnect + t``; ``lost``: ``t_reconnect + k·t`` (§12.5.2).
+    """
+    if isinstance(after_round, bool) or not isinstance(after_round, int) or after_round < 1:
+        raise ModelError(f"after_round must be an integer ≥ 1, got {after_round!r}")
+    nonneg("round time", round_s)
+    nonneg("reconnect time", reconnect_s)
+    return float(reconnect_s + len(redone_rounds(after_round, progress)) * round_s)
 
 
 def _redo_slice(after_round: int, progress: str) -> slice:

@@ -71,6 +71,11 @@ BBR_CWND_GAIN = 2.0  # BBR.cwnd_gain: cwnd = 2 · BDP, headroom for ACK aggregat
 
 TAIL_EPSILON = 1e-15  # a rounds distribution is cut where P(K > k) falls below this
 MAX_ROUNDS = 10_000_000  # refuse sums longer than this (loss too close to 1)
+# FEC blocks: at most this many symbols (data + repair; 7 GB of 1,448 B symbols), and at
+# most this many (round, deficit) terms in a rounds distribution (about a second's work)
+MAX_FEC_SYMBOLS = 5_000_000
+MAX_FEC_TERMS = 200_000_000
+_CHUNK_TERMS = 4_000_000  # terms evaluated at once: bounds the memory, not the work
 
 
 def mathis_rate_bytes_per_s(
@@ -241,6 +246,12 @@ def fec_repair_symbols(k_data: int, loss: float, target: float) -> int:
     mean = k * loss / (1 - loss)
     spread = math.sqrt(k * loss) / (1 - loss)
     limit = math.ceil(mean + 40 * spread + 100)
+    if k + limit > MAX_FEC_SYMBOLS:
+        raise ModelError(
+            f"{k:,} data symbols at loss {loss:g} need about {mean:,.0f} repair symbols; "
+            f"the FEC model is limited to {MAX_FEC_SYMBOLS:,} symbols a block "
+            "(send smaller blocks, or the loss is too high for FEC)"
+        )
     reached = np.flatnonzero(np.cumsum(_fec_terms(k, float(loss), limit)) >= target)
     if reached.size == 0:
         raise ModelError(f"success target {target!r} is not reachable in floating point")
@@ -347,6 +358,11 @@ def _fec_terms(k: int, p: float, count: int) -> np.ndarray:
 def _deficit_pmf(k: int, r: int, p: float) -> np.ndarray:
     """``P(D = d)`` for ``D = max(X − r, 0)``, ``X ~ Binomial(k + r, p)``."""
     total = k + r
+    if total > MAX_FEC_SYMBOLS:
+        raise ModelError(
+            f"an FEC block of {total:,} symbols is over the model's limit of "
+            f"{MAX_FEC_SYMBOLS:,} symbols"
+        )
     x = np.arange(total + 1, dtype=float)
     if p == 0:
         lost = np.where(x == 0, 1.0, 0.0)
@@ -361,14 +377,24 @@ def _fec_cdf(k: int, r: int, p: float, m: np.ndarray) -> np.ndarray:
     if k == 0:
         return np.ones(m.shape)
     deficit_pmf = _deficit_pmf(k, r, p)
+    if m.size * deficit_pmf.size > MAX_FEC_TERMS:
+        raise ModelError(
+            f"the FEC rounds distribution needs {m.size:,} rounds × {deficit_pmf.size:,} "
+            f"deficits, over the model's limit of {MAX_FEC_TERMS:,} terms (the loss is too "
+            "high for this block)"
+        )
     d = np.arange(deficit_pmf.size, dtype=float)
     later = np.maximum(m.astype(float) - 1.0, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_keep = np.log1p(-(p**later))  # log P(one deficit symbol arrives in m − 1 rounds)
-        powers = np.exp(np.outer(log_keep, d))
-    powers[:, 0] = 1.0  # a zero deficit needs no further round, even when m = 1
-    cdf = np.minimum(powers @ deficit_pmf, 1.0)
-    return np.where(m == 0, 0.0, cdf)
+    cdf = np.empty(m.shape)
+    rows = max(1, _CHUNK_TERMS // d.size)
+    for start in range(0, m.size, rows):  # a block of rounds at a time: bounded memory
+        with np.errstate(divide="ignore", invalid="ignore"):
+            powers = np.exp(np.outer(log_keep[start : start + rows], d))
+        powers[:, 0] = 1.0  # a zero deficit needs no further round, even when m = 1
+        cdf[start : start + rows] = powers @ deficit_pmf
+    return np.where(m == 0, 0.0, np.minimum(cdf, 1.0))
 
 
 _lgamma = np.vectorize(math.lgamma, otypes=[float])

@@ -15,6 +15,7 @@ from tierwise.errors import ModelError
 from tierwise.model._check import ArrayLike, nonneg, positive
 
 __all__ = [
+    "MAX_CHUNKS",
     "STALL_RESOLUTION_S",
     "Playout",
     "StreamPipeline",
@@ -22,11 +23,14 @@ __all__ = [
     "buffer_drain_s",
     "capture_ready_s",
     "chunk_bytes",
+    "chunk_count",
     "min_buffer_s",
     "pcm_rate_bits_per_s",
     "pipeline",
     "playout",
 ]
+
+MAX_CHUNKS = 1_000_000  # a stream is modelled chunk by chunk: one array entry (or flow) each
 
 STALL_RESOLUTION_S = (
     1e-12  # seconds; lateness below this is float rounding of the inputs, not a stall
@@ -72,10 +76,21 @@ def capture_ready_s(chunks: int, period_s: float) -> np.ndarray:
 
     Chunk 0 of 20 ms audio is ready at 20 ms.
     """
-    if isinstance(chunks, bool) or not isinstance(chunks, int | np.integer) or chunks < 1:
-        raise ModelError(f"chunk count must be an integer ≥ 1, got {chunks!r}")
+    chunks = chunk_count(chunks, 1)
     positive("chunk period", period_s)
     return np.arange(1, chunks + 1, dtype=float) * period_s
+
+
+def chunk_count(chunks: int, low: int = 1) -> int:
+    """A chunk count: an integer from ``low`` to :data:`MAX_CHUNKS`."""
+    if isinstance(chunks, bool) or not isinstance(chunks, int | np.integer) or chunks < low:
+        raise ModelError(f"chunk count must be an integer ≥ {low}, got {chunks!r}")
+    if chunks > MAX_CHUNKS:
+        raise ModelError(
+            f"a stream of {chunks:,} chunks is over the model's limit of {MAX_CHUNKS:,} "
+            "(it is evaluated chunk by chunk)"
+        )
+    return int(chunks)
 
 
 def pipeline(

@@ -17,6 +17,7 @@ import numpy as np
 
 from tierwise.errors import ModelError
 from tierwise.model._check import ArrayLike, nonneg, positive
+from tierwise.model.stream import chunk_count
 
 __all__ = [
     "DELIVERY_MODES",
@@ -179,8 +180,7 @@ def delivery_times(segments: Iterable[Segment | Sequence], mode: str) -> Deliver
 
 def scheduled_play_s(chunks: int, first_play_s: float, period_s: float) -> np.ndarray:
     """Fixed-clock play slots ``first + i·τ`` (§12.4.2: eight 20 ms chunks from 0.4 s)."""
-    if isinstance(chunks, bool) or not isinstance(chunks, int | np.integer) or chunks < 0:
-        raise ModelError(f"chunk count must be an integer ≥ 0, got {chunks!r}")
+    chunks = chunk_count(chunks, 0)
     nonneg("first play time", first_play_s)
     positive("chunk period", period_s)
     return first_play_s + np.arange(chunks) * period_s

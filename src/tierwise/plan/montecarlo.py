@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ModelError, ScenarioError
 from tierwise.plan.options import loop_terms
 from tierwise.plan.resolve import SiteCosts
 from tierwise.scenario.schema import Distribution, Scenario, SiteVariability
@@ -39,6 +39,12 @@ from tierwise.units import in_range, parse_quantity
 __all__ = ["SiteSpec", "monte_carlo", "site_spec", "totals", "totals_python"]
 
 _STREAMS = {"uplink": 0, "rtt_jitter": 1, "disconnect": 2, "rounds": 3}
+
+# per-round draws of one site (trials × rounds): above this the work is refused, with
+# the figures; sufficient statistics (constant or choice uplinks, exponential jitter,
+# no disconnects) need no per-round draws and have no such limit
+MAX_CELLS = 200_000_000
+_CHUNK_CELLS = 4_000_000  # cells drawn at once: bounds memory (trials are split)
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,31 @@ def _cells(d: Dist, shape: tuple[int, int], rng: np.random.Generator) -> np.ndar
     return np.asarray(d.values)[rng.choice(len(d.values), size=shape, p=d.p)]
 
 
+def check_cells(trials: int, rounds: int, what: str) -> None:
+    """Refuse per-round draws over :data:`MAX_CELLS` before drawing any."""
+    if trials * rounds > MAX_CELLS:
+        raise ModelError(
+            f"Monte Carlo of {what} would draw {trials * rounds:,} per-round values "
+            f"({trials:,} trials × {rounds:,} rounds), over the limit of {MAX_CELLS:,}; "
+            "lower variability.trials or the rounds"
+        )
+
+
+def _row_blocks(trials: int, rounds: int) -> list[slice]:
+    """Trials split so that each block draws at most :data:`_CHUNK_CELLS` cells."""
+    step = max(1, _CHUNK_CELLS // max(rounds, 1))
+    return [slice(i, min(i + step, trials)) for i in range(0, trials, step)]
+
+
+def _cell_sums(trials: int, rounds: int, draw_sum) -> np.ndarray:
+    """``draw_sum(n)`` (the row sums of ``n`` trials' cells) block by block: the same
+    draws in the same order as one call, in bounded memory."""
+    out = np.empty(trials)
+    for block in _row_blocks(trials, rounds):
+        out[block] = draw_sum(block.stop - block.start)
+    return out
+
+
 def _upload_sum(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarray:
     """Σ_i S/b_i per trial."""
     if s.upload_bytes == 0:
@@ -181,8 +212,12 @@ def _upload_sum(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarra
     if s.uplink.kind == "choice":
         counts = rng.multinomial(s.rounds, s.uplink.p, size=trials)
         return counts @ (s.upload_bytes / np.asarray(s.uplink.values))
-    cells = _cells(s.uplink, (trials, s.rounds), rng)
-    return (np.float32(s.upload_bytes) / cells).sum(axis=1, dtype=np.float64)
+    size = np.float32(s.upload_bytes)
+    return _cell_sums(
+        trials,
+        s.rounds,
+        lambda n: (size / _cells(s.uplink, (n, s.rounds), rng)).sum(axis=1, dtype=np.float64),
+    )
 
 
 def _jitter_sum(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarray:
@@ -191,8 +226,14 @@ def _jitter_sum(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarra
         return np.zeros(trials)
     if s.jitter.kind == "exponential":
         return rng.gamma(s.rounds, s.jitter.a, trials)
-    cells = np.maximum(_cells(s.jitter, (trials, s.rounds), rng), np.float32(-s.rtt_s))
-    return cells.sum(axis=1, dtype=np.float64)
+    floor = np.float32(-s.rtt_s)
+    return _cell_sums(
+        trials,
+        s.rounds,
+        lambda n: np.maximum(_cells(s.jitter, (n, s.rounds), rng), floor).sum(
+            axis=1, dtype=np.float64
+        ),
+    )
 
 
 def _rounds(s: SiteSpec, trials: int, rng: np.random.Generator) -> np.ndarray:
@@ -219,8 +260,17 @@ def _with_cuts(s: SiteSpec, counts: np.ndarray, rng: np.random.Generator) -> np.
     return s.prepare_s + r.sum(axis=1) + np.where(cut, s.reconnect_s + redo, 0.0).sum(axis=1)
 
 
+def _needs_cells(s: SiteSpec) -> bool:
+    """Whether some trial draws per-round values (no sufficient statistic applies)."""
+    up = s.uplink is not None and s.upload_bytes > 0 and s.uplink.kind != "choice"
+    jitter = s.jitter is not None and s.jitter.kind != "exponential"
+    return up or jitter or s.p_cut > 0
+
+
 def totals(s: SiteSpec, trials: int, seed: int, site_index: int) -> np.ndarray:
     """Whole-task time of every trial (vectorised, exact in distribution)."""
+    if _needs_cells(s):
+        check_cells(trials, s.rounds, f"site #{site_index + 1}")
     base = s.prepare_s + s.rounds * s.fixed_s
     out = (
         base
@@ -231,7 +281,10 @@ def totals(s: SiteSpec, trials: int, seed: int, site_index: int) -> np.ndarray:
         counts = _rng(seed, site_index, "disconnect").binomial(s.rounds, s.p_cut, trials)
         hit = counts > 0
         if hit.any():
-            out[hit] = _with_cuts(s, counts[hit], _rng(seed, site_index, "rounds"))
+            rng = _rng(seed, site_index, "rounds")
+            where = np.flatnonzero(hit)
+            for block in _row_blocks(where.size, s.rounds):  # bounded memory
+                out[where[block]] = _with_cuts(s, counts[where[block]], rng)
     return out
 
 
@@ -318,6 +371,8 @@ def monte_carlo(
     for index, c in enumerate(costs):
         if c.feasible:
             spec = site_spec(scn, c, source)
+            if _needs_cells(spec):
+                check_cells(var.trials, spec.rounds, f"site {c.site.name!r}")
             opt = by_site.get(c.site.name)
             path = sum(opt.breakdown_s.get(k, 0.0) for k in _PATH_PARTS) if opt else 0.0
             times = totals(spec, var.trials, var.seed, index) + _fixed_cut(scn, spec, c) + path

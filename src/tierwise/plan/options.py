@@ -150,23 +150,28 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     work does not grow with the number of rounds."""
     task, site = scn.task, costs.site
     terms = loop_terms(task, costs, source, uplink)
-    upload = terms.upload_bytes / terms.uplinks
-    rounds_s = terms.fixed_round_s + upload
     n = terms.rounds
-    each = n if terms.uniform else 1  # rounds each per-round entry stands for
+    if terms.uniform:  # N·t: Python floats, no array
+        upload_s = n * (terms.upload_bytes / terms.uplink_of(0))
+        all_rounds_s = n * terms.fixed_round_s + upload_s
+        rounds_s = np.full(1, terms.fixed_round_s + upload_s / n if n else 0.0)
+    else:
+        upload = terms.upload_bytes / terms.uplinks
+        rounds_s = terms.fixed_round_s + upload
+        upload_s, all_rounds_s = float(upload.sum()), float(rounds_s.sum())
     recovery, redo = _disconnect(task, site, terms, rounds_s, source)
     comp = task.compress if site.remote else None
     breakdown = {
         "prepare": terms.prepare_s,
         "client": n * task.client_work,
         "model": n * costs.model_s,
-        "upload": float(upload.sum()) * each,
+        "upload": upload_s,
         "download": n * _down_s(site, task.download, source) if site.remote else 0.0,
         "propagation": n * terms.rtt_s,
         "compress": n * comp.time if comp else 0.0,
         "disconnect": recovery,
     }
-    time_s = terms.prepare_s + float(rounds_s.sum()) * each + recovery
+    time_s = terms.prepare_s + all_rounds_s + recovery
     ex = _loop_extras(task, site, terms, redo, source)
     if ex is not None:
         breakdown.update(_extra_parts(ex))
@@ -197,7 +202,10 @@ def _disconnect(
         )
     redo = loop.redone_rounds(d.after_round, d.progress)
     if terms.uniform:
-        return d.reconnect + len(redo) * float(rounds_s[0]), redo
+        extra = loop.equal_rounds_disconnect_extra_s(
+            float(rounds_s[0]), d.after_round, d.reconnect, d.progress
+        )
+        return extra, redo
     return loop.disconnect_extra_s(rounds_s, d.after_round, d.reconnect, d.progress), redo
 
 
@@ -334,7 +342,7 @@ def _chunked(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
 
 def _stream(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     task, site = scn.task, costs.site
-    n = int(task.chunks)  # type: ignore[arg-type]
+    n = stream.chunk_count(int(task.chunks))  # type: ignore[arg-type]
     period = float(task.period)  # type: ignore[arg-type]
     send, prop = _stream_path(task, site, n, source)
     p = stream.pipeline(stream.capture_ready_s(n, period), costs.model_s, send, prop)

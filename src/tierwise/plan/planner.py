@@ -128,6 +128,12 @@ def choose(options: list[Option], objective: str) -> tuple[str | None, str, str 
     return best.site, _reason(best, options, objective), fastest
 
 
+def chosen(options: list[Option], objective: str) -> str | None:
+    """The site :func:`choose` picks, without composing its reason (for searches)."""
+    ontime = [o for o in options if o.feasible and o.meets_deadline is not False]
+    return min(ontime, key=objective_key(objective)).site if ontime else None
+
+
 def objective_key(objective: str) -> Callable[[Option], tuple[float, float]]:
     """The ranking key of :func:`choose`: energy then time, or time then energy."""
     if objective == "energy":

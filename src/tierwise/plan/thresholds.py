@@ -171,31 +171,39 @@ def _faster(name: str, time_at, rival, b0: float, floor: float) -> dict:
 
 
 def _flips(scn: Scenario, others: list[Any], c: SiteCosts, b0: float, source: str) -> list[dict]:
-    """Uplinks of ``c`` where the choice changes, the other options (or their
-    :func:`contenders`) as already evaluated."""
-    from tierwise.plan.planner import _battery, choose
+    """The uplink of ``c`` where the choice changes within ×/÷ 100 of ``b0``, if it does.
+
+    ``others`` are the other options (or their :func:`contenders`) as evaluated. Time
+    falls with the uplink and energy does not depend on it, so ``c`` can only gain on
+    the others as its uplink grows: the choice changes at most once along the scan
+    grid, whose cell is found by bisecting the grid (O(log points) evaluations, not
+    one per point), and the uplink inside it by bisection in log space.
+    """
+    from tierwise.plan.planner import _battery, chosen
 
     def choice_at(b: float) -> str | None:
         varied = evaluate_option(scn, c, source, uplink=b)
         _battery(varied, c)
-        return choose([*others, varied], scn.decision.objective)[0]
+        return chosen([*others, varied], scn.decision.objective)
 
     grid = b0 * np.logspace(-_SCAN_DECADES, _SCAN_DECADES, _SCAN_POINTS)
-    choices = [choice_at(b) for b in grid]
-    flips = []
-    for i in range(len(grid) - 1):
-        if choices[i] != choices[i + 1]:
-            lo, hi = grid[i], grid[i + 1]
-            for _ in range(60):
-                mid = math.sqrt(lo * hi)
-                lo, hi = (mid, hi) if choice_at(mid) == choices[i] else (lo, mid)
-            flips.append(
-                {
-                    "site": c.site.name,
-                    "kind": "choice_flip",
-                    "uplink_bytes_per_s": hi,
-                    "below": choices[i],
-                    "above": choices[i + 1],
-                }
-            )
-    return flips
+    below, above = choice_at(grid[0]), choice_at(grid[-1])
+    if below == above:
+        return []
+    i, j = 0, grid.size - 1
+    while j - i > 1:
+        mid = (i + j) // 2
+        i, j = (mid, j) if choice_at(grid[mid]) == below else (i, mid)
+    lo, hi = grid[i], grid[j]
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if choice_at(mid) == below else (lo, mid)
+    return [
+        {
+            "site": c.site.name,
+            "kind": "choice_flip",
+            "uplink_bytes_per_s": hi,
+            "below": below,
+            "above": above,
+        }
+    ]

@@ -52,7 +52,8 @@ def render_plan(console: Console, plan: Any) -> None:
         ("breakdown", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for o in plan.options:
+    shown = _shown(plan)
+    for o in (o for o in plan.options if o.site in shown):
         feasible = "yes" if o.feasible else "[red]no[/]\n" + "\n".join(o.reasons)
         meets = {None: "—", True: "[green]yes[/]", False: "[red]no[/]"}[o.meets_deadline]
         detail = _breakdown(o.breakdown_s)
@@ -68,15 +69,38 @@ def render_plan(console: Console, plan: Any) -> None:
         table.add_row(
             o.site, o.tier, feasible, time, meets, _energy(o.energy_j), detail, style=style
         )
+    if len(shown) < len(plan.options):
+        table.caption = (
+            f"the {len(shown)} fastest of {len(plan.options):,} sites "
+            "(with the choice); every site is in --json"
+        )
     console.print(table)
     head = f"[bold green]choice: {plan.choice}[/]" if plan.choice else "[bold red]no choice[/]"
     console.print(f"{head} — {plan.reason}", highlight=False)
-    for th in plan.thresholds:
+    listed = [th for th in plan.thresholds if th["site"] in shown]
+    for th in listed:
         console.print(f"  • {threshold_text(th)}", highlight=False)
+    if len(listed) < len(plan.thresholds):
+        console.print(
+            f"  • … {len(plan.thresholds) - len(listed):,} more thresholds of the other "
+            "sites in --json",
+            highlight=False,
+        )
     for line in comparison_lines(plan):
         console.print(line, highlight=False)
     if plan.monte_carlo:
         _render_mc(console, plan.monte_carlo)
+
+
+MAX_ROWS = 12  # a plan of more sites shows the fastest ones and the choice
+
+
+def _shown(plan: Any) -> set[str]:
+    """Names of the sites the table shows: all of them, or the fastest and the choice."""
+    if len(plan.options) <= MAX_ROWS:
+        return {o.site for o in plan.options}
+    ranked = sorted(plan.options, key=lambda o: (not o.feasible, o.time_s))
+    return {o.site for o in ranked[: MAX_ROWS - 1]} | {plan.choice, plan.fastest} - {None}
 
 
 def _rate(b: float | None) -> str:

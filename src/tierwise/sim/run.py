@@ -12,7 +12,12 @@ from tierwise.errors import SimulationError
 from tierwise.sim.scenario import SimFile
 from tierwise.sim.workloads import PathSpec, TcpSpec, run_request
 
-__all__ = ["run_sim_file", "specs"]
+__all__ = ["MAX_PACKETS", "check_budget", "estimate_packets", "run_sim_file", "specs"]
+
+# the default work budget: data packets over all runs. The simulator moves some
+# 20,000–50,000 packets a second on one core, so this is a few minutes at most.
+MAX_PACKETS = 5_000_000
+_BAR_ABOVE = 200_000  # packets: a run this long shows a spinner while it works
 
 
 def specs(sf: SimFile) -> tuple[PathSpec, TcpSpec]:
@@ -206,14 +211,59 @@ _KINDS: dict[str, Callable[[SimFile, int, bool], Outcome]] = {
 }
 
 
-def run_sim_file(sf: SimFile, *, trace: bool = False, progress: bool = False) -> dict[str, Any]:
-    """Summary of ``sf.run.runs`` seeds (seed, seed+1, ...); the first run's trace if asked."""
+def _segments(size: float, mss: float) -> int:
+    return math.ceil(size / mss) if size > 0 else 0
+
+
+def estimate_packets(sf: SimFile) -> int:
+    """Data packets of one run (both directions, before any loss): the work it takes."""
+    w, mss = sf.workload, float(sf.tcp.mss)
+    kind = w.kind
+    if kind in ("request", "rounds"):
+        one = _segments(w.upload, mss) + _segments(w.download, mss) + 1
+        return one * (w.rounds if kind == "rounds" else 1)
+    if kind == "fec-request":
+        return math.ceil(_segments(w.upload, mss) / w.target) + _segments(w.download, mss) + 1
+    if kind == "stream":
+        return w.chunks * max(1, _segments(w.chunk_bytes, mss))
+    if kind == "streams":
+        return sum(_segments(x.bytes, mss) for x in w.writes) + 1
+    return _segments(w.upload, mss) + 1  # wireless
+
+
+def check_budget(sf: SimFile, max_packets: int = MAX_PACKETS, *, trace: bool = False) -> int:
+    """Refuse, before any work, a sim over the packet budget or a trace nobody records."""
+    if trace and sf.workload.kind != "request":
+        raise SimulationError(
+            f"--trace records a request workload's packets; this file's workload is "
+            f"{sf.workload.kind!r}"
+        )
+    per_run = estimate_packets(sf)
+    total = per_run * sf.run.runs
+    if total > max_packets:
+        raise SimulationError(
+            f"this simulation would move about {total:,} packets ({per_run:,} a run × "
+            f"{sf.run.runs:,} runs), over the budget of {max_packets:,}; "
+            f"raise it with --max-packets {total}"
+        )
+    return total
+
+
+def run_sim_file(
+    sf: SimFile, *, trace: bool = False, progress: bool = False, max_packets: int = MAX_PACKETS
+) -> dict[str, Any]:
+    """Summary of ``sf.run.runs`` seeds (seed, seed+1, ...); the first run's trace if asked.
+
+    Refused up front when it would move more than ``max_packets`` packets in all.
+    """
+    total = check_budget(sf, max_packets, trace=trace)
     runs = sf.run.runs
     run_one = _KINDS[sf.workload.kind]
     outcomes: list[Outcome] = []
-    bar = _bar() if progress and runs > 1 else None
+    bar = _bar() if progress and (runs > 1 or total > _BAR_ABOVE) else None
     with bar if bar is not None else _Null() as b:
-        task = b.add_task("simulating", total=runs) if bar is not None else None
+        what = f"simulating ~{total:,} packets"
+        task = b.add_task(what, total=runs) if bar is not None else None
         for i in range(runs):
             outcomes.append(run_one(sf, sf.run.seed + i, trace and i == 0))
             if bar is not None:
@@ -243,13 +293,25 @@ def run_sim_file(sf: SimFile, *, trace: bool = False, progress: bool = False) ->
 
 
 def _bar():
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    """A progress bar on stderr (stdout may be a pipe or JSON)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
+        SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
         TimeRemainingColumn(),
+        console=Console(stderr=True),
         transient=True,
     )
 
