@@ -35,7 +35,7 @@ from types import TracebackType
 
 from tierwise.errors import LabError
 from tierwise.lab import netns
-from tierwise.lab.emulator import Direction, DirectionStats
+from tierwise.lab.emulator import STOP, Direction, DirectionStats
 
 __all__ = ["SAFE_FRACTION", "Ceiling", "Path", "PathConfig", "measure_ceiling", "open_tun"]
 
@@ -207,6 +207,7 @@ class Path:
             "seed": self.config.seed,
             "a_to_b": self.config.up.to_dict(),
             "b_to_a": self.config.down.to_dict(),
+            "namespaces": list(self._namespaces),  # it deletes them if we die first
         }
         try:
             self._emulator = subprocess.Popen(
@@ -229,7 +230,11 @@ class Path:
     def _stop_emulator(self) -> dict[str, DirectionStats]:
         proc = self._emulator
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        proc.stdin.close()
+        with contextlib.suppress(OSError):  # it may have died already
+            proc.stdin.write(STOP.encode() + b"\n")
+            proc.stdin.flush()
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
         try:
             proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
