@@ -20,6 +20,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierwise.errors import LabError
+
 __all__ = [
     "HOLDER_MARK",
     "HolderState",
@@ -115,18 +117,21 @@ def stop(state: HolderState) -> bool:
     try:
         pidfd = os.pidfd_open(state.pid)
     except ProcessLookupError:
-        pidfd = None
+        state.file.unlink(missing_ok=True)
+        return False
+    except OSError as exc:  # a kernel before 5.3 has no pidfd_open
+        raise LabError(f"cannot stop holder {state.pid} safely: pidfd_open: {exc}") from exc
     try:
-        if pidfd is None or not is_holder(state):
+        if not is_holder(state):
             return False
-        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
-        if not _exited(pidfd, STOP_TIMEOUT_S):
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            _exited(pidfd, KILL_TIMEOUT_S)
+        with contextlib.suppress(ProcessLookupError):  # it may end on its own meanwhile
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+            if not _exited(pidfd, STOP_TIMEOUT_S):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                _exited(pidfd, KILL_TIMEOUT_S)
         return True
     finally:
-        if pidfd is not None:
-            os.close(pidfd)
+        os.close(pidfd)
         with contextlib.suppress(OSError):
             state.file.unlink()
 

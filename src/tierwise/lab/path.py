@@ -9,7 +9,9 @@ Each TUN device is created from the root namespace (``TUNSETIFF`` on
 ``/dev/net/tun``) and then moved into its namespace with ``ip link set … netns``;
 the open descriptor keeps working after the move. The descriptors go to the
 emulator child, and this process closes its copies, so the devices vanish as soon
-as the child exits — however this process ends.
+as the child exits — however this process ends. The child also knows the two
+namespaces: if this process dies without telling it ``stop`` (``kill -9``), it
+deletes them before it exits.
 
 A :class:`Path` is a context manager: leaving the block (also by an exception)
 stops the emulator and deletes both namespaces.
