@@ -299,6 +299,8 @@ _TERMINATED: list[int] = []  # typer returns 130 for any KeyboardInterrupt; this
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
+    if _TERMINATED:  # a second SIGTERM while the first unwinds: already on the way out
+        return
     _TERMINATED.append(signum)
     raise Terminated
 

@@ -17,12 +17,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 import pytest
 
+from tests.conftest import Run
 from tierwise.lab import lab_unavailable_reason, netns
 
 SKIP_REASON = lab_unavailable_reason()
@@ -96,6 +98,18 @@ def _ours(pid: int) -> bool:
         return True  # dead: what it left is left behind
     except OSError:
         return False
+
+
+def run_lab_cli(*args: str, **env: str) -> Run:
+    """`tierwise ARGS` in a subprocess as :func:`tests.conftest.run_cli` runs it, carrying
+    this session's mark (so its paths count as ours) and ``env``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "160", "PATH": "/usr/bin:/bin", _MARK_KEY: os.environ[_MARK_KEY], **env},
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
 def emulator_pids() -> list[int]:

@@ -6,6 +6,7 @@ root, ``/dev/net/tun`` and ``ip`` (``@lab``, see conftest.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import time
 import pytest
 
 from tests.conftest import run_cli
-from tests.lab.conftest import lab, left_behind
+from tests.lab.conftest import lab, left_behind, run_lab_cli
 from tierwise.errors import LabError, ScenarioError, UnitError
 from tierwise.lab import netns
 from tierwise.lab.cli import build_experiment
@@ -183,16 +184,17 @@ def test_bbr_kept_connections_are_paced_below_the_link() -> None:
 @lab
 def test_lab_up_and_down_leave_nothing_behind() -> None:
     """`lab up` holds a path after the command exits; `lab down` removes all of it."""
-    up = run_cli("lab", "up", "--rtt", "20ms", "--rate", "10Mbit/s")
+    up = run_lab_cli("lab", "up", "--rtt", "20ms", "--rate", "10Mbit/s")
     assert up.code == 0, up.stderr
     names = sorted(left_behind().namespaces)
     assert len(names) == 2 and all(f"ip netns exec {n}" in up.stdout for n in names)
-    down = run_cli("lab", "down")
+    down = run_lab_cli("lab", "down")
     assert down.code == 0, down.stderr
     assert "stopped the path" in down.stdout
     assert left_behind().empty
-    ps = subprocess.run(["ps", "-eo", "cmd"], capture_output=True, text=True).stdout
-    assert "tierwise.lab" not in ps
+    holder = int(up.stdout.split("holder pid ")[1].split(",")[0])
+    with contextlib.suppress(FileNotFoundError), open(f"/proc/{holder}/stat") as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] == "Z"  # gone, or awaiting its reaper
 
 
 # --- root: interrupted runs leave nothing behind ----------------------------------------

@@ -2,9 +2,11 @@
 
 ``lab up`` must outlive the command, so it starts a detached holder process (its
 own session) that owns the path — namespaces ``tw-<holder pid>-…`` and the
-emulator — and writes a state file under :data:`STATE_DIR`. ``lab down`` stops
-every holder listed there (SIGTERM: the holder tears its path down) and sweeps
-namespaces whose owner is dead, so a crashed holder leaves nothing either.
+emulator — and writes a state file under :data:`STATE_DIR` with its identity
+(:mod:`tierwise.lab.holders`). ``lab down`` stops the caller's holders (SIGTERM
+through a pidfd, after checking the process is that holder: the holder tears its
+path down), says which paths of other users it left (``--all`` stops them too),
+removes stale state files and sweeps namespaces whose owner is dead.
 
 Every command checks the host first; a :class:`LabError` (no root, no TUN) reaches
 the main CLI, which prints it as one line and exits 2.
@@ -18,10 +20,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path as FsPath
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -30,12 +31,15 @@ from rich.table import Table
 from tierwise.errors import LabError, ScenarioError
 from tierwise.lab.model_server import model_server_command
 
+if TYPE_CHECKING:
+    from tierwise.lab.holders import HolderState
+
 __all__ = ["STATE_DIR", "hold", "lab_app"]
 
 STATE_DIR = FsPath("/run/tierwise")
 HOLDER_READY_TIMEOUT_S = 30.0  # the rate check measures the emulator's ceiling first (~1 s)
 HOLDER_STOP_TIMEOUT_S = 10.0
-_HOLDER_MAIN = "from tierwise.lab.cli import hold; hold()"
+_HOLDER_MAIN = "from tierwise.lab.cli import hold; hold()"  # = holders.HOLDER_MARK
 
 lab_app = typer.Typer(
     help="Real kernel TCP over an emulated path between two network namespaces (needs root).",
@@ -113,11 +117,13 @@ def up(
     seed: SeedOpt = 0,
 ) -> None:
     """Bring a path up in the background; `tierwise lab down` removes it."""
+    from tierwise.lab.holders import read_states
     from tierwise.lab.netns import require_lab
 
     config = _path_config(rtt, rate, loss_up, loss_down, seed)
     require_lab()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(*read_states(STATE_DIR))
     state = _start_holder(config)
     out.print(f"path up (holder pid {state['pid']}, state {state['state_file']}):")
     for side in ("client", "server"):
@@ -130,9 +136,10 @@ def up(
 
 
 def _start_holder(config) -> dict:
-    payload = json.dumps(
-        {"a": config.up.to_dict(), "b": config.down.to_dict(), "seed": config.seed}
-    )
+    from tierwise.lab.holders import caller_uid
+
+    spec = {"a": config.up.to_dict(), "b": config.down.to_dict(), "seed": config.seed}
+    payload = json.dumps({**spec, "uid": caller_uid()})
     log = open(STATE_DIR / "holder.log", "ab")
     with log:
         proc = subprocess.Popen(
@@ -170,9 +177,11 @@ def _readline(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
 def hold() -> None:
     """Holder entry: bring the path up, report it as JSON, keep it until SIGTERM."""
     from tierwise.lab.emulator import Direction
+    from tierwise.lab.holders import write_state
     from tierwise.lab.path import Path, PathConfig
 
     spec = json.loads(sys.stdin.readline())
+    uid = spec.pop("uid", None)
     config = PathConfig(
         Direction.from_dict(spec["a"]), Direction.from_dict(spec["b"]), spec["seed"]
     )
@@ -189,6 +198,7 @@ def hold() -> None:
         with Path(config) as path:
             state = {
                 "pid": os.getpid(),
+                "uid": uid,
                 "state_file": str(state_file),
                 "client_ns": path.client_ns,
                 "server_ns": path.server_ns,
@@ -197,7 +207,7 @@ def hold() -> None:
                 "devices": [path.client_dev, path.server_dev],
                 "config": spec,
             }
-            state_file.write_text(json.dumps(state))
+            write_state(state_file, state)
             _say(json.dumps(state))
             while not stop:
                 signal.pause()
@@ -217,49 +227,51 @@ def _say(line: str) -> None:
 
 
 @lab_app.command()
-def down() -> None:
-    """Stop every path `tierwise lab up` started and sweep orphaned namespaces."""
+def down(
+    every: Annotated[
+        bool, typer.Option("--all", help="Also stop the paths other users brought up.")
+    ] = False,
+) -> None:
+    """Stop the paths your `tierwise lab up` started and sweep stale state and namespaces."""
+    from tierwise.lab.holders import caller_uid, read_states, stop
     from tierwise.lab.netns import cleanup_stale, require_lab
 
     require_lab()
-    stopped = [_stop_holder(f) for f in sorted(STATE_DIR.glob("lab-*.json"))]
+    states, broken = read_states(STATE_DIR) if STATE_DIR.is_dir() else ([], [])
+    me = caller_uid()
+    others = [s for s in states if s.uid != me and not every]
+    stopped, stale = [], []
+    for state in states:
+        if state not in others:
+            (stopped if stop(state) else stale).append(state.pid)
+    stale += _sweep_stale(others, broken)
+    others = [s for s in others if s.pid not in stale]
     swept = cleanup_stale()
-    if not any(STATE_DIR.glob("lab-*.json")):
+    if STATE_DIR.is_dir() and not any(STATE_DIR.glob("lab-*.json")):
         (STATE_DIR / "holder.log").unlink(missing_ok=True)
-    if not stopped and not swept:
+    if not (stopped or stale or swept or others):
         out.print("nothing to remove")
     for pid in stopped:
         out.print(f"stopped the path of holder {pid}")
+    for pid in stale:
+        out.print(f"removed the stale state of holder {pid} (that process is gone)")
     for name in swept:
         out.print(f"removed orphaned namespace {name}")
+    if others:
+        holders = ", ".join(f"holder {s.pid} (uid {s.uid})" for s in others)
+        out.print(f"left the paths of other users: {holders}; `tierwise lab down --all` stops them")
 
 
-def _stop_holder(state_file: FsPath) -> int:
-    pid = int(state_file.stem.removeprefix("lab-"))
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        state_file.unlink(missing_ok=True)  # died without cleaning up; cleanup_stale sweeps
-        return pid
-    deadline = time.monotonic() + HOLDER_STOP_TIMEOUT_S
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    state_file.unlink(missing_ok=True)
-    return pid
+def _sweep_stale(states: list[HolderState], broken: list[FsPath]) -> list[int]:
+    """Remove state files whose holder is gone (or is another process now); their pids."""
+    from tierwise.lab.holders import is_holder
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (our child, not yet reaped) counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+    for file in broken:
+        file.unlink(missing_ok=True)
+    gone = [s for s in states if not is_holder(s)]
+    for s in gone:
+        s.file.unlink(missing_ok=True)
+    return [s.pid for s in gone]
 
 
 # --- request -------------------------------------------------------------------------

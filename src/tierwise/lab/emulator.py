@@ -15,8 +15,10 @@ This kernel has no ``netem``, so each direction is shaped here. A packet of
 :class:`Shaper` is that rule alone, without I/O or a clock (tested directly);
 :func:`forward` is the hot loop; :func:`main` runs it in a child process (started by
 :class:`tierwise.lab.path.Path`) that reads its configuration as one JSON line on stdin, answers
-``ready``, and stops — printing its counters as JSON — when stdin closes (also when
-its parent dies, so a crash leaves no forwarder behind).
+``ready``, and stops — printing its counters as JSON — when its parent writes ``stop``.
+When stdin closes without that word the parent has died (``kill -9`` included: the
+kernel closes the pipe), so the emulator deletes the path's namespaces itself and
+exits quietly; nothing of a killed run outlives it by more than the ``ip`` calls.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ MAX_PACKET = 65536
 SPIN_S = 0.0003
 
 _LOSS_STREAM, _JITTER_STREAM = 0, 1  # named random streams per direction
+STOP = "stop"  # what the parent writes on stdin to stop the emulator
+ORPHANED = "orphaned"  # stdin closed without STOP: the parent is gone
 
 
 @dataclass(frozen=True)
@@ -170,8 +174,9 @@ def schedule(
     return [shaper.admit(t, n) for t, n in zip(arrivals_s, sizes, strict=True)]
 
 
-def forward(fd_a: int, fd_b: int, a_to_b: Shaper, b_to_a: Shaper, stop_fd: int) -> None:
-    """Shuttle packets between two non-blocking TUN descriptors until ``stop_fd`` hits EOF.
+def forward(fd_a: int, fd_b: int, a_to_b: Shaper, b_to_a: Shaper, stop_fd: int) -> str:
+    """Shuttle packets between two non-blocking TUN descriptors until ``stop_fd`` says
+    :data:`STOP` (returned) or hits EOF (:data:`ORPHANED` returned).
 
     ``select`` rather than ``epoll``: its timeout has microsecond resolution, epoll's
     only millisecond, which would add up to 1 ms per direction to every delay. The
@@ -189,8 +194,11 @@ def forward(fd_a: int, fd_b: int, a_to_b: Shaper, b_to_a: Shaper, stop_fd: int) 
         now = clock()
         for fd in ready:
             if fd == stop_fd:
-                if not read(stop_fd, 4096):
-                    return
+                said = read(stop_fd, 4096)
+                if not said:
+                    return ORPHANED
+                if STOP.encode() in said:
+                    return STOP
                 continue
             admit, out, stats = route[fd]
             for _ in range(READ_BATCH):
@@ -219,21 +227,52 @@ def forward(fd_a: int, fd_b: int, a_to_b: Shaper, b_to_a: Shaper, stop_fd: int) 
 
 
 def main(argv: list[str]) -> int:
-    """Child entry: ``main([FD_A, FD_B])`` with the JSON configuration on stdin."""
+    """Child entry: ``main([FD_A, FD_B])`` with the JSON configuration on stdin.
+
+    Orphaned (stdin closed without ``stop``), it deletes the namespaces its
+    configuration names and says nothing: nobody is left to read it.
+    """
     fd_a, fd_b = int(argv[0]), int(argv[1])
-    config = json.loads(sys.stdin.readline())
+    line = sys.stdin.readline()
+    if not line:  # the parent died before configuring us
+        return 0
+    config = json.loads(line)
     seed = int(config["seed"])
     a_to_b = Shaper(Direction.from_dict(config["a_to_b"]), seed, stream=0)
     b_to_a = Shaper(Direction.from_dict(config["b_to_a"]), seed, stream=1)
     for fd in (fd_a, fd_b):
         os.set_blocking(fd, False)
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    forward(fd_a, fd_b, a_to_b, b_to_a, sys.stdin.fileno())
-    stats = {"a_to_b": asdict(a_to_b.stats), "b_to_a": asdict(b_to_a.stats)}
-    try:
-        sys.stdout.write(json.dumps(stats) + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # the parent is gone; nobody wants the counters
-        pass
+    _say("ready")
+    how = forward(fd_a, fd_b, a_to_b, b_to_a, sys.stdin.fileno())
+    if how == ORPHANED:
+        os.close(fd_a)  # the TUN devices go first, then their namespaces
+        os.close(fd_b)
+        _remove_namespaces(config.get("namespaces", []))
+        return 0
+    _say(json.dumps({"a_to_b": asdict(a_to_b.stats), "b_to_a": asdict(b_to_a.stats)}))
     return 0
+
+
+def _remove_namespaces(names: list[str]) -> None:
+    from tierwise.errors import LabError
+    from tierwise.lab import netns
+
+    for name in names:
+        try:
+            netns.delete(name)
+        except LabError:
+            pass  # best effort: `tierwise lab down` sweeps what is left
+
+
+def _say(line: str) -> None:
+    """Write a line to the parent; if it is gone, point stdout at /dev/null and go on.
+
+    Redirecting keeps the interpreter's final flush from printing a BrokenPipeError.
+    """
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

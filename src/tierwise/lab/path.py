@@ -9,7 +9,9 @@ Each TUN device is created from the root namespace (``TUNSETIFF`` on
 ``/dev/net/tun``) and then moved into its namespace with ``ip link set … netns``;
 the open descriptor keeps working after the move. The descriptors go to the
 emulator child, and this process closes its copies, so the devices vanish as soon
-as the child exits — however this process ends.
+as the child exits — however this process ends. The child also knows the two
+namespaces: if this process dies without telling it ``stop`` (``kill -9``), it
+deletes them before it exits.
 
 A :class:`Path` is a context manager: leaving the block (also by an exception)
 stops the emulator and deletes both namespaces.
@@ -35,7 +37,7 @@ from types import TracebackType
 
 from tierwise.errors import LabError
 from tierwise.lab import netns
-from tierwise.lab.emulator import Direction, DirectionStats
+from tierwise.lab.emulator import STOP, Direction, DirectionStats
 
 __all__ = ["SAFE_FRACTION", "Ceiling", "Path", "PathConfig", "measure_ceiling", "open_tun"]
 
@@ -207,6 +209,7 @@ class Path:
             "seed": self.config.seed,
             "a_to_b": self.config.up.to_dict(),
             "b_to_a": self.config.down.to_dict(),
+            "namespaces": list(self._namespaces),  # it deletes them if we die first
         }
         try:
             self._emulator = subprocess.Popen(
@@ -229,7 +232,11 @@ class Path:
     def _stop_emulator(self) -> dict[str, DirectionStats]:
         proc = self._emulator
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        proc.stdin.close()
+        with contextlib.suppress(OSError):  # it may have died already
+            proc.stdin.write(STOP.encode() + b"\n")
+            proc.stdin.flush()
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
         try:
             proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,142 @@
+"""The state files of `tierwise lab up`'s holders, and stopping a holder safely.
+
+A holder writes ``lab-<pid>.json`` naming its pid, the process's start time (field
+22 of ``/proc/PID/stat``, clock ticks since boot) and the user who asked for the path
+(``SUDO_UID`` under sudo, else the real uid). A pid alone is not an identity: once
+the holder is gone the kernel may give its number to any process, and ``lab down``
+runs as root. So a holder is signalled only through a pidfd (``pidfd_open``, Linux
+≥ 5.3) opened *before* its start time and command line are checked: the descriptor
+pins that one process, so no reuse can slip in between the check and the signal.
+A state file whose process is gone or is someone else is stale and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierwise.errors import LabError
+
+__all__ = [
+    "HOLDER_MARK",
+    "HolderState",
+    "caller_uid",
+    "is_holder",
+    "read_states",
+    "start_ticks",
+    "stop",
+    "write_state",
+]
+
+HOLDER_MARK = "from tierwise.lab.cli import hold; hold()"  # the holder's command line
+STOP_TIMEOUT_S = 10.0
+KILL_TIMEOUT_S = 2.0
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), or None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def caller_uid() -> int:
+    """The user behind this command: the one who ran sudo, else the real uid."""
+    sudo = os.environ.get("SUDO_UID", "")
+    return int(sudo) if sudo.isdigit() else os.getuid()
+
+
+@dataclass(frozen=True)
+class HolderState:
+    """What a state file says; ``file`` is where it was read from."""
+
+    file: Path
+    pid: int
+    start_ticks: int | None
+    uid: int | None
+    data: dict
+
+    @classmethod
+    def read(cls, file: Path) -> HolderState | None:
+        """The state in ``file``; None if it cannot be read or is not a holder's."""
+        try:
+            data = json.loads(file.read_text())
+            pid = int(data["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        ticks, uid = data.get("start_ticks"), data.get("uid")
+        return cls(file, pid, ticks if isinstance(ticks, int) else None, uid, data)
+
+
+def write_state(file: Path, data: dict) -> None:
+    """Write ``data`` with this process's identity, atomically (a reader never sees half)."""
+    pid = os.getpid()
+    full = {**data, "pid": pid, "start_ticks": start_ticks(pid)}
+    partial = file.with_suffix(".tmp")
+    partial.write_text(json.dumps(full))
+    os.replace(partial, file)
+
+
+def read_states(folder: Path) -> tuple[list[HolderState], list[Path]]:
+    """The readable state files in ``folder``, and the unreadable ones."""
+    states, broken = [], []
+    for file in sorted(folder.glob("lab-*.json")):
+        state = HolderState.read(file)
+        if state is None:
+            broken.append(file)
+        else:
+            states.append(state)
+    return states, broken
+
+
+def is_holder(state: HolderState) -> bool:
+    """Whether the process ``state.pid`` is the holder that wrote ``state`` (same start time,
+    a holder's command line)."""
+    if state.start_ticks is None or start_ticks(state.pid) != state.start_ticks:
+        return False
+    try:
+        with open(f"/proc/{state.pid}/cmdline", "rb") as f:
+            return HOLDER_MARK.encode() in f.read()
+    except OSError:
+        return False
+
+
+def stop(state: HolderState) -> bool:
+    """SIGTERM the holder (SIGKILL after :data:`STOP_TIMEOUT_S`) and remove its state file.
+
+    Returns False, signalling nothing, when the process is gone or is not that holder
+    (its state file is stale and is removed all the same).
+    """
+    try:
+        pidfd = os.pidfd_open(state.pid)
+    except ProcessLookupError:
+        state.file.unlink(missing_ok=True)
+        return False
+    except OSError as exc:  # a kernel before 5.3 has no pidfd_open
+        raise LabError(f"cannot stop holder {state.pid} safely: pidfd_open: {exc}") from exc
+    try:
+        if not is_holder(state):
+            return False
+        with contextlib.suppress(ProcessLookupError):  # it may end on its own meanwhile
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+            if not _exited(pidfd, STOP_TIMEOUT_S):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                _exited(pidfd, KILL_TIMEOUT_S)
+        return True
+    finally:
+        os.close(pidfd)
+        with contextlib.suppress(OSError):
+            state.file.unlink()
+
+
+def _exited(pidfd: int, timeout_s: float) -> bool:
+    """Wait until the process behind ``pidfd`` exits (a pidfd turns readable then)."""
+    ready, _, _ = select.select([pidfd], [], [], timeout_s)
+    return bool(ready)
