@@ -28,7 +28,6 @@ payload length at ``cc.pacing_rate``.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -134,24 +133,6 @@ class SenderStats:
     rtos: int = 0
     bytes_on_wire: int = 0
     congestion_events: int = 0
-
-
-def _uncovered(ranges: RangeSet, start: int, end: int) -> list[tuple[int, int]]:
-    """The parts of ``[start, end)`` not in ``ranges``."""
-    out: list[tuple[int, int]] = []
-    for s, e in ranges:
-        if e <= start:
-            continue
-        if s >= end:
-            break
-        if s > start:
-            out.append((start, s))
-        start = max(start, e)
-        if start >= end:
-            return out
-    if start < end:
-        out.append((start, end))
-    return out
 
 
 @dataclass
@@ -353,7 +334,7 @@ class Sender:
             start = max(start, self.snd_una)
             if end <= start or self._sacked.covered(start, end):
                 continue
-            for lo, hi in _uncovered(self._sacked, start, end):
+            for lo, hi in self._sacked.uncovered(start, end):
                 seg = self._by_seq.get(lo)
                 while seg is not None and seg.end <= hi:
                     if not seg.sacked:
@@ -547,24 +528,28 @@ class Receiver:
         return Ack(self.rcv_nxt, self._sack_blocks(trigger), echo, self.ack_wire)
 
     def _sack_blocks(self, trigger: int | None) -> tuple[tuple[int, int], ...]:
-        """RFC 2018 §4 order: the triggering segment's block, then recent ones, then highest."""
-        if not self._ooo:
+        """RFC 2018 §4 order: the triggering segment's block, then recent ones, then highest.
+
+        Each block is found by bisection and the highest are read from the top, so an
+        ACK costs O(log n) in the number of out-of-order ranges, not a copy of them.
+        """
+        ooo = self._ooo
+        if not ooo:
             self._recent = []
             return ()
-        ranges = list(self._ooo)
-        starts = [r[0] for r in ranges]
         out: list[tuple[int, int]] = []
         for byte in ([] if trigger is None else [trigger]) + self._recent:
-            i = bisect_right(starts, byte) - 1
-            if i >= 0 and byte < ranges[i][1] and ranges[i] not in out:
-                out.append(ranges[i])
+            r = ooo.range_containing(byte)
+            if r is not None and r not in out:
+                out.append(r)
                 if len(out) == SACK_BLOCKS:
                     break
-        for r in reversed(ranges):
-            if len(out) == SACK_BLOCKS:
-                break
-            if r not in out:
-                out.append(r)
+        if len(out) < SACK_BLOCKS:
+            for r in reversed(ooo):
+                if r not in out:
+                    out.append(r)
+                    if len(out) == SACK_BLOCKS:
+                        break
         self._recent = [r[0] for r in out]
         return tuple(out)
 
