@@ -107,7 +107,11 @@ class CongestionController(ABC):
         in_flight: int,
         delivery_rate: float | None,
     ) -> None:
-        """``acked`` newly acknowledged bytes (cumulative or SACKed)."""
+        """``acked`` newly acknowledged bytes (cumulative or SACKed).
+
+        ``delivery_rate`` is the ACK's rate sample, computed only for a controller that
+        overrides :meth:`on_rate_sample` (None otherwise, and when untrusted).
+        """
 
     def on_congestion(self, *, now: float, in_flight: int) -> None:
         """A new loss episode: multiplicative decrease (RFC 5681 §3.1, β = 1/2)."""
