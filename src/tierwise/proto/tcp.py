@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tierwise.errors import LocalProtocolError
 from tierwise.proto.congestion import CongestionController, RateSample, make_controller
@@ -100,9 +101,12 @@ class Segment:
         return f"Segment(seq={self.seq}, length={self.length}, sent_at={self.sent_at})"
 
 
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """A cumulative acknowledgement with SACK blocks and the echoed send time (RFC 7323)."""
+class Ack(NamedTuple):
+    """A cumulative acknowledgement with SACK blocks and the echoed send time (RFC 7323).
+
+    A named tuple, not a frozen dataclass: one is built per ACK, and a tuple is
+    built in about half the time.
+    """
 
     ack: int
     sack: tuple[tuple[int, int], ...]
@@ -234,7 +238,8 @@ class Sender:
             self._lost.popleft()
 
     def _next_segment(self, now: float) -> Segment | None:
-        self._prune_lost()
+        if self._lost:
+            self._prune_lost()
         if self._lost:
             old = self._lost.popleft()  # stays marked lost: its send-order entry is stale
             seg = Segment(old.seq, old.length, old.wire, now, True, 0, 0.0)
@@ -278,13 +283,16 @@ class Sender:
         prior_flight = self.flight
         self._newest = None
         advanced = ack.ack > self.snd_una
-        newly = self._cumulative(ack.ack, now) + self._sack(ack.sack, now)
+        newly = self._cumulative(ack.ack, now)
+        if ack.sack:
+            newly += self._sack(ack.sack, now)
         rtt = now - ack.echo if ack.echo >= 0 else None
         if rtt is not None and newly:
             self._rtt_sample(rtt)
         if advanced:  # RFC 6298 §5.3, with the RTO this ACK's sample gave
             self._rto_at = now + self.rto if self.snd_una < self.snd_nxt else None
-        lost = self._detect_losses(now)
+        by_send = self._by_send
+        lost = self._detect_losses(now) if by_send and by_send[0][0] < self._rack_tx else 0
         rate = None
         if newly:
             if self._app_limited_until and self.delivered > self._app_limited_until:
