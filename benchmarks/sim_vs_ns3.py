@@ -1,19 +1,29 @@
-"""Benchmark: tierwise.sim against ns-3 3.37 on the same bulk transfer, alternating runs.
+"""Benchmark: tierwise.sim against ns-3 3.37 over the issue-14 matrix, alternating runs.
 
-30 MB over a 20 Mbit/s point-to-point link, 100 ms RTT, 1,168-byte segments
-(1,222 bytes on the wire: TCP with timestamps, IPv4, PPP), 54-byte ACKs, initial
-window 10, an ACK per packet, NewReno, no loss. Both sides use the same queue (by
-default 100,000 packets, so nothing drops). Reports wall time, events and events
-per second of each, and the completion times (which must agree within 2 %).
+A bulk transfer (30 MB by default) over a 20 Mbit/s point-to-point link, 100 ms RTT,
+1,168-byte segments (1,222 bytes on the wire: TCP with timestamps, IPv4, PPP), 54-byte
+ACKs, initial window 10, an ACK per packet, for NewReno, CUBIC and BBR in three
+regimes: a 100,000-packet queue (nothing drops), a one-BDP queue (205 packets) and
+1 % random loss on the data packets (queue 100,000). Runs alternate ours / ns-3.
 
-    python benchmarks/sim_vs_ns3.py [--repeats 3] [--queue 100000] [--cc newreno]
+Two ratios per cell, medians over the repeats:
+
+- in-process: ``run_request`` wall time against ns-3's ``Simulator::Run`` wall time;
+- whole-process: ``tierwise sim FILE`` as a subprocess (Python start-up, imports,
+  loading the file) against the whole ns-3 process.
+
+    python benchmarks/sim_vs_ns3.py [--repeats 3] [--size-mb 30] [--cells newreno:bdp,...]
+    python benchmarks/sim_vs_ns3.py --no-whole      # in-process ratios only
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,56 +36,148 @@ from ns3_runner import available, run_ns3
 from tierwise.sim import PathSpec, TcpSpec, run_request
 
 MBIT = 125_000.0
+CONTROLLERS = ("newreno", "cubic", "bbr")
+REGIMES = {  # name: (queue packets, loss on data packets)
+    "huge": (100_000, 0.0),
+    "bdp": (205, 0.0),
+    "loss": (100_000, 0.01),
+}
+REGIME_TITLES = {"huge": "huge queue", "bdp": "one-BDP queue", "loss": "1 % random loss"}
+SIM_FILE = """[path]
+uplink = "20 Mbit/s"
+downlink = "20 Mbit/s"
+rtt = "100 ms"
+loss_up = {loss}
+queue_packets = {queue}
+
+[tcp]
+cc = "{cc}"
+mss = "1168 B"
+header = "54 B"
+ack = "54 B"
+initial_window = 10
+
+[workload]
+kind = "request"
+upload = "{size} B"
+
+[run]
+seed = 1
+"""
 
 
-def ours(cc: str, queue: int) -> tuple[float, int, float]:
-    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
+def ours(cc: str, regime: str, size: int) -> tuple[float, int, float]:
+    """(completion s, events, wall s) of run_request in this process."""
+    queue, loss = REGIMES[regime]
+    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, up_loss=loss, queue_packets=queue)
     tcp = TcpSpec(cc=cc, mss=1168, header=54, ack_bytes=54, initial_window=10)
     t0 = time.perf_counter()
-    r = run_request(path, tcp, 30_000_000, 0, 0.0)
+    r = run_request(path, tcp, size, 0, 0.0, seed=1)
     return r.time_s, r.events, time.perf_counter() - t0
 
 
-def theirs(cc: str, queue: int) -> tuple[float, int, float]:
-    r = run_ns3(cc, 0.0, queue_packets=queue, instrument=False)
-    return r["completion_from_first_data_s"], int(r.get("events") or 0), r["wall_s"]
+def ours_process(cc: str, regime: str, size: int, tmp: Path) -> float:
+    """Wall time of ``tierwise sim FILE`` as a whole process."""
+    queue, loss = REGIMES[regime]
+    sim_file = tmp / f"{cc}-{regime}.toml"
+    sim_file.write_text(SIM_FILE.format(cc=cc, queue=queue, loss=loss, size=size))
+    exe = shutil.which("tierwise") or str(Path(sys.executable).parent / "tierwise")
+    t0 = time.perf_counter()
+    subprocess.run([exe, "sim", str(sim_file), "--json"], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def theirs(cc: str, regime: str, size: int) -> tuple[float, int, float, float]:
+    """(completion s, events, Simulator::Run wall s, whole-process wall s) of ns-3."""
+    queue, loss = REGIMES[regime]
+    r = run_ns3(cc, loss, seed=1, size_bytes=size, queue_packets=queue, instrument=False)
+    return (
+        r["completion_from_first_data_s"],
+        int(r.get("events") or 0),
+        r["wall_s"],
+        r["wall_process_s"],
+    )
+
+
+def measure(cells: list[tuple[str, str]], args: argparse.Namespace) -> list[dict]:
+    """Alternate ours / ns-3 for every cell; medians per cell."""
+    rows = []
+    steps = len(cells) * args.repeats * (3 if args.whole else 2)
+    with Progress() as progress, tempfile.TemporaryDirectory() as tmp:
+        task = progress.add_task("alternating runs", total=steps)
+        for cc, regime in cells:
+            mine, peer, whole = [], [], []
+            for _ in range(args.repeats):
+                mine.append(ours(cc, regime, args.size))
+                progress.advance(task)
+                peer.append(theirs(cc, regime, args.size))
+                progress.advance(task)
+                if args.whole:
+                    whole.append(ours_process(cc, regime, args.size, Path(tmp)))
+                    progress.advance(task)
+            row = {
+                "cc": cc,
+                "regime": regime,
+                "ours_s": mine[0][0],
+                "ns3_s": peer[0][0],
+                "ours_events": mine[0][1],
+                "ns3_events": peer[0][1],
+                "ours_wall": statistics.median(m[2] for m in mine),
+                "ns3_wall": statistics.median(p[2] for p in peer),
+                "ns3_process": statistics.median(p[3] for p in peer),
+            }
+            row["ratio"] = row["ours_wall"] / row["ns3_wall"]
+            if whole:
+                row["ours_process"] = statistics.median(whole)
+                row["process_ratio"] = row["ours_process"] / row["ns3_process"]
+            rows.append(row)
+    return rows
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> None:
+    """A markdown table: completions, events, walls, both ratios and the goals."""
+    print(
+        f"{args.size / 1e6:g} MB, 20 Mbit/s, 100 ms RTT, segment 1,168, IW 10, "
+        f"{args.repeats} alternating runs per cell (medians)\n"
+    )
+    print(
+        "| controller | regime | completion ours / ns-3 (s) | events ours / ns-3 "
+        "| wall ours / ns-3 (s) | in-process ratio (≤ 0.5) | whole process ours / ns-3 (s) "
+        "| whole-process ratio (≤ 1.0) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        whole = (
+            f"{r['ours_process']:.2f} / {r['ns3_process']:.2f} | **{r['process_ratio']:.2f}**"
+            if "process_ratio" in r
+            else "— | —"
+        )
+        print(
+            f"| {r['cc']} | {REGIME_TITLES[r['regime']]} | {r['ours_s']:.3f} / {r['ns3_s']:.3f} "
+            f"| {r['ours_events']:,} / {r['ns3_events']:,} "
+            f"| {r['ours_wall']:.3f} / {r['ns3_wall']:.3f} | **{r['ratio']:.2f}** | {whole} |"
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--queue", type=int, default=100_000)
-    ap.add_argument("--cc", default="newreno")
+    ap.add_argument("--size-mb", type=float, default=30.0)
+    ap.add_argument(
+        "--cells",
+        default="",
+        help="comma-separated cc:regime (regimes: huge, bdp, loss); default: all nine",
+    )
+    ap.add_argument("--no-whole", dest="whole", action="store_false", help="skip whole-process")
     args = ap.parse_args()
+    args.size = int(args.size_mb * 1e6)
     if not available():
         sys.exit("ns-3 is not installed: apt-get install -y libns3-dev g++ pkg-config")
-    runs: dict[str, list[tuple[float, int, float]]] = {"tierwise.sim": [], "ns-3": []}
-    with Progress() as progress:
-        task = progress.add_task("alternating runs", total=2 * args.repeats)
-        for _ in range(args.repeats):
-            runs["tierwise.sim"].append(ours(args.cc, args.queue))
-            progress.advance(task)
-            runs["ns-3"].append(theirs(args.cc, args.queue))
-            progress.advance(task)
-    print(
-        f"30 MB, 20 Mbit/s, 100 ms RTT, {args.cc}, queue {args.queue} packets, "
-        f"{args.repeats} alternating runs each"
-    )
-    print(
-        f"{'simulator':14s} {'completion s':>13s} {'events':>9s} {'wall median s':>14s} "
-        f"{'events/s':>10s}"
-    )
-    walls = {}
-    for name, rs in runs.items():
-        completion, events, _ = rs[0]
-        wall = statistics.median(r[2] for r in rs)
-        walls[name] = wall
-        rate = f"{events / wall:,.0f}" if events else "n/a"
-        print(f"{name:14s} {completion:13.6f} {events:9,d} {wall:14.3f} {rate:>10s}")
-    ratio = walls["tierwise.sim"] / walls["ns-3"]
-    print(f"wall time ratio tierwise.sim / ns-3 = {ratio:.2f} (goal ≤ 0.5)")
-    a, b = runs["tierwise.sim"][0][0], runs["ns-3"][0][0]
-    print(f"completion difference: {100 * (a - b) / b:+.3f} %")
+    if args.cells:
+        cells = [tuple(c.split(":", 1)) for c in args.cells.split(",")]
+    else:
+        cells = [(cc, regime) for cc in CONTROLLERS for regime in REGIMES]
+    report(measure(cells, args), args)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

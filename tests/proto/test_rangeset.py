@@ -145,3 +145,54 @@ def test_covered_matches_a_set(adds, start, width):
         rs.add(a, b)
         ref |= set(range(a, b))
     assert rs.covered(start, start + width) == set(range(start, start + width)).issubset(ref)
+
+
+def _members(rs: RangeSet) -> set[int]:
+    return {v for s, e in rs for v in range(s, e)}
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.integers(0, 300), st.integers(1, 4)),
+            st.tuples(st.just("cut"), st.integers(0, 300), st.just(0)),
+            st.tuples(st.just("pop"), st.just(0), st.just(0)),
+        ),
+        max_size=200,
+    ),
+    st.integers(-1, 305),
+    st.integers(1, 12),
+)
+def test_lookups_match_a_set_after_removals_from_the_bottom(operations, probe, width):
+    """range_containing, uncovered, reversed and len agree with a set, dead prefix or not."""
+    rs, ref = RangeSet(), set()
+    for op, a, b in operations:
+        if op == "add":
+            rs.add(a, a + b)
+            ref |= set(range(a, a + b))
+        elif op == "cut":
+            rs.subtract_below(a)
+            ref = {v for v in ref if v >= a}
+        elif (first := rs.first_start()) is not None:
+            end = rs.pop_first_if_starts_at(first)
+            ref -= set(range(first, end))
+    assert _members(rs) == ref
+    assert list(reversed(rs)) == list(rs)[::-1] and len(rs) == len(list(rs))
+    hit = rs.range_containing(probe)
+    assert (hit is not None) == (probe in ref)
+    assert hit is None or (hit in list(rs) and hit[0] <= probe < hit[1])
+    gaps = rs.uncovered(probe, probe + width)
+    assert {v for s, e in gaps for v in range(s, e)} == set(range(probe, probe + width)) - ref
+    assert all(s < e for s, e in gaps) and gaps == sorted(gaps)
+
+
+def test_many_removals_from_the_bottom_compact_and_keep_the_rest():
+    """Popping most of 1,000 ranges one by one leaves exactly the others, in order."""
+    rs = RangeSet([(10 * i, 10 * i + 5) for i in range(1000)])
+    for i in range(900):
+        assert rs.pop_first_if_starts_at(10 * i) == 10 * i + 5
+    assert len(rs) == 100 and rs.first_start() == 9000
+    rs.add(8000, 9001)
+    rs.subtract_below(9500)
+    assert list(rs)[:2] == [(9500, 9505), (9510, 9515)] and len(rs) == 50
+    assert rs.blocks(2) == ((9990, 9995), (9980, 9985))

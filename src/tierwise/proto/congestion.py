@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections import deque
-from dataclasses import dataclass
 from enum import Enum
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from tierwise.errors import LocalProtocolError
 
@@ -42,9 +41,9 @@ __all__ = [
 CONTROLLERS: dict[str, type[CongestionController]] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class RateSample:
-    """What one ACK taught the sender (Linux ``struct rate_sample``).
+class RateSample(NamedTuple):
+    """What one ACK taught the sender (Linux ``struct rate_sample``); a named tuple,
+    built per ACK for the controllers that read it.
 
     The delivery rate follows draft-cheng-iccrg-delivery-rate-estimation:
     ``delivered / interval`` over the flight of the most recently sent segment
@@ -107,7 +106,11 @@ class CongestionController(ABC):
         in_flight: int,
         delivery_rate: float | None,
     ) -> None:
-        """``acked`` newly acknowledged bytes (cumulative or SACKed)."""
+        """``acked`` newly acknowledged bytes (cumulative or SACKed).
+
+        ``delivery_rate`` is the ACK's rate sample, computed only for a controller that
+        overrides :meth:`on_rate_sample` (None otherwise, and when untrusted).
+        """
 
     def on_congestion(self, *, now: float, in_flight: int) -> None:
         """A new loss episode: multiplicative decrease (RFC 5681 §3.1, β = 1/2)."""

@@ -28,9 +28,10 @@ payload length at ``cc.pacing_rate``.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tierwise.errors import LocalProtocolError
 from tierwise.proto.congestion import CongestionController, RateSample, make_controller
@@ -96,30 +97,16 @@ class Segment:
         self.app_limited = app_limited
         self.tx = tx
 
-    def copy(self) -> Segment:
-        """This transmission as it leaves: later retransmissions do not rewrite it."""
-        seg = Segment(
-            self.seq,
-            self.length,
-            self.wire,
-            self.sent_at,
-            self.retx,
-            self.delivered,
-            self.delivered_at,
-            self.first_sent_at,
-            self.app_limited,
-            self.tx,
-        )
-        seg.sacked, seg.lost = self.sacked, self.lost
-        return seg
-
     def __repr__(self) -> str:
         return f"Segment(seq={self.seq}, length={self.length}, sent_at={self.sent_at})"
 
 
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """A cumulative acknowledgement with SACK blocks and the echoed send time (RFC 7323)."""
+class Ack(NamedTuple):
+    """A cumulative acknowledgement with SACK blocks and the echoed send time (RFC 7323).
+
+    A named tuple, not a frozen dataclass: one is built per ACK, and a tuple is
+    built in about half the time.
+    """
 
     ack: int
     sack: tuple[tuple[int, int], ...]
@@ -134,24 +121,6 @@ class SenderStats:
     rtos: int = 0
     bytes_on_wire: int = 0
     congestion_events: int = 0
-
-
-def _uncovered(ranges: RangeSet, start: int, end: int) -> list[tuple[int, int]]:
-    """The parts of ``[start, end)`` not in ``ranges``."""
-    out: list[tuple[int, int]] = []
-    for s, e in ranges:
-        if e <= start:
-            continue
-        if s >= end:
-            break
-        if s > start:
-            out.append((start, s))
-        start = max(start, e)
-        if start >= end:
-            return out
-    if start < end:
-        out.append((start, end))
-    return out
 
 
 @dataclass
@@ -177,12 +146,16 @@ class Sender:
             raise LocalProtocolError(f"first_flight must be > 0, got {self.first_flight}")
         if isinstance(self.cc, str):
             self.cc = make_controller(self.cc, mss=self.mss, initial_window=self.initial_window)
+        # Delivery-rate samples cost an object per ACK: build them only for a
+        # controller that reads them (one that overrides on_rate_sample).
+        self._samples = type(self.cc).on_rate_sample is not CongestionController.on_rate_sample
         self.app_limit = 0  # bytes the application has handed over
         self.snd_una = 0
         self.snd_nxt = 0
         self.flight = 0  # bytes outstanding, not SACKed, not marked lost
-        self._out: deque[Segment] = deque()  # unacknowledged, in sequence order
-        self._by_seq: dict[int, Segment] = {}  # the same segments, by first byte
+        # Unacknowledged segments by first byte; they tile [snd_una, snd_nxt), so the
+        # next one after ``seg`` is ``_by_seq[seg.end]``.
+        self._by_seq: dict[int, Segment] = {}
         self._sacked = RangeSet()  # SACKed bytes above snd_una (the scoreboard)
         self._by_send: deque[tuple[int, Segment]] = deque()  # (tx, seg) in send order
         self._lost: deque[Segment] = deque()
@@ -227,9 +200,10 @@ class Sender:
     def segments_to_send(self, now: float) -> list[Segment]:
         """Segments the window (and pacing) allow now: retransmissions first.
 
-        Each is a copy of the sender's record, so a segment still on the wire keeps
-        the send time it left with when the sender retransmits it (its echo, and the
-        RTT the sender measures from it, stay honest).
+        A segment is the sender's own record, not a copy: a record is never changed
+        in what the receiver reads (``seq``, ``length``, ``sent_at``) once it is sent,
+        because a retransmission gets a new record, so the original still on the wire
+        keeps the send time it left with (its echo and RTT stay honest).
         """
         out: list[Segment] = []
         cc: CongestionController = self.cc  # type: ignore[assignment]
@@ -245,7 +219,7 @@ class Sender:
                 # delivered measure the application, not the path.
                 self._app_limited_until = (self.delivered + self.flight) or 1
                 break
-            out.append(seg.copy())
+            out.append(seg)
             if rate:
                 self._next_send_at = max(now, self._next_send_at) + seg.length / rate
         return out
@@ -264,10 +238,12 @@ class Sender:
             self._lost.popleft()
 
     def _next_segment(self, now: float) -> Segment | None:
-        self._prune_lost()
         if self._lost:
-            seg = self._lost.popleft()
-            seg.lost, seg.retx, seg.sent_at = False, True, now
+            self._prune_lost()
+        if self._lost:
+            old = self._lost.popleft()  # stays marked lost: its send-order entry is stale
+            seg = Segment(old.seq, old.length, old.wire, now, True, 0, 0.0)
+            self._by_seq[seg.seq] = seg
             self.stats.retransmissions += 1
             if seg.seq == self.snd_una and self._rto_at is not None:
                 # Linux tcp_xmit_retransmit_queue: resending the head restarts the
@@ -279,7 +255,6 @@ class Sender:
                 length = min(length, self.first_flight - self.snd_nxt)
             seg = Segment(self.snd_nxt, length, length + self.header, now, False, 0, 0.0)
             self.snd_nxt += length
-            self._out.append(seg)
             self._by_seq[seg.seq] = seg
         else:
             return None
@@ -308,24 +283,26 @@ class Sender:
         prior_flight = self.flight
         self._newest = None
         advanced = ack.ack > self.snd_una
-        newly = self._cumulative(ack.ack, now) + self._sack(ack.sack, now)
+        newly = self._cumulative(ack.ack, now)
+        if ack.sack:
+            newly += self._sack(ack.sack, now)
         rtt = now - ack.echo if ack.echo >= 0 else None
         if rtt is not None and newly:
             self._rtt_sample(rtt)
         if advanced:  # RFC 6298 §5.3, with the RTO this ACK's sample gave
-            self._rto_at = now + self.rto if self._out else None
-        lost = self._detect_losses(now)
+            self._rto_at = now + self.rto if self.snd_una < self.snd_nxt else None
+        by_send = self._by_send
+        lost = self._detect_losses(now) if by_send and by_send[0][0] < self._rack_tx else 0
+        rate = None
         if newly:
-            sample = self._rate_sample(now, newly, lost, prior_flight, rtt)
-            cc.on_rate_sample(sample=sample, now=now, in_flight=self.flight)
+            if self._app_limited_until and self.delivered > self._app_limited_until:
+                self._app_limited_until = 0
+            if self._samples:
+                sample = self._rate_sample(now, newly, lost, prior_flight, rtt)
+                rate = sample.delivery_rate
+                cc.on_rate_sample(sample=sample, now=now, in_flight=self.flight)
         if newly and (self._recovery_point is None or cc.grows_in_recovery):
-            cc.on_ack(
-                acked=newly,
-                rtt=rtt,
-                now=now,
-                in_flight=self.flight,
-                delivery_rate=sample.delivery_rate,
-            )
+            cc.on_ack(acked=newly, rtt=rtt, now=now, in_flight=self.flight, delivery_rate=rate)
         if self._recovery_point is not None and self.snd_una >= self._recovery_point:
             self._recovery_point = None
             cc.on_recovered(now=now)
@@ -334,10 +311,13 @@ class Sender:
         if ack <= self.snd_una:
             return 0
         newly = 0
-        while self._out and self._out[0].end <= ack:
-            seg = self._out.popleft()
-            del self._by_seq[seg.seq]
-            newly += self._deliver(seg, now) if not seg.sacked else 0
+        by_seq = self._by_seq
+        seg = by_seq.get(self.snd_una)
+        while seg is not None and seg.end <= ack:
+            del by_seq[seg.seq]
+            if not seg.sacked:
+                newly += self._deliver(seg, now)
+            seg = by_seq.get(seg.end)
         self.snd_una = ack
         self._sacked.subtract_below(ack)
         return newly
@@ -353,7 +333,7 @@ class Sender:
             start = max(start, self.snd_una)
             if end <= start or self._sacked.covered(start, end):
                 continue
-            for lo, hi in _uncovered(self._sacked, start, end):
+            for lo, hi in self._sacked.uncovered(start, end):
                 seg = self._by_seq.get(lo)
                 while seg is not None and seg.end <= hi:
                     if not seg.sacked:
@@ -417,8 +397,6 @@ class Sender:
         ``interval = max(send_elapsed, ack_elapsed)``; a sample whose interval is
         shorter than the minimum RTT is discarded (``delivery_rate`` None), as in Linux.
         """
-        if self._app_limited_until and self.delivered > self._app_limited_until:
-            self._app_limited_until = 0
         seg = self._newest
         assert seg is not None  # called only when this ACK delivered something
         interval = max(seg.sent_at - seg.first_sent_at, now - seg.delivered_at)
@@ -446,10 +424,11 @@ class Sender:
         congestion window and the peer's window would let it go; otherwise a stale
         pacing time would wake the caller again and again at the same instant.
         """
-        cc: CongestionController = self.cc  # type: ignore[assignment]
-        pace = self._next_send_at if cc.pacing_rate and self._could_send() else None
-        times = [t for t in (self._rto_at, pace) if t is not None]
-        return min(times) if times else None
+        rto_at = self._rto_at
+        if not self.cc.pacing_rate or not self._could_send():  # type: ignore[union-attr]
+            return rto_at
+        pace = self._next_send_at
+        return pace if rto_at is None or pace < rto_at else rto_at
 
     def _sendable(self) -> bool:
         self._prune_lost()
@@ -464,6 +443,13 @@ class Sender:
             return False
         return self.first_flight is None or not self._peer_window_full()
 
+    def _outstanding(self) -> Iterator[Segment]:
+        """Unacknowledged segments in sequence order."""
+        seg = self._by_seq.get(self.snd_una)
+        while seg is not None:
+            yield seg
+            seg = self._by_seq.get(seg.end)
+
     def handle_timer(self, now: float) -> None:
         """Fire the retransmission timer if due: everything outstanding is lost (RFC 6298 §5)."""
         if self._rto_at is None or now < self._rto_at - _EPS_S:
@@ -471,7 +457,7 @@ class Sender:
         self.stats.rtos += 1
         self.cc.on_rto(now=now, in_flight=self.flight)  # type: ignore[union-attr]
         self._lost.clear()
-        for seg in self._out:
+        for seg in self._outstanding():
             if not seg.sacked:
                 if not seg.lost:
                     self.flight -= seg.length
@@ -532,7 +518,8 @@ class Receiver:
             self._echo = seg.sent_at
         elif seg.seq > self.rcv_nxt:
             self._ooo.add(seg.seq, seg.end)
-        self._ooo.subtract_below(self.rcv_nxt)
+        if self._ooo:
+            self._ooo.subtract_below(self.rcv_nxt)
         self._pending += 1
         if seg.seq != self.rcv_nxt - seg.length or gap_before or self._pending >= self.ack_every:
             return self._ack(seg.sent_at, seg.seq if seg.seq > self.rcv_nxt else None)
@@ -547,24 +534,28 @@ class Receiver:
         return Ack(self.rcv_nxt, self._sack_blocks(trigger), echo, self.ack_wire)
 
     def _sack_blocks(self, trigger: int | None) -> tuple[tuple[int, int], ...]:
-        """RFC 2018 §4 order: the triggering segment's block, then recent ones, then highest."""
-        if not self._ooo:
+        """RFC 2018 §4 order: the triggering segment's block, then recent ones, then highest.
+
+        Each block is found by bisection and the highest are read from the top, so an
+        ACK costs O(log n) in the number of out-of-order ranges, not a copy of them.
+        """
+        ooo = self._ooo
+        if not ooo:
             self._recent = []
             return ()
-        ranges = list(self._ooo)
-        starts = [r[0] for r in ranges]
         out: list[tuple[int, int]] = []
         for byte in ([] if trigger is None else [trigger]) + self._recent:
-            i = bisect_right(starts, byte) - 1
-            if i >= 0 and byte < ranges[i][1] and ranges[i] not in out:
-                out.append(ranges[i])
+            r = ooo.range_containing(byte)
+            if r is not None and r not in out:
+                out.append(r)
                 if len(out) == SACK_BLOCKS:
                     break
-        for r in reversed(ranges):
-            if len(out) == SACK_BLOCKS:
-                break
-            if r not in out:
-                out.append(r)
+        if len(out) < SACK_BLOCKS:
+            for r in reversed(ooo):
+                if r not in out:
+                    out.append(r)
+                    if len(out) == SACK_BLOCKS:
+                        break
         self._recent = [r[0] for r in out]
         return tuple(out)
 

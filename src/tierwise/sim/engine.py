@@ -9,6 +9,7 @@ seed, so adding a stream never changes another's draws.
 from __future__ import annotations
 
 import heapq
+import math
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,12 @@ class Simulator:
         self._seq += 1
         heapq.heappush(self._heap, (time, priority, self._seq, callback, args))
 
+    def post(self, time: float, callback: Callable[..., Any], arg: Any) -> None:
+        """``at(time, callback, arg)`` for the per-packet path: ``time`` is known not
+        to be in the past (a link's arrival time), priority 0."""
+        self._seq = seq = self._seq + 1
+        heapq.heappush(self._heap, (time, 0, seq, callback, (arg,)))
+
     def schedule(
         self, delay: float, callback: Callable[..., Any], *args: Any, priority: int = 0
     ) -> None:
@@ -67,14 +74,18 @@ class Simulator:
         spins without advancing time (a timer re-armed in the past): it raises
         :class:`SimulationError` naming the time and the callback, instead of hanging.
         """
-        heap, pop = self._heap, heapq.heappop
+        heap, pop, push = self._heap, heapq.heappop, heapq.heappush
+        limit = math.inf if until is None else until
+        most = -1 if max_events is None else max(max_events, 1)
         processed = 0
         last, same = -1.0, 0
         while heap:
-            if until is not None and heap[0][0] > until:
-                self.now = until
+            event = pop(heap)
+            time, _, _, callback, args = event
+            if time > limit:
+                push(heap, event)  # not due: back where it was
+                self.now = limit
                 break
-            time, _, _, callback, args = pop(heap)
             if time == last:
                 same += 1
                 if same > STALL_EVENTS:
@@ -85,7 +96,7 @@ class Simulator:
             self.now = time
             callback(*args)
             processed += 1
-            if max_events is not None and processed >= max_events:
+            if processed == most:
                 break
         self.events += processed
         return processed

@@ -123,6 +123,8 @@ class Link:
         self.sim, self.rate, self.prop, self.name = sim, rate_bytes_per_s, propagation_s, name
         self.queue_bytes, self.queue_packets = queue_bytes, queue_packets
         self.loss = loss or NoLoss()
+        self._lossy = not isinstance(self.loss, NoLoss)
+        self._bounded = queue_bytes != math.inf or queue_packets != math.inf
         self.free_at = 0.0
         self._departures: deque[float] = deque()
         self.stats = LinkStats()
@@ -132,19 +134,24 @@ class Link:
 
     def put(self, packet: Any, wire_bytes: int, deliver: Callable[[Any], None]) -> bool:
         """Queue ``packet``; False if the drop-tail queue is full (the packet is dropped)."""
-        now = self.sim.now
-        if self._full(now, wire_bytes):
-            self.stats.dropped += 1
+        sim, stats = self.sim, self.stats
+        now = sim.now
+        if self._bounded and self._full(now, wire_bytes):
+            stats.dropped += 1
             return False
-        self.free_at = max(now, self.free_at) + wire_bytes / self.rate
+        free_at = self.free_at
+        if free_at < now:
+            free_at = now
+        free_at += wire_bytes / self.rate
+        self.free_at = free_at
         if self.queue_packets != math.inf:
-            self._departures.append(self.free_at)
-        self.stats.packets += 1
-        self.stats.bytes += wire_bytes
-        if self.loss.lost():
-            self.stats.lost += 1
+            self._departures.append(free_at)
+        stats.packets += 1
+        stats.bytes += wire_bytes
+        if self._lossy and self.loss.lost():
+            stats.lost += 1
         else:
-            self.sim.at(self.free_at + self.prop, deliver, packet)
+            sim.post(free_at + self.prop, deliver, packet)
         return True
 
     def _full(self, now: float, wire_bytes: int) -> bool:

@@ -79,14 +79,24 @@ class TransferEnd:
     def pump(self) -> None:
         now, sender = self.sim.now, self.sender
         batch = sender.segments_to_send(now)
-        flight = sender.flight - sum(seg.length for seg in batch) if self.trace else 0
-        for seg in batch:
-            if self.trace is not None:
-                flight += seg.length
-                event = "retx" if seg.retx else "send"
-                self.trace.add(now, self.name, event, seg.seq, seg.length, sender.cwnd, flight)
-            self.data_link.put(seg, seg.wire, self._segment_arrives)
+        if batch:
+            put, arrives = self.data_link.put, self._segment_arrives
+            if self.trace is None:
+                for seg in batch:
+                    put(seg, seg.wire, arrives)
+            else:
+                self._trace_batch(now, batch)
         self._arm_sender()
+
+    def _trace_batch(self, now: float, batch: list[Segment]) -> None:
+        sender, trace = self.sender, self.trace
+        assert trace is not None
+        flight = sender.flight - sum(seg.length for seg in batch)
+        for seg in batch:
+            flight += seg.length
+            event = "retx" if seg.retx else "send"
+            trace.add(now, self.name, event, seg.seq, seg.length, sender.cwnd, flight)
+            self.data_link.put(seg, seg.wire, self._segment_arrives)
 
     def _arm_sender(self) -> None:
         deadline = self.sender.get_timer()
@@ -129,12 +139,14 @@ class TransferEnd:
     # ---------------------------------------------------------------- receiver side
 
     def _segment_arrives(self, seg: Segment) -> None:
-        before = self.receiver.delivered
-        ack = self.receiver.receive(seg, self.sim.now)
-        self._send_ack(ack)
+        receiver = self.receiver
+        before = receiver.rcv_nxt
+        ack = receiver.receive(seg, self.sim.now)
+        if ack is not None:
+            self.ack_link.put(ack, ack.wire, self._ack_arrives)
         self._arm_receiver()
-        if self.receiver.delivered != before and self.on_delivered is not None:
-            self.on_delivered(self.receiver.delivered)
+        if receiver.rcv_nxt != before and self.on_delivered is not None:
+            self.on_delivered(receiver.rcv_nxt)
 
     def _send_ack(self, ack: Ack | None) -> None:
         if ack is not None:
