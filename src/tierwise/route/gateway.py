@@ -200,8 +200,9 @@ class Router:
         by_site = {p.site: p for p in preds}
         headers = _forward_headers(request)
         attempts: list[Attempt] = []
-        for name in order[: self.cfg.decision.max_attempts]:
-            timeout = self._attempt_timeout(by_site[name], shape, t0)
+        tries = order[: self.cfg.decision.max_attempts]
+        for i, name in enumerate(tries):
+            timeout = self._attempt_timeout(by_site[name], shape, t0, last=i == len(tries) - 1)
             if timeout <= 0:
                 break
             a = await self._attempt(name, request.url.path, headers, body, timeout)
@@ -216,9 +217,14 @@ class Router:
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
         return _error(503, f"no site could answer within the deadline ({tried})", "no_site")
 
-    def _attempt_timeout(self, pred: Prediction, shape: RequestShape, t0: float) -> float:
-        """A stalled site is given up on at 3× its prediction (+1 s), within the deadline."""
+    def _attempt_timeout(
+        self, pred: Prediction, shape: RequestShape, t0: float, last: bool
+    ) -> float:
+        """A stalled site is given up on at 3× its prediction (+1 s) while another site is
+        left to try; the last one gets what remains of the deadline (or gateway.timeout)."""
         limit = max(3.0 * pred.option.time_s, pred.option.time_s + 1.0)
+        if last:
+            limit = self.cfg.gateway.timeout
         if shape.deadline_s is None:
             return min(limit, self.cfg.gateway.timeout)
         return min(limit, shape.deadline_s - (time.perf_counter() - t0))
