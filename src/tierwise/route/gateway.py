@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import time
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEAD
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
+LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
 
 
 @dataclass
@@ -107,6 +109,8 @@ class Router:
     def __init__(self, cfg: RouteConfig, models: list[SiteModel]) -> None:
         self.cfg = cfg
         self.models = {m.site.name: m for m in models}
+        self.priors = copy.deepcopy(self.models)  # the static strategy's never-updated copy
+        self.latency: dict[str, float] = {}  # the lowest-latency strategy's EWMA per site
         self.sites: dict[str, SiteState] = {}
         self.previous: dict[str, str] = {}
         self.output_tokens: dict[str, Adaptive] = {}
@@ -169,7 +173,7 @@ class Router:
             return _error(400, str(exc), "invalid_request_error")
         now = time.monotonic()
         preds = [predict(st.model, shape, st.breaker.benched(now)) for st in self.sites.values()]
-        order, reason = pick(preds, self.cfg, shape, self.previous.get(shape.path))
+        order, reason = self._choose(preds, shape, now)
         if not order:  # every site benched or infeasible: try the benched ones anyway
             order = [p.site for p in sorted(preds, key=lambda p: p.option.time_s)]
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
@@ -177,6 +181,20 @@ class Router:
         record["decide_s"] = time.perf_counter() - t0
         self.metrics.decide.observe(record["decide_s"])
         return await self._forward(request, body, shape, preds, order, record, t0)
+
+    def _choose(self, preds: list[Prediction], shape: RequestShape, now: float):
+        """The order to try the sites in, by ``decision.strategy``."""
+        strategy = self.cfg.decision.strategy
+        if strategy == "predictive":
+            return pick(preds, self.cfg, shape, self.previous.get(shape.path))
+        if strategy == "static":  # the same planner with the priors only, never updated
+            benched = {n: st.breaker.benched(now) for n, st in self.sites.items()}
+            fixed = [predict(m, shape, benched[n]) for n, m in self.priors.items()]
+            order, reason = pick(fixed, self.cfg, shape, None)
+            return order, "static: " + reason
+        usable = [p.site for p in preds if p.option.feasible]
+        order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
+        return order, "lowest-latency: the lowest EWMA of past latency"
 
     def _shape(self, request: Request, body: bytes) -> RequestShape:
         data = body_json(body)
@@ -320,6 +338,8 @@ class Router:
             if shape.output_learned and a.timing.tokens_out:
                 self.output_tokens[shape.path].update(a.timing.tokens_out)
             self.previous[shape.path] = a.site
+            last = self.latency.get(a.site, actual)
+            self.latency[a.site] = last + LATENCY_ALPHA * (actual - last)
         record["chosen"] = a.site
         record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
         record["actual_s"] = a.timing.end_s
