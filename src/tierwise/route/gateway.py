@@ -29,7 +29,7 @@ from starlette.routing import Route
 from tierwise.errors import ScenarioError
 from tierwise.route.config import RouteConfig
 from tierwise.route.estimate import Adaptive
-from tierwise.route.learn import Timing, learn, parse_server_timing
+from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
@@ -225,6 +225,8 @@ class Router:
                 break
             a = await self._attempt(name, request.url.path, headers, body, timeout)
             attempts.append(a)
+            if a.outcome == "timeout":
+                learn_timeout(self.sites[name].model, shape, a.time_s)
             if a.response is not None:
                 return await self._answer(a, shape, by_site[name], record, attempts, t0)
             self.metrics.failovers.inc()
