@@ -107,8 +107,8 @@ def learn_timeout(m: SiteModel, req: RequestShape, elapsed_s: float) -> None:
     """A large upload that timed out bounds the uplink rate: at most ``bytes / (t − RTT)``.
 
     Without this the gateway would keep trying a site whose uplink collapsed (80 → 3
-    Mbit/s), failing over each time and never measuring the new rate. The bound is
-    used as a sample; two in a row move the estimate to the new level.
+    Mbit/s), failing over each time and never measuring the new rate. An estimate
+    above the bound is moved down to it (a censored observation, not a noisy sample).
     """
     if m.site.remote and req.bytes_up >= SMALL_BYTES:
-        m.up_rate.update(req.bytes_up / max(elapsed_s - m.rtt_s.value, 1e-3))
+        m.up_rate.at_most(req.bytes_up / max(elapsed_s - m.rtt_s.value, 1e-3))
