@@ -134,6 +134,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=80)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--strategies", default="predictive,static,lowest-latency")
+    ap.add_argument("--plot", type=Path, help="write PNG and SVG of the run here (no suffix)")
     args = ap.parse_args()
     import json
 
@@ -170,6 +171,8 @@ def main() -> None:
             p.terminate()
             p.wait(10)
     report(runs, bodies)
+    if args.plot:
+        plot(runs, bodies, args.plot)
 
 
 def report(runs: dict[str, list[dict]], bodies: list[bytes]) -> None:
@@ -206,6 +209,38 @@ def report(runs: dict[str, list[dict]], bodies: list[bytes]) -> None:
         )
     for name, recs in runs.items():
         print(name, "follow:", follow(recs, best, n))
+
+
+def plot(runs: dict[str, list[dict]], bodies: list[bytes], stem: Path) -> None:
+    """Per-request time of each strategy and the oracle, the world changes shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(bodies)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    spans = [
+        (0.25, 1.0, "cloud uplink 3 Mbit/s", 0.06),
+        (0.45, 0.6, "edge down", 0.12),
+        (0.7, 1.0, "device 3× slower", 0.06),
+    ]
+    for lo, hi, label, alpha in spans:
+        ax.axvspan(n * lo, n * hi, alpha=alpha, color="grey", lw=0)
+        ax.text(n * lo + 0.5, 12, label, fontsize=7, va="top")
+    oracle = [min(true_time_s(s, world(i, n), len(b)) for s in SITES) for i, b in enumerate(bodies)]
+    ax.plot(oracle, "k:", lw=1, label="oracle (model time, no overhead)")
+    for name, recs in runs.items():
+        ax.plot([r.get("total_s", float("nan")) for r in recs], marker=".", lw=0.8, label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel("request")
+    ax.set_ylabel("time seen by the client (s)")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in (".png", ".svg"):
+        fig.savefig(stem.with_suffix(suffix), dpi=120)
+    print(f"wrote {stem}.png and .svg")
 
 
 def follow(recs: list[dict], best: list[str], n: int) -> list[int | None]:

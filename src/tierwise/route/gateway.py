@@ -296,6 +296,9 @@ class Router:
             return StreamingResponse(gen, status_code=resp.status_code, headers=headers)
         try:
             content = await resp.aread()
+        except httpx.HTTPError as exc:  # the site answered, then broke off mid-body
+            self._failed(self.sites[a.site], a.site, "broken body", a.sent_at)
+            return _error(502, f"{a.site} broke off its answer ({type(exc).__name__})", "upstream")
         finally:
             await resp.aclose()
         a.timing.end_s = time.perf_counter() - a.sent_at
