@@ -82,3 +82,17 @@ def test_normal_cdf() -> None:
     """Φ(0) = ½, Φ(1.96) ≈ 0.975."""
     assert normal_cdf(0.0) == 0.5
     assert normal_cdf(1.96) == pytest.approx(0.975, abs=1e-3)
+
+
+def test_censored_bound_pulls_the_estimate_down() -> None:
+    """A timed-out transfer's rate bound moves an estimate above it down to it, not up."""
+    a = Adaptive(prior=10e6)
+    for _ in range(10):
+        a.update(10e6)
+    a.at_most(0.6e6)
+    assert a.value == pytest.approx(0.6e6)
+    a.at_most(5e6)
+    assert a.value == pytest.approx(0.6e6)
+    fresh = Adaptive(prior=10e6)
+    fresh.at_most(1e6)
+    assert fresh.value == pytest.approx(1e6)

@@ -7,10 +7,13 @@ decode step per output token — the step from the catalog (``(W + KV) / B_mem``
 the hardware and model, times a measured/bound factor such as §12.5.2's 2.83×) or
 given directly. The words it returns are filler; the timing is the point.
 
-Faults for the world-change experiments are injectable at start and at run time
-through ``POST /admin/behaviour`` (JSON with any :class:`Behaviour` field): a 5xx
-rate, stalls (a request hangs ``stall_s`` first), a slow-down of prefill and
-decode, and ``down`` (every request gets 503). ``GET /admin/behaviour`` reads them.
+On loopback it can also stand in for the path: ``--rtt`` and ``--uplink`` make it
+wait an RTT and the body's transfer time before serving (outside ``Server-Timing``,
+so a gateway sees them as network). Faults for the world-change experiments are
+injectable at start and at run time through ``POST /admin/behaviour`` (JSON with
+any :class:`Behaviour` field): a 5xx rate, stalls (a request hangs ``stall_s``
+first), a slow-down of prefill and decode, and ``down`` (every request gets 503).
+``GET /admin/behaviour`` reads them.
 
 Each response carries a W3C ``Server-Timing`` header (``queue``, ``prefill`` and,
 when not streaming, ``decode`` in ms), which ``tierwise route`` uses to split a
@@ -57,6 +60,9 @@ class Behaviour:
     stall_rate: float = 0.0
     stall_s: float = 0.0
     down: bool = False
+    # emulated network on loopback (not in Server-Timing): RTT and uplink before serving
+    rtt_s: float = 0.0
+    uplink_bytes_per_s: float = 0.0  # 0: no limit
 
     def update(self, changes: dict[str, Any]) -> None:
         """Apply ``changes`` (field → value); an unknown field or a bad value is a ScenarioError."""
@@ -199,6 +205,9 @@ class ModelServer:
             assert isinstance(body, dict)
         except (ValueError, AssertionError):
             return _error(400, "request body must be a JSON object")
+        net_s = b.rtt_s + (len(body_bytes) / b.uplink_bytes_per_s if b.uplink_bytes_per_s else 0)
+        if net_s:
+            await asyncio.sleep(net_s)
         if b.stall_rate and self.rng.random() < b.stall_rate:
             await asyncio.sleep(b.stall_s)
         if b.error_rate and self.rng.random() < b.error_rate:
@@ -316,6 +325,17 @@ def _time_opt(value: str | None, option: str) -> float | None:
     return seconds
 
 
+def _rate_opt(value: str | None, option: str) -> float:
+    from tierwise.units import parse_quantity
+
+    if value is None:
+        return 0.0
+    rate = parse_quantity(value, "rate")
+    if rate <= 0:
+        raise ScenarioError(f"{value!r} must be positive", source=option)
+    return rate
+
+
 def _fraction(value: float, option: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise ScenarioError(f"expected a probability in [0, 1], got {value}", source=option)
@@ -346,6 +366,10 @@ def model_server_command(
     stall_rate: Annotated[float, typer.Option("--stall-rate", help="Share that stall.")] = 0.0,
     stall: Annotated[str, typer.Option("--stall", help="How long a stall lasts.")] = "10 s",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the fault draws.")] = 0,
+    rtt: Annotated[str, typer.Option("--rtt", help="Emulated RTT added per request.")] = "0 s",
+    uplink: Annotated[
+        str | None, typer.Option("--uplink", help="Emulated uplink for the request body.")
+    ] = None,
 ) -> None:
     """An OpenAI-compatible model server with catalog timing and injectable faults (loopback)."""
     step_s, prefill_s = 0.02, 0.0001
@@ -362,6 +386,8 @@ def model_server_command(
         error_rate=_fraction(error_rate, "--error-rate"),
         stall_rate=_fraction(stall_rate, "--stall-rate"),
         stall_s=_time_opt(stall, "--stall") or 0.0,
+        rtt_s=_time_opt(rtt, "--rtt") or 0.0,
+        uplink_bytes_per_s=_rate_opt(uplink, "--uplink"),
     )
     print(
         f"model-server {model}: decode step {step_s * 1000:.3f} ms, prefill "

@@ -75,6 +75,11 @@ class RouteDecision(_Strict):
     hysteresis: float = Field(0.1, ge=0, lt=1, description="switch only if this much better")
     hysteresis_min: Time = Field(0.005, description="... and at least this many seconds better")
     max_attempts: int = Field(3, ge=1)
+    strategy: Literal["predictive", "static", "lowest-latency"] = Field(
+        "predictive",
+        description="predictive: live estimates; static: the priors only (the offline plan); "
+        "lowest-latency: an EWMA of each site's past latency (the common router)",
+    )
 
 
 class Gateway(_Strict):

@@ -146,6 +146,19 @@ class Adaptive:
         self.ewma.update(z)
         self.kalman.update(z)
 
+    def at_most(self, bound: float) -> None:
+        """A censored observation: the quantity is at most ``bound`` (e.g. a rate from a
+        transfer that timed out). An estimate above it is inconsistent and is moved to
+        it in both filters, with the spread of a fresh level."""
+        for f in (self.ewma, self.kalman):
+            if f.mean is None:
+                f.update(bound)
+            elif f.mean > bound:
+                f.mean = bound
+                f.guard.run.clear()
+        if self.kalman.p < (0.1 * bound) ** 2:
+            self.kalman.p = (0.1 * bound) ** 2
+
     @property
     def chosen(self) -> str:
         """``"kalman"`` or ``"ewma"``: the filter whose recent error is smaller."""

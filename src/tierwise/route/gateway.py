@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from starlette.routing import Route
 from tierwise.errors import ScenarioError
 from tierwise.route.config import RouteConfig
 from tierwise.route.estimate import Adaptive
-from tierwise.route.learn import Timing, learn, parse_server_timing
+from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
@@ -56,6 +57,7 @@ DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEAD
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
+LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
 
 
 @dataclass
@@ -107,6 +109,8 @@ class Router:
     def __init__(self, cfg: RouteConfig, models: list[SiteModel]) -> None:
         self.cfg = cfg
         self.models = {m.site.name: m for m in models}
+        self.priors = copy.deepcopy(self.models)  # the static strategy's never-updated copy
+        self.latency: dict[str, float] = {}  # the lowest-latency strategy's EWMA per site
         self.sites: dict[str, SiteState] = {}
         self.previous: dict[str, str] = {}
         self.output_tokens: dict[str, Adaptive] = {}
@@ -169,7 +173,7 @@ class Router:
             return _error(400, str(exc), "invalid_request_error")
         now = time.monotonic()
         preds = [predict(st.model, shape, st.breaker.benched(now)) for st in self.sites.values()]
-        order, reason = pick(preds, self.cfg, shape, self.previous.get(shape.path))
+        order, reason = self._choose(preds, shape, now)
         if not order:  # every site benched or infeasible: try the benched ones anyway
             order = [p.site for p in sorted(preds, key=lambda p: p.option.time_s)]
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
@@ -177,6 +181,20 @@ class Router:
         record["decide_s"] = time.perf_counter() - t0
         self.metrics.decide.observe(record["decide_s"])
         return await self._forward(request, body, shape, preds, order, record, t0)
+
+    def _choose(self, preds: list[Prediction], shape: RequestShape, now: float):
+        """The order to try the sites in, by ``decision.strategy``."""
+        strategy = self.cfg.decision.strategy
+        if strategy == "predictive":
+            return pick(preds, self.cfg, shape, self.previous.get(shape.path))
+        if strategy == "static":  # the same planner with the priors only, never updated
+            benched = {n: st.breaker.benched(now) for n, st in self.sites.items()}
+            fixed = [predict(m, shape, benched[n]) for n, m in self.priors.items()]
+            order, reason = pick(fixed, self.cfg, shape, None)
+            return order, "static: " + reason
+        usable = [p.site for p in preds if p.option.feasible]
+        order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
+        return order, "lowest-latency: the lowest EWMA of past latency"
 
     def _shape(self, request: Request, body: bytes) -> RequestShape:
         data = body_json(body)
@@ -200,12 +218,15 @@ class Router:
         by_site = {p.site: p for p in preds}
         headers = _forward_headers(request)
         attempts: list[Attempt] = []
-        for name in order[: self.cfg.decision.max_attempts]:
-            timeout = self._attempt_timeout(by_site[name], shape, t0)
+        tries = order[: self.cfg.decision.max_attempts]
+        for i, name in enumerate(tries):
+            timeout = self._attempt_timeout(by_site[name], shape, t0, last=i == len(tries) - 1)
             if timeout <= 0:
                 break
             a = await self._attempt(name, request.url.path, headers, body, timeout)
             attempts.append(a)
+            if a.outcome == "timeout":
+                learn_timeout(self.sites[name].model, shape, a.time_s)
             if a.response is not None:
                 return await self._answer(a, shape, by_site[name], record, attempts, t0)
             self.metrics.failovers.inc()
@@ -216,9 +237,14 @@ class Router:
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
         return _error(503, f"no site could answer within the deadline ({tried})", "no_site")
 
-    def _attempt_timeout(self, pred: Prediction, shape: RequestShape, t0: float) -> float:
-        """A stalled site is given up on at 3× its prediction (+1 s), within the deadline."""
+    def _attempt_timeout(
+        self, pred: Prediction, shape: RequestShape, t0: float, last: bool
+    ) -> float:
+        """A stalled site is given up on at 3× its prediction (+1 s) while another site is
+        left to try; the last one gets what remains of the deadline (or gateway.timeout)."""
         limit = max(3.0 * pred.option.time_s, pred.option.time_s + 1.0)
+        if last:
+            limit = self.cfg.gateway.timeout
         if shape.deadline_s is None:
             return min(limit, self.cfg.gateway.timeout)
         return min(limit, shape.deadline_s - (time.perf_counter() - t0))
@@ -270,6 +296,9 @@ class Router:
             return StreamingResponse(gen, status_code=resp.status_code, headers=headers)
         try:
             content = await resp.aread()
+        except httpx.HTTPError as exc:  # the site answered, then broke off mid-body
+            self._failed(self.sites[a.site], a.site, "broken body", a.sent_at)
+            return _error(502, f"{a.site} broke off its answer ({type(exc).__name__})", "upstream")
         finally:
             await resp.aclose()
         a.timing.end_s = time.perf_counter() - a.sent_at
@@ -314,6 +343,8 @@ class Router:
             if shape.output_learned and a.timing.tokens_out:
                 self.output_tokens[shape.path].update(a.timing.tokens_out)
             self.previous[shape.path] = a.site
+            last = self.latency.get(a.site, actual)
+            self.latency[a.site] = last + LATENCY_ALPHA * (actual - last)
         record["chosen"] = a.site
         record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
         record["actual_s"] = a.timing.end_s

@@ -101,3 +101,14 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
     download_s = t.end_s - t.headers_s
     if not req.stream and t.bytes_down >= SMALL_BYTES and download_s > 0:
         m.down_rate.update(t.bytes_down / download_s)
+
+
+def learn_timeout(m: SiteModel, req: RequestShape, elapsed_s: float) -> None:
+    """A large upload that timed out bounds the uplink rate: at most ``bytes / (t − RTT)``.
+
+    Without this the gateway would keep trying a site whose uplink collapsed (80 → 3
+    Mbit/s), failing over each time and never measuring the new rate. An estimate
+    above the bound is moved down to it (a censored observation, not a noisy sample).
+    """
+    if m.site.remote and req.bytes_up >= SMALL_BYTES:
+        m.up_rate.at_most(req.bytes_up / max(elapsed_s - m.rtt_s.value, 1e-3))
