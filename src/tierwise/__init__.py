@@ -7,6 +7,8 @@ The Python API mirrors the command line::
                            ["site.cloud.uplink=3.5 Mbit/s"])
     p.choice                                    # 'workstation'
     tierwise.model.request.serial_time_s(30e6, 2.5e6, 0.1, 0.3, 5e6, 12.5e6)   # 12.8
+    tierwise.sweep(tierwise.bundled_example("deployment"),
+                   {"site.cloud.uplink": "1..100 Mbit/s:log:60"})   # a pandas DataFrame
 
 Model functions (``tierwise.model.*``) take SI floats or numpy arrays.
 """
@@ -26,6 +28,7 @@ from tierwise.errors import (
 from tierwise.model import device, loop, path, request, reuse, split, stream
 from tierwise.plan.options import Option
 from tierwise.plan.planner import Plan, plan, plan_file
+from tierwise.plan.sweep_table import sweep
 from tierwise.scenario.loader import bundled_example, load_scenario, parse_scenario
 from tierwise.scenario.schema import Scenario
 from tierwise.units import format_quantity, parse_quantity
@@ -61,4 +64,5 @@ __all__ = [
     "reuse",
     "split",
     "stream",
+    "sweep",
 ]

@@ -210,6 +210,44 @@ def sim(
     render_sim(out, result, str(trace) if trace else None)
 
 
+@app.command()
+def sweep(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML.")],
+    vary: Annotated[
+        list[str],
+        typer.Option(
+            "--vary",
+            help="Vary a key: --vary site.cloud.uplink='1..100 Mbit/s:log:60', "
+            "--vary site.cloud.rtt='20..300 ms:40', --vary task.rounds=5,10,20,40.",
+        ),
+    ],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a key at every point.")
+    ] = None,
+    extra: CatalogOpt = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write one row per point and site (Parquet).")
+    ] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Also write the rows as CSV.")] = None,
+) -> None:
+    """Plan a scenario over a grid of overrides: where does each site win?"""
+    from tierwise.plan.sweep_table import metadata, open_sweep, tables, write_tables
+    from tierwise.report.sweep_view import SweepTally, render_sweep
+
+    run = open_sweep(file, vary, set_ or [], extra or [])  # every value checked first
+    tally = SweepTally()
+
+    def counted():
+        for table in tables(run, progress=True):
+            tally.add(table)
+            yield table
+
+    meta = metadata(run, " ".join(["tierwise", *sys.argv[1:]]))
+    write_tables(counted(), meta, out_file, csv)
+    written = [str(p) for p in (out_file, csv) if p is not None]
+    render_sweep(out, tally, run.notes, written)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so every ``with``/``finally`` (a lab path's
     namespaces, its emulator) unwinds before the process exits."""
