@@ -98,6 +98,10 @@ def plan(
         str | None,
         typer.Option("--example", help="Plan a bundled example by name instead of a FILE."),
     ] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option("--objective", help="energy, time, cost or pareto (decision.objective)."),
+    ] = None,
 ) -> None:
     """Evaluate a scenario on every site and choose where it runs."""
     from tierwise.plan.planner import plan_file
@@ -109,7 +113,8 @@ def plan(
         raise ScenarioError("give a FILE or --example, not both", source="command line")
     bundled = file is None and example is None
     file = bundled_example(example or "deployment") if file is None else file
-    result = plan_file(file, set_ or [], extra or [])  # fails before anything is printed
+    set_ = [*([f"decision.objective={objective}"] if objective else []), *(set_ or [])]
+    result = plan_file(file, set_, extra or [])  # fails before anything is printed
     saved = []
     if plot is not None:
         from tierwise.report.figures import plan_figures

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,6 +99,9 @@ def _check_point(path: str, axes: tuple[str, ...], point: int) -> None:
         assert bool(row["feasible"]) == o.feasible
         assert row["meets_deadline"] == o.meets_deadline
         assert bool(row["chosen"]) == (o.site == p.choice)
+        assert row["cost"] == pytest.approx(o.extra.get("cost", 0.0), rel=1e-9, abs=1e-15)
+        if "pareto" in o.extra:
+            assert bool(row["pareto"]) == o.extra["pareto"]
 
 
 @settings(max_examples=25, deadline=None)
@@ -168,3 +172,22 @@ def test_large_range_is_checked_by_sample_and_scaled():
     assert values[0] == pytest.approx(125_000.0)
     assert values[-1] == pytest.approx(12_500_000.0)
     assert np.all(np.diff(values) > 0)
+
+
+PRICED = (Path(__file__).parent / "data" / "priced-agent.toml").read_text()
+PRICED_AXES = (
+    "site.cloud.uplink=1..100 Mbit/s:log:20",
+    "task.rounds=5,20,60",
+    "task.download=0 B,1 MB,20 MB",
+    "decision.objective=cost,pareto,time",
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(point=st.integers(0, 20 * 3 * 3 * 3 - 1))
+def test_priced_sweep_matches_plan_file(point, tmp_path_factory):
+    """With prices, cost and Pareto objectives: sweep and planner agree on cost and choice."""
+    path = tmp_path_factory.getbasetemp() / "priced.toml"
+    if not path.exists():
+        path.write_text(PRICED)
+    _check_point(str(path), PRICED_AXES, point)

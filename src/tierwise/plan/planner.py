@@ -64,6 +64,9 @@ class Plan:
 
 
 def _battery(option: Option, costs: SiteCosts) -> None:
+    from tierwise.plan.cost import add_cost
+
+    add_cost(option, costs)  # every evaluated option passes here (thresholds too)
     battery = costs.site.battery
     if battery is not None and option.energy_key > battery:
         option.feasible = False
@@ -85,8 +88,14 @@ def evaluate_all(
     return options
 
 
-def choose(options: list[Option], objective: str) -> tuple[str | None, str, str | None]:
+def choose(
+    options: list[Option], objective: str, weights: dict[str, float] | None = None
+) -> tuple[str | None, str, str | None]:
     """(choice, one-line reason, fastest feasible) among ``options``."""
+    if objective in ("cost", "pareto"):
+        from tierwise.plan.cost import choose_by
+
+        return choose_by(options, objective, weights)
     feasible = [o for o in options if o.feasible]
     fastest = min(feasible, key=lambda o: o.time_s).site if feasible else None
     if not feasible:
@@ -155,7 +164,7 @@ def plan(
     catalog = catalog or load_catalog()
     costs = [resolve_site(scn, s, catalog, source) for s in scn.site]
     options = evaluate_all(scn, costs, source)
-    choice, reason, fastest = choose(options, scn.decision.objective)
+    choice, reason, fastest = choose(options, scn.decision.objective, scn.decision.weights)
     result = Plan(scn, options, choice, reason, fastest, costs=costs, source=source)
     if thresholds:
         result.thresholds = find_thresholds(scn, costs, result, source)
@@ -177,7 +186,9 @@ def _apply_probability(result: Plan, scn: Scenario) -> None:
         if p is not None and o.meets_deadline and p < target:
             o.meets_deadline = False
             o.notes.append(f"P(T ≤ deadline) = {p:.4f} < {target:g}")
-    result.choice, result.reason, result.fastest = choose(result.options, scn.decision.objective)
+    result.choice, result.reason, result.fastest = choose(
+        result.options, scn.decision.objective, scn.decision.weights
+    )
 
 
 def plan_file(

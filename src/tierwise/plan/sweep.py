@@ -27,11 +27,20 @@ import numpy as np
 from tierwise.catalog import Catalog
 from tierwise.errors import ScenarioError
 from tierwise.plan import network as net
+from tierwise.plan.cost import pareto_front, session_cost, weighted_choice, weights_of_dict
 from tierwise.plan.grid import Axis, Base, grid_size
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.scenario.schema import Scenario
 
-__all__ = ["CHUNK_POINTS", "Block", "SweepRun", "is_vector_key", "vector_blocker"]
+__all__ = [
+    "CHUNK_POINTS",
+    "Block",
+    "SweepRun",
+    "is_vector_key",
+    "plan_points",
+    "vector_block",
+    "vector_blocker",
+]
 
 CHUNK_POINTS = 1 << 17  # grid points per vectorised chunk: ~10 MB of float64 per column
 
@@ -77,21 +86,42 @@ class Block:
     energy_low_j: np.ndarray
     feasible: np.ndarray
     meets_deadline: np.ndarray  # float: 1, 0, or NaN without a deadline
+    cost: np.ndarray  # 0 where the site has no price
     chosen: np.ndarray = field(init=False)
+    pareto: np.ndarray = field(init=False)
 
-    def choose(self, objective: str) -> None:
-        """The planner's rule, vectorised: feasible, then on time, then the objective."""
+    def metrics(self) -> np.ndarray:
+        """(3, sites, m): time, energy (unknown = ∞) and cost, as :mod:`plan.cost` ranks."""
         ekey = np.where(np.isnan(self.energy_j), np.inf, self.energy_j)
-        first, second = (ekey, self.time_s) if objective == "energy" else (self.time_s, ekey)
+        return np.stack([self.time_s, ekey, self.cost])
+
+    def choose(self, objective: str, weights: dict[str, float] | None = None) -> None:
+        """The planner's rule, vectorised: feasible, then on time, then the objective."""
+        metrics = self.metrics()
+        self.pareto = pareto_front(metrics, self.feasible)
         eligible = self.feasible & (self.meets_deadline != 0)
-        best = np.full(self.points.size, -1)
-        for s in range(self.time_s.shape[0]):
-            b = np.maximum(best, 0)
-            cols = np.arange(best.size)
-            k1, k2 = first[b, cols], second[b, cols]
-            better = (best < 0) | (first[s] < k1) | ((first[s] == k1) & (second[s] < k2))
-            best = np.where(eligible[s] & better, s, best)
+        if objective == "pareto":
+            best = weighted_choice(metrics, self.pareto & eligible, weights_of_dict(weights))
+        else:
+            order = {"energy": (1, 0), "time": (0, 1), "cost": (2, 0, 1)}[objective]
+            best = _lexical_best([metrics[k] for k in order], eligible)
         self.chosen = best[None, :] == np.arange(self.time_s.shape[0])[:, None]
+
+
+def _lexical_best(keys: list[np.ndarray], eligible: np.ndarray) -> np.ndarray:
+    """Per point, the eligible site least by ``keys`` in order (first site wins ties); −1."""
+    best = np.full(eligible.shape[1], -1)
+    cols = np.arange(best.size)
+    for s in range(eligible.shape[0]):
+        b = np.maximum(best, 0)
+        better = best < 0
+        tied = np.ones_like(better)
+        for k in keys:
+            kb = k[b, cols]
+            better |= tied & (k[s] < kb)
+            tied &= k[s] == kb
+        best = np.where(eligible[s] & better, s, best)
+    return best
 
 
 # ------------------------------------------------------------------ closed forms
@@ -192,36 +222,44 @@ def vector_block(
     v = _Values(scn, columns)
     timer = _loop_time if scn.task.kind == "loop" else _request_time
     deadline = v("task.deadline", scn.task.deadline)
-    rows: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "lo", "hi", "ok", "meet")}
+    rows: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "lo", "hi", "ok", "meet", "cost")}
     for c in costs:
         time_s, rounds = timer(v, scn, c, source)
         time_s = np.broadcast_to(np.asarray(time_s, dtype=float), (m,))
         low, high = _energy(c, rounds, m)
+        egress = v("task.download", scn.task.download) if c.site.remote else 0.0
+        tokens = np.asarray(rounds) * c.tokens_per_round
+        cost = session_cost(c.site, time_s, c.input_tokens, tokens, np.asarray(rounds) * egress)
         ok = np.full(m, c.feasible)
         if c.site.battery is not None:
             ok &= ~(high > c.site.battery)
         meet = np.full(m, np.nan) if deadline is None else (time_s <= deadline + 1e-12) * 1.0
-        for k, a in zip(rows, (time_s, low, high, ok, meet), strict=True):
-            rows[k].append(np.broadcast_to(a, (m,)))
+        for k, a in zip(rows, (time_s, low, high, ok, meet, cost), strict=True):
+            rows[k].append(np.broadcast_to(np.asarray(a, dtype=float), (m,)))
     t = np.stack(rows["t"])
     block = Block(
-        points, t, t, np.stack(rows["hi"]), np.stack(rows["lo"]), np.stack(rows["ok"]),
-        np.stack(rows["meet"]),
+        points, t, t, np.stack(rows["hi"]), np.stack(rows["lo"]), np.stack(rows["ok"]) > 0,
+        np.stack(rows["meet"]), np.stack(rows["cost"]),
     )  # fmt: skip
-    block.choose(scn.decision.objective)
+    block.choose(scn.decision.objective, scn.decision.weights)
     return block
 
 
 # ------------------------------------------------------------------ point by point
 
 
-def point_block(
-    scns: Sequence[Scenario], catalog: Catalog, source: str, points: np.ndarray
+def plan_points(
+    base: Base, catalog: Catalog, overrides: Sequence[Sequence[str]], points: np.ndarray
 ) -> Block:
-    """The same rows as :func:`vector_block`, planning each point with the planner itself."""
+    """The same rows as :func:`vector_block`, planning each point with the planner itself.
+
+    A Dask task: it needs only its arguments. The simulator's seeds depend on the run
+    and round alone, so a point's result does not depend on the worker that ran it.
+    """
     from tierwise.plan.planner import plan
 
-    plans = [plan(s, catalog, source=source, thresholds=False) for s in scns]
+    scns = [base.scenario(o) for o in overrides]
+    plans = [plan(s, catalog, source=base.source, thresholds=False) for s in scns]
     return block_of_plans(plans, points)
 
 
@@ -243,7 +281,9 @@ def block_of_plans(plans: Sequence[Any], points: np.ndarray) -> Block:
         grid(lambda o: energy(o, 0)),
         grid(lambda o: o.feasible).astype(bool),
         grid(lambda o: np.nan if o.meets_deadline is None else float(o.meets_deadline)),
+        grid(lambda o: o.extra.get("cost", 0.0)),
     )
+    block.pareto = pareto_front(block.metrics(), block.feasible)
     names = [o.site for o in plans[0].options] if plans else []
     block.chosen = np.array([[p.choice == n for p in plans] for n in names], dtype=bool)
     block.chosen = block.chosen.reshape(len(names), len(plans))
@@ -262,6 +302,8 @@ class SweepRun:
     catalog: Catalog
     chunk_points: int = CHUNK_POINTS
     notes: list[str] = field(default_factory=list)
+    client: Any = None  # a dask.distributed Client for point-by-point chunks
+    point_chunk: int = 256  # points per point-by-point chunk (a Dask task)
 
     @property
     def size(self) -> int:
@@ -275,34 +317,68 @@ class SweepRun:
         return [s.name for s in self.base.scenario().site]
 
     def blocks(self, on_points: Callable[[int], None] = lambda n: None) -> Iterator[Block]:
-        """Results in chunks; the outer loop re-resolves per combination of non-vector keys."""
-        outer = [i for i, a in enumerate(self.axes) if not (is_vector_key(a.key) and a.numeric)]
-        inner = [i for i in range(len(self.axes)) if i not in outer]
+        """Results in chunks; the outer loop re-resolves per combination of non-vector keys.
+
+        With a Dask ``client`` the point-by-point chunks are all submitted first and
+        collected in order, so the workers run while the vectorised chunks are built.
+        """
+        futures: dict[tuple[str, ...], Any] = {}
+        if self.client is not None:
+            shared = self.client.scatter([self.base, self.catalog], broadcast=True)
+            for texts, costs, idx, points in self._work():
+                if costs is None:
+                    key = (*texts, str(points[0]))
+                    job = self._overrides(texts, idx, points)
+                    futures[key] = self.client.submit(plan_points, *shared, job, points, pure=False)
+        for texts, costs, idx, points in self._work():
+            if costs is not None:
+                yield vector_block(costs[0], costs[1], self._columns(idx), points, self.base.source)
+            elif futures:
+                yield futures.pop((*texts, str(points[0]))).result()
+            else:
+                job = self._overrides(texts, idx, points)
+                yield plan_points(self.base, self.catalog, job, points)
+            on_points(points.size)
+
+    def _work(self) -> Iterator[tuple[list[str], Any, tuple[np.ndarray, ...], np.ndarray]]:
+        """(outer --set texts, (scenario, costs) or None, inner index, global points)."""
+        outer, inner = self._split()
         for combo in itertools.product(*(range(len(self.axes[i].texts)) for i in outer)):
             texts = [self.axes[i].override(j) for i, j in zip(outer, combo, strict=True)]
             scn = self.base.scenario(texts)
             blocker = vector_blocker(scn)
             costs = None
             if blocker is None:
-                costs = [resolve_site(scn, s, self.catalog, self.base.source) for s in scn.site]
+                resolved = [resolve_site(scn, s, self.catalog, self.base.source) for s in scn.site]
+                costs = (scn, resolved)
             elif blocker not in " ".join(self.notes):
                 self.notes.append(f"planned point by point: {blocker} has no vectorised form")
             for idx in self._chunks(inner, costs is not None):
                 full = self._full_index(outer, combo, inner, idx)
                 points = np.ravel_multi_index(full, self.shape) if self.axes else np.zeros(1, int)
-                if costs is not None:
-                    cols = {
-                        self.axes[i].key: self.axes[i].array()[idx[k]] for k, i in enumerate(inner)
-                    }
-                    yield vector_block(scn, costs, cols, points, self.base.source)
-                else:
-                    yield self._per_point(texts, inner, idx, points)
-                on_points(points.size)
+                yield texts, costs, idx, np.atleast_1d(points)
+
+    def _split(self) -> tuple[list[int], list[int]]:
+        outer = [i for i, a in enumerate(self.axes) if not (is_vector_key(a.key) and a.numeric)]
+        return outer, [i for i in range(len(self.axes)) if i not in outer]
+
+    def _columns(self, idx: tuple[np.ndarray, ...]) -> dict[str, np.ndarray]:
+        inner = self._split()[1]
+        return {self.axes[i].key: self.axes[i].array()[idx[k]] for k, i in enumerate(inner)}
+
+    def _overrides(
+        self, texts: list[str], idx: tuple[np.ndarray, ...], points: np.ndarray
+    ) -> list[list[str]]:
+        inner = self._split()[1]
+        return [
+            [*texts, *(self.axes[i].override(int(idx[k][p])) for k, i in enumerate(inner))]
+            for p in range(points.size)
+        ]
 
     def _chunks(self, inner: list[int], vector: bool) -> Iterator[tuple[np.ndarray, ...]]:
         shape = tuple(len(self.axes[i].texts) for i in inner)
         total = int(np.prod(shape)) if shape else 1
-        step = self.chunk_points if vector else max(1, min(self.chunk_points, 256))
+        step = self.chunk_points if vector else max(1, min(self.chunk_points, self.point_chunk))
         for start in range(0, total, step):
             flat = np.arange(start, min(total, start + step))
             yield np.unravel_index(flat, shape) if shape else ()
@@ -321,13 +397,3 @@ class SweepRun:
         for k, i in enumerate(inner):
             full[i] = idx[k]
         return tuple(full)
-
-    def _per_point(
-        self, texts: list[str], inner: list[int], idx: tuple[np.ndarray, ...], points: np.ndarray
-    ) -> Block:
-        m = points.size
-        scns = []
-        for p in range(m):
-            more = [self.axes[i].override(int(idx[k][p])) for k, i in enumerate(inner)]
-            scns.append(self.base.scenario([*texts, *more]))
-        return point_block(scns, self.catalog, self.base.source, points)

@@ -3,7 +3,8 @@
 Columns: ``point``, one column per varied key (SI values, or the text for a
 non-numeric key), ``site``, ``time_s``, ``time_p99_s``, ``energy_j`` (the upper end
 of a per-token range), ``energy_low_j``, ``feasible``, ``meets_deadline`` (null
-without a deadline), ``chosen``. The schema metadata carries the tierwise version,
+without a deadline), ``cost`` (0 without prices), ``pareto`` (on the time–energy–cost
+front), ``chosen``. The schema metadata carries the tierwise version,
 the scenario's SHA-256, the command and the axes, so a result can be reproduced.
 """
 
@@ -63,6 +64,8 @@ def block_table(run: SweepRun, block: Block, sites: list[str]) -> pa.Table:
     columns["feasible"] = flat(block.feasible)
     meets = flat(block.meets_deadline)
     columns["meets_deadline"] = pa.array(meets == 1, mask=np.isnan(meets))
+    columns["cost"] = flat(block.cost)
+    columns["pareto"] = flat(block.pareto)
     columns["chosen"] = flat(block.chosen)
     names = list(columns)
     arrays = [c if isinstance(c, pa.Array) else pa.array(c) for c in columns.values()]

@@ -6,11 +6,13 @@ model validators; they raise :class:`ErrorAt` so that the error names the exact 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
+
+Price = Annotated[float, Field(ge=0)]  # a price or a weight: a plain non-negative number
 
 
 class ErrorAt(ValueError):
@@ -201,6 +203,12 @@ class Site(_Strict):
     evaluate: Literal["model", "sim"] = "model"
     runs: int = Field(1, ge=1, le=10_000, description='seeds when evaluate = "sim"')
     congestion: str = Field("cubic", description='controller when evaluate = "sim"')
+    # prices (issue 12): plain numbers in one currency of the user's choice
+    cost_per_hour: float | None = Field(None, ge=0, description="rented hardware, per hour held")
+    cost_per_token: tuple[Price, Price] | None = Field(
+        None, description="[input, output] price per token (context once, output per round)"
+    )
+    egress_per_gb: float | None = Field(None, ge=0, description="per GB the site sends back")
 
     @field_validator("congestion")
     @classmethod
@@ -253,7 +261,11 @@ class Site(_Strict):
 class Decision(_Strict):
     """``[decision]``."""
 
-    objective: Literal["energy", "time"] = "energy"
+    objective: Literal["energy", "time", "cost", "pareto"] = "energy"
+    weights: dict[Literal["time", "energy", "cost"], Price] = Field(
+        default_factory=dict,
+        description='objective = "pareto": weight of each metric over its best value (1 each)',
+    )
     probability: float | None = Field(
         None,
         gt=0,
