@@ -234,12 +234,42 @@ def sweep(
         Path | None, typer.Option("--out", help="Write one row per point and site (Parquet).")
     ] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Also write the rows as CSV.")] = None,
+    runs: Annotated[
+        int | None, typer.Option("--runs", min=1, help='Seeds per point of each "sim" site.')
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="Dask scheduler for simulated points (tcp://host:8786)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: cores).")
+    ] = None,
 ) -> None:
     """Plan a scenario over a grid of overrides: where does each site win?"""
-    from tierwise.plan.sweep_table import metadata, open_sweep, tables, write_tables
+    import contextlib
+
+    from tierwise.plan.distributed import dask_client, needs_dask
+    from tierwise.plan.grid import Base
+    from tierwise.plan.sweep_table import open_sweep, task_points
+
+    set_ = list(set_ or [])
+    if runs is not None:
+        sims = [s.name for s in Base.load(file, set_).scenario().site if s.evaluate == "sim"]
+        set_ += [f"site.{name}.runs={runs}" for name in sims]
+    run = open_sweep(file, vary, set_, extra or [])  # every value checked first
+    use_dask = scheduler is not None or needs_dask(run.base.scenario())
+    with dask_client(scheduler, workers) if use_dask else contextlib.nullcontext() as client:
+        run.client = client
+        if client is not None:
+            run.point_chunk = task_points(run, client)
+        _sweep_out(run, out_file, csv)
+
+
+def _sweep_out(run: object, out_file: Path | None, csv: Path | None) -> None:
+    """Stream the sweep's rows to the files asked for, then print the summary."""
+    from tierwise.plan.sweep_table import metadata, tables, write_tables
     from tierwise.report.sweep_view import SweepTally, render_sweep
 
-    run = open_sweep(file, vary, set_ or [], extra or [])  # every value checked first
     tally = SweepTally()
 
     def counted():

@@ -25,7 +25,15 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["block_table", "metadata", "sweep", "tables", "write_tables"]
+__all__ = [
+    "block_table",
+    "metadata",
+    "open_sweep",
+    "sweep",
+    "tables",
+    "task_points",
+    "write_tables",
+]
 
 
 def metadata(run: SweepRun, command: str) -> dict[str, str]:
@@ -160,16 +168,22 @@ def sweep(
     catalog_files: Iterable[str | Path] = (),
     *,
     progress: bool = False,
+    client: Any = None,
 ) -> pd.DataFrame:
     """Plan ``path`` over the grid ``vary`` and return one row per point and site.
 
     ``vary`` is ``["site.cloud.uplink=1..100 Mbit/s:log:60", ...]`` or a dict
     ``{"task.rounds": "5,10,20,40"}``. The frame's ``attrs`` hold the metadata.
+    Points without a vectorised form run on ``client`` (a ``distributed.Client``)
+    when one is given.
     """
     _require("pandas")
     import pyarrow as pa
 
     run = open_sweep(path, vary, overrides, catalog_files)
+    run.client = client
+    if client is not None:
+        run.point_chunk = task_points(run, client)
     parts = list(tables(run, progress=progress))
     frame = pa.concat_tables(parts).to_pandas() if parts else None
     assert frame is not None
@@ -196,3 +210,9 @@ def open_sweep(
     base = Base.load(path, overrides)
     axes = parse_axes(base, _items(vary))
     return SweepRun(base, axes, load_catalog(list(catalog_files)))
+
+
+def task_points(run: SweepRun, client: Any) -> int:
+    """Points per Dask task: about four tasks per worker, at most 64 points each."""
+    workers = max(1, len(client.scheduler_info().get("workers", {})))
+    return max(1, min(64, run.size // (4 * workers) or 1))
