@@ -10,7 +10,7 @@ import importlib
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -102,6 +102,9 @@ def plan(
         str | None,
         typer.Option("--objective", help="energy, time, cost or pareto (decision.objective)."),
     ] = None,
+    page: Annotated[
+        Path | None, typer.Option("--html", help="Also write an interactive page (HTML).")
+    ] = None,
 ) -> None:
     """Evaluate a scenario on every site and choose where it runs."""
     from tierwise.plan.planner import plan_file
@@ -116,11 +119,16 @@ def plan(
     set_ = [*([f"decision.objective={objective}"] if objective else []), *(set_ or [])]
     result = plan_file(file, set_, extra or [])  # fails before anything is printed
     saved = []
+    if page is not None:
+        from tierwise.report.html import plan_page
+
+        _write_text(page, plan_page(result))
+        saved.append(page)
     if plot is not None:
         from tierwise.report.figures import plan_figures
 
         try:
-            saved = plan_figures(result, plot)
+            saved += plan_figures(result, plot)
         except OSError as exc:
             raise ScenarioError(
                 f"cannot write figures to {plot}: {exc.strerror or exc}", source="--plot"
@@ -244,6 +252,9 @@ def sweep(
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: cores).")
     ] = None,
+    page: Annotated[
+        Path | None, typer.Option("--html", help="Write the interactive page (one HTML file).")
+    ] = None,
 ) -> None:
     """Plan a scenario over a grid of overrides: where does each site win?"""
     import contextlib
@@ -262,25 +273,42 @@ def sweep(
         run.client = client
         if client is not None:
             run.point_chunk = task_points(run, client)
-        _sweep_out(run, out_file, csv)
+        _sweep_out(run, out_file, csv, page)
 
 
-def _sweep_out(run: object, out_file: Path | None, csv: Path | None) -> None:
+def _sweep_out(run: Any, out_file: Path | None, csv: Path | None, page: Path | None) -> None:
     """Stream the sweep's rows to the files asked for, then print the summary."""
     from tierwise.plan.sweep_table import metadata, tables, write_tables
+    from tierwise.report.html import MAX_PAGE_POINTS, sweep_page
     from tierwise.report.sweep_view import SweepTally, render_sweep
 
     tally = SweepTally()
+    kept: list[Any] = []
+    if page is not None and run.size > MAX_PAGE_POINTS:
+        sweep_page(None, run)  # refuses, before any work, with the limit
 
-    def counted():
+    def counted() -> Any:
         for table in tables(run, progress=True):
             tally.add(table)
+            if page is not None:
+                kept.append(table)
             yield table
 
     meta = metadata(run, " ".join(["tierwise", *sys.argv[1:]]))
     write_tables(counted(), meta, out_file, csv)
-    written = [str(p) for p in (out_file, csv) if p is not None]
+    if page is not None:
+        import pyarrow as pa
+
+        _write_text(page, sweep_page(pa.concat_tables(kept).to_pandas(), run))
+    written = [str(p) for p in (out_file, csv, page) if p is not None]
     render_sweep(out, tally, run.notes, written)
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot write: {exc.strerror or exc}", source=str(path)) from exc
 
 
 class Terminated(KeyboardInterrupt):

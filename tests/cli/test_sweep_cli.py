@@ -16,10 +16,10 @@ DEPLOYMENT = str(bundled_example("deployment"))
 
 def test_sweep_writes_parquet_and_csv_with_metadata(cli, tmp_path):
     """One row per point and site, in both files, with version, hash and command."""
-    out, csv = tmp_path / "s.parquet", tmp_path / "s.csv"
+    out, csv, page = tmp_path / "s.parquet", tmp_path / "s.csv", tmp_path / "s.html"
     r = cli(
         "sweep", DEPLOYMENT, "--vary", "site.cloud.uplink=1..100 Mbit/s:log:6",
-        "--vary", "task.rounds=5,10", "--out", str(out), "--csv", str(csv),
+        "--vary", "task.rounds=5,10", "--out", str(out), "--csv", str(csv), "--html", str(page),
     )  # fmt: skip
     assert r.code == 0, r.stderr
     assert "sweep of 12 points" in r.stdout
@@ -32,6 +32,16 @@ def test_sweep_writes_parquet_and_csv_with_metadata(cli, tmp_path):
     assert [a["key"] for a in json.loads(meta["axes"])] == ["site.cloud.uplink", "task.rounds"]
     assert len(csv.read_text().splitlines()) == 37
     assert sum(table.column("chosen").to_pylist()) <= 12
+    assert 'id="choice"' in page.read_text() and "Plotly" in page.read_text()
+
+
+def test_plan_html_writes_a_page(cli, tmp_path):
+    """`tierwise plan --html FILE` writes the one-scenario page and still prints the plan."""
+    page = tmp_path / "plan.html"
+    r = cli("plan", "--html", str(page))
+    assert r.code == 0, r.stderr
+    assert "choice: cloud" in r.stdout
+    assert 'id="breakdown"' in page.read_text()
 
 
 @pytest.mark.parametrize(
