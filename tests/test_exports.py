@@ -38,6 +38,7 @@ EXPECTED = [
     "reuse",
     "split",
     "stream",
+    "sweep",
 ]
 
 pytestmark = pytest.mark.skipif(

@@ -7,6 +7,8 @@ The Python API mirrors the command line::
                            ["site.cloud.uplink=3.5 Mbit/s"])
     p.choice                                    # 'workstation'
     tierwise.model.request.serial_time_s(30e6, 2.5e6, 0.1, 0.3, 5e6, 12.5e6)   # 12.8
+    tierwise.sweep(tierwise.bundled_example("deployment"),
+                   {"site.cloud.uplink": "1..100 Mbit/s:log:60"})   # a pandas DataFrame
 
 Model functions (``tierwise.model.*``) take SI floats or numpy arrays.
 """
@@ -44,6 +46,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "load_scenario": ("tierwise.scenario.loader", "load_scenario"),
     "parse_scenario": ("tierwise.scenario.loader", "parse_scenario"),
     "Scenario": ("tierwise.scenario.schema", "Scenario"),
+    "sweep": ("tierwise.plan.sweep_table", "sweep"),
     "format_quantity": ("tierwise.units", "format_quantity"),
     "parse_quantity": ("tierwise.units", "parse_quantity"),
 }
@@ -107,4 +110,5 @@ __all__ = [
     "reuse",
     "split",
     "stream",
+    "sweep",
 ]

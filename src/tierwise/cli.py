@@ -10,7 +10,7 @@ import importlib
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -104,6 +104,13 @@ def plan(
         str | None,
         typer.Option("--baseline", help="Report each option's saving against this site."),
     ] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option("--objective", help="energy, time, cost or pareto (decision.objective)."),
+    ] = None,
+    page: Annotated[
+        Path | None, typer.Option("--html", help="Also write an interactive page (HTML).")
+    ] = None,
 ) -> None:
     """Evaluate a scenario on every site and choose where it runs."""
     from tierwise.plan.planner import plan_file
@@ -115,15 +122,24 @@ def plan(
         raise ScenarioError("give a FILE or --example, not both", source="command line")
     bundled = file is None and example is None
     file = bundled_example(example or "deployment") if file is None else file
-    overrides = [*(set_ or []), *([f"decision.baseline={baseline}"] if baseline else [])]
+    overrides = [
+        *([f"decision.objective={objective}"] if objective else []),
+        *(set_ or []),
+        *([f"decision.baseline={baseline}"] if baseline else []),
+    ]
     result = plan_file(file, overrides, extra or [])  # fails before anything is printed
     _warn(result.warnings)
     saved = []
+    if page is not None:
+        from tierwise.report.html import plan_page
+
+        _write_text(page, plan_page(result))
+        saved.append(page)
     if plot is not None:
         from tierwise.report.figures import plan_figures
 
         try:
-            saved = plan_figures(result, plot)
+            saved += plan_figures(result, plot)
         except OSError as exc:
             raise ScenarioError(
                 f"cannot write figures to {plot}: {exc.strerror or exc}", source="--plot"
@@ -288,6 +304,94 @@ def sim(
             soft_wrap=True,
         )
     render_sim(out, result, str(trace) if trace else None)
+
+
+@app.command()
+def sweep(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML.")],
+    vary: Annotated[
+        list[str],
+        typer.Option(
+            "--vary",
+            help="Vary a key: --vary site.cloud.uplink='1..100 Mbit/s:log:60', "
+            "--vary site.cloud.rtt='20..300 ms:40', --vary task.rounds=5,10,20,40.",
+        ),
+    ],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a key at every point.")
+    ] = None,
+    extra: CatalogOpt = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write one row per point and site (Parquet).")
+    ] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Also write the rows as CSV.")] = None,
+    runs: Annotated[
+        int | None, typer.Option("--runs", min=1, help='Seeds per point of each "sim" site.')
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="Dask scheduler for simulated points (tcp://host:8786)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: cores).")
+    ] = None,
+    page: Annotated[
+        Path | None, typer.Option("--html", help="Write the interactive page (one HTML file).")
+    ] = None,
+) -> None:
+    """Plan a scenario over a grid of overrides: where does each site win?"""
+    import contextlib
+
+    from tierwise.plan.distributed import dask_client, needs_dask
+    from tierwise.plan.grid import Base
+    from tierwise.plan.sweep_table import open_sweep, task_points
+
+    set_ = list(set_ or [])
+    if runs is not None:
+        sims = [s.name for s in Base.load(file, set_).scenario().site if s.evaluate == "sim"]
+        set_ += [f"site.{name}.runs={runs}" for name in sims]
+    run = open_sweep(file, vary, set_, extra or [])  # every value checked first
+    use_dask = scheduler is not None or needs_dask(run.base.scenario())
+    with dask_client(scheduler, workers) if use_dask else contextlib.nullcontext() as client:
+        run.client = client
+        if client is not None:
+            run.point_chunk = task_points(run, client)
+        _sweep_out(run, out_file, csv, page)
+
+
+def _sweep_out(run: Any, out_file: Path | None, csv: Path | None, page: Path | None) -> None:
+    """Stream the sweep's rows to the files asked for, then print the summary."""
+    from tierwise.plan.sweep_table import metadata, tables, write_tables
+    from tierwise.report.html import MAX_PAGE_POINTS, sweep_page
+    from tierwise.report.sweep_view import SweepTally, render_sweep
+
+    tally = SweepTally()
+    kept: list[Any] = []
+    if page is not None and run.size > MAX_PAGE_POINTS:
+        sweep_page(None, run)  # refuses, before any work, with the limit
+
+    def counted() -> Any:
+        for table in tables(run, progress=True):
+            tally.add(table)
+            if page is not None:
+                kept.append(table)
+            yield table
+
+    meta = metadata(run, " ".join(["tierwise", *sys.argv[1:]]))
+    write_tables(counted(), meta, out_file, csv)
+    if page is not None:
+        import pyarrow as pa
+
+        _write_text(page, sweep_page(pa.concat_tables(kept).to_pandas(), run))
+    written = [str(p) for p in (out_file, csv, page) if p is not None]
+    render_sweep(out, tally, run.notes, written)
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot write: {exc.strerror or exc}", source=str(path)) from exc
 
 
 class Terminated(KeyboardInterrupt):

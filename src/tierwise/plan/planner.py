@@ -73,6 +73,9 @@ class Plan:
 
 
 def _battery(option: Option, costs: SiteCosts) -> None:
+    from tierwise.plan.cost import add_cost
+
+    add_cost(option, costs)  # every evaluated option passes here (thresholds too)
     battery = costs.site.battery
     if battery is not None and option.energy_key > battery:
         option.feasible = False
@@ -102,8 +105,14 @@ def _finite(option: Option) -> None:
         option.reasons.append("the time is not a finite number: the inputs overflow floating point")
 
 
-def choose(options: list[Option], objective: str) -> tuple[str | None, str, str | None]:
+def choose(
+    options: list[Option], objective: str, weights: dict[str, float] | None = None
+) -> tuple[str | None, str, str | None]:
     """(choice, one-line reason, fastest feasible) among ``options``."""
+    if objective in ("cost", "pareto"):
+        from tierwise.plan.cost import choose_by
+
+        return choose_by(options, objective, weights)
     feasible = [o for o in options if o.feasible]
     fastest = min(feasible, key=lambda o: o.time_s).site if feasible else None
     if not feasible:
@@ -189,7 +198,7 @@ def _plan(
 
     costs = [resolve_site(scn, s, catalog, source) for s in scn.site]
     options = evaluate_all(scn, costs, source)
-    choice, reason, fastest = choose(options, scn.decision.objective)
+    choice, reason, fastest = choose(options, scn.decision.objective, scn.decision.weights)
     result = Plan(scn, options, choice, reason, fastest, costs=costs, source=source)
     result.warnings = list(catalog.warnings)
     result.comparison = compare_options(result, scn.decision.baseline)
@@ -214,7 +223,9 @@ def _apply_probability(result: Plan, scn: Scenario) -> None:
         if p is not None and o.meets_deadline and p < target:
             o.meets_deadline = False
             o.notes.append(f"P(T ≤ deadline) = {p:.4f} < {target:g}")
-    result.choice, result.reason, result.fastest = choose(result.options, scn.decision.objective)
+    result.choice, result.reason, result.fastest = choose(
+        result.options, scn.decision.objective, scn.decision.weights
+    )
 
 
 def plan_file(

@@ -32,6 +32,8 @@ class SiteCosts:
     prompts_per_charge: tuple[float, float] | None
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    input_tokens: int = 0  # context billed once by a per-token price (plan.cost)
+    egress_bytes_per_round: float = 0.0  # what the site sends back each round
 
     @property
     def feasible(self) -> bool:
@@ -80,6 +82,8 @@ def resolve_site(scn: Scenario, site: Site, catalog: Catalog, source: str) -> Si
         prompts_per_charge=hw.prompts_per_charge if hw else None,
         reasons=reasons,
         notes=notes,
+        input_tokens=task.model.prefill_tokens if task.model else 0,
+        egress_bytes_per_round=task.download if site.remote else 0.0,
     )
 
 

@@ -60,6 +60,10 @@ def render_plan(console: Console, plan: Any) -> None:
         if "battery_share" in o.extra:
             lo, hi = o.extra["battery_share"]
             detail += f"\nbattery {lo:.1%}–{hi:.1%} of a charge"
+        if "cost" in o.extra:  # priced sites (plan.cost)
+            detail += f"\ncost {o.extra['cost']:.4g}"
+        if o.extra.get("pareto"):
+            detail += "\non the time–energy–cost Pareto front"
         for note in o.notes:
             detail += f"\n[dim]{note}[/]"
         style = "bold" if o.site == plan.choice else None

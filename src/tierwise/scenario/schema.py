@@ -9,7 +9,7 @@ model validators; they raise :class:`ErrorAt` so that the error names the exact 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,6 +17,7 @@ from tierwise.errors import shown
 from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
 
 MAX_MSS_BYTES = 65_535  # an IPv4 packet's total-length field bounds a segment
+Price = Annotated[float, Field(ge=0)]  # a price or a weight: a plain non-negative number
 
 
 class ErrorAt(ValueError):
@@ -268,6 +269,12 @@ class Site(_Strict):
     """model: closed-form times; sim: the packet simulator (slower)."""
     runs: int = Field(1, ge=1, le=10_000, description='seeds when evaluate = "sim"')
     congestion: str = Field("cubic", description='controller when evaluate = "sim"')
+    # prices (issue 12): plain numbers in one currency of the user's choice
+    cost_per_hour: float | None = Field(None, ge=0, description="rented hardware, per hour held")
+    cost_per_token: tuple[Price, Price] | None = Field(
+        None, description="[input, output] price per token (context once, output per round)"
+    )
+    egress_per_gb: float | None = Field(None, ge=0, description="per GB the site sends back")
 
     @field_validator("congestion")
     @classmethod
@@ -336,9 +343,14 @@ class Site(_Strict):
 class Decision(_Strict):
     """``[decision]``."""
 
-    objective: Literal["energy", "time"] = "energy"
-    """Among options meeting the deadline, minimise energy or time."""
+    objective: Literal["energy", "time", "cost", "pareto"] = "energy"
+    """Among options meeting the deadline, minimise energy, time or cost, or list the
+    non-dominated options (pareto)."""
     baseline: str | None = Field(None, description="site the plan reports savings against")
+    weights: dict[Literal["time", "energy", "cost"], Price] = Field(
+        default_factory=dict,
+        description='objective = "pareto": weight of each metric over its best value (1 each)',
+    )
     probability: float | None = Field(
         None,
         gt=0,

@@ -1,0 +1,56 @@
+"""Simulated sweep on Dask: 2 local worker processes against 1, side by side (issue 12).
+
+    python benchmarks/sweep_dask.py            # 200 simulated points
+
+Each point plans the bundled sim-sweep scenario with its cloud site simulated packet
+by packet (``runs`` seeds). Both clusters run the same grid in one go; the rows must
+agree exactly (seeds depend on run and round only), and the ratio of wall times is
+the speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from distributed import Client, LocalCluster
+
+from tierwise.plan.sweep_table import sweep
+
+SIM = Path(__file__).parents[1] / "tests" / "plan" / "data" / "sim-sweep.toml"
+
+
+def timed(workers: int, axes: list[str], runs: int) -> tuple[float, object]:
+    """Wall time of the sweep on a fresh local cluster of ``workers`` processes."""
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        client.run(lambda: __import__("tierwise.plan.planner"))  # warm the imports
+        start = time.perf_counter()
+        frame = sweep(SIM, axes, [f"site.cloud.runs={runs}"], client=client)
+        return time.perf_counter() - start, frame
+
+
+def main() -> None:
+    """Run 1 worker, then 2, then 1 again; report the best of each."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=4, help="seeds per point")
+    args = ap.parse_args()
+    axes = [f"site.cloud.loss=0..0.1:{args.points // 2}", "site.cloud.rtt=50 ms,150 ms"]
+    one_a, frame_1 = timed(1, axes, args.runs)
+    two, frame_2 = timed(2, axes, args.runs)
+    one_b, _ = timed(1, axes, args.runs)
+    assert frame_1["time_s"].equals(frame_2["time_s"]), "rows differ between clusters"
+    one = min(one_a, one_b)
+    print(f"{args.points} simulated points × {args.runs} seeds")
+    print(f"1 worker: {one_a:.2f} s, {one_b:.2f} s; 2 workers: {two:.2f} s")
+    print(f"speed-up: {one / two:.2f}×")
+
+
+if __name__ == "__main__":
+    main()

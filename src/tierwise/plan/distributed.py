@@ -1,0 +1,54 @@
+"""Dask for point-by-point sweeps: a local cluster by default, or an existing scheduler.
+
+Simulated sites (``evaluate = "sim"``) are timed packet by packet, which is pure
+Python: the points run as Dask tasks in worker *processes* so that they use every
+core, or on a remote ``dask.distributed`` cluster given by its scheduler address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from tierwise.errors import ScenarioError
+
+__all__ = ["dask_client"]
+
+
+@contextlib.contextmanager
+def dask_client(
+    address: str | None = None, workers: int | None = None, processes: bool = True
+) -> Iterator[Any]:
+    """A ``distributed.Client``: to ``address``, or to a new local cluster of ``workers``."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ScenarioError(
+            "simulated sweeps need dask.distributed: pip install 'tierwise[sweep]'",
+            source="--scheduler",
+        ) from None
+    if address is not None:
+        try:
+            client = Client(address, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ScenarioError(
+                f"cannot reach the Dask scheduler at {address}: {exc}", source="--scheduler"
+            ) from None
+        with client:
+            yield client
+        return
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=processes,
+        dashboard_address=None,
+        silence_logs=50,
+    )
+    with cluster, Client(cluster) as client:
+        yield client
+
+
+def needs_dask(scn: Any) -> bool:
+    """Whether a scenario has a simulated remote site (worth a cluster)."""
+    return any(s.remote and s.evaluate == "sim" for s in scn.site)

@@ -1,0 +1,156 @@
+"""The what-if page: one self-contained HTML file (plotly, its JavaScript embedded).
+
+A sweep's page shows, over the first two varied keys, the *choice map* (which site
+wins where, with the lines where the choice flips), each site's time as a map, and
+the time–energy–cost Pareto front with every option's numbers on hover; a slider
+per further varied key moves all three through the grid. ``tierwise plan --html``
+writes the page of one scenario: where each site's time goes and its Pareto front.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MAX_PAGE_POINTS", "plan_page", "sweep_page"]
+
+MAX_PAGE_POINTS = 250_000  # grid points a page embeds (a few MB of JSON)
+_NUMBER = re.compile(r"^\s*([-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*(.*)$")
+
+
+def _display(texts: list[str]) -> tuple[list[Any], str, bool]:
+    """(values to plot, unit, numeric) from an axis' --set texts (``12.5 Mbit/s``)."""
+    parts = [_NUMBER.match(t) for t in texts]
+    units = {m.group(2) for m in parts if m}
+    if all(parts) and len(units) == 1:
+        return [float(m.group(1)) for m in parts if m], units.pop(), True
+    return list(texts), "", False
+
+
+def _axis_info(axes: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for a in axes:
+        values, unit, numeric = _display(list(a.texts))
+        log = ":log:" in a.spec.replace(" ", "")
+        out.append(
+            {"key": a.key, "unit": unit, "values": values, "texts": list(a.texts), "log": log}
+            | {"numeric": numeric}
+        )
+    return out
+
+
+def _grid(frame: Any, shape: tuple[int, ...], sites: list[str], column: str) -> np.ndarray:
+    """``column`` as an array (sites, *shape) in grid order."""
+    n = int(np.prod(shape))
+    out = np.full((len(sites), n), np.nan)
+    code = frame["site"].astype(str).map({s: i for i, s in enumerate(sites)}).to_numpy()
+    values = frame[column].astype(float).to_numpy()
+    out[code, frame["point"].to_numpy()] = values
+    return out.reshape((len(sites), *shape))
+
+
+def _reorder(a: np.ndarray, n_axes: int) -> np.ndarray:
+    """(sites, ax0, ax1, rest…) → (sites, rest…, ax1, ax0): a slice is one contiguous block."""
+    if n_axes < 2:
+        return a[..., None] if n_axes == 1 else a
+    order = [0, *range(3, n_axes + 1), 2, 1]
+    return np.transpose(a, order)
+
+
+def _rounded(a: np.ndarray) -> list[Any]:
+    flat = a.reshape(-1).astype(float)
+    return [None if not np.isfinite(x) else float(f"{x:.5g}") for x in flat]
+
+
+def sweep_data(frame: Any, run: Any) -> dict[str, Any]:
+    """Everything the sweep page plots, as plain JSON-ready lists."""
+    shape = run.shape if run.axes else (1,)
+    sites = run.sites()
+    n_axes = max(1, len(run.axes))
+    per_site = {}
+    for col in ("time_s", "energy_j", "cost", "feasible", "pareto", "chosen", "meets_deadline"):
+        frame_col = frame[col].astype(float) if col == "meets_deadline" else frame[col]
+        grid = _grid(frame.assign(**{col: frame_col}), shape, sites, col)
+        per_site[col] = _rounded(_reorder(grid, n_axes))
+    chosen = np.array(per_site["chosen"], dtype=float).reshape(len(sites), -1)
+    winner = np.where(chosen.max(axis=0) > 0, chosen.argmax(axis=0), -1)
+    axes = _axis_info(run.axes) if run.axes else [{"key": "-", "values": [0], "texts": ["-"]}]
+    return {"sites": sites, "axes": axes, "winner": winner.tolist(), **per_site}
+
+
+def _script(name: str) -> str:
+    """A page script shipped beside this module (``sweep_page.js``, ``plan_page.js``)."""
+    from importlib import resources
+
+    return resources.files("tierwise.report").joinpath(name).read_text(encoding="utf-8")
+
+
+def _page(title: str, body: str, data: dict[str, Any], script: str) -> str:
+    from plotly.offline import get_plotlyjs
+
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
+.row {{ display: flex; flex-wrap: wrap; gap: 1em; }}
+.plot {{ width: 600px; height: 440px; }}
+.slider {{ margin: 0.4em 0; }} .slider label {{ display: inline-block; min-width: 16em; }}
+</style>
+<script>{get_plotlyjs()}</script></head>
+<body><h1>{html.escape(title)}</h1>
+{body}
+<script id="data" type="application/json">{payload}</script>
+<script>{script}</script>
+</body></html>
+"""
+
+
+def sweep_page(frame: Any, run: Any, title: str = "") -> str:
+    """The sweep's page (a self-contained HTML string)."""
+    from tierwise.errors import ScenarioError
+
+    if run.size > MAX_PAGE_POINTS:
+        raise ScenarioError(
+            f"the page embeds at most {MAX_PAGE_POINTS:,} points; this grid has {run.size:,}"
+            " (write --out and vary fewer values for --html)",
+            source="--html",
+        )
+    data = sweep_data(frame, run)
+    title = title or f"tierwise sweep — {run.base.source}"
+    body = """<div id="sliders"></div>
+<div class="row"><div id="choice" class="plot"></div><div id="pareto" class="plot"></div></div>
+<div id="times" class="row"></div>
+<p id="notes"></p>"""
+    data["notes"] = run.notes
+    return _page(title, body, data, _script("sweep_page.js"))
+
+
+def plan_page(plan: Any) -> str:
+    """One scenario's page: each site's time by part, and the options' Pareto front."""
+    options = []
+    for o in plan.options:
+        energy = o.energy_key if np.isfinite(o.energy_key) else None
+        options.append(
+            {
+                "site": o.site,
+                "time_s": o.time_s,
+                "energy_j": energy,
+                "cost": o.extra.get("cost", 0.0),
+                "feasible": o.feasible,
+                "meets": o.meets_deadline,
+                "breakdown": o.breakdown_s,
+                "chosen": o.site == plan.choice,
+            }
+        )
+    data = {"options": options, "reason": plan.reason}
+    body = (
+        '<p id="reason"></p>\n<div class="row"><div id="breakdown" class="plot"></div>'
+        '<div id="pareto" class="plot"></div></div>'
+    )
+    title = f"tierwise plan — {plan.scenario.task.name}"
+    return _page(title, body, data, _script("plan_page.js"))

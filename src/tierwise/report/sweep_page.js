@@ -1,0 +1,92 @@
+// tierwise sweep page: choice map, time maps, Pareto front, sliders (report/html.py)
+const D = JSON.parse(document.getElementById('data').textContent);
+const S = D.sites.length, A = D.axes, X = A[0], Y = A[1] || {key: '', values: [0], texts: ['']};
+const NX = X.values.length, NY = Y.values.length, BLOCK = NX * NY;
+const RESTN = A.slice(2).reduce((n, a) => n * a.values.length, 1);
+const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2'];
+const pos = A.slice(2).map(() => 0);
+function label(a) { return a.key + (a.unit ? ' (' + a.unit + ')' : ''); }
+function axis(a) {
+  return {title: {text: label(a)}, type: a.numeric && a.log ? 'log' : (a.numeric ? 'linear' : 'category')};
+}
+function offset() {
+  let o = 0;
+  A.slice(2).forEach((a, k) => { o = o * a.values.length + pos[k]; });
+  return o * BLOCK;
+}
+function rows(flat, site) {
+  const base = site * RESTN * BLOCK + offset(), z = [];
+  for (let j = 0; j < NY; j++) z.push(flat.slice(base + j * NX, base + (j + 1) * NX));
+  return z;
+}
+function winnerRows() {
+  const o = offset(), z = [];
+  for (let j = 0; j < NY; j++) z.push(D.winner.slice(o + j * NX, o + (j + 1) * NX));
+  return z;
+}
+function choiceFigure() {
+  // one colour band per outcome: -1 (no site) .. S-1, each band centred on its value
+  const z = winnerRows(), names = ['none', ...D.sites], n = S + 1, colorscale = [];
+  for (let i = 0; i < n; i++) {
+    const c = i === 0 ? '#dddddd' : COLORS[(i - 1) % COLORS.length];
+    colorscale.push([i / n, c], [(i + 1) / n, c]);
+  }
+  const text = z.map(r => r.map(v => names[v + 1]));
+  return [
+    {type: 'heatmap', x: X.values, y: Y.values, z: z, zmin: -1.5, zmax: S - 0.5,
+     colorscale: colorscale, text: text, hovertemplate: '%{text}<br>x=%{x}<br>y=%{y}<extra></extra>',
+     colorbar: {tickvals: names.map((_, i) => i - 1), ticktext: names, title: {text: 'chosen'}}},
+    {type: 'contour', x: X.values, y: Y.values, z: z, showscale: false, hoverinfo: 'skip',
+     contours: {coloring: 'none', start: -0.5, end: S - 1.5, size: 1}, line: {color: '#000', width: 2},
+     name: 'choice flips'}
+  ];
+}
+function paretoFigure() {
+  const hasCost = D.cost.some(v => v);
+  const traces = [];
+  D.sites.forEach((s, i) => {
+    const t = rows(D.time_s, i).flat(), e = rows(D.energy_j, i).flat(), c = rows(D.cost, i).flat();
+    const ok = rows(D.feasible, i).flat(), p = rows(D.pareto, i).flat();
+    const xs = [], ys = [], tx = [], sym = [];
+    t.forEach((v, k) => {
+      if (!ok[k]) return;
+      const ix = k % NX, iy = Math.floor(k / NX);
+      xs.push(v); ys.push(hasCost ? c[k] : e[k]); sym.push(p[k] ? 'circle' : 'circle-open');
+      tx.push(s + '<br>' + X.key + ' = ' + X.texts[ix] + (Y.key ? '<br>' + Y.key + ' = ' + Y.texts[iy] : '') +
+              '<br>time ' + v + ' s<br>energy ' + e[k] + ' J<br>cost ' + c[k] + (p[k] ? '<br>on the Pareto front' : ''));
+    });
+    traces.push({type: 'scatter', mode: 'markers', name: s, x: xs, y: ys, text: tx,
+                 hovertemplate: '%{text}<extra></extra>',
+                 marker: {color: COLORS[i % COLORS.length], symbol: sym, size: 7}});
+  });
+  return {traces, ytitle: hasCost ? 'cost' : 'energy (J)'};
+}
+function draw() {
+  Plotly.react('choice', choiceFigure(), {title: {text: 'which site is chosen'},
+    xaxis: axis(X), yaxis: axis(Y), margin: {t: 40}});
+  const p = paretoFigure();
+  Plotly.react('pareto', p.traces, {title: {text: 'time against ' + p.ytitle + ' (filled: Pareto front)'},
+    xaxis: {title: {text: 'time (s)'}, type: 'log'}, yaxis: {title: {text: p.ytitle}}, margin: {t: 40}});
+  D.sites.forEach((s, i) => {
+    Plotly.react('time-' + i, [{type: 'heatmap', x: X.values, y: Y.values, z: rows(D.time_s, i),
+      colorscale: 'Viridis', colorbar: {title: {text: 's'}}}],
+      {title: {text: s + ': whole-task time'}, xaxis: axis(X), yaxis: axis(Y), margin: {t: 40}});
+  });
+}
+D.sites.forEach((s, i) => {
+  const div = document.createElement('div');
+  div.id = 'time-' + i; div.className = 'plot';
+  document.getElementById('times').appendChild(div);
+});
+A.slice(2).forEach((a, k) => {
+  const box = document.createElement('div'); box.className = 'slider';
+  const lab = document.createElement('label'); const out = document.createElement('span');
+  const input = document.createElement('input');
+  input.type = 'range'; input.min = 0; input.max = a.values.length - 1; input.value = 0;
+  input.id = 'slider-' + k; input.setAttribute('aria-label', a.key);
+  lab.textContent = a.key + ': '; out.textContent = a.texts[0];
+  input.addEventListener('input', () => { pos[k] = +input.value; out.textContent = a.texts[pos[k]]; draw(); });
+  box.append(lab, input, ' ', out); document.getElementById('sliders').appendChild(box);
+});
+document.getElementById('notes').textContent = (D.notes || []).join(' ');
+draw();

@@ -1,0 +1,63 @@
+"""`tierwise sweep` on the command line: files written, metadata, bad input (issue 12)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tierwise.scenario.loader import bundled_example
+
+pq = pytest.importorskip("pyarrow.parquet")
+
+DEPLOYMENT = str(bundled_example("deployment"))
+
+
+def test_sweep_writes_parquet_and_csv_with_metadata(cli, tmp_path):
+    """One row per point and site, in both files, with version, hash and command."""
+    out, csv, page = tmp_path / "s.parquet", tmp_path / "s.csv", tmp_path / "s.html"
+    r = cli(
+        "sweep", DEPLOYMENT, "--vary", "site.cloud.uplink=1..100 Mbit/s:log:6",
+        "--vary", "task.rounds=5,10", "--out", str(out), "--csv", str(csv), "--html", str(page),
+    )  # fmt: skip
+    assert r.code == 0, r.stderr
+    assert "sweep of 12 points" in r.stdout
+    table = pq.read_table(out)
+    assert table.num_rows == 36
+    meta = {k.decode(): v.decode() for k, v in table.schema.metadata.items()}
+    digest = hashlib.sha256(open(DEPLOYMENT, "rb").read()).hexdigest()
+    assert meta["scenario_sha256"] == digest
+    assert "--vary task.rounds=5,10" in meta["command"]
+    assert [a["key"] for a in json.loads(meta["axes"])] == ["site.cloud.uplink", "task.rounds"]
+    assert len(csv.read_text().splitlines()) == 37
+    assert sum(table.column("chosen").to_pylist()) <= 12
+    assert 'id="choice"' in page.read_text() and "Plotly" in page.read_text()
+
+
+def test_plan_html_writes_a_page(cli, tmp_path):
+    """`tierwise plan --html FILE` writes the one-scenario page and still prints the plan."""
+    page = tmp_path / "plan.html"
+    r = cli("plan", "--html", str(page))
+    assert r.code == 0, r.stderr
+    assert "choice: cloud" in r.stdout
+    assert 'id="breakdown"' in page.read_text()
+
+
+@pytest.mark.parametrize(
+    ("vary", "needle"),
+    [
+        ("site.cloud.uplink=fast", "site.cloud.uplink"),
+        ("task.roundz=1,2", "unknown key 'roundz'"),
+        ("task.rounds", "key.path=SPEC"),
+    ],
+)
+def test_bad_vary_is_one_line_and_exit_2(cli, tmp_path, vary, needle):
+    """A bad --vary is one line on stderr naming the key, exit 2, and no file written."""
+    out = tmp_path / "s.parquet"
+    r = cli("sweep", DEPLOYMENT, "--vary", vary, "--out", str(out))
+    assert r.code == 2
+    assert needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
+    assert not out.exists()

@@ -1,0 +1,127 @@
+"""The what-if page in a real headless browser: loads cleanly, regions, sliders (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from functools import cache
+
+import numpy as np
+import pytest
+
+from tierwise.plan.planner import plan_file
+from tierwise.plan.sweep_table import open_sweep, sweep
+from tierwise.report.html import plan_page, sweep_page
+from tierwise.scenario.loader import bundled_example
+
+pytest.importorskip("plotly")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+DEPLOYMENT = str(bundled_example("deployment"))
+AXES = [
+    "site.cloud.uplink=1..100 Mbit/s:log:30",
+    "site.cloud.rtt=20..300 ms:20",
+    "task.rounds=20,40,10",
+]
+
+
+@cache
+def _sweep():
+    return sweep(DEPLOYMENT, AXES), open_sweep(DEPLOYMENT, AXES)
+
+
+def regions(grid: np.ndarray) -> int:
+    """Connected regions (4-neighbour) of equal values in a 2-D grid."""
+    seen = np.zeros(grid.shape, dtype=bool)
+    count = 0
+    for start in zip(*np.nonzero(~seen), strict=True):
+        if seen[start]:
+            continue
+        count += 1
+        stack = [start]
+        seen[start] = True
+        while stack:
+            i, j = stack.pop()
+            for a, b in ((i + 1, j), (i - 1, j), (i, j + 1), (i, j - 1)):
+                if 0 <= a < grid.shape[0] and 0 <= b < grid.shape[1] and not seen[a, b]:
+                    if grid[a, b] == grid[i, j]:
+                        seen[a, b] = True
+                        stack.append((a, b))
+    return count
+
+
+def expected_winners(rounds: int) -> np.ndarray:
+    """The choice map at ``rounds`` from the sweep's rows: rows rtt, columns uplink."""
+    frame, _ = _sweep()
+    sites = ["phone", "workstation", "cloud"]
+    part = frame[frame["task.rounds"] == rounds]
+    grid = np.full((20, 30), -1)
+    for _, row in part[part["chosen"]].iterrows():
+        i = int(np.searchsorted(np.unique(part["site.cloud.rtt"]), row["site.cloud.rtt"]))
+        j = int(np.searchsorted(np.unique(part["site.cloud.uplink"]), row["site.cloud.uplink"]))
+        grid[i, j] = sites.index(row["site"])
+    return grid
+
+
+def test_page_is_self_contained():
+    """One file: plotly inline, no external script or stylesheet, the data embedded."""
+    frame, run = _sweep()
+    text = sweep_page(frame, run)
+    assert not re.search(r"<script[^>]+src=", text)
+    assert "<link" not in text
+    data = re.search(r'<script id="data" type="application/json">(.*?)</script>', text, re.S)
+    assert json.loads(data.group(1))["sites"] == ["phone", "workstation", "cloud"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not shutil.which("chromium") and not shutil.which("/usr/bin/chromium"):
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _open(browser, path):
+    page = browser.new_page(viewport={"width": 1300, "height": 1500})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("document.getElementById('pareto').data !== undefined")
+    return page, errors
+
+
+@pytest.mark.slow
+def test_sweep_page_in_chromium(browser, tmp_path):
+    """No console errors; the choice map has the sweep's regions; the slider redraws it."""
+    frame, run = _sweep()
+    path = tmp_path / "sweep.html"
+    path.write_text(sweep_page(frame, run), encoding="utf-8")
+    page, errors = _open(browser, path)
+    z = np.array(page.evaluate("document.getElementById('choice').data[0].z"))
+    want = expected_winners(20)
+    assert (z == want).all()
+    assert regions(z) == regions(want) >= 2
+    page.locator("#slider-0").focus()
+    page.keyboard.press("End")  # rounds 20 → 10
+    z40 = np.array(page.evaluate("document.getElementById('choice').data[0].z"))
+    assert (z40 == expected_winners(10)).all()
+    assert not (z40 == z).all()
+    page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
+    assert errors == []
+
+
+@pytest.mark.slow
+def test_plan_page_in_chromium(browser, tmp_path):
+    """`tierwise plan --html`'s page loads cleanly and marks the choice."""
+    path = tmp_path / "plan.html"
+    path.write_text(plan_page(plan_file(DEPLOYMENT)), encoding="utf-8")
+    page, errors = _open(browser, path)
+    assert "choice: cloud" in page.inner_text("#reason")
+    symbols = page.evaluate("document.getElementById('pareto').data[0].marker.symbol")
+    assert symbols == ["circle", "circle", "star"]
+    assert errors == []
