@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "Case",
     "Result",
+    "Row",
     "Unreproducible",
     "calc_json",
     "plan_example",
@@ -48,6 +49,17 @@ class Case:
         if self.op == "=":
             return math.isclose(got, want, rel_tol=1e-12, abs_tol=0)
         return abs(got - want) <= self.tol * (1 + 1e-9) + 1e-12 * abs(want)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the tolerance tables (§12.1.2, §12.3, §12.4): printed value ± rounding."""
+
+    section: str
+    what: str
+    compute: Callable[[], float]
+    expected: float
+    tolerance: float
 
 
 @dataclass(frozen=True)

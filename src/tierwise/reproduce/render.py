@@ -70,12 +70,22 @@ def to_dict(results: Sequence[Result], skipped: Sequence[Unreproducible]) -> dic
     }
 
 
+# Computed figures of the chapter, by the bundled example the planner redraws them from.
+FIGURES = {
+    "fig-12-05-12-07-voice-stream": "voice-stream",  # §12.1.2 playout and buffer
+    "fig-12-28-12-31-deployment": "deployment",  # §12.5.2 breakdown and uplink
+}
+
+
 def chapter_figures(folder: Path) -> list[Path]:
-    """Figures 12-28 to 12-31 (§12.5.2) redrawn from the planner: breakdown and uplink."""
+    """The chapter's computed figures redrawn from the planner (PNG and SVG), one folder each."""
     from tierwise.report.figures import plan_figures
     from tierwise.reproduce._case import plan_example
 
-    return plan_figures(plan_example("deployment"), folder)
+    saved: list[Path] = []
+    for name, example in FIGURES.items():
+        saved += plan_figures(plan_example(example), Path(folder) / name)
+    return saved
 
 
 def _figure_html(paths: Sequence[Path]) -> str:
@@ -83,9 +93,10 @@ def _figure_html(paths: Sequence[Path]) -> str:
     for p in paths:
         if p.suffix == ".png":
             data = base64.b64encode(p.read_bytes()).decode("ascii")
+            label = html.escape(f"{p.parent.name}: {p.stem}")
             parts.append(
-                f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
-                f'{data}"><figcaption>{html.escape(p.stem)}</figcaption></figure>'
+                f'<figure><img alt="{label}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{label}</figcaption></figure>"
             )
     return "\n".join(parts)
 
@@ -116,7 +127,7 @@ img{{max-width:48em}}</style></head><body>
 <h2>Printed numbers that do not follow from the chapter's inputs</h2>
 <table><tr><th>section</th><th>quantity</th><th>printed</th><th>reason</th></tr>
 {rest}</table>
-<h2>Figures 12-28 to 12-31, redrawn</h2>
+<h2>The chapter's computed figures, redrawn</h2>
 {figures}
 </body></html>
 """

@@ -14,11 +14,10 @@ FEC symbols of one MSS and a 99.9 % block success target.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import tierwise.calc.network  # noqa: F401  (registers the entries)
 from tierwise.model import loss, request
+from tierwise.reproduce._case import Row
 from tierwise.reproduce._case import calc_json as cli
 
 MBIT = 1e6 / 8  # bytes per second in one Mbit/s
@@ -58,15 +57,6 @@ def repair(p: float) -> int:
 
 def fec_time_s(p: float) -> float:
     return serial_s((N + repair(p)) * MSS)
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    what: str
-    compute: Callable[[], float]
-    expected: float
-    tolerance: float
 
 
 # fmt: off

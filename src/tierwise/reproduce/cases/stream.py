@@ -9,10 +9,8 @@ text's "first chunk" (第一块) is chunk 0.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from tierwise.model import path, stream
+from tierwise.reproduce._case import Row
 from tierwise.reproduce._case import calc_json as cli
 
 MS = 1e-3
@@ -46,15 +44,6 @@ def _cli_shifts_s() -> list[float]:
     """How much later chunks 2.. play when chunk 2 takes 50 ms (figure 12-6 vs 12-5)."""
     late, on_time = cli("stream", *JITTER)["play_s"], cli("stream")["play_s"]
     return [j - b for j, b in zip(late[2:], on_time[2:], strict=True)]
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    what: str
-    compute: Callable[[], float]
-    expected: float
-    tolerance: float
 
 
 # fmt: off

@@ -21,13 +21,11 @@ Stated inputs where the text gives only results:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
 import tierwise.calc.network  # noqa: F401  (registers the entries)
 from tierwise.model import multipath, streams
+from tierwise.reproduce._case import Row
 from tierwise.reproduce._case import calc_json as cli
 
 MBIT = 1e6 / 8
@@ -63,15 +61,6 @@ def on_time_s(policy: str) -> float:
 
 
 S, FAST, SLOW, EXIT = 30 * MB, 20 * MBIT, 10 * MBIT, 24 * MBIT
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    what: str
-    compute: Callable[[], float]
-    expected: float
-    tolerance: float
 
 
 # fmt: off

@@ -10,11 +10,9 @@ simulator byte counts belong to the simulator's reference table, not here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import tierwise.calc.transport  # noqa: F401  (registers the entries until calc/__init__ does)
 from tierwise.model import transport, wireless
+from tierwise.reproduce._case import Row
 from tierwise.reproduce._case import calc_json as cli
 
 MS = 1e-3
@@ -48,15 +46,6 @@ def _data_ppdu(ip_bytes: int) -> float:
 # (1,168 + 60), a 92-byte end-to-end ACK packet.
 def _exchange(ip_bytes: int) -> float:
     return wireless.exchange_s(ip_bytes, 54e6, 6e6)
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    what: str
-    compute: Callable[[], float]
-    expected: float
-    tolerance: float
 
 
 # fmt: off
