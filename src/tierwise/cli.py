@@ -215,6 +215,9 @@ def reproduce(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also redraw the chapter's figures here.")
     ] = None,
+    live: Annotated[
+        bool, typer.Option("--lab", help="Add §12.3.5's measured rows from a live lab run (root).")
+    ] = False,
 ) -> None:
     """Recompute every number of the chapter that follows from its inputs, and compare."""
     from rich.progress import Progress
@@ -230,6 +233,13 @@ def reproduce(
         results = run_cases(
             section, lambda done, total: bar.update(task, completed=done, total=total)
         )
+    if live:
+        from tierwise.reproduce.live import LIVE_SECTION, live_results
+
+        if matches_section(LIVE_SECTION, section):
+            with Progress(console=Console(stderr=True), transient=True) as bar:
+                bar.add_task("running §12.3.5 on the lab (real kernel TCP)", total=None)
+                results += live_results()
     skipped = list(unreproducible(section))
     _reproduce_files(results, skipped, html_out, plot)
     if as_json:

@@ -130,7 +130,7 @@ def matches_section(section: str, wanted: str | None) -> bool:
     if not wanted:
         return True
     want = wanted.strip().lstrip("§")
-    have = section.strip().lstrip("§")
+    have = section.strip().lstrip("§").split(" (", 1)[0]
     for prefix in ("exercise ", "ex. ", "fig. ", "figure "):
         have = have.removeprefix(prefix)
     return have == want or have.startswith(want + ".") or have.startswith(want + "(")
