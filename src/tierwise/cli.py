@@ -221,6 +221,66 @@ def _append_entry(path: Path, model_id: str, text: str) -> None:
         raise ScenarioError(f"cannot write: {exc.strerror}", source=str(path)) from exc
 
 
+@app.command()
+def reproduce(
+    section: Annotated[
+        str | None, typer.Option("--section", help="Only this section: 12.3, 12.5.2, 12-10.")
+    ] = None,
+    as_json: JsonOpt = False,
+    html_out: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Also redraw the chapter's figures here.")
+    ] = None,
+    live: Annotated[
+        bool, typer.Option("--lab", help="Add §12.3.5's measured rows from a live lab run (root).")
+    ] = False,
+) -> None:
+    """Recompute every number of the chapter that follows from its inputs, and compare."""
+    from rich.progress import Progress
+
+    from tierwise.report.jsonout import dumps
+    from tierwise.reproduce import render
+    from tierwise.reproduce.run import all_cases, matches_section, run_cases, unreproducible
+
+    if section and not any(matches_section(c.section, section) for c in all_cases()):
+        raise ScenarioError(f"no printed numbers in section {section!r}", source="--section")
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("recomputing the chapter", total=None)
+        results = run_cases(
+            section, lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    if live:
+        from tierwise.reproduce.live import LIVE_SECTION, live_results
+
+        if matches_section(LIVE_SECTION, section):
+            with Progress(console=Console(stderr=True), transient=True) as bar:
+                bar.add_task("running §12.3.5 on the lab (real kernel TCP)", total=None)
+                results += live_results()
+    skipped = list(unreproducible(section))
+    _reproduce_files(results, skipped, html_out, plot)
+    if as_json:
+        print(dumps(render.to_dict(results, skipped)))
+    else:
+        render.render_table(out, results, skipped)
+    if not all(r.agrees for r in results):
+        raise typer.Exit(1)
+
+
+def _reproduce_files(results, skipped, html_out: Path | None, plot: Path | None) -> None:
+    from tierwise.reproduce import render
+
+    try:
+        if html_out is not None:
+            html_out.write_text(render.render_html(results, skipped), encoding="utf-8")
+        if plot is not None:
+            render.chapter_figures(plot)
+    except OSError as exc:
+        where = "--html" if html_out is not None and not plot else "--plot/--html"
+        raise ScenarioError(f"cannot write: {exc.strerror or exc}", source=where) from exc
+
+
 def _fail(message: str) -> NoReturn:
     """Print ``message`` as one line on stderr (no markup, no wrapping) and exit 2."""
     text = " ".join(message.splitlines())  # one line whatever the message holds

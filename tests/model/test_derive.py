@@ -93,3 +93,16 @@ def test_cli_add_model_bad_config(tmp_path: Path) -> None:
     assert run.code == 2
     assert "hidden_size" in run.stderr and "config.json" in run.stderr
     assert "Traceback" not in run.stderr and run.stdout == ""
+
+
+def test_cli_plan_prints_mismatch_warning(tmp_path: Path) -> None:
+    """A typed number that disagrees with the architecture is a warning on stderr; plan runs."""
+    cfg = Path(__file__).parents[2] / "src/tierwise/catalog/data/architectures/qwen3-8b.json"
+    toml = tmp_path / "cat.toml"
+    toml.write_text(
+        f'[model.qwen3-8b]\nname = "Q"\nkv_bytes_per_token = "589824 B"\narchitecture = "{cfg}"\n'
+    )
+    run = run_cli("plan", "--catalog", str(toml))
+    assert run.code == 0, run.stderr
+    assert "warning:" in run.stderr and "kv_bytes_per_token" in run.stderr
+    assert "589824" in run.stderr and "147456" in run.stderr
