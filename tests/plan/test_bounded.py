@@ -126,9 +126,9 @@ def test_thousand_sites_search_is_linear(monkeypatch):
         evaluations[0] += 1
         return evaluate(*args, **kwargs)
 
-    def counting_choose(opts, objective):
+    def counting_choose(opts, objective, *rest):
         chosen.append(len(opts))
-        return choose(opts, objective)
+        return choose(opts, objective, *rest)
 
     monkeypatch.setattr(thresholds, "evaluate_option", counting_evaluate)
     monkeypatch.setattr(planner, "choose", counting_choose)
@@ -161,7 +161,7 @@ def test_monte_carlo_over_the_cell_limit_is_refused():
     """Trials × rounds of per-round draws over the limit: one error with the figures."""
     text = _mc_scenario(1000)
     with pytest.raises(ModelError, match=r"'cloud'.*1,000 trials × 1,000,000,000 rounds"):
-        plan_text(text, "task.rounds=1000000000", "task.deadline=1e12 s")
+        plan_text(text, "task.rounds=1000000000", "task.deadline=1e9 s")
 
 
 def test_monte_carlo_in_blocks_draws_the_same(monkeypatch):
@@ -187,7 +187,7 @@ uplink = { dist = "choice", values = ["6 Mbit/s", "10 Mbit/s"] }
 rtt_jitter = { dist = "exponential", mean = "10 ms" }
 """
     text = BASE.replace("[decision]", var + "\n[decision]")
-    p = plan_text(text, "task.rounds=1000000000", "task.deadline=1e12 s")
+    p = plan_text(text, "task.rounds=1000000000", "task.deadline=1e9 s")
     cloud = p.monte_carlo["sites"]["cloud"]
     per_round = cloud["mean_s"] / 1e9
     assert 0.1 + 0.8e6 / (10e6 / 8) < per_round < 0.3 + 0.8e6 / (6e6 / 8) + 0.1
