@@ -84,7 +84,9 @@ class ModelSpec(_Entry):
     # config.json keys (read from ``architecture = "path"`` or an inline table); the
     # numbers above that are missing are derived from it (tierwise.model.architecture).
     architecture: dict[str, Any] | None = None
-    image_size: tuple[int, int] | None = None  # (height, width) px a vision tower encodes
+    """config.json keys, or a path to the file; missing numbers above are derived from it."""
+    image_size: tuple[int, int] | None = None
+    """(height, width) in pixels that the vision tower encodes."""
 
 
 class QuantFormat(_Entry):

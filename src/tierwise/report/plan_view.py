@@ -170,7 +170,9 @@ def _saving(x: Any, fmt: Any, more: str) -> str:
 
 def comparison_lines(plan: Any) -> list[str]:
     """Margins to the deadline, differences to the choice, savings against the baseline."""
-    rows = getattr(plan, "comparison", [])
+    shown = _shown(plan)  # with many sites, the rows of the table only (all in --json)
+    base = plan.scenario.decision.baseline
+    rows = [r for r in getattr(plan, "comparison", []) if r["site"] in shown | {base}]
     lines: list[str] = []
     margins = [
         f"{r['site']} {_t(r['margin_s'])} to spare"
@@ -188,7 +190,6 @@ def comparison_lines(plan: Any) -> list[str]:
             for r in others
         ]
         lines.append(f"against the choice ({plan.choice}): " + " · ".join(diffs))
-    base = plan.scenario.decision.baseline
     if base is not None:
         saves = [
             f"{r['site']} {_saving(r['saving_time_s'], _t, 'takes {} longer')}, "
