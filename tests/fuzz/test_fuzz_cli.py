@@ -48,7 +48,7 @@ KNOWN_OPEN: dict[str, tuple[set[str], str]] = {
     ),
     "harden-work: closed-form loss recovery of a huge request": (
         {"speech-request.toml"},
-        r"^timeout",
+        r"^(timeout|traceback: .*(MemoryError|Unable to allocate))",
     ),
     "harden-work: counts that reach numpy (rounds, chunks)": (
         {"deployment.toml", "screenshot-agent.toml", "voice-stream.toml", "photo-chunks.toml"},
