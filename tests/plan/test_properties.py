@@ -12,7 +12,7 @@ from tierwise.scenario.loader import bundled_example
 
 BASE = Path(bundled_example("deployment")).read_text()
 rates = st.floats(0.5, 1000.0)
-rtts = st.one_of(st.just(0.0), st.floats(1e-9, 0.5))  # the schema refuses 0 < t < 1 ps
+rtts = st.one_of(st.just(0.0), st.floats(1e-9, 0.5))  # the schema refuses times below 1 ps
 rounds = st.integers(1, 60)
 
 

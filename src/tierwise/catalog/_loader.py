@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tierwise.errors import CatalogError, did_you_mean, shown
+from tierwise.errors import CatalogError, clip, did_you_mean, shown
 from tierwise.schemakeys import unknown_key
 from tierwise.tomlfile import parse_toml, read_toml
 from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size
@@ -129,9 +129,10 @@ class Catalog(BaseModel):
             return table[key]
         except KeyError:
             known = ", ".join(sorted(table))
+            listed = f"known: {known}" if len(known) <= 150 else "`tierwise catalog` lists them"
             prefix = f"{where}: " if where else ""
             raise CatalogError(
-                f"{prefix}unknown {section} id {shown(key)}; known: {known}"
+                f"{prefix}unknown {section} id {shown(key)}{did_you_mean(key, table)}; {listed}"
             ) from None
 
 
@@ -178,14 +179,14 @@ def _read_architecture(raw: dict[str, Any], where: str, base: Any) -> dict[str, 
 
 def _build(section: str, key: str, raw: Any, origin: str, base: Any = None) -> _Entry:
     if not isinstance(raw, dict):
-        raise CatalogError(f"{origin}: {section}.{key}: expected a table")
+        raise CatalogError(f"{origin}: {clip(section + '.' + key, 100)}: expected a table")
     if section == "model" and base is not None:
         raw = _read_architecture(raw, f"{origin}: {section}.{key}", base)
     try:
         return _SECTIONS[section].model_validate({**raw, "id": key, "origin": origin})
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        path = ".".join(str(p) for p in (section, key, *err["loc"]))
+        path = clip(".".join(str(p) for p in (section, key, *err["loc"])), 100)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "missing":
             msg = "required key is missing"
