@@ -201,3 +201,19 @@ def test_simulated_site_over_the_packet_budget_is_refused():
     with pytest.raises(ScenarioError, match="5,000,000") as err:
         plan_text(text, "task.rounds=1000000", "task.deadline=1e12 s")
     assert err.value.path == "site.cloud.evaluate"
+
+
+def test_disconnect_after_10_to_30_rounds_is_closed_form():
+    """10^30 rounds, all redone after a disconnect: about twice the time, no overflow."""
+    huge = str(10**30)
+    cut = ("task.disconnect.reconnect=1 s", "task.disconnect.progress=lost")
+    base = plan_example("deployment", f"task.rounds={huge}", thresholds=False)
+    lost = plan_example(
+        "deployment",
+        f"task.rounds={huge}",
+        f"task.disconnect.after_round={huge}",
+        *cut,
+        thresholds=False,
+    )
+    redo = lost.option("cloud").time_s - base.option("cloud").time_s
+    assert redo == pytest.approx(base.option("cloud").time_s, rel=1e-9)
