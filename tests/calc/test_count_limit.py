@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import calc_json
 
 from tierwise.calc import REGISTRY
-from tierwise.calc._registry import MAX_COUNT
+from tierwise.calc._registry import MAX_COUNT, parse_param
+from tierwise.errors import ScenarioError
 
-INT_FLAGS = sorted(
-    {(name, p.flag) for name, c in REGISTRY.items() for p in c.params if p.kind == "int"}
-)
+INT_PARAMS = [(name, p) for name, c in REGISTRY.items() for p in c.params if p.kind == "int"]
 
 
-@pytest.mark.parametrize(("name", "flag"), INT_FLAGS)
-def test_huge_count_is_one_line(cli, name, flag):
-    """10^30 for any integer flag: exit 2, one line naming the flag and the limit."""
-    r = cli("calc", name, flag, str(10**30))
-    assert r.code == 2 and len(r.stderr.splitlines()) == 1, r.stderr
-    assert flag in r.stderr and "2^53" in r.stderr and "Traceback" not in r.stderr
+def test_every_integer_parameter_refuses_a_huge_count():
+    """10^30 for any integer parameter: an error naming the flag and the limit."""
+    assert INT_PARAMS
+    for _, p in INT_PARAMS:
+        with pytest.raises(ScenarioError, match="2\\^53") as err:
+            parse_param(p, str(10**30))
+        assert p.flag in str(err.value)
+
+
+def test_huge_count_on_the_command_line_is_one_line(cli):
+    """calc tp-startup --layers 10^30 (an OverflowError before): exit 2, one line."""
+    r = cli("calc", "tp-startup", "--layers", str(10**30))
+    assert r.code == 2 and len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr
 
 
 def test_every_count_up_to_the_limit_is_taken():
     """2^53 itself is accepted (calc loop sums it in closed form)."""
-    from tests.conftest import calc_json
-
     assert calc_json("loop", "--rounds", str(MAX_COUNT))["time_s"] > 0
