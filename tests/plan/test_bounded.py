@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from tests.conftest import plan_example, plan_text
-from tierwise.errors import ModelError
+from tierwise.errors import ModelError, ScenarioError
 from tierwise.plan import montecarlo, planner, thresholds
 from tierwise.plan.options import Option
 from tierwise.report.plan_view import render_plan
@@ -191,3 +191,29 @@ rtt_jitter = { dist = "exponential", mean = "10 ms" }
     cloud = p.monte_carlo["sites"]["cloud"]
     per_round = cloud["mean_s"] / 1e9
     assert 0.1 + 0.8e6 / (10e6 / 8) < per_round < 0.3 + 0.8e6 / (6e6 / 8) + 0.1
+
+
+def test_simulated_site_over_the_packet_budget_is_refused():
+    """evaluate = "sim" with 10^6 rounds: refused before simulating, at the site's key."""
+    text = BASE.replace(
+        "decode_slowdown = 1.0", 'decode_slowdown = 1.0\nevaluate = "sim"\ndownlink = "100 Mbit/s"'
+    )
+    with pytest.raises(ScenarioError, match="5,000,000") as err:
+        plan_text(text, "task.rounds=1000000", "task.deadline=1e12 s")
+    assert err.value.path == "site.cloud.evaluate"
+
+
+def test_disconnect_after_10_to_30_rounds_is_closed_form():
+    """10^30 rounds, all redone after a disconnect: about twice the time, no overflow."""
+    huge = str(10**30)
+    cut = ("task.disconnect.reconnect=1 s", "task.disconnect.progress=lost")
+    base = plan_example("deployment", f"task.rounds={huge}", thresholds=False)
+    lost = plan_example(
+        "deployment",
+        f"task.rounds={huge}",
+        f"task.disconnect.after_round={huge}",
+        *cut,
+        thresholds=False,
+    )
+    redo = lost.option("cloud").time_s - base.option("cloud").time_s
+    assert redo == pytest.approx(base.option("cloud").time_s, rel=1e-9)

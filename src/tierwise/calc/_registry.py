@@ -88,17 +88,29 @@ def calc(name: str, summary: str, section: str, *params: Param) -> Callable:
     return register
 
 
+# counts above this are not integers in floating point, where every model computes
+MAX_COUNT = 2**53
+
+
+def _count(value: Any, flag: str) -> int:
+    number = int(value)
+    if str(value).strip() not in (str(number), f"{number}.0") and not isinstance(value, int):
+        raise ValueError
+    if abs(number) > MAX_COUNT:
+        raise ScenarioError(
+            f"{flag}: {str(value)[:20]}… is over the largest count the models take "
+            f"({MAX_COUNT:,} = 2^53)",
+            source="calc",
+        )
+    return number
+
+
 def _scalar(kind: str, value: Any, flag: str) -> Any:
     try:
         if kind in KINDS:
             return parse_quantity(value, kind) if isinstance(value, str) else _typed(value, kind)
         if kind == "int":
-            number = int(value)
-            if str(value).strip() not in (str(number), f"{number}.0") and not isinstance(
-                value, int
-            ):
-                raise ValueError
-            return number
+            return _count(value, flag)
         if kind == "float":
             number = float(value)
             if not math.isfinite(number):
@@ -112,6 +124,8 @@ def _scalar(kind: str, value: Any, flag: str) -> Any:
             return str(value)
     except UnitError as exc:
         raise ScenarioError(f"{flag}: {exc}", source="calc") from exc
+    except ScenarioError:
+        raise
     except (ValueError, KeyError, TypeError):
         raise ScenarioError(f"{flag}: expected {kind}, got {value!r}", source="calc") from None
     raise RuntimeError(f"unknown param kind {kind!r}")

@@ -20,6 +20,7 @@ __all__ = [
     "equal_rounds_disconnect_extra_s",
     "harmonic_mean_rate",
     "loop_time_s",
+    "redone_count",
     "round_time_s",
     "schedule_upload_s",
 ]
@@ -117,7 +118,7 @@ def equal_rounds_disconnect_extra_s(
         raise ModelError(f"after_round must be an integer ≥ 1, got {after_round!r}")
     nonneg("round time", round_s)
     nonneg("reconnect time", reconnect_s)
-    return float(reconnect_s + len(redone_rounds(after_round, progress)) * round_s)
+    return float(reconnect_s + redone_count(after_round, progress) * round_s)
 
 
 def _redo_slice(after_round: int, progress: str) -> slice:
@@ -126,6 +127,12 @@ def _redo_slice(after_round: int, progress: str) -> slice:
     if progress == "lost":
         return slice(0, after_round)
     raise ModelError(f"progress must be 'kept' or 'lost', got {progress!r}")
+
+
+def redone_count(after_round: int, progress: str) -> int:
+    """How many rounds a disconnect makes us execute again (``len`` of any size)."""
+    s = _redo_slice(after_round, progress)
+    return s.stop - s.start
 
 
 def redone_rounds(after_round: int, progress: str) -> range:

@@ -176,7 +176,7 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     if ex is not None:
         breakdown.update(_extra_parts(ex))
         time_s += ex.fixed_s + ex.recovery_mean_s
-    executed = n + len(redo)
+    executed = n + (redo.stop - redo.start)
     energy = _energy(
         costs, terms.prepare_s + executed * costs.model_s, executed * costs.tokens_per_round
     )
@@ -226,7 +226,7 @@ def _loop_extras(
     """
     if not site.remote or not net.has_physics(site):
         return None
-    total = terms.rounds + len(redo)
+    total = terms.rounds + (redo.stop - redo.start)
     ex = net.Extras(site.rtt, handshake_s=net.handshake_s(site, total))
     windows: dict[str, float | None] = {"up": None, "down": None}
     order = itertools.chain(range(terms.rounds), redo)

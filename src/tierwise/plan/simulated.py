@@ -49,6 +49,23 @@ def _specs(site: Site) -> tuple[Any, Any]:
     return path, tcp
 
 
+def _check_budget(site: Site, upload: float, download: float, rounds: int, source: str) -> None:
+    """Refuse, before simulating, more data packets than ``tierwise sim``'s default budget."""
+    from tierwise.sim.run import MAX_PACKETS
+
+    mss = float(site.mss)
+    per_round = math.ceil(upload / mss) + math.ceil(download / mss) + 1
+    total = per_round * rounds * site.runs
+    if total > MAX_PACKETS:
+        raise ScenarioError(
+            f"simulating this site would move about {total:,} packets ({per_round:,} a round "
+            f"× {rounds:,} rounds × {site.runs:,} runs), over the budget of {MAX_PACKETS:,}; "
+            "lower runs or the rounds, or leave evaluate out for the closed form",
+            source=source,
+            path=f"site.{site.name}.evaluate",
+        )
+
+
 def simulate_task(
     scn: Scenario,
     costs: SiteCosts,
@@ -75,6 +92,7 @@ def simulate_task(
         path, tcp = _specs(site)
     except ScenarioError as exc:
         raise ScenarioError(exc.detail, source=source, path=exc.path) from None
+    _check_budget(site, upload, float(scn.task.download), rounds, source)
     totals = np.zeros(site.runs)
     network = np.zeros(site.runs)
     later = replace(tcp, handshake_rtts=0) if site.connection == "reused" else tcp
