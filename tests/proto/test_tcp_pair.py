@@ -6,6 +6,7 @@ import pytest
 
 from tierwise.errors import LocalProtocolError, ProtocolError
 from tierwise.proto import Ack, Receiver, Segment, Sender
+from tierwise.proto.congestion import CongestionController
 from tierwise.proto.tcp import RTO_INITIAL_S, RTO_MIN_S
 
 from .pair import ACK_WIRE, HEADER, MSS, Pair, Recorder
@@ -471,3 +472,24 @@ def test_first_flight_stops_at_the_syn_window_until_the_first_ack():
 def test_first_flight_must_be_positive():
     with pytest.raises(LocalProtocolError, match="first_flight"):
         Sender(first_flight=0)
+
+
+class _RateBlind(Recorder):
+    """A controller that does not override on_rate_sample: it records on_ack's rate."""
+
+    on_rate_sample = CongestionController.on_rate_sample  # the base's no-op hook
+
+    def on_ack(self, *, acked, rtt, now, in_flight, delivery_rate) -> None:
+        self.calls.append(("ack", {"delivery_rate": delivery_rate}))
+
+
+def test_rate_samples_are_built_only_for_controllers_that_read_them():
+    """A controller without on_rate_sample gets delivery_rate None; one with it gets samples."""
+    for cc, wants in ((_RateBlind(), False), (Recorder(), True)):
+        p = Pair(cc=cc, nbytes=4 * MSS)
+        acks = p.arrive(p.send(0.0), 0.1)
+        p.ack(acks, 0.2)
+        assert bool(cc.samples) == wants
+        if not wants:
+            assert [kw["delivery_rate"] for kw in cc.events("ack")] == [None] * 4
+    assert [s.acked for s in cc.samples] == [MSS] * 4

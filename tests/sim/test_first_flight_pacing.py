@@ -8,11 +8,14 @@ the lab's prediction for ``--factor initcwnd=10,40,300`` never returned.
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tierwise.model.transport import SYN_WINDOW_BYTES, TIMESTAMP_MSS_BYTES
-from tierwise.proto import Sender
+from tierwise.proto import CONTROLLERS, Sender
 from tierwise.sim import PathSpec, TcpSpec, run_request
 
 RTT_S = 0.2
@@ -65,3 +68,39 @@ def test_lab_predict_for_the_readme_factor_returns() -> None:
 
     pred = predict(RequestExperiment(), "cold", 300 * TIMESTAMP_MSS_BYTES, "bbr")
     assert pred["closed_form_s"] * 0.9 < pred["sim_s"] < pred["closed_form_s"] * 1.2
+
+
+FUZZ_EXAMPLES = int(os.environ.get("TIERWISE_FUZZ_EXAMPLES", "40"))  # raise for a long local run
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cc=st.sampled_from(sorted(CONTROLLERS)),
+    iw=st.integers(1, 400),
+    handshake_rtts=st.integers(0, 2),
+    syn_window=st.one_of(st.none(), st.integers(1, 65_535)),
+    mss=st.integers(100, 1448),
+    loss=st.sampled_from([0.0, 0.01, 0.05]),
+    queue_packets=st.sampled_from([math.inf, 8, 200]),
+    upload=st.integers(0, 200_000),
+)
+def test_any_request_ends_with_time_advancing(
+    cc, iw, handshake_rtts, syn_window, mss, loss, queue_packets, upload
+) -> None:
+    """Any controller, window, SYN window, loss and queue: the request finishes, finitely."""
+    result = run_request(
+        PathSpec(2.5e6, 2.5e6, 0.05, up_loss=loss, down_loss=loss, queue_packets=queue_packets),
+        TcpSpec(
+            cc=cc,
+            mss=mss,
+            initial_window=iw,
+            handshake_rtts=handshake_rtts,
+            syn_window=syn_window,
+        ),
+        upload,
+        1000,
+        0.01,
+        seed=3,
+        until=600.0,
+    )
+    assert math.isfinite(result.time_s) and result.time_s >= 0.01 + 0.025 - 1e-9  # proc + RTT/2
