@@ -227,7 +227,7 @@ def plot(runs: dict[str, list[dict]], bodies: list[bytes], stem: Path) -> None:
     ]
     for lo, hi, label, alpha in spans:
         ax.axvspan(n * lo, n * hi, alpha=alpha, color="grey", lw=0)
-        ax.text(n * lo + 0.5, 12, label, fontsize=7, va="top")
+        ax.text(n * lo + 0.5, 0.98, label, fontsize=7, va="top", transform=ax.get_xaxis_transform())
     oracle = [min(true_time_s(s, world(i, n), len(b)) for s in SITES) for i, b in enumerate(bodies)]
     ax.plot(oracle, "k:", lw=1, label="oracle (model time, no overhead)")
     for name, recs in runs.items():
@@ -235,7 +235,7 @@ def plot(runs: dict[str, list[dict]], bodies: list[bytes], stem: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("request")
     ax.set_ylabel("time seen by the client (s)")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.9))
     fig.tight_layout()
     stem.parent.mkdir(parents=True, exist_ok=True)
     for suffix in (".png", ".svg"):
