@@ -23,10 +23,8 @@ from pathlib import Path
 import httpx
 from rich.progress import Progress
 
+from tierwise.lab.model_server import free_port, wait_ready
 from tierwise.route.replay import read_log
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from tests.modelserver import _wait_ready, free_port
 
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 BODY = {"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 1}
@@ -42,7 +40,7 @@ def rss_mib(pid: int) -> float:
 
 def start(args: list[str], url: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_ready(proc, url)
+    wait_ready(proc, url)
     return proc
 
 

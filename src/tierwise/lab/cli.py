@@ -29,6 +29,7 @@ from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError
 from tierwise.lab.model_server import model_server_command
+from tierwise.lab.route_world import lab_route_command
 from tierwise.units import parse_quantity
 
 __all__ = ["STATE_DIR", "hold", "lab_app"]
@@ -44,6 +45,7 @@ lab_app = typer.Typer(
 )
 out = Console()
 lab_app.command("model-server")(model_server_command)
+lab_app.command("route")(lab_route_command)
 
 RttOpt = Annotated[str, typer.Option("--rtt", help="Round-trip time, e.g. '200ms'.")]
 RateOpt = Annotated[str, typer.Option("--rate", help="Bottleneck rate each way, e.g. '100Mbit/s'.")]
