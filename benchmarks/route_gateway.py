@@ -1,8 +1,10 @@
 """Benchmark: what the route gateway adds to a request, and 200 concurrent streams.
 
 One ``tierwise lab model-server`` and one ``tierwise route`` gateway in front of it,
-both real processes on loopback. Part 1 alternates the same non-streaming request
-sent directly and through the gateway (one warm keep-alive client each) and compares
+both real processes on loopback, and for reference a bare pass-through proxy (the
+same starlette + uvicorn + httpx hop with no prediction, learning, log or metrics).
+Part 1 alternates the same non-streaming request sent directly, through the bare
+proxy and through the gateway (one warm keep-alive client each) and compares
 medians. Part 2 opens 200 streaming requests at once through the gateway, several
 rounds, and counts errors and the gateway's resident memory after each round.
 
@@ -23,10 +25,8 @@ from pathlib import Path
 import httpx
 from rich.progress import Progress
 
+from tierwise.lab.model_server import free_port, wait_ready
 from tierwise.route.replay import read_log
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from tests.modelserver import _wait_ready, free_port
 
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 BODY = {"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 1}
@@ -42,26 +42,49 @@ def rss_mib(pid: int) -> float:
 
 def start(args: list[str], url: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_ready(proc, url)
+    wait_ready(proc, url)
     return proc
 
 
-def overhead(direct: str, gateway: str, pairs: int) -> tuple[float, float]:
-    """Median time direct and through the gateway, alternating, warm clients."""
-    times: dict[str, list[float]] = {"direct": [], "gateway": []}
-    with httpx.Client() as a, httpx.Client() as b, Progress() as progress:
-        task = progress.add_task("direct / gateway pairs", total=pairs)
-        for _ in range(20):  # warm both paths and the gateway's estimates
-            a.post(direct + "/v1/chat/completions", json=BODY)
-            b.post(gateway + "/v1/chat/completions", json=BODY)
+def overhead(urls: dict[str, str], pairs: int) -> dict[str, float]:
+    """Median time per path (direct, bare proxy, gateway), alternating, warm clients."""
+    times: dict[str, list[float]] = {name: [] for name in urls}
+    clients = {name: httpx.Client() for name in urls}
+    with Progress() as progress:
+        task = progress.add_task("alternating rounds", total=pairs)
+        for _ in range(20):  # warm every path and the gateway's estimates
+            for name, url in urls.items():
+                clients[name].post(url + "/v1/chat/completions", json=BODY)
         for _ in range(pairs):
-            for name, client, url in (("direct", a, direct), ("gateway", b, gateway)):
+            for name, url in urls.items():
                 t0 = time.perf_counter()
-                r = client.post(url + "/v1/chat/completions", json=BODY)
+                r = clients[name].post(url + "/v1/chat/completions", json=BODY)
                 times[name].append(time.perf_counter() - t0)
                 assert r.status_code == 200, r.text
             progress.advance(task)
-    return statistics.median(times["direct"]), statistics.median(times["gateway"])
+    for c in clients.values():
+        c.close()
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def bare_proxy(port: int, upstream: str) -> None:
+    """The reference hop: forward the body, return the answer; nothing else."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    client = httpx.AsyncClient(base_url=upstream)
+
+    async def forward(request):
+        r = await client.post(request.url.path, content=await request.body())
+        return Response(r.content, status_code=r.status_code, media_type="application/json")
+
+    async def health(request):
+        return Response(b"ok")
+
+    routes = [Route("/v1/chat/completions", forward, methods=["POST"]), Route("/health", health)]
+    uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=port, log_level="warning")
 
 
 async def concurrent_round(gateway: str, n: int) -> tuple[int, int]:
@@ -83,6 +106,9 @@ async def concurrent_round(gateway: str, n: int) -> tuple[int, int]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--serve-proxy"]:
+        bare_proxy(int(sys.argv[2]), sys.argv[3])
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=300)
     ap.add_argument("--concurrent", type=int, default=200)
@@ -101,10 +127,17 @@ def main() -> None:
         'uplink = "1 Gbit/s"\ndownlink = "1 Gbit/s"\n'
     )
     gw = start([*CLI, "route", "--config", str(tmp / "route.toml")], gateway)
+    px_port = free_port()
+    proxy = f"http://127.0.0.1:{px_port}"
+    px = start([sys.executable, __file__, "--serve-proxy", str(px_port), direct], proxy)
     try:
-        d, g = overhead(direct, gateway, args.pairs)
-        print(f"median direct {d * 1e3:.2f} ms, via gateway {g * 1e3:.2f} ms: "
-              f"adds {(g - d) * 1e3:.2f} ms (goal ≤ 2 ms)")  # fmt: skip
+        med = overhead({"direct": direct, "bare proxy": proxy, "gateway": gateway}, args.pairs)
+        d, b, g = med["direct"], med["bare proxy"], med["gateway"]
+        print(
+            f"median direct {d * 1e3:.2f} ms, bare proxy {b * 1e3:.2f} ms, "
+            f"gateway {g * 1e3:.2f} ms: the gateway adds {(g - d) * 1e3:.2f} ms "
+            f"(goal ≤ 2 ms), a bare proxy hop {(b - d) * 1e3:.2f} ms"
+        )
         recs = read_log(tmp / "d.jsonl")
         decide = statistics.median(r["decide_s"] for r in recs)
         inside = statistics.median(r["total_s"] - r["actual_s"] for r in recs)
@@ -118,7 +151,7 @@ def main() -> None:
             print(f"round {i + 1}: {ok} ok, {failed} failed in {took:.2f} s; "
                   f"gateway RSS {rss_mib(gw.pid):.1f} MiB")  # fmt: skip
     finally:
-        for proc in (gw, server):
+        for proc in (px, gw, server):
             proc.terminate()
             proc.wait(10)
 

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
-import httpx
+from tierwise.lab.model_server import free_port, wait_ready
 
-START_TIMEOUT_S = 30.0  # the machine is shared; start-up can take a few seconds
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["free_port", "model_server"]
 
 
 @contextlib.contextmanager
@@ -31,7 +22,7 @@ def model_server(*args: str) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(proc, url)
+        wait_ready(proc, url)
         yield url
     finally:
         proc.terminate()
@@ -40,15 +31,3 @@ def model_server(*args: str) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], url: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"model-server exited: {proc.stderr.read().decode()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url + "/health", timeout=1.0).status_code in (200, 503):
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"model-server at {url} did not start in {START_TIMEOUT_S} s")

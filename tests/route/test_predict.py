@@ -102,3 +102,16 @@ def test_learning_from_probes_moves_the_prediction() -> None:
         learn(m, shape(1_000_000), t)
     assert m.up_rate.value == pytest.approx(1e6, rel=0.1)
     assert m.decode_factor.value == pytest.approx(0.1 / 64 / m.step_bound_s, rel=0.05)
+
+
+def test_timed_out_upload_bounds_the_rate() -> None:
+    """A 1 MB upload that timed out after 1.3 s caps the cloud's uplink estimate."""
+    from tierwise.route.learn import learn_timeout
+
+    cfg = load_route(EXAMPLE)
+    m = site_model(cfg.site_named("cloud"), load_catalog(), "test")
+    learn_timeout(m, shape(1_000_000), 1.3)
+    assert m.up_rate.value == pytest.approx(1e6 / (1.3 - 0.08))
+    before = m.rtt_s.value
+    learn_timeout(m, shape(2000), 1.3)  # a small request says nothing about the rate
+    assert m.up_rate.value == pytest.approx(1e6 / (1.3 - 0.08)) and m.rtt_s.value == before

@@ -30,6 +30,7 @@ from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError
 from tierwise.lab.model_server import model_server_command
+from tierwise.lab.route_world import lab_route_command
 
 if TYPE_CHECKING:
     from tierwise.lab.holders import HolderState
@@ -47,6 +48,7 @@ lab_app = typer.Typer(
 )
 out = Console()
 lab_app.command("model-server")(model_server_command)
+lab_app.command("route")(lab_route_command)
 
 RttOpt = Annotated[str, typer.Option("--rtt", help="Round-trip time, e.g. '200ms'.")]
 RateOpt = Annotated[str, typer.Option("--rate", help="Bottleneck rate each way, e.g. '100Mbit/s'.")]

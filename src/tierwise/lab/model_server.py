@@ -23,9 +23,7 @@ request's time into network and server parts.
 from __future__ import annotations
 
 import json
-import random
 import time
-import uuid
 from dataclasses import asdict, dataclass, fields
 from typing import Annotated, Any
 
@@ -37,9 +35,11 @@ __all__ = [
     "Behaviour",
     "ModelServer",
     "catalog_step_s",
+    "free_port",
     "model_server_command",
     "prompt_tokens",
     "serve",
+    "wait_ready",
 ]
 
 CHARS_PER_TOKEN = 4  # a common rule of thumb for English text and BPE tokenisers
@@ -136,6 +136,7 @@ class ModelServer:
 
     def __init__(self, model: str, behaviour: Behaviour, seed: int = 0) -> None:
         import asyncio
+        import random
 
         from starlette.applications import Starlette
         from starlette.routing import Route
@@ -278,6 +279,8 @@ class ModelServer:
 
 
 def _envelope(chat: bool, model: str, stream: bool) -> dict[str, Any]:
+    import uuid
+
     kind = "chat.completion" if chat else "text_completion"
     return {
         "id": f"cmpl-{uuid.uuid4().hex[:12]}",
@@ -312,6 +315,34 @@ def serve(host: str, port: int, model: str, behaviour: Behaviour, seed: int = 0)
 
     server = ModelServer(model, behaviour, seed)
     uvicorn.run(server.app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(proc: Any, url: str, timeout_s: float = 30.0) -> None:
+    """Wait until the server at ``url`` answers ``/health`` (or ``/metrics``) or ``proc`` exits."""
+    import contextlib
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"{url}: the server exited: {err.strip()}")
+        for path in ("/health", "/metrics"):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + path, timeout=1.0).status_code in (200, 503):
+                    return
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not start in {timeout_s:g} s")
 
 
 def _time_opt(value: str | None, option: str) -> float | None:
