@@ -137,33 +137,29 @@ class _Values:
         return self.columns.get(key, default)
 
 
-def _down_s(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> Any:
+_NEEDS = {
+    "uplink": "a remote site needs an uplink to upload the task's input",
+    "downlink": "a remote site needs a downlink to return the task's output",
+}
+
+
+def _transfer_s(v: _Values, c: SiteCosts, link: str, size: Any, source: str) -> Any:
+    """``S / B`` over ``link`` (uplink or downlink) of ``c.site``; zero bytes take zero time."""
     site = c.site
-    size = v("task.download", scn.task.download)
-    rate = v(f"site.{site.name}.downlink", site.downlink)
+    rate = v(f"site.{site.name}.{link}", getattr(site, link))
     if rate is None:
         if np.any(np.asarray(size) > 0):
-            raise ScenarioError(
-                "a remote site needs a downlink to return the task's output",
-                source=source,
-                path=f"site.{site.name}.downlink",
-            )
+            raise ScenarioError(_NEEDS[link], source=source, path=f"site.{site.name}.{link}")
         return 0.0
     return np.where(np.asarray(size) == 0, 0.0, np.divide(size, rate))
 
 
+def _down_s(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> Any:
+    return _transfer_s(v, c, "downlink", v("task.download", scn.task.download), source)
+
+
 def _up_s(v: _Values, scn: Scenario, c: SiteCosts, size: Any, source: str) -> Any:
-    site = c.site
-    rate = v(f"site.{site.name}.uplink", site.uplink)
-    if rate is None:
-        if np.any(np.asarray(size) > 0):
-            raise ScenarioError(
-                "a remote site needs an uplink to upload the task's input",
-                source=source,
-                path=f"site.{site.name}.uplink",
-            )
-        return 0.0
-    return np.divide(size, rate)
+    return _transfer_s(v, c, "uplink", size, source)
 
 
 def _loop_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any]:
@@ -343,6 +339,9 @@ class SweepRun:
     def _work(self) -> Iterator[tuple[list[str], Any, tuple[np.ndarray, ...], np.ndarray]]:
         """(outer --set texts, (scenario, costs) or None, inner index, global points)."""
         outer, inner = self._split()
+        keys = ", ".join(self.axes[i].key for i in outer)
+        if keys and not any(keys in n for n in self.notes):
+            self.notes.append(f"re-resolved per value of {keys}; the other keys vectorised")
         for combo in itertools.product(*(range(len(self.axes[i].texts)) for i in outer)):
             texts = [self.axes[i].override(j) for i, j in zip(outer, combo, strict=True)]
             scn = self.base.scenario(texts)
