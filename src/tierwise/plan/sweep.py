@@ -34,6 +34,7 @@ from tierwise.scenario.schema import Scenario
 
 __all__ = [
     "CHUNK_POINTS",
+    "PARTS",
     "Block",
     "SweepRun",
     "is_vector_key",
@@ -41,6 +42,10 @@ __all__ = [
     "vector_block",
     "vector_blocker",
 ]
+
+# Where the time goes, as the planner's breakdown names it; the rest is "other".
+PARTS = ("prepare", "client", "model", "upload", "download", "propagation")
+Parts = dict[str, Any]
 
 CHUNK_POINTS = 1 << 17  # grid points per vectorised chunk: ~10 MB of float64 per column
 
@@ -89,6 +94,7 @@ class Block:
     cost: np.ndarray  # 0 where the site has no price
     chosen: np.ndarray = field(init=False)
     pareto: np.ndarray = field(init=False)
+    parts: dict[str, np.ndarray] = field(init=False)  # PARTS of the time, (sites, m) each
 
     def metrics(self) -> np.ndarray:
         """(3, sites, m): time, energy (unknown = ∞) and cost, as :mod:`plan.cost` ranks."""
@@ -162,32 +168,37 @@ def _up_s(v: _Values, scn: Scenario, c: SiteCosts, size: Any, source: str) -> An
     return _transfer_s(v, c, "uplink", size, source)
 
 
-def _loop_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any]:
-    """(time, rounds) of a loop on one site, §12.5."""
+def _loop_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any, Parts]:
+    """(time, rounds, parts) of a loop on one site, §12.5."""
     task, site = scn.task, c.site
     comp = task.compress
     n = comp.rounds if comp and comp.rounds else v("task.rounds", task.rounds)
     client = v("task.client_work", task.client_work)
+    parts = {"prepare": c.prepare_s, "client": n * client, "model": n * c.model_s}
     if not site.remote:
-        return c.prepare_s + n * (client + c.model_s), n
+        return c.prepare_s + n * (client + c.model_s), n, parts
     size = v("task.upload", task.upload) * (comp.ratio if comp else 1.0)
     rtt = v(f"site.{site.name}.rtt", site.rtt)
-    per_round = client + c.model_s + rtt + _down_s(v, scn, c, source)
-    per_round = per_round + (comp.time if comp else 0.0) + _up_s(v, scn, c, size, source)
-    return c.prepare_s + n * per_round, n
+    up, down = _up_s(v, scn, c, size, source), _down_s(v, scn, c, source)
+    per_round = client + c.model_s + rtt + down
+    per_round = per_round + (comp.time if comp else 0.0) + up
+    parts |= {"upload": n * up, "download": n * down, "propagation": n * rtt}
+    return c.prepare_s + n * per_round, n, parts
 
 
-def _request_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any]:
-    """(time, 1) of a request on one site, §12.1.1."""
+def _request_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any, Parts]:
+    """(time, 1, parts) of a request on one site, §12.1.1."""
     task, site = scn.task, c.site
     if not site.remote:
-        return c.prepare_s + c.model_s, 1
+        return c.prepare_s + c.model_s, 1, {"prepare": c.prepare_s, "model": c.model_s}
     comp = task.compress
     size = v("task.upload", task.upload) * (comp.ratio if comp else 1.0)
     up = _up_s(v, scn, c, size, source)
     rtt = v(f"site.{site.name}.rtt", site.rtt)
     down = _down_s(v, scn, c, source)
-    return c.prepare_s + up + c.model_s + down + rtt + (comp.time if comp else 0.0), 1
+    parts = {"prepare": c.prepare_s, "upload": up, "model": c.model_s, "download": down}
+    parts["propagation"] = rtt
+    return c.prepare_s + up + c.model_s + down + rtt + (comp.time if comp else 0.0), 1, parts
 
 
 def _energy(c: SiteCosts, rounds: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -219,8 +230,11 @@ def vector_block(
     timer = _loop_time if scn.task.kind == "loop" else _request_time
     deadline = v("task.deadline", scn.task.deadline)
     rows: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "lo", "hi", "ok", "meet", "cost")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in PARTS}
     for c in costs:
-        time_s, rounds = timer(v, scn, c, source)
+        time_s, rounds, site_parts = timer(v, scn, c, source)
+        for k in PARTS:
+            parts[k].append(np.broadcast_to(np.asarray(site_parts.get(k, 0.0), float), (m,)))
         time_s = np.broadcast_to(np.asarray(time_s, dtype=float), (m,))
         low, high = _energy(c, rounds, m)
         egress = v("task.download", scn.task.download) if c.site.remote else 0.0
@@ -237,6 +251,7 @@ def vector_block(
         points, t, t, np.stack(rows["hi"]), np.stack(rows["lo"]), np.stack(rows["ok"]) > 0,
         np.stack(rows["meet"]), np.stack(rows["cost"]),
     )  # fmt: skip
+    block.parts = {k: np.stack(a) for k, a in parts.items()}
     block.choose(scn.decision.objective, scn.decision.weights)
     return block
 
@@ -280,6 +295,7 @@ def block_of_plans(plans: Sequence[Any], points: np.ndarray) -> Block:
         grid(lambda o: o.extra.get("cost", 0.0)),
     )
     block.pareto = pareto_front(block.metrics(), block.feasible)
+    block.parts = {k: grid(lambda o, k=k: o.breakdown_s.get(k, 0.0)) for k in PARTS}
     names = [o.site for o in plans[0].options] if plans else []
     block.chosen = np.array([[p.choice == n for p in plans] for n in names], dtype=bool)
     block.chosen = block.chosen.reshape(len(names), len(plans))
