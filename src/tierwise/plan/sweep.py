@@ -316,6 +316,8 @@ class SweepRun:
     notes: list[str] = field(default_factory=list)
     client: Any = None  # a dask.distributed Client for point-by-point chunks
     point_chunk: int = 256  # points per point-by-point chunk (a Dask task)
+    _resolved: dict[tuple[str, ...], Any] = field(default_factory=dict, repr=False)
+    _sim_site: str | None = field(default=None, repr=False)
 
     @property
     def size(self) -> int:
@@ -360,18 +362,54 @@ class SweepRun:
             self.notes.append(f"re-resolved per value of {keys}; the other keys vectorised")
         for combo in itertools.product(*(range(len(self.axes[i].texts)) for i in outer)):
             texts = [self.axes[i].override(j) for i, j in zip(outer, combo, strict=True)]
-            scn = self.base.scenario(texts)
-            blocker = vector_blocker(scn)
-            costs = None
-            if blocker is None:
-                resolved = [resolve_site(scn, s, self.catalog, self.base.source) for s in scn.site]
-                costs = (scn, resolved)
-            elif blocker not in " ".join(self.notes):
-                self.notes.append(f"planned point by point: {blocker} has no vectorised form")
+            costs = self._resolve(texts)
             for idx in self._chunks(inner, costs is not None):
                 full = self._full_index(outer, combo, inner, idx)
                 points = np.ravel_multi_index(full, self.shape) if self.axes else np.zeros(1, int)
                 yield texts, costs, idx, np.atleast_1d(points)
+
+    def _resolve(self, texts: list[str]) -> tuple[Scenario, list[SiteCosts]] | None:
+        """(scenario, costs) for the vectorised path, or None (point by point); cached, as a
+        Dask sweep walks the grid twice (submit, then collect)."""
+        key = tuple(texts)
+        if self._always_simulated():
+            return None
+        if key not in self._resolved:
+            scn = self.base.scenario(texts)
+            blocker = vector_blocker(scn)
+            if blocker is None:
+                costs = [resolve_site(scn, s, self.catalog, self.base.source) for s in scn.site]
+                self._resolved[key] = (scn, costs)
+            else:
+                self._resolved[key] = None
+                if blocker not in " ".join(self.notes):
+                    self.notes.append(f"planned point by point: {blocker} has no vectorised form")
+        if self.client is None:
+            return self._resolved.pop(key)  # one pass: keep nothing
+        return self._resolved[key]
+
+    def _always_simulated(self) -> bool:
+        """A site is simulated at every point (no axis turns it off): skip the per-combination
+        check, which would cost the client a validation per combination."""
+        if self._sim_site is None:
+            scn = self.base.scenario()
+            touched = {".".join(a.key.split(".")[:3]) for a in self.axes}
+            self._sim_site = next(
+                (
+                    s.name
+                    for s in scn.site
+                    if s.remote
+                    and s.evaluate == "sim"
+                    and not {f"site.{s.name}.evaluate", f"site.{s.name}.tier"} & touched
+                ),
+                "",
+            )
+            if self._sim_site:
+                self.notes.append(
+                    f'planned point by point: site {self._sim_site} (evaluate = "sim") '
+                    "has no vectorised form"
+                )
+        return bool(self._sim_site)
 
     def _split(self) -> tuple[list[int], list[int]]:
         outer = [i for i, a in enumerate(self.axes) if not (is_vector_key(a.key) and a.numeric)]
