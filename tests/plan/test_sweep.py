@@ -186,7 +186,7 @@ PRICED_AXES = (
 )
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(point=st.integers(0, 20 * 3 * 3 * 3 - 1))
 def test_priced_sweep_matches_plan_file(point, tmp_path_factory):
     """With prices, cost and Pareto objectives: sweep and planner agree on cost and choice."""
