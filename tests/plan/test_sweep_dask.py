@@ -44,6 +44,7 @@ def test_dask_sweep_equals_the_local_sweep_and_the_planner(client):
     assert bool(rows.loc["edge", "chosen"]) == (p.choice == "edge")
 
 
+@pytest.mark.slow
 def test_cli_runs_a_simulated_sweep_on_a_given_scheduler(cli, client, tmp_path):
     """--scheduler sends the points to an existing cluster; --runs sets the seeds per point."""
     pq = pytest.importorskip("pyarrow.parquet")

@@ -106,6 +106,8 @@ def test_sweep_page_in_chromium(browser, tmp_path):
     want = expected_winners(20)
     assert (z == want).all()
     assert regions(z) == regions(want) >= 2
+    hover = page.evaluate("document.getElementById('pareto').data[2].text[0]")
+    assert "cloud" in hover and "upload" in hover and "energy" in hover  # the breakdown
     page.locator("#slider-0").focus()
     page.keyboard.press("End")  # rounds 20 → 10
     z40 = np.array(page.evaluate("document.getElementById('choice').data[0].z"))

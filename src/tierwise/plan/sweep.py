@@ -34,6 +34,7 @@ from tierwise.scenario.schema import Scenario
 
 __all__ = [
     "CHUNK_POINTS",
+    "PARTS",
     "Block",
     "SweepRun",
     "is_vector_key",
@@ -41,6 +42,10 @@ __all__ = [
     "vector_block",
     "vector_blocker",
 ]
+
+# Where the time goes, as the planner's breakdown names it; the rest is "other".
+PARTS = ("prepare", "client", "model", "upload", "download", "propagation")
+Parts = dict[str, Any]
 
 CHUNK_POINTS = 1 << 17  # grid points per vectorised chunk: ~10 MB of float64 per column
 
@@ -89,6 +94,7 @@ class Block:
     cost: np.ndarray  # 0 where the site has no price
     chosen: np.ndarray = field(init=False)
     pareto: np.ndarray = field(init=False)
+    parts: dict[str, np.ndarray] = field(init=False)  # PARTS of the time, (sites, m) each
 
     def metrics(self) -> np.ndarray:
         """(3, sites, m): time, energy (unknown = ∞) and cost, as :mod:`plan.cost` ranks."""
@@ -137,61 +143,62 @@ class _Values:
         return self.columns.get(key, default)
 
 
-def _down_s(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> Any:
+_NEEDS = {
+    "uplink": "a remote site needs an uplink to upload the task's input",
+    "downlink": "a remote site needs a downlink to return the task's output",
+}
+
+
+def _transfer_s(v: _Values, c: SiteCosts, link: str, size: Any, source: str) -> Any:
+    """``S / B`` over ``link`` (uplink or downlink) of ``c.site``; zero bytes take zero time."""
     site = c.site
-    size = v("task.download", scn.task.download)
-    rate = v(f"site.{site.name}.downlink", site.downlink)
+    rate = v(f"site.{site.name}.{link}", getattr(site, link))
     if rate is None:
         if np.any(np.asarray(size) > 0):
-            raise ScenarioError(
-                "a remote site needs a downlink to return the task's output",
-                source=source,
-                path=f"site.{site.name}.downlink",
-            )
+            raise ScenarioError(_NEEDS[link], source=source, path=f"site.{site.name}.{link}")
         return 0.0
     return np.where(np.asarray(size) == 0, 0.0, np.divide(size, rate))
 
 
+def _down_s(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> Any:
+    return _transfer_s(v, c, "downlink", v("task.download", scn.task.download), source)
+
+
 def _up_s(v: _Values, scn: Scenario, c: SiteCosts, size: Any, source: str) -> Any:
-    site = c.site
-    rate = v(f"site.{site.name}.uplink", site.uplink)
-    if rate is None:
-        if np.any(np.asarray(size) > 0):
-            raise ScenarioError(
-                "a remote site needs an uplink to upload the task's input",
-                source=source,
-                path=f"site.{site.name}.uplink",
-            )
-        return 0.0
-    return np.divide(size, rate)
+    return _transfer_s(v, c, "uplink", size, source)
 
 
-def _loop_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any]:
-    """(time, rounds) of a loop on one site, §12.5."""
+def _loop_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any, Parts]:
+    """(time, rounds, parts) of a loop on one site, §12.5."""
     task, site = scn.task, c.site
     comp = task.compress
     n = comp.rounds if comp and comp.rounds else v("task.rounds", task.rounds)
     client = v("task.client_work", task.client_work)
+    parts = {"prepare": c.prepare_s, "client": n * client, "model": n * c.model_s}
     if not site.remote:
-        return c.prepare_s + n * (client + c.model_s), n
+        return c.prepare_s + n * (client + c.model_s), n, parts
     size = v("task.upload", task.upload) * (comp.ratio if comp else 1.0)
     rtt = v(f"site.{site.name}.rtt", site.rtt)
-    per_round = client + c.model_s + rtt + _down_s(v, scn, c, source)
-    per_round = per_round + (comp.time if comp else 0.0) + _up_s(v, scn, c, size, source)
-    return c.prepare_s + n * per_round, n
+    up, down = _up_s(v, scn, c, size, source), _down_s(v, scn, c, source)
+    per_round = client + c.model_s + rtt + down
+    per_round = per_round + (comp.time if comp else 0.0) + up
+    parts |= {"upload": n * up, "download": n * down, "propagation": n * rtt}
+    return c.prepare_s + n * per_round, n, parts
 
 
-def _request_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any]:
-    """(time, 1) of a request on one site, §12.1.1."""
+def _request_time(v: _Values, scn: Scenario, c: SiteCosts, source: str) -> tuple[Any, Any, Parts]:
+    """(time, 1, parts) of a request on one site, §12.1.1."""
     task, site = scn.task, c.site
     if not site.remote:
-        return c.prepare_s + c.model_s, 1
+        return c.prepare_s + c.model_s, 1, {"prepare": c.prepare_s, "model": c.model_s}
     comp = task.compress
     size = v("task.upload", task.upload) * (comp.ratio if comp else 1.0)
     up = _up_s(v, scn, c, size, source)
     rtt = v(f"site.{site.name}.rtt", site.rtt)
     down = _down_s(v, scn, c, source)
-    return c.prepare_s + up + c.model_s + down + rtt + (comp.time if comp else 0.0), 1
+    parts = {"prepare": c.prepare_s, "upload": up, "model": c.model_s, "download": down}
+    parts["propagation"] = rtt
+    return c.prepare_s + up + c.model_s + down + rtt + (comp.time if comp else 0.0), 1, parts
 
 
 def _energy(c: SiteCosts, rounds: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -223,8 +230,11 @@ def vector_block(
     timer = _loop_time if scn.task.kind == "loop" else _request_time
     deadline = v("task.deadline", scn.task.deadline)
     rows: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "lo", "hi", "ok", "meet", "cost")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in PARTS}
     for c in costs:
-        time_s, rounds = timer(v, scn, c, source)
+        time_s, rounds, site_parts = timer(v, scn, c, source)
+        for k in PARTS:
+            parts[k].append(np.broadcast_to(np.asarray(site_parts.get(k, 0.0), float), (m,)))
         time_s = np.broadcast_to(np.asarray(time_s, dtype=float), (m,))
         low, high = _energy(c, rounds, m)
         egress = v("task.download", scn.task.download) if c.site.remote else 0.0
@@ -241,6 +251,7 @@ def vector_block(
         points, t, t, np.stack(rows["hi"]), np.stack(rows["lo"]), np.stack(rows["ok"]) > 0,
         np.stack(rows["meet"]), np.stack(rows["cost"]),
     )  # fmt: skip
+    block.parts = {k: np.stack(a) for k, a in parts.items()}
     block.choose(scn.decision.objective, scn.decision.weights)
     return block
 
@@ -284,6 +295,7 @@ def block_of_plans(plans: Sequence[Any], points: np.ndarray) -> Block:
         grid(lambda o: o.extra.get("cost", 0.0)),
     )
     block.pareto = pareto_front(block.metrics(), block.feasible)
+    block.parts = {k: grid(lambda o, k=k: o.breakdown_s.get(k, 0.0)) for k in PARTS}
     names = [o.site for o in plans[0].options] if plans else []
     block.chosen = np.array([[p.choice == n for p in plans] for n in names], dtype=bool)
     block.chosen = block.chosen.reshape(len(names), len(plans))
@@ -304,6 +316,8 @@ class SweepRun:
     notes: list[str] = field(default_factory=list)
     client: Any = None  # a dask.distributed Client for point-by-point chunks
     point_chunk: int = 256  # points per point-by-point chunk (a Dask task)
+    _resolved: dict[tuple[str, ...], Any] = field(default_factory=dict, repr=False)
+    _sim_site: str | None = field(default=None, repr=False)
 
     @property
     def size(self) -> int:
@@ -343,20 +357,59 @@ class SweepRun:
     def _work(self) -> Iterator[tuple[list[str], Any, tuple[np.ndarray, ...], np.ndarray]]:
         """(outer --set texts, (scenario, costs) or None, inner index, global points)."""
         outer, inner = self._split()
+        keys = ", ".join(self.axes[i].key for i in outer)
+        if keys and not any(keys in n for n in self.notes):
+            self.notes.append(f"re-resolved per value of {keys}; the other keys vectorised")
         for combo in itertools.product(*(range(len(self.axes[i].texts)) for i in outer)):
             texts = [self.axes[i].override(j) for i, j in zip(outer, combo, strict=True)]
-            scn = self.base.scenario(texts)
-            blocker = vector_blocker(scn)
-            costs = None
-            if blocker is None:
-                resolved = [resolve_site(scn, s, self.catalog, self.base.source) for s in scn.site]
-                costs = (scn, resolved)
-            elif blocker not in " ".join(self.notes):
-                self.notes.append(f"planned point by point: {blocker} has no vectorised form")
+            costs = self._resolve(texts)
             for idx in self._chunks(inner, costs is not None):
                 full = self._full_index(outer, combo, inner, idx)
                 points = np.ravel_multi_index(full, self.shape) if self.axes else np.zeros(1, int)
                 yield texts, costs, idx, np.atleast_1d(points)
+
+    def _resolve(self, texts: list[str]) -> tuple[Scenario, list[SiteCosts]] | None:
+        """(scenario, costs) for the vectorised path, or None (point by point); cached, as a
+        Dask sweep walks the grid twice (submit, then collect)."""
+        key = tuple(texts)
+        if self._always_simulated():
+            return None
+        if key not in self._resolved:
+            scn = self.base.scenario(texts)
+            blocker = vector_blocker(scn)
+            if blocker is None:
+                costs = [resolve_site(scn, s, self.catalog, self.base.source) for s in scn.site]
+                self._resolved[key] = (scn, costs)
+            else:
+                self._resolved[key] = None
+                if blocker not in " ".join(self.notes):
+                    self.notes.append(f"planned point by point: {blocker} has no vectorised form")
+        if self.client is None:
+            return self._resolved.pop(key)  # one pass: keep nothing
+        return self._resolved[key]
+
+    def _always_simulated(self) -> bool:
+        """A site is simulated at every point (no axis turns it off): skip the per-combination
+        check, which would cost the client a validation per combination."""
+        if self._sim_site is None:
+            scn = self.base.scenario()
+            touched = {".".join(a.key.split(".")[:3]) for a in self.axes}
+            self._sim_site = next(
+                (
+                    s.name
+                    for s in scn.site
+                    if s.remote
+                    and s.evaluate == "sim"
+                    and not {f"site.{s.name}.evaluate", f"site.{s.name}.tier"} & touched
+                ),
+                "",
+            )
+            if self._sim_site:
+                self.notes.append(
+                    f'planned point by point: site {self._sim_site} (evaluate = "sim") '
+                    "has no vectorised form"
+                )
+        return bool(self._sim_site)
 
     def _split(self) -> tuple[list[int], list[int]]:
         outer = [i for i, a in enumerate(self.axes) if not (is_vector_key(a.key) and a.numeric)]

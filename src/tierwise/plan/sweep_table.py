@@ -2,7 +2,9 @@
 
 Columns: ``point``, one column per varied key (SI values, or the text for a
 non-numeric key), ``site``, ``time_s``, ``time_p99_s``, ``energy_j`` (the upper end
-of a per-token range), ``energy_low_j``, ``feasible``, ``meets_deadline`` (null
+of a per-token range), ``energy_low_j``, where the time goes (``prepare_s``,
+``client_s``, ``model_s``, ``upload_s``, ``download_s``, ``propagation_s`` and
+``other_s``: handshakes, recovery, a simulated network), ``feasible``, ``meets_deadline`` (null
 without a deadline), ``cost`` (0 without prices), ``pareto`` (on the time–energy–cost
 front), ``chosen``. The schema metadata carries the tierwise version,
 the scenario's SHA-256, the command and the axes, so a result can be reproduced.
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tierwise.errors import ScenarioError
-from tierwise.plan.sweep import Block, SweepRun
+from tierwise.plan.sweep import PARTS, Block, SweepRun
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,6 +74,9 @@ def block_table(run: SweepRun, block: Block, sites: list[str]) -> pa.Table:
     columns["feasible"] = flat(block.feasible)
     meets = flat(block.meets_deadline)
     columns["meets_deadline"] = pa.array(meets == 1, mask=np.isnan(meets))
+    for part in PARTS:
+        columns[f"{part}_s"] = flat(block.parts[part])
+    columns["other_s"] = columns["time_s"] - sum(columns[f"{p}_s"] for p in PARTS)
     columns["cost"] = flat(block.cost)
     columns["pareto"] = flat(block.pareto)
     columns["chosen"] = flat(block.chosen)

@@ -76,6 +76,10 @@ def sweep_data(frame: Any, run: Any) -> dict[str, Any]:
         frame_col = frame[col].astype(float) if col == "meets_deadline" else frame[col]
         grid = _grid(frame.assign(**{col: frame_col}), shape, sites, col)
         per_site[col] = _rounded(_reorder(grid, n_axes))
+    parts = [c for c in frame.columns if c.endswith("_s") and c not in ("time_s", "time_p99_s")]
+    per_site["parts"] = {
+        c[:-2]: _rounded(_reorder(_grid(frame, shape, sites, c), n_axes)) for c in parts
+    }
     chosen = np.array(per_site["chosen"], dtype=float).reshape(len(sites), -1)
     winner = np.where(chosen.max(axis=0) > 0, chosen.argmax(axis=0), -1)
     axes = _axis_info(run.axes) if run.axes else [{"key": "-", "values": [0], "texts": ["-"]}]

@@ -47,13 +47,15 @@ function paretoFigure() {
   D.sites.forEach((s, i) => {
     const t = rows(D.time_s, i).flat(), e = rows(D.energy_j, i).flat(), c = rows(D.cost, i).flat();
     const ok = rows(D.feasible, i).flat(), p = rows(D.pareto, i).flat();
+    const parts = Object.entries(D.parts).map(([name, flat]) => [name, rows(flat, i).flat()]);
     const xs = [], ys = [], tx = [], sym = [];
     t.forEach((v, k) => {
       if (!ok[k]) return;
       const ix = k % NX, iy = Math.floor(k / NX);
       xs.push(v); ys.push(hasCost ? c[k] : e[k]); sym.push(p[k] ? 'circle' : 'circle-open');
       tx.push(s + '<br>' + X.key + ' = ' + X.texts[ix] + (Y.key ? '<br>' + Y.key + ' = ' + Y.texts[iy] : '') +
-              '<br>time ' + v + ' s<br>energy ' + e[k] + ' J<br>cost ' + c[k] + (p[k] ? '<br>on the Pareto front' : ''));
+              '<br>time ' + v + ' s<br>energy ' + e[k] + ' J<br>cost ' + c[k] + (p[k] ? '<br>on the Pareto front' : '') +
+              parts.filter(([, a]) => a[k]).map(([name, a]) => '<br>  ' + name + ' ' + a[k] + ' s').join(''));
     });
     traces.push({type: 'scatter', mode: 'markers', name: s, x: xs, y: ys, text: tx,
                  hovertemplate: '%{text}<extra></extra>',
