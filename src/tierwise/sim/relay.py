@@ -1,8 +1,13 @@
-"""Two RelayConnections joined by a synthetic path (h11's ConnectionPair, with a network).
+"""The relay's own connection objects over a simulated path, packet by packet (§12.3.5).
 
-Each direction has a propagation delay, a bottleneck rate with a tail-drop queue,
-and optional loss (Bernoulli or Gilbert–Elliott), reordering, duplication and
-blackouts. Time is synthetic: the loop jumps to the next arrival or timer.
+:class:`Net` joins a client and a gateway :class:`~tierwise.proto.relay.RelayConnection`
+— the objects ``tierwise relay`` deploys, exchanging real sealed datagrams — through
+one :class:`Path` per direction: propagation delay, a bottleneck rate with a
+tail-drop queue, and optional loss (Bernoulli or Gilbert–Elliott), reordering,
+duplication and blackouts. Time is synthetic: the loop jumps to the next arrival
+or timer, so a 200 ms path costs no wall time. The tests and
+``benchmarks/relay_sim.py`` use it; it is small on purpose and shares nothing
+with the TCP simulator's engine.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 
-KEY = bytes(range(32))
+__all__ = ["Net", "Path", "all_done", "payload", "request_response"]
+
+KEY = bytes(range(32))  # a fixed test key: simulations are not secrets
 CLIENT, GATEWAY = ("10.0.0.1", 4000), ("10.0.0.2", 7443)
 
 
