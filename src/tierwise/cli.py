@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from tierwise.errors import ScenarioError, TierwiseError
 from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
+from tierwise.relay.cli import relay_app  # light: the relay loads per command
 
 app = typer.Typer(
     help="Decide where an AI task runs — device, edge or cloud — by the time the whole task takes.",
@@ -26,6 +27,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(lab_app, name="lab")
+app.add_typer(relay_app, name="relay")
 out = Console()
 
 CatalogOpt = Annotated[

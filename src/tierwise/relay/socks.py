@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import logging
 import struct
 
@@ -36,8 +37,10 @@ def reply(status: int) -> bytes:
     return bytes([SOCKS_VERSION, status, 0, 1, 0, 0, 0, 0, 0, 0])
 
 
-async def _authenticate(client: Client, reader, writer) -> bool:  # type: ignore[no-untyped-def]
-    head = await reader.readexactly(2)
+async def _authenticate(  # type: ignore[no-untyped-def]
+    client: Client, first: bytes, reader, writer
+) -> bool:
+    head = first + await reader.readexactly(1)
     if head[0] != SOCKS_VERSION:
         return False
     methods = await reader.readexactly(head[1])
@@ -77,14 +80,27 @@ async def _target(reader, writer) -> tuple[str, int] | None:  # type: ignore[no-
     return host, port
 
 
+async def _stats(client: Client, reader, writer) -> None:  # type: ignore[no-untyped-def]
+    """``GET /stats`` on the SOCKS port (loopback only): the session's measurements as JSON."""
+    await reader.readuntil(b"\r\n\r\n")
+    peer = writer.get_extra_info("peername")
+    if not peer or not ipaddress.ip_address(peer[0]).is_loopback:
+        return
+    body = json.dumps(client.snapshot()).encode()
+    head = f"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+    writer.write(head.encode() + b"\r\n\r\n" + body)
+    await writer.drain()
+
+
 async def _handle(client: Client, reader, writer) -> None:  # type: ignore[no-untyped-def]
     try:
+        first = await reader.readexactly(1)
+        if first == b"G":
+            await _stats(client, reader, writer)
+            return
         async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
-            target = (
-                await _target(reader, writer)
-                if await _authenticate(client, reader, writer)
-                else None
-            )
+            authenticated = await _authenticate(client, first, reader, writer)
+            target = await _target(reader, writer) if authenticated else None
         if target is not None:
             await client.proxy(*target, reader, writer, lambda s: writer.write(reply(s)))
     except (asyncio.IncompleteReadError, TimeoutError, ConnectionError, ValueError) as exc:
