@@ -17,7 +17,8 @@ is lost three packets or 9/8 RTT after a later one was acknowledged, or when
 the probe timer fires; lost stream bytes are sent again, lowest priority value
 first. FEC (:mod:`.fec`) repairs most losses before that: a packet whose block
 carries repair symbols is not declared lost by packet count until packets after
-its block's repairs have been acknowledged. The sending rate
+its block's last repair has been acknowledged (then it is lost at once: the
+receiver held every repair and still could not rebuild it). The sending rate
 (:mod:`.rate`) follows the delivery rate and is braked by queueing delay, not
 by loss.
 """
@@ -618,11 +619,10 @@ class RelayConnection:
         for pn, p in self._sent.items():
             if pn >= self._largest_acked:
                 break
-            protected = p.protect_until is not None and (
-                self._largest_acked < p.protect_until + PACKET_THRESHOLD
-            )
-            wait = 2 * delay if protected else delay
-            by_count = not protected and self._largest_acked - pn >= PACKET_THRESHOLD
+            if p.protect_until is None:
+                wait, by_count = delay, self._largest_acked - pn >= PACKET_THRESHOLD
+            else:  # the receiver holds the block's repairs and still lacks it: FEC fell short
+                wait, by_count = 2 * delay, self._largest_acked >= p.protect_until
             if by_count or p.sent_s + wait <= now + _EPS_S:
                 lost.append(p)
             elif self._loss_time is None or p.sent_s + wait < self._loss_time:
