@@ -73,3 +73,43 @@ def test_wrong_key_client_gets_nothing(stack: Stack) -> None:
 
     assert stack.call(attempt()) is False
     assert len(stack.gateway.sessions) == 1 and stack.gateway.dropped >= 1
+
+
+def test_forward_port_and_password_auth(stack: Stack) -> None:
+    """--forward carries a plain TCP client; a password-protected SOCKS port checks RFC 1929."""
+    from tierwise.relay.client import Client
+    from tierwise.relay.socks import serve_forward, serve_socks
+
+    async def up() -> tuple[int, int, list]:
+        client = Client(
+            bytes(range(32)), ("127.0.0.1", stack.gateway_port), credentials=("u", "pw")
+        )
+        await client.start()
+        fwd = await serve_forward(client, ("127.0.0.1", 0), ("127.0.0.1", stack.http_port))
+        socks = await serve_socks(client, "127.0.0.1", 0)
+        ports = fwd.sockets[0].getsockname()[1], socks.sockets[0].getsockname()[1]
+        return *ports, [fwd, socks]
+
+    fport, sport, servers = stack.call(up())
+    try:
+        plain = subprocess.run(
+            ["curl", "-sS", "--max-time", "10", f"http://127.0.0.1:{fport}/1000"],
+            capture_output=True,
+            check=False,
+        )
+        assert plain.stdout == bytes(i % 251 for i in range(1000))
+        url = f"http://127.0.0.1:{stack.http_port}/10"
+        good = subprocess.run(
+            ["curl", "-sS", "--max-time", "10", "-x", f"socks5h://u:pw@127.0.0.1:{sport}", url],
+            capture_output=True,
+            check=False,
+        )
+        bad = subprocess.run(
+            ["curl", "-sS", "--max-time", "10", "-x", f"socks5h://u:no@127.0.0.1:{sport}", url],
+            capture_output=True,
+            check=False,
+        )
+        assert good.stdout == bytes(range(10)) and bad.returncode == 97
+    finally:
+        for server in servers:
+            stack.loop.call_soon_threadsafe(server.close)
