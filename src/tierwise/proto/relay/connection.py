@@ -1,0 +1,931 @@
+"""The relay session, sans-IO: one object per client–gateway pair (§12.3.5, Queqiao).
+
+Like aioquic's ``QuicConnection`` it reads no clock and opens no socket::
+
+    conn.receive_datagram(data, addr, now)     # bytes from the network
+    conn.datagrams_to_send(now)                # [(bytes, addr)] to put on it
+    conn.get_timer(); conn.handle_timer(now)   # the one deadline to arm
+    conn.next_event()                          # HandshakeCompleted, StreamDataReceived, …
+    sid = conn.open_stream(priority=0); conn.send(sid, data, end_stream=True)
+
+Handshake (1 RTT): the client sends HELLO (its random), the gateway answers
+WELCOME (its random); both derive the session keys (:mod:`.crypto`). Opening
+a stream costs nothing more: its first STREAM frame opens it.
+
+Reliability is QUIC's (RFC 9002): packets are acknowledged by ranges, a packet
+is lost three packets or 9/8 RTT after a later one was acknowledged, or when
+the probe timer fires; lost stream bytes are sent again, lowest priority value
+first. FEC (:mod:`.fec`) repairs most losses before that: a packet whose block
+carries repair symbols is not declared lost by packet count until packets after
+its block's last repair has been acknowledged (then it is lost at once: the
+receiver held every repair and still could not rebuild it). The sending rate
+(:mod:`.rate`) follows the delivery rate and is braked by queueing delay, not
+by loss.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+from tierwise.errors import LocalProtocolError
+from tierwise.proto.rangeset import RangeSet
+from tierwise.proto.relay import wire
+from tierwise.proto.relay.crypto import (
+    ROTATE_PACKETS,
+    DirectionKeys,
+    ReplayWindow,
+    check_key,
+    handshake_aead,
+    random_bytes,
+    session_keys,
+)
+from tierwise.proto.relay.events import (
+    ConnectionTerminated,
+    Event,
+    HandshakeCompleted,
+    StreamDataReceived,
+    StreamReset,
+)
+from tierwise.proto.relay.fec import CODES, FecDecoder, FecEncoder
+from tierwise.proto.relay.meter import LossMeter, RttEstimator
+from tierwise.proto.relay.rate import RateController, RateSample
+from tierwise.proto.relay.streams import RecvStream, SendStream
+from tierwise.proto.relay.wire import (
+    Ack,
+    Close,
+    Frame,
+    FrameError,
+    MaxData,
+    MaxStreamData,
+    Ping,
+    Repair,
+    Reset,
+    StreamFrame,
+)
+
+__all__ = ["RelayConfig", "RelayConnection", "RelayStats"]
+
+Addr = Any
+TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
+PACKET_THRESHOLD = 3  # RFC 9002 §6.1.1
+TIME_THRESHOLD = 9 / 8
+PTO_MAX_S = 2.0  # cap on the probe backoff, so a path back from a blackout is used soon
+HELLO_RETRY_S = 0.5
+HELLO_RETRY_MAX_S = 4.0
+REFUSED = 1  # RESET code: too many streams
+_WINDOWS = struct.Struct(">QQ")
+FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
+FEC_BLOCK_AGE_MIN_S = 0.002
+_EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
+_OPEN_BLOCK = 1 << 63  # protect_until of a packet whose FEC block has not closed yet
+
+
+class State(Enum):
+    START = "start"
+    HELLO_SENT = "hello sent"
+    ESTABLISHED = "established"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """Tunables of a relay session (both ends should agree on the FEC code)."""
+
+    max_datagram_bytes: int = 1350  # a data packet; a repair packet is ≤ 52 bytes longer
+    stream_window_bytes: int = 4 << 20
+    session_window_bytes: int = 32 << 20
+    max_streams: int = 1024
+    fec_code: str = "zfec"
+    fec_target: float = 0.999  # §12.3.3's block success target
+    fec_max_k: int = 64  # zfec encodes + decodes 25 MB/s of data at 14 % loss (benchmarks.md)
+    ack_every: int = 2  # RFC 9000 §13.2.2
+    max_ack_delay_s: float = 0.005
+    idle_timeout_s: float = 30.0
+    keepalive_s: float = 5.0
+    dead_peer_s: float | None = None  # end the session if data goes unanswered this long
+    rotate_packets: int = ROTATE_PACKETS
+    initial_rate_bytes_per_s: float | None = None
+    pacing_quantum_s: float = 0.001  # burst allowance of the pacer
+
+    def __post_init__(self) -> None:
+        if self.fec_code not in CODES:
+            raise LocalProtocolError(f"unknown FEC code {self.fec_code!r}; known: {sorted(CODES)}")
+        if not 200 <= self.max_datagram_bytes <= 1400:
+            raise LocalProtocolError(
+                f"max_datagram_bytes must be in [200, 1400], got {self.max_datagram_bytes}"
+            )
+
+
+@dataclass
+class RelayStats:
+    """Counters of one session (what ``tierwise relay stats`` shows)."""
+
+    packets_sent: int = 0
+    packets_received: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    dropped_malformed: int = 0
+    dropped_auth: int = 0
+    dropped_replay: int = 0
+    dropped_flow_control: int = 0
+    packets_lost: int = 0
+    retransmitted_bytes: int = 0
+    stream_bytes_sent: int = 0
+    repair_packets_sent: int = 0
+    repair_bytes_sent: int = 0
+    fec_recovered: int = 0
+    streams_opened: int = 0
+    streams_refused: int = 0
+
+
+@dataclass
+class _Sent:
+    pn: int
+    sent_s: float
+    size: int
+    eliciting: bool
+    streams: list[tuple[int, int, int, bool]] = field(default_factory=list)
+    control: list[Frame] = field(default_factory=list)
+    delivered: int = 0
+    delivered_s: float = 0.0
+    first_sent_s: float = 0.0
+    app_limited: bool = False
+    protect_until: int | None = None
+
+
+class _Stream:
+    __slots__ = ("fin_delivered", "recv", "send", "stream_id")
+
+    def __init__(self, stream_id: int, send: SendStream, recv: RecvStream) -> None:
+        self.stream_id, self.send, self.recv = stream_id, send, recv
+        self.fin_delivered = False
+
+
+class RelayConnection:
+    """One authenticated relay session carrying many streams."""
+
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        is_client: bool,
+        config: RelayConfig | None = None,
+        connection_id: bytes | None = None,
+    ) -> None:
+        self.config = config or RelayConfig()
+        self.is_client = is_client
+        self._psk = check_key(key)
+        self._hs = handshake_aead(key)
+        self.connection_id = connection_id or (random_bytes(8) if is_client else b"")
+        self.state = State.START
+        self.peer_addr: Addr = None
+        self.stats = RelayStats()
+        self._events: deque[Event] = deque()
+        self._random = random_bytes(32)
+        self._client_random = b""
+        self._welcome = b""
+        self._hello_at: float | None = None
+        self._hello_retry_s = HELLO_RETRY_S
+        self._send_keys: DirectionKeys | None = None
+        self._recv_keys: DirectionKeys | None = None
+        self._replay = ReplayWindow()
+        self._streams: dict[int, _Stream] = {}
+        self._next_sid = 0 if is_client else 1
+        self._peer_sids = RangeSet()  # peer streams ever opened, as id // 2
+        self._control: list[Frame] = []
+        self._closing = False
+        self._init_transport()
+
+    def _init_transport(self) -> None:
+        c = self.config
+        self._pn = 0
+        self._sent: dict[int, _Sent] = {}
+        self._in_flight = 0
+        self._largest_acked = -1
+        self._rtt = RttEstimator()
+        self.rate = RateController(c.max_datagram_bytes, c.initial_rate_bytes_per_s)
+        self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
+        self._round_delivered = 0
+        self._app_limited_until = 0
+        self._train: tuple[float, int, float] | None = None
+        self._next_send_s = 0.0
+        self._pto_count = 0
+        self._last_eliciting_s: float | None = None
+        self._loss_time: float | None = None
+        self._fec = FecEncoder(CODES[c.fec_code], c.fec_max_k, c.fec_target)
+        self._fec_rx = FecDecoder()
+        self._repairs: deque[Repair] = deque()
+        self._loss_meter = LossMeter()
+        self.peer_loss = 0.0
+        self._ack_needed, self._ack_at, self._ack_count = False, None, 0
+        self._largest_recv_s = 0.0
+        self._last_recv_s: float | None = None
+        self._peer_max_data = c.session_window_bytes
+        self._peer_stream_window = c.stream_window_bytes
+        self._sent_new = 0
+        self._local_max_data = c.session_window_bytes
+        self._recv_total = 0
+        self._delivered_total = 0
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def established(self) -> bool:
+        return self.state is State.ESTABLISHED
+
+    def connect(self, addr: Addr, now: float) -> None:
+        """Client: start the handshake towards the gateway at ``addr``."""
+        if not self.is_client or self.state is not State.START:
+            raise LocalProtocolError(f"connect() needs a fresh client, state is {self.state.value}")
+        self.peer_addr = addr
+        self.state = State.HELLO_SENT
+        self._hello_at = now
+        self._last_recv_s = now
+
+    def next_event(self) -> Event | None:
+        return self._events.popleft() if self._events else None
+
+    def open_stream(self, priority: int = 0) -> int:
+        """A new stream's id; it reaches the peer with its first bytes (smaller: more urgent)."""
+        if not 0 <= priority <= 255:
+            raise LocalProtocolError(f"priority must be in [0, 255], got {priority}")
+        sid = self._next_sid
+        self._next_sid += 2
+        self._add_stream(sid, priority)
+        return sid
+
+    def send(self, stream_id: int, data: bytes, end_stream: bool = False) -> None:
+        """Queue bytes on a stream; ``end_stream`` half-closes it."""
+        self._stream(stream_id).send.write(data, end_stream)
+
+    def close(self, stream_id: int) -> None:
+        """Half-close: no more bytes from us on this stream."""
+        self.send(stream_id, b"", end_stream=True)
+
+    def reset(self, stream_id: int, code: int = 0) -> None:
+        """Abandon a stream in both directions; the peer gets :class:`StreamReset`."""
+        stream = self._stream(stream_id)
+        stream.send.reset_code = code
+        self._control.append(Reset(stream_id, code, stream.send.next_offset))
+        del self._streams[stream_id]
+
+    def send_buffered_bytes(self, stream_id: int) -> int:
+        """Bytes written and not yet acknowledged (the I/O layer's back-pressure signal)."""
+        stream = self._streams.get(stream_id)
+        return stream.send.buffered_bytes if stream else 0
+
+    def close_session(self, code: int = 0) -> None:
+        """End the session: a CLOSE frame goes out, then nothing more."""
+        if self.state is State.ESTABLISHED:
+            self._control.append(Close(code))
+        self._closing = True
+
+    @property
+    def stream_ids(self) -> list[int]:
+        return list(self._streams)
+
+    def _stream(self, stream_id: int) -> _Stream:
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            raise LocalProtocolError(f"no open stream {stream_id}")
+        return stream
+
+    def _add_stream(self, sid: int, priority: int) -> _Stream:
+        stream = _Stream(
+            sid,
+            SendStream(sid, priority, self._peer_stream_window),
+            RecvStream(sid, self.config.stream_window_bytes),
+        )
+        self._streams[sid] = stream
+        self.stats.streams_opened += 1
+        return stream
+
+    def snapshot(self) -> dict[str, float | int | str]:
+        """Measurements and counters, SI units in the key names."""
+        return {
+            "state": self.state.value,
+            "srtt_s": self._rtt.srtt_s,
+            "min_rtt_s": self._rtt.min_s or 0.0,
+            "bandwidth_bytes_per_s": self.rate.btl_bw_bytes_per_s,
+            "pacing_rate_bytes_per_s": self.rate.pacing_rate_bytes_per_s,
+            "loss_out": self.peer_loss,
+            "loss_in": self._loss_meter.loss,
+            "fec_overhead": self.stats.repair_bytes_sent / max(self.stats.stream_bytes_sent, 1),
+            "streams": len(self._streams),
+            **{k: v for k, v in vars(self.stats).items()},
+        }
+
+    # ------------------------------------------------------------------ receiving
+
+    def receive_datagram(self, data: bytes, addr: Addr, now: float) -> None:
+        """Take one datagram; anything not authentic is counted and dropped, never answered."""
+        if self.state is State.CLOSED:
+            return
+        try:
+            kind, cid, pn = wire.parse_header(data)
+        except FrameError:
+            self.stats.dropped_malformed += 1
+            return
+        if self.connection_id and cid != self.connection_id:
+            self.stats.dropped_auth += 1
+            return
+        if kind == wire.HELLO and not self.is_client:
+            self._on_hello(data, cid, addr, now)
+        elif kind == wire.WELCOME and self.is_client:
+            self._on_welcome(data, now)
+        elif kind == wire.DATA:
+            self._on_data(data, pn, addr, now, recovered=False)
+        else:
+            self.stats.dropped_malformed += 1
+
+    def _hello_bytes(self) -> bytes:
+        c = self.config
+        body = self._random + _WINDOWS.pack(c.stream_window_bytes, c.session_window_bytes)
+        head = wire.HEADER.pack(wire.HELLO, self.connection_id, 0) + body
+        head += bytes(wire.HELLO_BYTES - len(head) - wire.TAG_BYTES)
+        return head + self._hs.encrypt(self._random[:12], b"", head)
+
+    def _on_hello(self, data: bytes, cid: bytes, addr: Addr, now: float) -> None:
+        head, tag = data[: -wire.TAG_BYTES], data[-wire.TAG_BYTES :]
+        body_at = wire.HEADER_BYTES
+        if len(data) != wire.HELLO_BYTES or not self._verify(head, tag, data[body_at:][:12], b""):
+            self.stats.dropped_auth += 1
+            return
+        client_random = data[body_at : body_at + 32]
+        if self.state is State.ESTABLISHED:
+            if client_random == self._client_random:
+                self._welcome_due = True  # our WELCOME was lost: say it again
+            else:
+                self.stats.dropped_auth += 1
+            return
+        windows = _WINDOWS.unpack_from(data, body_at + 32)
+        self.connection_id, self._client_random, self.peer_addr = cid, client_random, addr
+        self._set_peer_windows(*windows)
+        recv, send = session_keys(
+            self._psk, client_random, self._random, self.config.rotate_packets
+        )
+        self._establish(send, recv, now)
+        self._welcome_due = True
+
+    def _welcome_bytes(self) -> bytes:
+        c = self.config
+        body = self._random + _WINDOWS.pack(c.stream_window_bytes, c.session_window_bytes)
+        head = wire.HEADER.pack(wire.WELCOME, self.connection_id, 0) + body
+        return head + self._hs.encrypt(self._random[:12], b"", head + self._client_random)
+
+    def _on_welcome(self, data: bytes, now: float) -> None:
+        body_at = wire.HEADER_BYTES
+        head, tag = data[: -wire.TAG_BYTES], data[-wire.TAG_BYTES :]
+        ok = len(data) == body_at + 32 + _WINDOWS.size + wire.TAG_BYTES and self._verify(
+            head, tag, data[body_at : body_at + 12], self._random
+        )
+        if not ok or self.state is not State.HELLO_SENT:
+            self.stats.dropped_auth += 1
+            return
+        gateway_random = data[body_at : body_at + 32]
+        self._set_peer_windows(*_WINDOWS.unpack_from(data, body_at + 32))
+        send, recv = session_keys(
+            self._psk, self._random, gateway_random, self.config.rotate_packets
+        )
+        self._establish(send, recv, now)
+
+    def _verify(self, head: bytes, tag: bytes, nonce: bytes, extra: bytes) -> bool:
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            self._hs.decrypt(nonce, tag, head + extra)
+        except InvalidTag:
+            return False
+        return True
+
+    def _set_peer_windows(self, stream_window: int, session_window: int) -> None:
+        self._peer_stream_window, self._peer_max_data = stream_window, session_window
+        for stream in self._streams.values():
+            stream.send.peer_limit = max(stream.send.peer_limit, stream_window)
+
+    def _establish(self, send: DirectionKeys, recv: DirectionKeys, now: float) -> None:
+        self._send_keys, self._recv_keys = send, recv
+        self.state = State.ESTABLISHED
+        self._hello_at = None
+        self._last_recv_s = now
+        self._events.append(HandshakeCompleted())
+
+    def _on_data(self, data: bytes, pn: int, addr: Addr, now: float, recovered: bool) -> None:
+        if self._recv_keys is None:
+            self.stats.dropped_auth += 1
+            return
+        if not self._replay.fresh(pn):
+            self.stats.dropped_replay += 1
+            return
+        header = data[: wire.HEADER_BYTES]
+        plain = self._recv_keys.open(pn, header, data[wire.HEADER_BYTES :])
+        if plain is None:
+            self.stats.dropped_auth += 1
+            return
+        try:
+            frames = wire.parse_frames(plain)
+        except FrameError:
+            self.stats.dropped_malformed += 1
+            return
+        self._replay.accept(pn)
+        self.stats.packets_received += 1
+        self.stats.bytes_received += len(data)
+        self._last_recv_s = now
+        if not recovered:
+            self._loss_meter.on_packet(pn)
+            self._fec_rx.on_datagram(pn, data)
+            if pn == self._replay.largest and addr is not None:
+                self.peer_addr = addr  # the client may have moved (NAT rebinding)
+        self._handle_frames(frames, pn, now)
+
+    def _handle_frames(self, frames: list[Frame], pn: int, now: float) -> None:
+        eliciting = False
+        recovered: list[bytes] = []
+        for frame in frames:
+            if isinstance(frame, Repair):
+                got = self._fec_rx.on_repair(frame, self._replay.seen.contains)
+                recovered += got
+            else:
+                self._FRAME_HANDLERS[type(frame)](self, frame, now)
+            eliciting = eliciting or not isinstance(frame, Ack)
+        if eliciting:
+            self._schedule_ack(pn, now)
+        for datagram in recovered:
+            self.stats.fec_recovered += 1
+            _, _, rpn = wire.HEADER.unpack_from(datagram)
+            self._on_data(datagram, rpn, None, now, recovered=True)
+
+    def _schedule_ack(self, pn: int, now: float) -> None:
+        in_order = pn == self._replay.largest and (pn == 0 or self._replay.seen.contains(pn - 1))
+        self._ack_needed = True
+        self._ack_count += 1
+        if pn == self._replay.largest:
+            self._largest_recv_s = now
+        due = (
+            now
+            if self._ack_count >= self.config.ack_every or not in_order
+            else (now + self.config.max_ack_delay_s)
+        )
+        self._ack_at = due if self._ack_at is None else min(self._ack_at, due)
+
+    def _on_stream_frame(self, f: StreamFrame, now: float) -> None:
+        stream = self._streams.get(f.stream_id)
+        if stream is None:
+            stream = self._accept_stream(f)
+            if stream is None:
+                return
+        recv = stream.recv
+        before = recv.highest
+        if not recv.receive(f.offset, f.data, f.fin):
+            self.stats.dropped_flow_control += 1
+            return
+        self._recv_total += recv.highest - before
+        data = recv.pop_ready()
+        if data or (recv.finished and not stream.fin_delivered):
+            stream.fin_delivered = recv.finished
+            self._events.append(StreamDataReceived(f.stream_id, data, recv.finished))
+        self._after_delivery(stream, len(data))
+
+    def _accept_stream(self, f: StreamFrame) -> _Stream | None:
+        sid = f.stream_id
+        local = sid % 2 == (0 if self.is_client else 1)
+        if local or self._peer_sids.contains(sid // 2):
+            return None  # a late frame of a stream that is already gone
+        self._peer_sids.add(sid // 2, sid // 2 + 1)
+        if len(self._streams) >= self.config.max_streams:
+            self.stats.streams_refused += 1
+            self._control.append(Reset(sid, REFUSED, 0))
+            return None
+        return self._add_stream(sid, f.priority)
+
+    def _after_delivery(self, stream: _Stream, nbytes: int) -> None:
+        limit = stream.recv.credit_update()
+        if limit is not None:
+            self._control.append(MaxStreamData(stream.stream_id, limit))
+        self._delivered_total += nbytes
+        window = self.config.session_window_bytes
+        if self._delivered_total + window - self._local_max_data >= window // 4:
+            self._local_max_data = self._delivered_total + window
+            self._control = [c for c in self._control if not isinstance(c, MaxData)]
+            self._control.append(MaxData(self._local_max_data))
+        self._maybe_forget(stream)
+
+    def _maybe_forget(self, stream: _Stream) -> None:
+        if stream.send.done and stream.fin_delivered:
+            self._streams.pop(stream.stream_id, None)
+
+    def _on_reset(self, f: Reset, now: float) -> None:
+        if self._streams.pop(f.stream_id, None) is not None:
+            self._events.append(StreamReset(f.stream_id, f.code))
+
+    def _on_max_data(self, f: MaxData, now: float) -> None:
+        self._peer_max_data = max(self._peer_max_data, f.limit)
+
+    def _on_max_stream_data(self, f: MaxStreamData, now: float) -> None:
+        stream = self._streams.get(f.stream_id)
+        if stream is not None:
+            stream.send.peer_limit = max(stream.send.peer_limit, f.limit)
+
+    def _on_close(self, f: Close, now: float) -> None:
+        self._terminate(f.code, "closed by the peer")
+
+    def _terminate(self, code: int, reason: str) -> None:
+        if self.state is not State.CLOSED:
+            self.state = State.CLOSED
+            self._events.append(ConnectionTerminated(code, reason))
+
+    def _on_ack(self, f: Ack, now: float) -> None:
+        self.peer_loss = f.loss
+        largest = f.ranges[0][1] - 1 if f.ranges else -1
+        if largest >= self._pn:
+            return  # acknowledges a packet we never sent: ignore the frame
+        newly: list[_Sent] = []
+        lowest = next(iter(self._sent), None)
+        for start, end in f.ranges:
+            if lowest is None:
+                break
+            for pn in range(max(start, lowest), end):
+                p = self._sent.pop(pn, None)
+                if p is not None:
+                    newly.append(p)
+        if not newly:
+            return
+        if largest > self._largest_acked:
+            self._largest_acked = largest
+            top = max(newly, key=lambda p: p.pn)
+            if top.pn == largest and top.eliciting:
+                self._rtt.update(now - top.sent_s, f.delay_s)
+        self._pto_count = 0
+        for p in sorted(newly, key=lambda p: p.pn):
+            self._on_packet_acked(p, now)
+        self._detect_lost(now)
+
+    def _on_packet_acked(self, p: _Sent, now: float) -> None:
+        if p.eliciting:
+            self._in_flight -= p.size
+        for sid, start, end, fin in p.streams:
+            stream = self._streams.get(sid)
+            if stream is not None:
+                stream.send.on_acked(start, end, fin)
+                self._maybe_forget(stream)
+        self._delivered += p.size
+        self._delivered_s = now
+        if p.eliciting:
+            rate = self._delivery_rate(p, now)
+            self.rate.on_sample(RateSample(rate, now - p.sent_s, p.app_limited), now)
+        self._first_sent_s = p.sent_s
+        if p.delivered >= self._round_delivered:
+            self._round_delivered = self._delivered
+            self.rate.on_round_end()
+            self._train = (now, self._delivered, p.sent_s)
+        if self._in_flight <= 0:
+            self._train = None
+
+    def _delivery_rate(self, p: _Sent, now: float) -> float:
+        """BBR's sample, or the ACK train's rate since the round began if higher.
+
+        BBR measures from the last ACK before ``p`` was sent, so a burst sent from
+        idle measures at most burst/RTT; the ACK train of that burst shows the
+        bottleneck itself (packet dispersion), bounded by how fast it was sent.
+        """
+        interval = max(now - p.delivered_s, p.sent_s - p.first_sent_s)
+        rate = (self._delivered - p.delivered) / interval if interval > 0 else 0.0
+        if self._train is None:
+            self._train = (now, self._delivered, p.sent_s)
+            return rate
+        start_s, start_delivered, start_sent_s = self._train
+        nbytes = self._delivered - start_delivered
+        dt = max(now - start_s, p.sent_s - start_sent_s)
+        if nbytes >= TRAIN_MIN_PACKETS * self.config.max_datagram_bytes and dt > 0:
+            rate = max(rate, nbytes / dt)
+        return rate
+
+    _FRAME_HANDLERS: ClassVar[dict[type, Any]] = {}  # filled below the class
+
+    # ------------------------------------------------------------------ loss
+
+    def _loss_delay_s(self) -> float:
+        return TIME_THRESHOLD * max(self._rtt.srtt_s, self._rtt.latest_s)
+
+    def _detect_lost(self, now: float) -> None:
+        """RFC 9002 §6.1, with FEC-protected packets given until their block's repairs pass."""
+        delay = self._loss_delay_s()
+        self._loss_time = None
+        lost: list[_Sent] = []
+        for pn, p in self._sent.items():
+            if pn >= self._largest_acked:
+                break
+            if p.protect_until is None:
+                wait, by_count = delay, self._largest_acked - pn >= PACKET_THRESHOLD
+            else:  # the receiver holds the block's repairs and still lacks it: FEC fell short
+                wait, by_count = 2 * delay, self._largest_acked >= p.protect_until
+            if by_count or p.sent_s + wait <= now + _EPS_S:
+                lost.append(p)
+            elif self._loss_time is None or p.sent_s + wait < self._loss_time:
+                self._loss_time = p.sent_s + wait
+        for p in lost:
+            self._on_packet_lost(p)
+
+    def _on_packet_lost(self, p: _Sent) -> None:
+        del self._sent[p.pn]
+        self.stats.packets_lost += 1
+        if p.eliciting:
+            self._in_flight -= p.size
+        for sid, start, end, fin in p.streams:
+            stream = self._streams.get(sid)
+            if stream is not None:
+                stream.send.on_lost(start, end, fin)
+                self.stats.retransmitted_bytes += end - start
+        for frame in p.control:
+            self._requeue(frame)
+
+    def _requeue(self, frame: Frame) -> None:
+        if isinstance(frame, MaxData):
+            if not any(isinstance(c, MaxData) for c in self._control):
+                self._control.append(MaxData(self._local_max_data))
+        elif isinstance(frame, MaxStreamData):
+            stream = self._streams.get(frame.stream_id)
+            if stream is not None:
+                self._control.append(MaxStreamData(frame.stream_id, stream.recv.limit))
+        elif isinstance(frame, Reset | Close):
+            self._control.append(frame)
+
+    def _on_pto(self, now: float) -> None:
+        """No acknowledgement for a probe timeout: everything sent before it is presumed lost."""
+        self._pto_count += 1
+        cutoff = now - self._rtt.pto_s(self.config.max_ack_delay_s)
+        for p in [p for p in self._sent.values() if p.eliciting and p.sent_s <= cutoff + _EPS_S]:
+            self._on_packet_lost(p)
+        if not any(s.send.has_data(self._credit) for s in self._streams.values()):
+            self._control.append(Ping())
+
+    def _pto_at(self) -> float | None:
+        if self._in_flight <= 0 or self._last_eliciting_s is None:
+            return None
+        backoff = min(self._rtt.pto_s(self.config.max_ack_delay_s) * 2**self._pto_count, PTO_MAX_S)
+        return self._last_eliciting_s + backoff
+
+    # ------------------------------------------------------------------ timers
+
+    def get_timer(self) -> float | None:
+        """The next deadline: an ACK, a loss, a probe, pacing, a hello, keep-alive or idle."""
+        if self.state is State.CLOSED:
+            return None
+        times = [self._hello_at, self._ack_at if self._ack_needed else None, self._loss_time]
+        times.append(self._pto_at())
+        if self._last_recv_s is not None:
+            times.append(self._last_recv_s + self.config.idle_timeout_s)
+            times.append(self._dead_at())
+        if self.established:
+            if self._repairs or (self._sendable_stream() and self._cwnd_room()):
+                times.append(self._next_send_s)
+            if self._fec.open:
+                times.append(self._block_deadline())
+            if self.is_client and self._last_eliciting_s is not None and not self._in_flight:
+                times.append(self._last_eliciting_s + self.config.keepalive_s)
+        return min((t for t in times if t is not None), default=None)
+
+    def _dead_at(self) -> float | None:
+        """When unanswered data means the peer is gone (``dead_peer_s`` after it was sent)."""
+        dead = self.config.dead_peer_s
+        if dead is None or not self._sent or self._last_recv_s is None:
+            return None
+        oldest_s = next(iter(self._sent.values())).sent_s
+        return max(self._last_recv_s, oldest_s) + dead
+
+    def handle_timer(self, now: float) -> None:
+        """Act on whatever deadline has passed (sending happens in :meth:`datagrams_to_send`)."""
+        if self.state is State.CLOSED:
+            return
+        if (
+            self._last_recv_s is not None
+            and now + _EPS_S >= self._last_recv_s + self.config.idle_timeout_s
+        ):
+            self._terminate(0, f"no datagram from the peer for {self.config.idle_timeout_s:g} s")
+            return
+        dead_at = self._dead_at()
+        if dead_at is not None and now + _EPS_S >= dead_at:
+            dead = self.config.dead_peer_s
+            self._terminate(0, f"the peer did not answer for {dead:g} s")
+            return
+        if self._loss_time is not None and now + _EPS_S >= self._loss_time:
+            self._detect_lost(now)
+        pto = self._pto_at()
+        if pto is not None and now + _EPS_S >= pto:
+            self._on_pto(now)
+        keepalive = self._last_eliciting_s
+        if self.is_client and self.established and keepalive is not None and not self._in_flight:
+            if now + _EPS_S >= keepalive + self.config.keepalive_s:
+                self._control.append(Ping())
+
+    # ------------------------------------------------------------------ sending
+
+    @property
+    def _credit(self) -> int:
+        return self._peer_max_data - self._sent_new
+
+    def _sendable_stream(self) -> bool:
+        credit = self._credit
+        return any(s.send.has_data(credit) for s in self._streams.values())
+
+    def _queued_bytes(self) -> int:
+        return sum(s.send.end - s.send.next_offset for s in self._streams.values())
+
+    def _cwnd_room(self) -> bool:
+        return self._in_flight + self.config.max_datagram_bytes <= self.rate.cwnd_bytes
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Addr]]:
+        """Every datagram due now: handshake, acknowledgements, repairs, paced stream data."""
+        if self.state is State.CLOSED:
+            return []
+        out = self._handshake_datagrams(now)
+        if not self.established:
+            return out
+        while (datagram := self._next_packet(now)) is not None:
+            out.append((datagram, self.peer_addr))
+        if self._closing and not self._control:
+            self._terminate(0, "closed by us")
+        return out
+
+    def _handshake_datagrams(self, now: float) -> list[tuple[bytes, Addr]]:
+        if (
+            self.state is State.HELLO_SENT
+            and self._hello_at is not None
+            and now + _EPS_S >= self._hello_at
+        ):
+            self._hello_at = now + self._hello_retry_s
+            self._hello_retry_s = min(2 * self._hello_retry_s, HELLO_RETRY_MAX_S)
+            return [(self._hello_bytes(), self.peer_addr)]
+        if getattr(self, "_welcome_due", False):
+            self._welcome_due = False
+            return [(self._welcome_bytes(), self.peer_addr)]
+        return []
+
+    def _next_packet(self, now: float) -> bytes | None:
+        paced = now + _EPS_S >= self._next_send_s
+        if self._repairs:
+            if paced:
+                repair = self._repairs.popleft()
+                return self._emit([*self._ack_frames(now, 2), repair], now, eliciting=True)
+            if self._ack_needed and self._ack_at is not None and now + _EPS_S >= self._ack_at:
+                return self._emit(self._ack_frames(now, 32), now, eliciting=False)
+            return None
+        frames: list[Frame] = []
+        budget = self.config.max_datagram_bytes - wire.HEADER_BYTES - wire.TAG_BYTES
+        control_ok = paced or not self._control
+        if control_ok:
+            frames += self._control[:8]
+            del self._control[:8]
+        budget -= sum(len(wire.encode_frame(f)) for f in frames)
+        records: list[tuple[int, int, int, bool]] = []
+        if paced and self._cwnd_room():
+            frames += self._stream_frames(budget - 60, records)
+        if frames:
+            frames = self._ack_frames(now, 12 if records else 32) + frames
+            return self._emit(frames, now, eliciting=True, records=records)
+        if self._ack_needed and self._ack_at is not None and now + _EPS_S >= self._ack_at:
+            return self._emit(self._ack_frames(now, 32), now, eliciting=False)
+        return self._close_block(now, paced)
+
+    def _close_block(self, now: float, paced: bool) -> bytes | None:
+        """Nothing to send now: end the FEC block if the sender is idle or the block is old."""
+        idle = not self._sendable_stream()
+        if idle:
+            self._app_limited_until = self._delivered + self._in_flight
+        if not self._fec.open or not (idle or now + _EPS_S >= self._block_deadline()):
+            return None
+        self._queue_repairs()
+        return self._next_packet(now) if self._repairs else None
+
+    def _block_deadline(self) -> float:
+        """An open FEC block closes this long after its first packet (§12.3.3: bounded wait)."""
+        first = self._sent.get(self._fec.first_pn)
+        start = first.sent_s if first is not None else self._fec.opened_s
+        return start + max(FEC_BLOCK_AGE_MIN_S, FEC_BLOCK_AGE_RTT * self._rtt.srtt_s)
+
+    def _queue_repairs(self) -> None:
+        loss = self.peer_loss
+        margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
+        first = self._fec.first_pn
+        repairs = self._fec.close(loss + margin)
+        if not repairs:
+            for p in self._sent.values():
+                if p.protect_until == _OPEN_BLOCK:
+                    p.protect_until = None
+            return
+        last = self._pn + len(repairs) - 1
+        for pn in range(first, self._pn):
+            p = self._sent.get(pn)
+            if p is not None:
+                p.protect_until = last
+        self._repairs.extend(repairs)
+
+    def _ack_frames(self, now: float, max_ranges: int) -> list[Frame]:
+        if not self._ack_needed and not self._replay.seen:
+            return []
+        if not self._ack_needed:
+            return []
+        self._ack_needed, self._ack_at, self._ack_count = False, None, 0
+        ranges = self._replay.seen.blocks(max_ranges)
+        delay = max(now - self._largest_recv_s, 0.0)
+        return [Ack(ranges, delay, self._loss_meter.loss)]
+
+    def _stream_frames(self, budget: int, records: list[tuple[int, int, int, bool]]) -> list[Frame]:
+        """Fill a packet, most urgent stream first (priority, then small before bulk)."""
+        credit = self._credit
+        ready = [s for s in self._streams.values() if s.send.has_data(credit)]
+        ready.sort(key=lambda s: (s.send.priority, s.send.bulk, s.stream_id))
+        frames: list[Frame] = []
+        overhead = wire.stream_frame_overhead()
+        for stream in ready:
+            send = stream.send
+            while budget > overhead and send.has_data(credit):
+                offset, data, fin, new = send.next_frame(budget - overhead, credit)
+                if not data and not fin:
+                    break
+                frames.append(StreamFrame(stream.stream_id, offset, data, fin, send.priority))
+                records.append((stream.stream_id, offset, offset + len(data), fin))
+                budget -= overhead + len(data)
+                credit -= new
+                self._sent_new += new
+                self.stats.stream_bytes_sent += len(data)
+            if budget <= overhead:
+                break
+        return frames
+
+    def _emit(
+        self,
+        frames: list[Frame],
+        now: float,
+        *,
+        eliciting: bool,
+        records: list[tuple[int, int, int, bool]] | None = None,
+    ) -> bytes:
+        """Seal, record for loss recovery and FEC, and advance the pacer."""
+        assert self._send_keys is not None
+        pn = self._pn
+        self._pn += 1
+        header = wire.HEADER.pack(wire.DATA, self.connection_id, pn)
+        payload = b"".join(wire.encode_frame(f) for f in frames)
+        datagram = header + self._send_keys.seal(pn, header, payload)
+        repair = any(isinstance(f, Repair) for f in frames)
+        size = len(datagram)
+        self.stats.packets_sent += 1
+        self.stats.bytes_sent += size
+        if eliciting:
+            self._record(pn, now, size, frames, records or [], repair)
+        if repair:
+            self.stats.repair_packets_sent += 1
+            self.stats.repair_bytes_sent += size
+        elif not self._repairs:  # a block's packets are consecutive: none between its repairs
+            self._fec.add(pn, datagram, protect=bool(records), now=now)
+            if self._fec.full:
+                self._queue_repairs()
+        return datagram
+
+    def _record(
+        self,
+        pn: int,
+        now: float,
+        size: int,
+        frames: list[Frame],
+        records: list[tuple[int, int, int, bool]],
+        repair: bool,
+    ) -> None:
+        if self._in_flight <= 0:
+            self._first_sent_s = self._delivered_s = now
+        control = [f for f in frames if isinstance(f, MaxData | MaxStreamData | Reset | Close)]
+        self._sent[pn] = _Sent(
+            pn,
+            now,
+            size,
+            True,
+            records,
+            control,
+            self._delivered,
+            self._delivered_s,
+            self._first_sent_s,
+            self._app_limited_until > self._delivered,
+            None if repair else _OPEN_BLOCK,
+        )
+        self._in_flight += size
+        self._last_eliciting_s = now
+        self.rate.app_limited = self._queued_bytes() + self._in_flight <= self.rate.cwnd_bytes
+        rate = self.rate.pacing_rate_bytes_per_s
+        start = max(self._next_send_s, now - self.config.pacing_quantum_s)
+        self._next_send_s = start + size / rate
+
+
+RelayConnection._FRAME_HANDLERS = {
+    StreamFrame: RelayConnection._on_stream_frame,
+    Ack: RelayConnection._on_ack,
+    Reset: RelayConnection._on_reset,
+    MaxData: RelayConnection._on_max_data,
+    MaxStreamData: RelayConnection._on_max_stream_data,
+    Close: RelayConnection._on_close,
+    Ping: lambda self, frame, now: None,
+}

@@ -1,0 +1,138 @@
+"""Sealing the relay's datagrams: key schedule, AEAD, replay window (§12.3.5).
+
+A 256-bit pre-shared key (PSK) never touches the wire. The handshake key seals
+HELLO and WELCOME; each side's fresh 32-byte random makes the session keys new
+for every session (RFC 5869 HKDF-SHA256)::
+
+    handshake = HKDF(PSK, salt="", info="tierwise relay v1 handshake")
+    key[dir, 0] = HKDF(PSK, salt=client random ‖ gateway random, info="… c2s" | "… s2c")
+    key[dir, e+1] = HKDF(key[dir, e], info="tierwise relay v1 key update")
+
+ChaCha20-Poly1305 (RFC 8439) with a 96-bit nonce = 0⁴ ‖ packet number (u64):
+each direction has its own key and packet numbers only grow, so no nonce is
+ever used twice under one key. Epoch ``e = pn // rotate_packets`` picks the
+key, so both sides rotate at the same packet without signalling; keys older
+than one epoch are forgotten. :class:`ReplayWindow` rejects a packet number
+seen before or older than the window. A datagram that fails any check is
+dropped without an answer (no oracle, no amplification).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from tierwise.errors import LocalProtocolError
+from tierwise.proto.rangeset import RangeSet
+
+__all__ = [
+    "KEY_BYTES",
+    "DirectionKeys",
+    "ReplayWindow",
+    "handshake_aead",
+    "random_bytes",
+    "session_keys",
+]
+
+KEY_BYTES = 32
+ROTATE_PACKETS = 1 << 24  # far below ChaCha20-Poly1305's usage limit (RFC 9001 §6.6: 2^62)
+REPLAY_WINDOW_PACKETS = 1 << 12  # reordering plus an FEC block, with room to spare
+_NONCE = struct.Struct(">4xQ")
+
+
+def random_bytes(n: int) -> bytes:
+    """Fresh randomness from the operating system."""
+    return os.urandom(n)
+
+
+def _hkdf(ikm: bytes, salt: bytes | None, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=salt, info=info).derive(ikm)
+
+
+def check_key(psk: bytes) -> bytes:
+    """The PSK if it is 32 bytes, else a :class:`LocalProtocolError`."""
+    if len(psk) != KEY_BYTES:
+        raise LocalProtocolError(f"the relay key must be {KEY_BYTES} bytes, got {len(psk)}")
+    return psk
+
+
+def handshake_aead(psk: bytes) -> ChaCha20Poly1305:
+    """The AEAD that seals HELLO and WELCOME."""
+    return ChaCha20Poly1305(_hkdf(check_key(psk), None, b"tierwise relay v1 handshake"))
+
+
+def session_keys(
+    psk: bytes, client_random: bytes, gateway_random: bytes, rotate_packets: int = ROTATE_PACKETS
+) -> tuple[DirectionKeys, DirectionKeys]:
+    """``(client→gateway, gateway→client)`` keys of one session."""
+    salt = client_random + gateway_random
+    c2s = _hkdf(check_key(psk), salt, b"tierwise relay v1 c2s")
+    s2c = _hkdf(psk, salt, b"tierwise relay v1 s2c")
+    return DirectionKeys(c2s, rotate_packets), DirectionKeys(s2c, rotate_packets)
+
+
+class DirectionKeys:
+    """The key chain of one direction; ``seal``/``open`` choose the epoch from the pn."""
+
+    def __init__(self, key: bytes, rotate_packets: int = ROTATE_PACKETS) -> None:
+        if rotate_packets < 1:
+            raise LocalProtocolError(f"rotate_packets must be ≥ 1, got {rotate_packets}")
+        self.rotate_packets = rotate_packets
+        self._epoch, self._key = 0, key
+        self._aeads: dict[int, ChaCha20Poly1305] = {0: ChaCha20Poly1305(key)}
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def _aead(self, pn: int) -> ChaCha20Poly1305 | None:
+        epoch = pn // self.rotate_packets
+        while self._epoch < epoch:
+            self._key = _hkdf(self._key, None, b"tierwise relay v1 key update")
+            self._epoch += 1
+            self._aeads[self._epoch] = ChaCha20Poly1305(self._key)
+            self._aeads.pop(self._epoch - 2, None)
+        return self._aeads.get(epoch)
+
+    def seal(self, pn: int, header: bytes, plaintext: bytes) -> bytes:
+        aead = self._aead(pn)
+        if aead is None:
+            raise LocalProtocolError(f"packet number {pn} belongs to a forgotten key epoch")
+        return aead.encrypt(_NONCE.pack(pn), plaintext, header)
+
+    def open(self, pn: int, header: bytes, ciphertext: bytes) -> bytes | None:
+        """The plaintext, or ``None`` if the datagram is not authentic."""
+        if pn // self.rotate_packets > self._epoch + 1:
+            return None  # never derive keys far ahead for an unauthenticated number
+        aead = self._aead(pn)
+        if aead is None:
+            return None
+        try:
+            return aead.decrypt(_NONCE.pack(pn), ciphertext, header)
+        except InvalidTag:
+            return None
+
+
+class ReplayWindow:
+    """Packet numbers seen, within ``window`` of the largest (RFC 4303 §3.4.3's window)."""
+
+    def __init__(self, window: int = REPLAY_WINDOW_PACKETS) -> None:
+        self.window = window
+        self.largest = -1
+        self.seen = RangeSet()
+
+    def fresh(self, pn: int) -> bool:
+        """Whether ``pn`` is new and inside the window (check before accepting)."""
+        return pn > self.largest - self.window and not self.seen.contains(pn)
+
+    def accept(self, pn: int) -> None:
+        self.seen.add(pn, pn + 1)
+        if pn > self.largest:
+            self.largest = pn
+            if len(self.seen) > 256 or (self.seen.first_start() or 0) < pn - self.window:
+                self.seen.subtract_below(pn - self.window)

@@ -1,0 +1,73 @@
+"""Measuring what one direction of the path does to packets: raw loss and RTT (§12.3.3)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+__all__ = ["LossMeter", "RttEstimator"]
+
+LOSS_WINDOW_PACKETS = 128
+LOSS_SLACK_PACKETS = 64  # reordering allowance before a window is judged
+LOSS_EWMA = 0.125
+RTT_ALPHA, RTT_BETA = 0.125, 0.25  # RFC 6298
+
+
+class LossMeter:
+    """Raw datagram loss of the incoming direction, from gaps in packet numbers.
+
+    Windows of :data:`LOSS_WINDOW_PACKETS` numbers are judged once the largest
+    number is :data:`LOSS_SLACK_PACKETS` past their end; ``loss`` is an EWMA of
+    the windows' loss fractions. Datagrams recovered by FEC count as lost here:
+    FEC must be sized from what the path drops, not from what FEC repaired.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = defaultdict(int)
+        self._judged = 0  # windows below this index are judged
+        self.loss: float = 0.0
+        self.windows = 0
+
+    def on_packet(self, pn: int) -> None:
+        window = pn // LOSS_WINDOW_PACKETS
+        if window < self._judged:
+            return
+        self._counts[window] += 1
+        ready = (pn - LOSS_SLACK_PACKETS) // LOSS_WINDOW_PACKETS
+        while self._judged < ready:
+            got = self._counts.pop(self._judged, 0)
+            fraction = 1.0 - min(got, LOSS_WINDOW_PACKETS) / LOSS_WINDOW_PACKETS
+            self.loss = (
+                fraction if self.windows == 0 else self.loss + LOSS_EWMA * (fraction - self.loss)
+            )
+            self.windows += 1
+            self._judged += 1
+
+
+class RttEstimator:
+    """Smoothed RTT, variation and minimum (RFC 6298 §2; min as in RFC 9002 §5.2)."""
+
+    def __init__(self, initial_rtt_s: float = 0.1) -> None:
+        self.smoothed_s: float | None = None
+        self.var_s = initial_rtt_s / 2
+        self.latest_s = initial_rtt_s
+        self.min_s: float | None = None
+        self._initial = initial_rtt_s
+
+    def update(self, rtt_s: float, ack_delay_s: float) -> None:
+        self.min_s = rtt_s if self.min_s is None else min(self.min_s, rtt_s)
+        if rtt_s - ack_delay_s >= self.min_s:
+            rtt_s -= ack_delay_s
+        self.latest_s = rtt_s
+        if self.smoothed_s is None:
+            self.smoothed_s, self.var_s = rtt_s, rtt_s / 2
+            return
+        self.var_s += RTT_BETA * (abs(self.smoothed_s - rtt_s) - self.var_s)
+        self.smoothed_s += RTT_ALPHA * (rtt_s - self.smoothed_s)
+
+    @property
+    def srtt_s(self) -> float:
+        return self.smoothed_s if self.smoothed_s is not None else self._initial
+
+    def pto_s(self, max_ack_delay_s: float) -> float:
+        """RFC 9002 §6.2.1: ``srtt + max(4·rttvar, 1 ms) + max_ack_delay``."""
+        return self.srtt_s + max(4 * self.var_s, 0.001) + max_ack_delay_s

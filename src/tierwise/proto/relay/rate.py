@@ -1,0 +1,138 @@
+"""The relay's sending rate: delivery rate and min RTT, braked by queueing delay (§12.3.3).
+
+Random loss is not taken as congestion: the rate comes from what the path
+delivers, as in BBR (Cardwell et al. 2016), and the brake is RTT inflation::
+
+    btl_bw   = max delivery rate over the last ``BW_WINDOW_ROUNDS`` round trips
+    min_rtt  = min RTT over the last ``MIN_RTT_WINDOW_S``
+    pacing   = gain · btl_bw        gain: 2 in start-up and for bursts that fit the window,
+                                    else cycles 1.25, 0.75, 1 × 6 (bulk)
+    cwnd     = CWND_GAIN · btl_bw · min_rtt   (at least ``MIN_CWND_PACKETS`` packets)
+    brake    : the round's smallest RTT > min_rtt · (1 + QUEUE_SLACK) + QUEUE_SLACK_S
+               → gain 0.75 until the queue drains
+
+A burst that fits the window (a request) goes out at twice the estimate: its
+ACKs come back at the bottleneck rate, so each burst either confirms the
+estimate or raises it, and the queue it leaves is at most half the burst. The
+estimate belongs to the session, not to a stream, so a stream opened on
+a warm session starts at the measured rate. Each side measures the direction
+it sends in.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = ["RateController", "RateSample"]
+
+STARTUP_GAIN = 2.0
+BRAKE_GAIN = 0.75
+CYCLE_GAINS = (1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+CWND_GAIN = 2.0
+BW_WINDOW_ROUNDS = 10
+MIN_RTT_WINDOW_S = 10.0
+MIN_CWND_PACKETS = 16
+INITIAL_CWND_PACKETS = 32
+INITIAL_RTT_S = 0.1  # before the first sample
+QUEUE_SLACK = 0.25
+QUEUE_SLACK_S = 0.002
+FULL_BW_GROWTH = 1.25
+FULL_BW_ROUNDS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RateSample:
+    """One acknowledged packet: delivery rate over its flight and its RTT."""
+
+    delivery_rate_bytes_per_s: float
+    rtt_s: float
+    app_limited: bool
+
+
+class RateController:
+    """Pacing rate and window of one sending direction."""
+
+    def __init__(self, mss: int, initial_rate_bytes_per_s: float | None = None) -> None:
+        self.mss = mss
+        self.min_rtt_s: float | None = None
+        self._min_rtt_at = 0.0
+        self._bw: deque[tuple[int, float]] = deque()  # (round, rate), decreasing rates
+        self.round = 0
+        self._round_rtt_min = float("inf")
+        self.startup = True
+        self._full_bw, self._full_bw_rounds = 0.0, 0
+        self._cycle, self._braking = 0, False
+        self._initial_rate = initial_rate_bytes_per_s
+        self.app_limited = False  # the connection sets it: what is queued fits the window
+        self._round_app_limited = False
+
+    @property
+    def btl_bw_bytes_per_s(self) -> float:
+        if self._bw:
+            return self._bw[0][1]
+        if self._initial_rate:
+            return self._initial_rate
+        return INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or INITIAL_RTT_S)
+
+    @property
+    def gain(self) -> float:
+        if self._braking:
+            return BRAKE_GAIN
+        if self.startup or self.app_limited:
+            return STARTUP_GAIN
+        return CYCLE_GAINS[self._cycle]
+
+    @property
+    def pacing_rate_bytes_per_s(self) -> float:
+        return self.gain * self.btl_bw_bytes_per_s
+
+    @property
+    def cwnd_bytes(self) -> float:
+        rtt = self.min_rtt_s or INITIAL_RTT_S
+        gain = max(CWND_GAIN, self.gain)
+        if not self._bw and not self._initial_rate:
+            return INITIAL_CWND_PACKETS * self.mss
+        return max(gain * self.btl_bw_bytes_per_s * rtt, MIN_CWND_PACKETS * self.mss)
+
+    def on_sample(self, sample: RateSample, now: float) -> None:
+        """Fold in one acknowledged packet."""
+        rtt = sample.rtt_s
+        if (
+            self.min_rtt_s is None
+            or rtt <= self.min_rtt_s
+            or now - self._min_rtt_at > (MIN_RTT_WINDOW_S)
+        ):
+            self.min_rtt_s, self._min_rtt_at = rtt, now
+        self._round_rtt_min = min(self._round_rtt_min, rtt)
+        self._round_app_limited = self._round_app_limited or sample.app_limited
+        rate = sample.delivery_rate_bytes_per_s
+        if rate > 0 and (not sample.app_limited or not self._bw or rate >= self._bw[0][1]):
+            while self._bw and self._bw[-1][1] <= rate:
+                self._bw.pop()
+            self._bw.append((self.round, rate))
+
+    def on_round_end(self) -> None:
+        """A round trip has passed (the caller tracks delivered packets)."""
+        self.round += 1
+        while self._bw and self._bw[0][0] < self.round - BW_WINDOW_ROUNDS:
+            self._bw.popleft()
+        floor = (self.min_rtt_s or 0.0) * (1 + QUEUE_SLACK) + QUEUE_SLACK_S
+        self._braking = self._round_rtt_min > floor
+        self._round_rtt_min = float("inf")
+        app_limited, self._round_app_limited = self._round_app_limited, False
+        if self.startup:
+            if not app_limited or self._braking:
+                self._check_full_pipe()
+        else:
+            self._cycle = (self._cycle + 1) % len(CYCLE_GAINS)
+
+    def _check_full_pipe(self) -> None:
+        bw = self.btl_bw_bytes_per_s
+        if bw >= self._full_bw * FULL_BW_GROWTH:
+            self._full_bw, self._full_bw_rounds = bw, 0
+            return
+        self._full_bw_rounds += 1
+        if self._full_bw_rounds >= FULL_BW_ROUNDS or self._braking:
+            self.startup = False
+            self._cycle = 1  # drain what start-up queued

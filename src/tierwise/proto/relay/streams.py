@@ -1,0 +1,170 @@
+"""The two halves of a relay stream: what is left to send, and reassembly in stream order.
+
+Each stream is reassembled on its own, so a lost packet delays only the streams
+whose bytes it carried (no head-of-line blocking between streams, §12.3.4).
+Both halves are bounded: a sender's buffer holds only bytes written and not yet
+acknowledged; a receiver buffers at most its advertised window beyond what it
+has delivered, and drops bytes beyond it (a flow-control violation).
+"""
+
+from __future__ import annotations
+
+from tierwise.errors import LocalProtocolError
+from tierwise.proto.rangeset import RangeSet
+
+__all__ = ["RecvStream", "SendStream", "gaps"]
+
+BULK_BYTES = 1_000_000  # a stream that has sent this much yields to smaller ones (§12.3.4)
+
+
+def gaps(have: RangeSet, start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` not in ``have``."""
+    out, pos = [], start
+    for s, e in have:
+        if e <= pos:
+            continue
+        if s >= end:
+            break
+        if s > pos:
+            out.append((pos, s))
+        pos = max(pos, e)
+        if pos >= end:
+            break
+    if pos < end:
+        out.append((pos, end))
+    return out
+
+
+class SendStream:
+    """Bytes written and not yet acknowledged, new and to-be-retransmitted ranges."""
+
+    def __init__(self, stream_id: int, priority: int, peer_limit: int) -> None:
+        self.stream_id, self.priority = stream_id, priority
+        self.base = 0  # offset of _buf[0]: everything below is acknowledged
+        self._buf = bytearray()
+        self.end = 0  # bytes written
+        self.next_offset = 0  # next never-sent byte
+        self.peer_limit = peer_limit
+        self.acked = RangeSet()
+        self.lost = RangeSet()
+        self.fin, self.fin_sent, self.fin_acked = False, False, False
+        self.reset_code: int | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buf)
+
+    @property
+    def bulk(self) -> bool:
+        return self.next_offset >= BULK_BYTES
+
+    def write(self, data: bytes, fin: bool) -> None:
+        if self.fin or self.reset_code is not None:
+            raise LocalProtocolError(f"stream {self.stream_id} is closed for sending")
+        self._buf += data
+        self.end += len(data)
+        self.fin = fin
+
+    def has_data(self, session_credit: int) -> bool:
+        """Whether a frame could go out now (lost bytes, new bytes within credit, or a FIN)."""
+        if self.reset_code is not None:
+            return False
+        if self.lost:
+            return True
+        new = min(self.end, self.peer_limit) - self.next_offset
+        if new > 0 and session_credit > 0:
+            return True
+        return self.fin and not self.fin_sent and self.next_offset == self.end
+
+    def next_frame(self, max_bytes: int, session_credit: int) -> tuple[int, bytes, bool, int]:
+        """``(offset, data, fin, new bytes)`` of the next frame: lost bytes first."""
+        while (start := self.lost.first_start()) is not None:
+            end = self.lost.pop_first_if_starts_at(start)
+            assert end is not None
+            start = max(start, self.base)
+            if start >= end:
+                continue  # acknowledged since it was declared lost
+            stop = min(end, start + max_bytes)
+            if stop < end:
+                self.lost.add(stop, end)
+            fin = self.fin and stop == self.end
+            return start, bytes(self._buf[start - self.base : stop - self.base]), fin, 0
+        start = self.next_offset
+        stop = max(start, min(self.end, self.peer_limit, start + max_bytes, start + session_credit))
+        self.next_offset = stop
+        fin = self.fin and stop == self.end
+        self.fin_sent = self.fin_sent or fin
+        return start, bytes(self._buf[start - self.base : stop - self.base]), fin, stop - start
+
+    def on_acked(self, start: int, end: int, fin: bool) -> None:
+        self.acked.add(max(start, self.base), end)
+        self.fin_acked = self.fin_acked or fin
+        top = self.acked.pop_first_if_starts_at(self.base)
+        if top is not None:
+            del self._buf[: top - self.base]
+            self.base = top
+
+    def on_lost(self, start: int, end: int, fin: bool) -> None:
+        if self.reset_code is not None:
+            return
+        for s, e in gaps(self.acked, max(start, self.base), end):
+            self.lost.add(s, e)
+        if fin and not self.fin_acked and start == end:
+            self.fin_sent = False  # an empty FIN frame: send it again
+
+    @property
+    def done(self) -> bool:
+        return self.reset_code is not None or (self.fin_acked and self.base == self.end)
+
+
+class RecvStream:
+    """Out-of-order pieces of one stream, handed over in order."""
+
+    def __init__(self, stream_id: int, window: int) -> None:
+        self.stream_id = stream_id
+        self.window = window
+        self.delivered = 0
+        self.limit = window  # advertised: the peer may send bytes below this offset
+        self.highest = 0
+        self.received = RangeSet()
+        self._pieces: dict[int, bytes] = {}
+        self.final_size: int | None = None
+        self.reset = False
+
+    def receive(self, offset: int, data: bytes, fin: bool) -> bool:
+        """Store a frame's new bytes; ``False`` if it breaks flow control or the final size."""
+        end = offset + len(data)
+        if end > self.limit or (self.final_size is not None and end > self.final_size):
+            return False
+        if fin:
+            if (self.final_size is not None and self.final_size != end) or end < self.highest:
+                return False
+            self.final_size = end
+        self.highest = max(self.highest, end)
+        for s, e in gaps(self.received, max(offset, self.delivered), end):
+            self._pieces[s] = data[s - offset : e - offset]
+            self.received.add(s, e)
+        return True
+
+    def pop_ready(self) -> bytes:
+        """Bytes now contiguous with what was delivered."""
+        out = []
+        while (piece := self._pieces.pop(self.delivered, None)) is not None:
+            out.append(piece)
+            self.delivered += len(piece)
+        self.received.subtract_below(self.delivered)
+        return b"".join(out)
+
+    @property
+    def finished(self) -> bool:
+        return self.reset or (self.final_size is not None and self.delivered == self.final_size)
+
+    def credit_update(self) -> int | None:
+        """A new limit to advertise, once a quarter of the window has been consumed."""
+        if self.final_size is not None:
+            return None
+        new = self.delivered + self.window
+        if new - self.limit >= self.window // 4:
+            self.limit = new
+            return new
+        return None

@@ -1,0 +1,172 @@
+"""The gateway: accepts relay sessions and connects their streams to allowed destinations.
+
+It never acts as an open proxy: a stream's destination must be in ``allow``
+exactly as the client named it (host and port); anything else gets status
+``NOT_ALLOWED``. Bounds: ``max_sessions`` sessions (a HELLO beyond it is
+dropped), each session's streams by :class:`RelayConfig.max_streams`, each
+stream's buffers by the flow-control windows. A datagram that names no known
+session and is not a valid HELLO costs one header parse and one AEAD check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from tierwise.proto.relay import (
+    ConnectionTerminated,
+    Event,
+    RelayConfig,
+    RelayConnection,
+    StreamDataReceived,
+    StreamReset,
+    wire,
+)
+from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
+from tierwise.relay.session import Session
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger("tierwise.relay.gateway")
+CONNECT_TIMEOUT_S = 10.0
+HAPPY_EYEBALLS_S = 0.25  # RFC 8305 §5: try the next address after 250 ms
+MAX_HEADER_BYTES = 258
+READ_AHEAD_BYTES = 1 << 20
+
+
+@dataclass
+class _Pending:
+    buf: bytearray = field(default_factory=bytearray)
+    pipe: Pipe | None = None
+    connecting: bool = False
+    early: list[tuple[bytes, bool]] = field(default_factory=list)
+
+
+class Gateway(asyncio.DatagramProtocol):
+    """The gateway's UDP endpoint and its sessions."""
+
+    def __init__(
+        self,
+        key: bytes,
+        allow: set[tuple[str, int]],
+        config: RelayConfig | None = None,
+        max_sessions: int = 64,
+    ) -> None:
+        self.key, self.allow, self.config = key, allow, config or RelayConfig()
+        self.max_sessions = max_sessions
+        self.sessions: dict[bytes, Session] = {}
+        self._streams: dict[tuple[bytes, int], _Pending] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self.transport: asyncio.DatagramTransport | None = None
+        self.dropped = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        try:
+            kind, cid, _ = wire.parse_header(data)
+        except wire.FrameError:
+            self.dropped += 1
+            return
+        session = self.sessions.get(cid)
+        if session is None:
+            if kind != wire.HELLO or len(self.sessions) >= self.max_sessions:
+                self.dropped += 1
+                return
+            conn = RelayConnection(self.key, is_client=False, config=self.config)
+            session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
+            conn.receive_datagram(data, addr, session.now())
+            if not conn.established:
+                self.dropped += 1
+                return
+            self.sessions[cid] = session
+            log.info("session %s from %s:%s", cid.hex(), *addr[:2])
+            session.transmit()
+            return
+        session.datagram_received(data, addr)
+
+    def _on_event(self, session: Session, event: Event) -> None:
+        cid = session.conn.connection_id
+        if isinstance(event, StreamDataReceived):
+            self._on_data(session, event)
+        elif isinstance(event, StreamReset):
+            pending = self._streams.pop((cid, event.stream_id), None)
+            if pending is not None and pending.pipe is not None:
+                pending.pipe.abort()
+        elif isinstance(event, ConnectionTerminated):
+            log.info("session %s ended: %s", cid.hex(), event.reason)
+            self.sessions.pop(cid, None)
+            session.close()
+            for key in [k for k in self._streams if k[0] == cid]:
+                pipe = self._streams.pop(key).pipe
+                if pipe is not None:
+                    pipe.abort()
+
+    def _on_data(self, session: Session, event: StreamDataReceived) -> None:
+        key = (session.conn.connection_id, event.stream_id)
+        pending = self._streams.setdefault(key, _Pending())
+        if pending.pipe is not None:
+            pending.pipe.deliver(event.data, event.end_stream)
+        elif pending.connecting:
+            pending.early.append((event.data, event.end_stream))
+        elif len(pending.buf) + len(event.data) > MAX_HEADER_BYTES + READ_AHEAD_BYTES:
+            session.conn.reset(event.stream_id, code=1)  # no valid header: drop the stream
+            self._streams.pop(key, None)
+        else:
+            pending.buf += event.data
+            target = parse_target(bytes(pending.buf))
+            if target is None:
+                return
+            host, port, used = target
+            pending.connecting = True
+            pending.early.append((bytes(pending.buf[used:]), event.end_stream))
+            task = asyncio.get_running_loop().create_task(self._connect(session, key, host, port))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _connect(
+        self, session: Session, key: tuple[bytes, int], host: str, port: int
+    ) -> None:
+        sid = key[1]
+        conn = session.conn
+        if (host, port) not in self.allow:
+            log.warning("refused %s:%s (not in --allow)", host, port)
+            self._answer(session, sid, NOT_ALLOWED)
+            return
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                reader, writer = await asyncio.open_connection(
+                    host, port, happy_eyeballs_delay=HAPPY_EYEBALLS_S
+                )
+        except (OSError, TimeoutError) as exc:
+            code = REFUSED if isinstance(exc, ConnectionRefusedError) else UNREACHABLE
+            log.warning("cannot reach %s:%s: %s", host, port, exc)
+            self._answer(session, sid, code)
+            return
+        pending = self._streams.get(key)
+        if pending is None or sid not in conn.stream_ids:
+            writer.close()
+            return
+        conn.send(sid, bytes([OK]))
+        pending.pipe = Pipe(session, sid, writer)
+        for data, end in pending.early:
+            pending.pipe.deliver(data, end)
+        pending.early.clear()
+        await pending.pipe.pump(reader)
+        await pending.pipe.closed.wait()
+        writer.close()
+        self._streams.pop(key, None)
+
+    def _answer(self, session: Session, sid: int, status: int) -> None:
+        if sid in session.conn.stream_ids:
+            session.conn.send(sid, bytes([status]), end_stream=True)
+            session.transmit()
+        self._streams.pop((session.conn.connection_id, sid), None)
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.conn.close_session()
+            session.transmit()
+            session.close()

@@ -1,0 +1,89 @@
+"""Joining a relay stream to a TCP connection, and the stream-open header both ends speak.
+
+A stream starts with the destination the client wants, and the gateway's first
+byte back is a status (the SOCKS5 reply codes of RFC 1928 §6)::
+
+    client → gateway   host length u8 | host (UTF-8) | port u16
+    gateway → client   status u8 (0 ok, 2 not allowed, 4 host unreachable, 5 refused)
+
+Bytes flow both ways after that; a half-close (EOF) travels as the stream's FIN,
+and an error on either side resets the stream so the other application sees a
+broken connection, never a silently short one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from tierwise.relay.session import Session
+
+__all__ = ["NOT_ALLOWED", "OK", "REFUSED", "UNREACHABLE", "Pipe", "encode_target", "parse_target"]
+
+OK, NOT_ALLOWED, UNREACHABLE, REFUSED = 0, 2, 4, 5
+READ_BYTES = 64 * 1024
+SEND_BUFFER_MAX = 4 << 20  # stop reading the socket while this much is unacknowledged
+_PORT = struct.Struct(">H")
+
+
+def encode_target(host: str, port: int) -> bytes:
+    raw = host.encode()
+    return bytes([len(raw)]) + raw + _PORT.pack(port)
+
+
+def parse_target(buf: bytes) -> tuple[str, int, int] | None:
+    """``(host, port, header length)`` once the header is complete, else ``None``."""
+    if not buf:
+        return None
+    end = 1 + buf[0] + 2
+    if len(buf) < end:
+        return None
+    (port,) = _PORT.unpack_from(buf, end - 2)
+    return buf[1 : end - 2].decode(errors="replace"), port, end
+
+
+class Pipe:
+    """Copies one TCP connection into one relay stream and back."""
+
+    def __init__(self, session: Session, stream_id: int, writer: asyncio.StreamWriter) -> None:
+        self.session, self.stream_id, self.writer = session, stream_id, writer
+        self.closed = asyncio.Event()
+
+    async def pump(self, reader: asyncio.StreamReader) -> None:
+        """TCP → relay until EOF (then FIN) or an error (then reset)."""
+        conn = self.session.conn
+        try:
+            while data := await reader.read(READ_BYTES):
+                if self.stream_id not in conn.stream_ids:
+                    return
+                conn.send(self.stream_id, data)
+                self.session.transmit()
+                while conn.send_buffered_bytes(self.stream_id) > SEND_BUFFER_MAX:
+                    await asyncio.sleep(0.005)
+            if self.stream_id in conn.stream_ids:
+                conn.close(self.stream_id)
+        except (ConnectionError, OSError):
+            if self.stream_id in conn.stream_ids:
+                conn.reset(self.stream_id, code=1)
+        self.session.transmit()
+
+    def deliver(self, data: bytes, end_stream: bool) -> None:
+        """Relay → TCP; a socket that is gone resets the stream instead of raising."""
+        if self.writer.is_closing():
+            return
+        try:
+            self.writer.write(data)
+            if end_stream and self.writer.can_write_eof():
+                self.writer.write_eof()
+        except OSError:
+            conn = self.session.conn
+            if self.stream_id in conn.stream_ids:
+                conn.reset(self.stream_id, code=1)
+            self.abort()
+            return
+        if end_stream:
+            self.closed.set()
+
+    def abort(self) -> None:
+        self.writer.transport.abort()
+        self.closed.set()

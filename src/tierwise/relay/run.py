@@ -1,0 +1,103 @@
+"""Running the gateway and the client as foreground processes (systemd-friendly).
+
+SIGTERM or SIGINT starts a drain: listeners close, open streams get up to
+``DRAIN_S`` to finish, then the session is closed and the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+
+from tierwise.errors import ScenarioError
+from tierwise.relay.client import Client
+from tierwise.relay.gateway import Gateway
+from tierwise.relay.socks import serve_forward, serve_socks
+
+__all__ = ["fetch_stats", "run_client", "run_gateway"]
+
+log = logging.getLogger("tierwise.relay")
+DRAIN_S = 5.0
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _drain(busy) -> None:  # type: ignore[no-untyped-def]
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            while busy():
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        log.warning("drain: streams still open after %.0f s; closing", DRAIN_S)
+
+
+async def run_gateway(key: bytes, listen: tuple[str, int], allow: set[tuple[str, int]]) -> None:
+    loop = asyncio.get_running_loop()
+    gateway = Gateway(key, allow)
+    try:
+        transport, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=listen)
+    except OSError as exc:
+        raise ScenarioError(f"cannot listen on {listen[0]}:{listen[1]}: {exc.strerror}") from exc
+    log.info("gateway listening on udp %s:%s; allowed: %s", *listen, sorted(allow))
+    stop = _stop_event()
+    await stop.wait()
+    log.info("draining")
+    await _drain(lambda: bool(gateway._streams))
+    gateway.close()
+    transport.close()
+
+
+async def run_client(
+    key: bytes,
+    gateway: tuple[str, int],
+    socks: tuple[str, int] | None,
+    forwards: list[tuple[tuple[str, int], tuple[str, int]]],
+    credentials: tuple[str, str] | None,
+) -> None:
+    client = Client(key, gateway, credentials=credentials)
+    await client.start()
+    servers = []
+    try:
+        if socks is not None:
+            servers.append(await serve_socks(client, *socks))
+            log.info("SOCKS5 on %s:%s", *socks)
+        for listen, target in forwards:
+            servers.append(await serve_forward(client, listen, target))
+            log.info("forwarding %s:%s to %s:%s", *listen, *target)
+    except OSError as exc:
+        raise ScenarioError(f"cannot listen: {exc.strerror}", source="command line") from exc
+    stop = _stop_event()
+    await stop.wait()
+    log.info("draining")
+    for server in servers:
+        server.close()
+    await _drain(lambda: bool(client._handlers))
+    if client.session is not None:
+        client.session.conn.close_session()
+        client.session.transmit()
+
+
+async def fetch_stats(addr: tuple[str, int]) -> dict:
+    """The client's measurements, asked over its SOCKS port (``GET /stats``)."""
+    try:
+        reader, writer = await asyncio.open_connection(*addr)
+    except OSError as exc:
+        raise ScenarioError(
+            f"no relay client at {addr[0]}:{addr[1]}: {exc.strerror}", path="--client"
+        ) from exc
+    writer.write(b"GET /stats HTTP/1.0\r\n\r\n")
+    raw = await reader.read()
+    writer.close()
+    _, _, body = raw.partition(b"\r\n\r\n")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise ScenarioError(f"{addr[0]}:{addr[1]} is not a relay client", path="--client") from exc

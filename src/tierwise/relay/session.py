@@ -1,0 +1,67 @@
+"""One relay session over asyncio UDP: feed datagrams in, drain them out, arm one timer.
+
+The aioquic ``asyncio/protocol.py`` pattern: every protocol decision stays in
+:class:`~tierwise.proto.relay.RelayConnection`; this module only moves bytes and
+hands events to the owner (``on_event``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from tierwise.proto.relay import Event, RelayConnection
+
+__all__ = ["Session"]
+
+
+class Session:
+    """A :class:`RelayConnection` bound to a datagram transport and the event loop's clock."""
+
+    def __init__(
+        self,
+        conn: RelayConnection,
+        transport: asyncio.DatagramTransport,
+        on_event: Callable[[Session, Event], None],
+    ) -> None:
+        self.conn, self.transport, self.on_event = conn, transport, on_event
+        self.loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+
+    def now(self) -> float:
+        return self.loop.time()
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        self.conn.receive_datagram(data, addr, self.now())
+        self.transmit()
+
+    def transmit(self) -> None:
+        """Send what is due, deliver events, re-arm the timer."""
+        now = self.now()
+        for data, addr in self.conn.datagrams_to_send(now):
+            self.transport.sendto(data, addr)
+        while (event := self.conn.next_event()) is not None:
+            self.on_event(self, event)
+        self._arm()
+
+    def _arm(self) -> None:
+        at = self.conn.get_timer()
+        if at == self._timer_at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = None, at
+        if at is not None:
+            self._timer = self.loop.call_at(max(at, self.now()), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = self._timer_at = None
+        self.conn.handle_timer(self.now())
+        self.transmit()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -1,0 +1,190 @@
+"""The relay's own connection objects over a simulated path, packet by packet (§12.3.5).
+
+:class:`Net` joins a client and a gateway :class:`~tierwise.proto.relay.RelayConnection`
+— the objects ``tierwise relay`` deploys, exchanging real sealed datagrams — through
+one :class:`Path` per direction: propagation delay, a bottleneck rate with a
+tail-drop queue, and optional loss (Bernoulli or Gilbert–Elliott), reordering,
+duplication and blackouts. Time is synthetic: the loop jumps to the next arrival
+or timer, so a 200 ms path costs no wall time. The tests and
+``benchmarks/relay_sim.py`` use it; it is small on purpose and shares nothing
+with the TCP simulator's engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tierwise.proto.relay import (
+    RelayConfig,
+    RelayConnection,
+    StreamDataReceived,
+    StreamReset,
+)
+
+__all__ = ["Net", "Path", "all_done", "payload", "request_response"]
+
+KEY = bytes(range(32))  # a fixed test key: simulations are not secrets
+CLIENT, GATEWAY = ("10.0.0.1", 4000), ("10.0.0.2", 7443)
+
+
+@dataclass
+class Path:
+    """One direction: delay, rate, queue and impairments."""
+
+    delay_s: float = 0.1
+    rate_bytes_per_s: float = 333e6 / 8
+    queue_s: float = 0.2
+    loss: float = 0.0
+    burst: tuple[float, float, float] | None = (
+        None  # Gilbert–Elliott p(good→bad), p(bad→good), loss in bad
+    )
+    reorder: float = 0.0  # probability a datagram takes an extra 0–20 ms
+    duplicate: float = 0.0
+    blackouts: list[tuple[float, float]] = field(default_factory=list)
+    free_at: float = 0.0
+    bad: bool = False
+    sent: int = 0
+    dropped: int = 0
+
+    def arrivals(self, size: int, now: float, rng: np.random.Generator) -> list[float]:
+        """When this datagram (and any duplicate) arrives; empty if dropped."""
+        self.sent += 1
+        start = max(now, self.free_at)
+        if start - now > self.queue_s:
+            self.dropped += 1
+            return []
+        self.free_at = start + size / self.rate_bytes_per_s
+        if self._lost(rng) or any(a <= now < b for a, b in self.blackouts):
+            self.dropped += 1
+            return []
+        at = self.free_at + self.delay_s
+        if self.reorder and rng.random() < self.reorder:
+            at += rng.random() * 0.02
+        times = [at]
+        if self.duplicate and rng.random() < self.duplicate:
+            times.append(at + rng.random() * 0.01)
+        return times
+
+    def _lost(self, rng: np.random.Generator) -> bool:
+        if self.burst is not None:
+            to_bad, to_good, bad_loss = self.burst
+            self.bad = (rng.random() >= to_good) if self.bad else (rng.random() < to_bad)
+            return self.bad and rng.random() < bad_loss
+        return bool(self.loss) and rng.random() < self.loss
+
+
+def payload(tag: str, size: int) -> bytes:
+    """Deterministic bytes of any size (a SHA-256 stream keyed by ``tag``)."""
+    seed = hashlib.sha256(tag.encode()).digest()
+    reps = size // 32 + 1
+    return (
+        (np.frombuffer(seed * reps, dtype=np.uint8)[:size] ^ (np.arange(size) % 251))
+        .astype(np.uint8)
+        .tobytes()
+    )
+
+
+class Net:
+    """A client and a gateway over an uplink and a downlink path."""
+
+    def __init__(
+        self,
+        up: Path | None = None,
+        down: Path | None = None,
+        *,
+        seed: int = 1,
+        client_key: bytes = KEY,
+        gateway_key: bytes = KEY,
+        config: RelayConfig | None = None,
+    ) -> None:
+        self.up, self.down = up or Path(), down or Path()
+        self.rng = np.random.default_rng(seed)
+        self.client = RelayConnection(client_key, is_client=True, config=config)
+        self.gateway = RelayConnection(gateway_key, is_client=False, config=config)
+        self.now = 0.0
+        self._heap: list[tuple[float, int, str, bytes]] = []
+        self._seq = 0
+        self.received: dict[str, dict[int, bytearray]] = {"client": {}, "gateway": {}}
+        self.finished: dict[str, set[int]] = {"client": set(), "gateway": set()}
+        self.resets: dict[str, list[StreamReset]] = {"client": [], "gateway": []}
+        self.on_gateway_stream: Callable[[int, bytes], None] | None = None
+        self.tap: Callable[[str, bytes], bytes | None] | None = None
+        self.client.connect(GATEWAY, 0.0)
+
+    def _flush(self) -> None:
+        for name, conn, path in (("up", self.client, self.up), ("down", self.gateway, self.down)):
+            for datagram, _addr in conn.datagrams_to_send(self.now):
+                if self.tap is not None:
+                    datagram = self.tap(name, datagram)
+                    if datagram is None:
+                        continue
+                for at in path.arrivals(len(datagram) + 28, self.now, self.rng):
+                    self._seq += 1
+                    heapq.heappush(self._heap, (at, self._seq, name, datagram))
+
+    def inject(self, name: str, datagram: bytes, at: float) -> None:
+        """Deliver a crafted datagram (``name``: "up" to the gateway, "down" to the client)."""
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, name, datagram))
+
+    def run(self, until: float, stop: Callable[[], bool] | None = None) -> None:
+        """Advance synthetic time to ``until`` or until ``stop()`` holds."""
+        while self.now <= until:
+            self._flush()
+            self._drain_events()
+            if stop is not None and stop():
+                return
+            times = [
+                t for t in (self.client.get_timer(), self.gateway.get_timer()) if t is not None
+            ]
+            nxt = min([*times, self._heap[0][0] if self._heap else until + 1])
+            self.now = max(self.now, nxt)
+            if self.now > until:
+                return
+            if self._heap and self._heap[0][0] <= self.now:
+                _, _, name, datagram = heapq.heappop(self._heap)
+                conn, src = (self.gateway, CLIENT) if name == "up" else (self.client, GATEWAY)
+                conn.receive_datagram(datagram, src, self.now)
+            for conn in (self.client, self.gateway):
+                timer = conn.get_timer()
+                if timer is not None and timer <= self.now:
+                    conn.handle_timer(self.now)
+
+    def _drain_events(self) -> None:
+        for name, conn in (("client", self.client), ("gateway", self.gateway)):
+            while (event := conn.next_event()) is not None:
+                if isinstance(event, StreamDataReceived):
+                    buf = self.received[name].setdefault(event.stream_id, bytearray())
+                    buf += event.data
+                    if event.end_stream:
+                        self.finished[name].add(event.stream_id)
+                        if name == "gateway" and self.on_gateway_stream is not None:
+                            self.on_gateway_stream(event.stream_id, bytes(buf))
+                elif isinstance(event, StreamReset):
+                    self.resets[name].append(event)
+
+
+def request_response(
+    net: Net, sizes: list[tuple[int, int]], priority: int = 0
+) -> dict[int, tuple[bytes, bytes]]:
+    """Open one stream per ``(up, down)`` size pair; the gateway answers each finished request."""
+    expected: dict[int, tuple[bytes, bytes]] = {}
+    for i, (up, down) in enumerate(sizes):
+        sid = net.client.open_stream(priority)
+        expected[sid] = (payload(f"up{i}", up), payload(f"down{i}", down))
+        net.client.send(sid, expected[sid][0], end_stream=True)
+
+    def answer(sid: int, data: bytes) -> None:
+        net.gateway.send(sid, expected[sid][1], end_stream=True)
+
+    net.on_gateway_stream = answer
+    return expected
+
+
+def all_done(net: Net, expected: dict[int, tuple[bytes, bytes]]) -> Callable[[], bool]:
+    return lambda: set(expected) <= net.finished["client"]

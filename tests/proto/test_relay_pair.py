@@ -1,0 +1,238 @@
+"""Client and gateway RelayConnections over a synthetic path: delivery, loss, security."""
+
+from __future__ import annotations
+
+import pytest
+
+from tierwise.proto.relay import RelayConfig, RelayConnection, wire
+from tierwise.sim.relay import GATEWAY, KEY, Net, Path, all_done, payload, request_response
+
+SIZES = [(1, 1), (1000, 50_000), (354_640, 1000), (2_000_000, 10), (70_000, 700_000)] + [
+    (37 * i + 1, 11 * i + 1) for i in range(1, 12)
+]
+
+
+def exact(net: Net, expected: dict[int, tuple[bytes, bytes]]) -> bool:
+    return all(
+        bytes(net.received["gateway"].get(sid, b"")) == up
+        and bytes(net.received["client"].get(sid, b"")) == down
+        for sid, (up, down) in expected.items()
+    )
+
+
+def run_transfer(net: Net, until: float = 120.0) -> dict[int, tuple[bytes, bytes]]:
+    expected = request_response(net, SIZES)
+    net.run(until, all_done(net, expected))
+    assert exact(net, expected), f"not byte-exact by t={net.now:.2f} s"
+    return expected
+
+
+def test_handshake_takes_one_round_trip() -> None:
+    """Both sides hold keys one RTT after the HELLO leaves."""
+    net = Net(Path(delay_s=0.05), Path(delay_s=0.05))
+    net.run(1.0, lambda: net.client.established)
+    assert net.gateway.established and net.now == pytest.approx(0.1, abs=0.002)
+
+
+def test_stream_open_costs_no_round_trip() -> None:
+    """A request on an established session is answered in one RTT plus transmission."""
+    net = Net(Path(delay_s=0.1), Path(delay_s=0.1))
+    net.run(1.0, lambda: net.client.established)
+    start = net.now
+    expected = request_response(net, [(100, 100)])
+    net.run(start + 2, all_done(net, expected))
+    assert net.now - start == pytest.approx(0.2, abs=0.003)
+
+
+@pytest.mark.parametrize(
+    "impairment",
+    [
+        {"loss": 0.14},
+        {"burst": (0.02, 0.25, 0.7)},
+        {"reorder": 0.2, "duplicate": 0.1, "loss": 0.03},
+        {"blackouts": [(1.0, 6.0)]},
+    ],
+    ids=["random-14%", "gilbert-elliott", "reorder-dup", "blackout-5s"],
+)
+def test_byte_exact_under_impairment(impairment: dict) -> None:
+    """Many concurrent streams, 1 B to 3 MB each way, arrive byte-exact through the path."""
+    net = Net(Path(**impairment), Path(**impairment), seed=7)
+    run_transfer(net)
+    assert net.client.stats.dropped_auth == net.gateway.stats.dropped_auth == 0
+
+
+def test_fec_repairs_random_loss_before_retransmission() -> None:
+    """At 14 % loss, once loss is measured, FEC recovers most lost packets."""
+    net = Net(Path(loss=0.14), Path(loss=0.14), seed=3)
+    for _ in range(3):
+        expected = request_response(net, [(354_640, 1000)] * 3)
+        net.run(net.now + 30, all_done(net, expected))
+        assert exact(net, expected)
+    lost = net.client.stats.packets_lost
+    assert net.gateway.stats.fec_recovered > lost  # most losses never wait for a retransmission
+    assert net.client.peer_loss == pytest.approx(0.14, abs=0.04)
+
+
+def test_warm_session_request_near_the_floor() -> None:
+    """§12.3.5: on a warm session a 354,640 B request completes within 5 % of the floor."""
+    rate = 333e6 / 8
+    net = Net(Path(rate_bytes_per_s=rate), Path(rate_bytes_per_s=rate))
+    floor = 0.2 + (354_640 + 1000) / rate
+    times = []
+    for _ in range(8):
+        start = net.now
+        expected = request_response(net, [(354_640, 1000)])
+        net.run(start + 10, all_done(net, expected))
+        times.append(net.now - start)
+        net.run(net.now + 0.05)
+    assert sorted(times[3:])[2] <= 1.05 * floor
+
+
+def forged(net: Net) -> None:
+    net.inject("up", b"\x03" + b"\x00" * 60, 0.05)
+
+
+def test_forged_truncated_flipped_replayed_datagrams_are_dropped() -> None:
+    """Bad datagrams are counted, never answered, and never disturb the streams."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    captured: list[bytes] = []
+
+    def tap(direction: str, datagram: bytes) -> bytes:
+        if direction == "up":
+            captured.append(datagram)
+        return datagram
+
+    net.tap = tap
+    expected = request_response(net, [(5000, 5000)])
+    net.run(5, all_done(net, expected))
+    assert exact(net, expected)
+    sent_before = net.gateway.stats.packets_sent
+    victim = captured[0]
+    now = net.now
+    moved = victim[:9] + (10**5).to_bytes(8, "big") + victim[17:]  # a fresh packet number
+    net.inject("up", victim, now)  # replayed
+    net.inject("up", victim[:20], now)  # truncated
+    net.inject("up", moved, now + 0.001)  # header changed: the tag no longer matches
+    net.inject("up", moved[:-1] + bytes([moved[-1] ^ 1]), now + 0.002)  # bit flipped
+    net.inject("up", moved[:17] + bytes(len(victim) - 17), now + 0.003)  # forged body
+    net.inject("up", b"\x07" + victim[1:], now + 0.004)  # unknown type
+    net.run(now + 0.01)
+    stats = net.gateway.stats
+    assert (stats.dropped_replay, stats.dropped_auth, stats.dropped_malformed) == (1, 3, 2)
+    assert net.gateway.stats.packets_sent == sent_before
+
+
+def test_wrong_key_exchanges_no_application_byte() -> None:
+    """A client with another key gets no WELCOME; the gateway sends nothing at all."""
+    net = Net(client_key=bytes(32), gateway_key=KEY)
+    sid = net.client.open_stream()
+    net.client.send(sid, b"secret", end_stream=True)
+    net.run(10.0)
+    assert not net.client.established and not net.gateway.established
+    assert net.gateway.stats.packets_sent == 0 and net.gateway.stats.dropped_auth > 0
+    assert net.received["gateway"] == {} and net.down.sent == 0
+
+
+def test_reset_reaches_the_peer() -> None:
+    """A reset stream ends on both sides with the code given."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    sid = net.client.open_stream()
+    net.client.send(sid, b"x" * 10_000)
+    net.run(net.now + 0.3)
+    net.client.reset(sid, code=9)
+    net.run(net.now + 0.5)
+    assert [(r.stream_id, r.code) for r in net.resets["gateway"]] == [(sid, 9)]
+    assert sid not in net.gateway.stream_ids
+
+
+def test_stream_limit_refuses_extra_streams() -> None:
+    """Beyond max_streams the gateway refuses a stream with a reset instead of buffering it."""
+    net = Net(config=RelayConfig(max_streams=2))
+    net.run(1.0, lambda: net.client.established)
+    sids = [net.client.open_stream() for _ in range(3)]
+    for sid in sids:
+        net.client.send(sid, b"hello")
+    net.run(net.now + 0.5)
+    assert [r.stream_id for r in net.resets["client"]] == [sids[2]]
+    assert net.gateway.stats.streams_refused == 1
+
+
+def test_flow_control_bounds_the_receiver() -> None:
+    """A sender never has more than the stream window outstanding beyond what was delivered."""
+    config = RelayConfig(stream_window_bytes=64_000, session_window_bytes=256_000)
+    net = Net(config=config)
+    net.run(1.0, lambda: net.client.established)
+    sid = net.client.open_stream()
+    net.client.send(sid, payload("big", 1_000_000), end_stream=True)
+    peak = 0
+    while sid not in net.finished["gateway"] and net.now < 30:
+        net.run(net.now + 0.01)
+        stream = net.client._streams.get(sid)
+        if stream is not None:
+            peak = max(peak, stream.send.next_offset - stream.send.base)
+    assert bytes(net.received["gateway"][sid]) == payload("big", 1_000_000)
+    assert peak <= 64_000 + 16_000
+
+
+def test_interactive_stream_overtakes_bulk() -> None:
+    """A small urgent stream opened behind a bulk transfer finishes long before it."""
+    rate = 10e6 / 8
+    net = Net(Path(rate_bytes_per_s=rate), Path(rate_bytes_per_s=rate))
+    net.run(1.0, lambda: net.client.established)
+    bulk = net.client.open_stream(priority=5)
+    net.client.send(bulk, payload("bulk", 3_000_000), end_stream=True)
+    net.run(net.now + 0.3)
+    urgent = net.client.open_stream(priority=0)
+    start = net.now
+    net.client.send(urgent, b"u" * 2000, end_stream=True)
+    net.run(start + 5, lambda: urgent in net.finished["gateway"])
+    assert net.now - start < 0.4 and bulk not in net.finished["gateway"]
+
+
+def test_client_address_change_keeps_the_session() -> None:
+    """The gateway answers at the client's new address after an authenticated packet from it."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    net.gateway.receive_datagram(b"", ("10.9.9.9", 1), net.now)  # garbage from a stranger
+    assert net.gateway.peer_addr != ("10.9.9.9", 1)
+    sid = net.client.open_stream()
+    net.client.send(sid, b"hi", end_stream=True)
+    datagram, _ = net.client.datagrams_to_send(net.now)[0]
+    net.gateway.receive_datagram(datagram, ("10.0.0.77", 5555), net.now)
+    assert net.gateway.peer_addr == ("10.0.0.77", 5555)
+
+
+def test_idle_timeout_terminates() -> None:
+    """A silent peer ends the session after the idle timeout."""
+    net = Net(config=RelayConfig(idle_timeout_s=3.0))
+    net.run(1.0, lambda: net.client.established)
+    net.up.blackouts.append((0.0, 100.0))
+    net.down.blackouts.append((0.0, 100.0))
+    net.run(10.0)
+    assert not net.client.established and net.client.get_timer() is None
+
+
+def test_client_hello_is_not_answered_more_than_its_size() -> None:
+    """No amplification: the WELCOME is smaller than the HELLO that earns it."""
+    client = RelayConnection(KEY, is_client=True)
+    client.connect(GATEWAY, 0.0)
+    ((hello, _),) = client.datagrams_to_send(0.0)
+    gateway = RelayConnection(KEY, is_client=False)
+    gateway.receive_datagram(hello, ("1.2.3.4", 5), 0.0)
+    ((welcome, _),) = gateway.datagrams_to_send(0.0)
+    assert len(hello) == wire.HELLO_BYTES and len(welcome) < len(hello) // 10
+
+
+@pytest.mark.slow
+def test_hundred_megabytes_at_fourteen_percent_loss() -> None:
+    """100 MB and its echo-sized reply arrive byte-exact at 14 % loss on 333 Mbit/s, 200 ms."""
+    net = Net(Path(loss=0.14), Path(loss=0.14), seed=11)
+    big = payload("hundred", 100_000_000)
+    sid = net.client.open_stream(priority=5)
+    expected = {sid: (big, b"ok")}
+    net.client.send(sid, big, end_stream=True)
+    net.on_gateway_stream = lambda s, data: net.gateway.send(s, b"ok", end_stream=True)
+    net.run(600, all_done(net, expected))
+    assert exact(net, expected)

@@ -1,0 +1,99 @@
+"""A real HTTP server, gateway and SOCKS client on loopback, in one event loop thread."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tierwise.relay.client import Client
+from tierwise.relay.gateway import Gateway
+from tierwise.relay.socks import serve_socks
+
+KEY = bytes(range(32))
+
+
+class Echo(BaseHTTPRequestHandler):
+    """POST returns the SHA-256 of the body and its length; GET /n returns n bytes."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self._send(f"{len(body)} {hashlib.sha256(body).hexdigest()}".encode())
+
+    def do_GET(self) -> None:
+        n = int(self.path.strip("/") or 0)
+        self._send(bytes(i % 251 for i in range(n)))
+
+    def _send(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@dataclass
+class Stack:
+    loop: asyncio.AbstractEventLoop
+    http_port: int
+    gateway_port: int
+    socks_port: int
+    gateway: Gateway
+    client: Client
+
+    def call(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+
+@pytest.fixture
+def http_server() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def stack(http_server: int) -> Iterator[Stack]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def up() -> Stack:
+        gateway = Gateway(KEY, {("127.0.0.1", http_server), ("localhost", http_server)})
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        gport = transport.get_extra_info("sockname")[1]
+        client = Client(KEY, ("127.0.0.1", gport))
+        await client.start()
+        server = await serve_socks(client, "127.0.0.1", 0)
+        sport = server.sockets[0].getsockname()[1]
+        stack = Stack(loop, http_server, gport, sport, gateway, client)
+        stack._closers = [transport.close, server.close]  # type: ignore[attr-defined]
+        return stack
+
+    s = asyncio.run_coroutine_threadsafe(up(), loop).result(10)
+    yield s
+
+    async def down() -> None:
+        for close in s._closers:  # type: ignore[attr-defined]
+            close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run_coroutine_threadsafe(down(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()

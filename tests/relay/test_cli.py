@@ -1,0 +1,122 @@
+"""`tierwise relay` as processes: keygen, gateway, client, stats, restart and SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, "relay", *args], stderr=subprocess.PIPE, text=True)
+
+
+def wait_port(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def curl(socks: int, url: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["curl", "-sS", "--max-time", "10", "--socks5-hostname", f"127.0.0.1:{socks}", url],
+        capture_output=True,
+        check=False,
+    )
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    path = tmp_path / "relay.key"
+    subprocess.run([*CLI, "relay", "keygen", "--out", str(path)], check=True)
+    return path
+
+
+def test_keygen_writes_a_private_key(key: Path) -> None:
+    """keygen --out creates a 0600 file of 64 hex digits."""
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert len(bytes.fromhex(key.read_text().strip())) == 32
+
+
+def test_key_readable_by_others_is_refused(key: Path) -> None:
+    """A 0644 key file is one line on stderr and exit 2."""
+    key.chmod(0o644)
+    out = subprocess.run(
+        [*CLI, "relay", "gateway", "--allow", "127.0.0.1:9", "--key-file", str(key)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2 and "chmod 600" in out.stderr and out.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (Debian: curl)")
+def test_gateway_restart_stats_and_sigterm(key: Path, http_server: int) -> None:
+    """curl works, stats answer, a restarted gateway serves new streams in 2 s, SIGTERM exits."""
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    allow = f"127.0.0.1:{http_server}"
+    gw_args = (
+        "gateway",
+        "--listen",
+        f"127.0.0.1:{gport}",
+        "--allow",
+        allow,
+        "--key-file",
+        str(key),
+    )
+    gw = start(*gw_args)
+    cl = start(
+        "client",
+        "--gateway",
+        f"127.0.0.1:{gport}",
+        "--socks",
+        f"127.0.0.1:{sport}",
+        "--key-file",
+        str(key),
+    )
+    try:
+        wait_port(sport)
+        url = f"http://127.0.0.1:{http_server}/100000"
+        assert curl(sport, url).stdout == bytes(i % 251 for i in range(100_000))
+        stats = subprocess.run(
+            [*CLI, "relay", "stats", "--client", f"127.0.0.1:{sport}", "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(stats.stdout)["state"] == "established"
+        gw.kill()
+        gw.wait()
+        gw = start(*gw_args)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        first = curl(sport, url)
+        retry = first if first.returncode == 0 else curl(sport, url)
+        assert retry.returncode == 0 and time.monotonic() - t0 < 2.0 + 10.0 * (first is not retry)
+        cl.send_signal(signal.SIGTERM)
+        assert cl.wait(10) in (0, 143)
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

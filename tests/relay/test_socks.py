@@ -1,0 +1,115 @@
+"""curl through the SOCKS5 proxy, the relay session and the gateway to a real HTTP server."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+
+import pytest
+
+from tests.relay.conftest import Stack
+
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (Debian: curl)")
+
+
+def curl(stack: Stack, url: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "--max-time",
+            "20",
+            "--socks5-hostname",
+            f"127.0.0.1:{stack.socks_port}",
+            url,
+            *extra,
+        ],
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_curl_get_by_name_and_address(stack: Stack) -> None:
+    """A GET by IPv4 address and by host name (resolved at the gateway) arrives byte-exact."""
+    want = bytes(i % 251 for i in range(300_000))
+    for host in ("127.0.0.1", "localhost"):
+        out = curl(stack, f"http://{host}:{stack.http_port}/300000")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == want
+
+
+def test_curl_post_upload(stack: Stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A 354,640-byte upload reaches the server intact (its SHA-256 comes back)."""
+    body = bytes((7 * i) % 256 for i in range(354_640))
+    path = tmp_path / "clip.wav"
+    path.write_bytes(body)
+    out = curl(stack, f"http://127.0.0.1:{stack.http_port}/", "--data-binary", f"@{path}")
+    assert out.stdout.decode() == f"354640 {hashlib.sha256(body).hexdigest()}"
+
+
+def test_refused_destination_gets_the_socks_code(stack: Stack) -> None:
+    """A destination not in --allow is refused with SOCKS reply 2 (not allowed by ruleset)."""
+    out = curl(stack, "http://127.0.0.1:9/")
+    assert out.returncode == 97, out.stderr  # curl: the proxy refused the connection
+    assert stack.gateway.sessions and not stack.gateway._streams
+
+
+def test_wrong_key_client_gets_nothing(stack: Stack) -> None:
+    """A client with another key never completes the handshake; the gateway keeps no session."""
+    import asyncio
+
+    from tierwise.relay.client import Client
+
+    async def attempt() -> bool:
+        client = Client(bytes(32), ("127.0.0.1", stack.gateway_port))
+        await client.start()
+        try:
+            async with asyncio.timeout(1.5):
+                await client.ready.wait()
+            return True
+        except TimeoutError:
+            return False
+
+    assert stack.call(attempt()) is False
+    assert len(stack.gateway.sessions) == 1 and stack.gateway.dropped >= 1
+
+
+def test_forward_port_and_password_auth(stack: Stack) -> None:
+    """--forward carries a plain TCP client; a password-protected SOCKS port checks RFC 1929."""
+    from tierwise.relay.client import Client
+    from tierwise.relay.socks import serve_forward, serve_socks
+
+    async def up() -> tuple[int, int, list]:
+        client = Client(
+            bytes(range(32)), ("127.0.0.1", stack.gateway_port), credentials=("u", "pw")
+        )
+        await client.start()
+        fwd = await serve_forward(client, ("127.0.0.1", 0), ("127.0.0.1", stack.http_port))
+        socks = await serve_socks(client, "127.0.0.1", 0)
+        ports = fwd.sockets[0].getsockname()[1], socks.sockets[0].getsockname()[1]
+        return *ports, [fwd, socks]
+
+    fport, sport, servers = stack.call(up())
+    try:
+        plain = subprocess.run(
+            ["curl", "-sS", "--max-time", "10", f"http://127.0.0.1:{fport}/1000"],
+            capture_output=True,
+            check=False,
+        )
+        assert plain.stdout == bytes(i % 251 for i in range(1000))
+        url = f"http://127.0.0.1:{stack.http_port}/10"
+        good = subprocess.run(
+            ["curl", "-sS", "--max-time", "10", "-x", f"socks5h://u:pw@127.0.0.1:{sport}", url],
+            capture_output=True,
+            check=False,
+        )
+        bad = subprocess.run(
+            ["curl", "-sS", "--max-time", "10", "-x", f"socks5h://u:no@127.0.0.1:{sport}", url],
+            capture_output=True,
+            check=False,
+        )
+        assert good.stdout == bytes(range(10)) and bad.returncode == 97
+    finally:
+        for server in servers:
+            stack.loop.call_soon_threadsafe(server.close)
