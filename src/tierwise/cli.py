@@ -18,8 +18,8 @@ from rich.markup import escape
 
 from tierwise.errors import ScenarioError, TierwiseError
 from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
-from tierwise.route.cli import route_app  # light: the gateway loads when it runs
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
+from tierwise.route.cli import route_app  # light: the gateway loads when it runs
 
 app = typer.Typer(
     help="Decide where an AI task runs — device, edge or cloud — by the time the whole task takes.",
