@@ -39,22 +39,9 @@ TIME_LIMIT_S = float(os.environ.get("TIERWISE_FUZZ_TIME_LIMIT", "10"))
 MEMORY_LIMIT_BYTES = 2 * 2**30
 STRICT = os.environ.get("TIERWISE_FUZZ_STRICT", "") == "1"
 
-# Fault classes whose fix belongs to another branch of issue 9 (each still reported as a
-# warning; TIERWISE_FUZZ_STRICT=1 fails on them). Delete an entry once its fix is merged.
-KNOWN_OPEN: dict[str, tuple[set[str], str]] = {
-    "harden-work: unbounded simulated work (huge sizes, tiny MSS)": (
-        {"sim-photo.toml"},
-        r"^timeout",
-    ),
-    "harden-work: closed-form loss recovery of a huge request": (
-        {"speech-request.toml"},
-        r"^(timeout|traceback: .*(MemoryError|Unable to allocate))",
-    ),
-    "harden-work: counts that reach numpy (rounds, chunks)": (
-        {"deployment.toml", "screenshot-agent.toml", "voice-stream.toml", "photo-chunks.toml"},
-        r"^traceback: .*(Maximum allowed dimension|MemoryError|Unable to allocate)",
-    ),
-}
+# Fault classes whose fix belongs to another branch (reported as a warning unless
+# TIERWISE_FUZZ_STRICT=1): none are open.
+KNOWN_OPEN: dict[str, tuple[set[str], str]] = {}
 
 
 SIGNED = {"overlap", "margin_s", "vs_choice_time_s", "saving_time_s"}
