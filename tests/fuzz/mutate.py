@@ -51,6 +51,11 @@ class Case:
         if self.command == "catalog":
             return ["catalog", "--catalog", path, "--json"]
         args = [self.command, path, "--json"]
+        if self.command == "sim":
+            # The default budget (5,000,000 packets: minutes, with a progress bar) is
+            # tested in tests/sim/test_run_bounds.py; a case must end within its time
+            # limit, so the fuzz runs sims on a budget of seconds and meets the refusal.
+            args += ["--max-packets", "100000"]
         for item in self.sets:
             args += ["--set", item]
         if self.plot:
