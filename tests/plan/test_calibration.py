@@ -90,3 +90,14 @@ def test_unit_error_for_junk() -> None:
     for junk in ("25.83", "3 MB", "-1 tokens/s"):
         with pytest.raises(UnitError):
             parse_measured_step_s(junk)
+
+
+def test_plan_prints_the_chapters_calibrated_figures() -> None:
+    """§12.5.2 as printed: the workstation 16.04 s, the cloud's floor 14.29 s, a 1.75 s gap."""
+    run = run_cli(
+        "plan", *(f"--set={s}" for s in MEASURED), "--set=site.cloud.slowdown_from=workstation"
+    )
+    assert run.code == 0, run.stderr
+    text = " ".join(run.stdout.split())  # the table may wrap the line
+    assert "cloud beats workstation (16.04 s) from 73.3 Mbit/s" in text
+    assert "(its floor 14.29 s is 1.75 s under)" in text
