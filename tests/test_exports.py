@@ -67,3 +67,18 @@ def test_star_import() -> None:
     namespace: dict[str, object] = {}
     exec("from tierwise import *", namespace)
     assert sorted(k for k in namespace if k != "__builtins__") == sorted(EXPECTED)
+
+
+def test_package_pickles_by_name() -> None:
+    """The lazy package pickles by reference (Dask ships functions that use it)."""
+    import pickle
+
+    import tierwise
+
+    assert pickle.loads(pickle.dumps(tierwise)) is tierwise
+    cloudpickle = pytest.importorskip("cloudpickle")
+
+    def uses_the_package() -> str:
+        return tierwise.__version__
+
+    assert cloudpickle.loads(cloudpickle.dumps(uses_the_package))() == tierwise.__version__

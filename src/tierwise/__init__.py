@@ -15,6 +15,7 @@ Model functions (``tierwise.model.*``) take SI floats or numpy arrays.
 
 from __future__ import annotations
 
+import copyreg
 import importlib
 import sys
 import types
@@ -78,6 +79,9 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
+# Pickle the package by name, as pickle and cloudpickle do a plain module: Dask ships
+# functions that refer to ``tierwise`` to its workers.
+copyreg.pickle(_Package, lambda module: (importlib.import_module, (module.__name__,)))
 
 __version__ = "0.1.0"
 
