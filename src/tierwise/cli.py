@@ -210,15 +210,15 @@ def catalog_add_model(
 
 
 def _append_entry(path: Path, model_id: str, text: str) -> None:
-    import tomllib
 
+    from tierwise.tomlfile import parse_toml, read_text
+
+    old = read_text(path) if path.exists() else ""
+    model = parse_toml(old, str(path)).get("model", {})
+    if isinstance(model, dict) and model_id in model:
+        raise ScenarioError(f"model.{model_id} already exists", source=str(path))
     try:
-        old = path.read_text(encoding="utf-8") if path.exists() else ""
-        if model_id in tomllib.loads(old).get("model", {}):
-            raise ScenarioError(f"model.{model_id} already exists", source=str(path))
         path.write_text(old + ("\n" if old and not old.endswith("\n\n") else "") + text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"not a catalog TOML: {exc}", source=str(path)) from exc
     except OSError as exc:
         raise ScenarioError(f"cannot write: {exc.strerror}", source=str(path)) from exc
 

@@ -22,7 +22,15 @@ from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
 
-__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "check_depth", "parse_toml", "read_toml"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "check_depth",
+    "parse_toml",
+    "read_json",
+    "read_text",
+    "read_toml",
+]
 
 MAX_FILE_BYTES = 10_000_000  # the bundled files are a few kB; a scenario is never 10 MB
 MAX_DEPTH = 16  # the schema's deepest key is 5 levels (variability.site.<name>.uplink.dist)
@@ -38,6 +46,33 @@ def scenario_error(message: str, source: str) -> TierwiseError:
 
 def read_toml(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict[str, Any]:
     """Read and parse the TOML file at ``path``; any problem is one ``error``."""
+    return parse_toml(_read_bytes(path, error), str(path), error=error)
+
+
+def read_text(path: str | Path, *, error: ErrorFactory = scenario_error) -> str:
+    """The UTF-8 text of ``path`` (a key, a log), with the same bounds as a TOML file."""
+    return _decode(_read_bytes(path, error), str(path), error)
+
+
+def read_json(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict[str, Any]:
+    """The JSON object in ``path`` (a config.json); any problem is one ``error``."""
+    import json
+
+    source = str(path)
+    text = read_text(path, error=error)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise error("JSON nested deeper than Python can read; not read", source) from None
+    except ValueError as exc:  # JSONDecodeError, or an int of more than 4,300 digits
+        raise error(f"not JSON: {_short(str(exc))}", source) from None
+    if not isinstance(data, dict):
+        raise error("expected a JSON object", source)
+    check_depth(data, source, error=error)
+    return data
+
+
+def _read_bytes(path: str | Path, error: ErrorFactory) -> bytes:
     source = str(path)
     try:
         with open(path, "rb") as file:
@@ -45,12 +80,12 @@ def read_toml(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict
     except FileNotFoundError:
         raise error("cannot read file: file not found", source) from None
     except IsADirectoryError:
-        raise error("cannot read file: it is a directory, not a TOML file", source) from None
+        raise error("cannot read file: it is a directory, not a file", source) from None
     except OSError as exc:
         raise error(f"cannot read file: {exc.strerror or exc}", source) from None
     if len(data) > MAX_FILE_BYTES:
         raise error(f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not read", source)
-    return parse_toml(data, source, error=error)
+    return data
 
 
 def parse_toml(

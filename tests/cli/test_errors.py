@@ -458,3 +458,39 @@ def test_long_message_stays_one_line_in_a_narrow_terminal(tmp_path: Path) -> Non
     )
     message = assert_one_line_error(Run(proc.returncode, proc.stdout, proc.stderr), str(path))
     assert len(message) > 160
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("route", "--config"),
+        ("route", "replay"),
+        ("catalog", "add-model"),
+        ("relay", "gateway", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--config"),
+        ("relay", "client", "--gateway", "127.0.0.1:1", "--socks", "127.0.0.1:1", "--key-file"),
+    ],
+)
+def test_every_command_reads_files_through_the_bounded_reader(tmp_path, command) -> None:
+    """Non-UTF-8 bytes given to any command that reads a file: one line naming the byte."""
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"a = \xad\xff\n")
+    bad.chmod(0o600)
+    extra = ("--id", "x") if command[-1] == "add-model" else ()
+    run = run_cli(*command, str(bad), *extra)
+    assert run.code == 2, run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert "not UTF-8" in run.stderr and run.stdout == ""
+
+
+def test_model_server_port_errors_are_one_line() -> None:
+    """A port out of range or already in use: one line, exit 2, nothing else printed."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        busy = held.getsockname()[1]
+        for port, words in ((99_999_999, "0..65535"), (busy, "in use")):
+            run = run_cli("lab", "model-server", "--port", str(port))
+            assert run.code == 2 and words in run.stderr, run.stderr
+            assert run.stdout == "" and "Traceback" not in run.stderr

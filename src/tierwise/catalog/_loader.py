@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -161,19 +160,12 @@ def _read_architecture(raw: dict[str, Any], where: str, base: Any) -> dict[str, 
     ref = raw.get("architecture")
     if not isinstance(ref, str):
         return raw
-    try:
-        text = base.joinpath(ref).read_text(encoding="utf-8")
-        config = json.loads(text)
-    except (UnicodeDecodeError, RecursionError) as exc:
-        raise CatalogError(
-            f"{where}.architecture: {ref!r} is not UTF-8 JSON of sane depth"
-        ) from exc
-    except OSError as exc:
-        raise CatalogError(f"{where}.architecture: cannot read {ref!r}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"{where}.architecture: {ref!r} is not JSON: {exc}") from exc
-    if not isinstance(config, dict):
-        raise CatalogError(f"{where}.architecture: {ref!r} must hold a JSON object")
+    from tierwise.tomlfile import read_json
+
+    config = read_json(
+        base.joinpath(ref),
+        error=lambda message, source: CatalogError(f"{where}.architecture: {ref!r}: {message}"),
+    )
     return {**raw, "architecture": config}
 
 

@@ -309,12 +309,18 @@ def _error(status: int, message: str):
     return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
 
 
-def serve(host: str, port: int, model: str, behaviour: Behaviour, seed: int = 0) -> None:
+def serve(
+    host: str, port: int, model: str, behaviour: Behaviour, seed: int = 0, sock: Any = None
+) -> None:
     """Run the server until interrupted (uvicorn, one process, access log off)."""
     import uvicorn
 
+    from tierwise.listen import listen_socket
+
+    sock = sock or listen_socket(host, port)  # a bad port or an address in use: one line
     server = ModelServer(model, behaviour, seed)
-    uvicorn.run(server.app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(server.app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def free_port() -> int:
@@ -420,9 +426,12 @@ def model_server_command(
         rtt_s=_time_opt(rtt, "--rtt") or 0.0,
         uplink_bytes_per_s=_rate_opt(uplink, "--uplink"),
     )
+    from tierwise.listen import listen_socket
+
+    sock = listen_socket(host, port)  # before the banner: an error prints nothing else
     print(
         f"model-server {model}: decode step {step_s * 1000:.3f} ms, prefill "
         f"{behaviour.prefill_s_per_token * 1e6:.1f} µs/token on http://{host}:{port}",
         flush=True,
     )
-    serve(host, port, model, behaviour, seed)
+    serve(host, port, model, behaviour, seed, sock=sock)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import sys
-import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -42,10 +41,9 @@ def parse_addr(text: str, flag: str) -> tuple[str, int]:
 def _config(path: Path | None) -> dict:
     if path is None:
         return {}
-    try:
-        return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ScenarioError(f"cannot read relay config: {exc}", source=str(path)) from exc
+    from tierwise.tomlfile import read_toml
+
+    return read_toml(path)
 
 
 def _setup(level: str) -> None:

@@ -36,7 +36,6 @@ def read_key(path: Path) -> bytes:
     """The 32-byte key in ``path``; refused if the file is readable by group or others."""
     try:
         mode = path.stat().st_mode
-        text = path.read_text().strip()
     except OSError as exc:
         raise ScenarioError(f"cannot read key file: {exc.strerror}", source=str(path)) from exc
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -45,6 +44,9 @@ def read_key(path: Path) -> bytes:
             f"run: chmod 600 {path}",
             source=str(path),
         )
+    from tierwise.tomlfile import read_text
+
+    text = read_text(path).strip()
     try:
         key = bytes.fromhex(text)
     except ValueError:

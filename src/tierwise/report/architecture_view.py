@@ -19,15 +19,9 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 def read_config(path: Path) -> dict[str, Any]:
     """The JSON object in ``path``; a missing file or bad JSON is a CatalogError naming it."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CatalogError(f"{path}: cannot read config: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"{path}: not JSON: {exc}") from exc
-    if not isinstance(config, dict):
-        raise CatalogError(f"{path}: expected a JSON object of config.json keys")
-    return config
+    from tierwise.tomlfile import read_json
+
+    return read_json(path, error=lambda message, source: CatalogError(f"{source}: {message}"))
 
 
 def model_summary(spec: ModelSpec, catalog: Catalog) -> dict[str, Any]:

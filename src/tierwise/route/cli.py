@@ -68,9 +68,13 @@ def serve(config: Path, port: int | None = None) -> None:
                 path=f"site.{s.name}.via",
             )
     g = cfg.gateway
+    from tierwise.listen import listen_socket
+
+    sock = listen_socket(g.host, g.port, source="gateway.port")  # bind errors: one line, exit 2
     sites = ", ".join(f"{m.site.name} ({m.site.tier}, {m.site.url})" for m in models)
     print(f"tierwise route on http://{g.host}:{g.port} → {sites}", file=sys.stderr, flush=True)
-    uvicorn.run(router.app, host=g.host, port=g.port, log_level="warning", access_log=False)
+    config_ = uvicorn.Config(router.app, log_level="warning", access_log=False)
+    uvicorn.Server(config_).run(sockets=[sock])
 
 
 def _log_path(config: Path | None, log: Path | None) -> Path:

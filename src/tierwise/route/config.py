@@ -12,7 +12,6 @@ Errors are the scenario loader's: file, key path, what was expected; exit 2.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -121,13 +120,8 @@ class RouteConfig(_Strict):
 
 def load_route(path: str | Path) -> RouteConfig:
     """Read and validate ``path``; every problem is one ScenarioError naming file and key."""
+    from tierwise.tomlfile import read_toml
+
     source = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError("file not found", source=source) from None
-    except OSError as exc:
-        raise ScenarioError(f"cannot read file: {exc.strerror}", source=source) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"TOML syntax error: {exc}", source=source) from exc
+    data = read_toml(path)
     return validate(data, source, schema_model=RouteConfig)

@@ -28,10 +28,9 @@ EWMA_ALPHA = 0.3
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
     """The records of a decisions log; a bad line is a ScenarioError naming its number."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ScenarioError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    from tierwise.tomlfile import read_text
+
+    lines = read_text(path).splitlines()
     records = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -39,7 +38,7 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
         try:
             rec = json.loads(line)
             assert isinstance(rec, dict) and isinstance(rec.get("predicted"), dict)
-        except (ValueError, AssertionError):
+        except (ValueError, AssertionError, RecursionError):
             raise ScenarioError("not a decisions-log record", source=f"{path}:{i}") from None
         records.append(rec)
     return records
