@@ -27,6 +27,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "check_depth",
     "parse_toml",
+    "read_bytes",
     "read_json",
     "read_text",
     "read_toml",
@@ -46,12 +47,12 @@ def scenario_error(message: str, source: str) -> TierwiseError:
 
 def read_toml(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict[str, Any]:
     """Read and parse the TOML file at ``path``; any problem is one ``error``."""
-    return parse_toml(_read_bytes(path, error), str(path), error=error)
+    return parse_toml(read_bytes(path, error), str(path), error=error)
 
 
 def read_text(path: str | Path, *, error: ErrorFactory = scenario_error) -> str:
     """The UTF-8 text of ``path`` (a key, a log), with the same bounds as a TOML file."""
-    return _decode(_read_bytes(path, error), str(path), error)
+    return _decode(read_bytes(path, error), str(path), error)
 
 
 def read_json(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict[str, Any]:
@@ -72,7 +73,8 @@ def read_json(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict
     return data
 
 
-def _read_bytes(path: str | Path, error: ErrorFactory) -> bytes:
+def read_bytes(path: str | Path, error: ErrorFactory = scenario_error) -> bytes:
+    """The bytes of ``path``, at most ``MAX_FILE_BYTES``; any problem is one ``error``."""
     source = str(path)
     try:
         with open(path, "rb") as file:

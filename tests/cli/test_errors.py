@@ -466,6 +466,7 @@ def test_long_message_stays_one_line_in_a_narrow_terminal(tmp_path: Path) -> Non
         ("route", "--config"),
         ("route", "replay"),
         ("catalog", "add-model"),
+        ("sweep",),
         ("relay", "gateway", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--config"),
         ("relay", "client", "--gateway", "127.0.0.1:1", "--socks", "127.0.0.1:1", "--key-file"),
     ],
@@ -475,7 +476,9 @@ def test_every_command_reads_files_through_the_bounded_reader(tmp_path, command)
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"a = \xad\xff\n")
     bad.chmod(0o600)
-    extra = ("--id", "x") if command[-1] == "add-model" else ()
+    extra = {"add-model": ("--id", "x"), "sweep": ("--vary", "task.rounds=1,2")}.get(
+        command[-1], ()
+    )
     run = run_cli(*command, str(bad), *extra)
     assert run.code == 2, run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1

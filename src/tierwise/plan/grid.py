@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,17 +63,11 @@ class Base:
 
     @classmethod
     def load(cls, path: str | Path, overrides: Iterable[str] = ()) -> Base:
+        from tierwise.tomlfile import parse_toml, read_bytes
+
         source = str(path)
-        try:
-            raw = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise ScenarioError("file not found", source=source) from None
-        except OSError as exc:
-            raise ScenarioError(f"cannot read file: {exc.strerror}", source=source) from exc
-        try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ScenarioError(f"TOML syntax error: {exc}", source=source) from exc
+        raw = read_bytes(path)  # the scenario's hash is of these bytes
+        data = parse_toml(raw, source)
         overrides = tuple(overrides)
         for item in overrides:
             data = apply_set(data, item, source=source)
