@@ -6,9 +6,11 @@ status 2; anything else is a bug and shows its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -129,7 +131,8 @@ def plan(
         *(set_ or []),
         *([f"decision.baseline={baseline}"] if baseline else []),
     ]
-    result = plan_file(file, overrides, extra or [])  # fails before anything is printed
+    with _threshold_bar() as step:  # fails before anything is printed
+        result = plan_file(file, overrides, extra or [], progress=step)
     _warn(result.warnings)
     saved = []
     if page is not None:
@@ -158,6 +161,36 @@ def plan(
     if saved:
         out.print(f"[dim]figures: {escape(', '.join(str(p) for p in saved))}[/]")
     render_plan(out, result)
+
+
+PLAN_BAR_SITES = 100  # fewer sites: the threshold search takes well under a second
+
+
+@contextlib.contextmanager
+def _threshold_bar() -> Iterator[Callable[[int, int], None]]:
+    """A transient bar on stderr for a threshold search over ``PLAN_BAR_SITES`` or more.
+
+    Only on a terminal: elsewhere rich cannot redraw and would leave a blank line.
+    """
+    shown: list[Any] = []  # [Progress, task id] once started
+    console = Console(stderr=True)
+
+    def step(done: int, total: int) -> None:
+        if total < PLAN_BAR_SITES or not console.is_terminal:
+            return
+        if not shown:
+            from rich.progress import Progress
+
+            bar = Progress(console=console, transient=True)
+            bar.start()
+            shown.extend([bar, bar.add_task(f"thresholds of {total:,} sites", total=total)])
+        shown[0].update(shown[1], completed=done)
+
+    try:
+        yield step
+    finally:
+        if shown:
+            shown[0].stop()
 
 
 catalog_app = typer.Typer(
