@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tierwise.errors import ScenarioError, TierwiseError
+from tierwise.errors import ScenarioError, TierwiseError, shown
 from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
 from tierwise.route.cli import route_app  # light: the gateway loads when it runs
@@ -74,7 +74,7 @@ def _pairs(args: list[str]) -> dict[str, str]:
     while i < len(args):
         flag = args[i]
         if not flag.startswith("--"):
-            raise ScenarioError(f"expected --name value, got {flag!r}", source="calc")
+            raise ScenarioError(f"expected --name value, got {shown(flag)}", source="calc")
         key, eq, value = flag[2:].partition("=")
         if not eq:
             if i + 1 >= len(args):
@@ -172,25 +172,25 @@ def _threshold_bar() -> Iterator[Callable[[int, int], None]]:
 
     Only on a terminal: elsewhere rich cannot redraw and would leave a blank line.
     """
-    shown: list[Any] = []  # [Progress, task id] once started
+    started: list[Any] = []  # [Progress, task id] once started
     console = Console(stderr=True)
 
     def step(done: int, total: int) -> None:
         if total < PLAN_BAR_SITES or not console.is_terminal:
             return
-        if not shown:
+        if not started:
             from rich.progress import Progress
 
             bar = Progress(console=console, transient=True)
             bar.start()
-            shown.extend([bar, bar.add_task(f"thresholds of {total:,} sites", total=total)])
-        shown[0].update(shown[1], completed=done)
+            started.extend([bar, bar.add_task(f"thresholds of {total:,} sites", total=total)])
+        started[0].update(started[1], completed=done)
 
     try:
         yield step
     finally:
-        if shown:
-            shown[0].stop()
+        if started:
+            started[0].stop()
 
 
 catalog_app = typer.Typer(

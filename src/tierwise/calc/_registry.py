@@ -55,7 +55,7 @@ class Calc:
             if name not in known:
                 flags = ", ".join(p.flag for p in self.params)
                 raise ScenarioError(
-                    f"unknown parameter --{name.replace('_', '-')} for {self.name!r}; "
+                    f"unknown parameter --{clip(name.replace('_', '-'))} for {self.name!r}; "
                     f"it takes {flags}",
                     source="calc",
                 )
@@ -70,7 +70,7 @@ class Calc:
         except TierwiseError:
             raise
         except (ValueError, ZeroDivisionError) as exc:
-            raise ScenarioError(f"{self.name}: {exc}", source="calc") from exc
+            raise ScenarioError(f"{self.name}: {clip(str(exc), 200)}", source="calc") from exc
 
 
 REGISTRY: dict[str, Calc] = {}
@@ -142,7 +142,7 @@ def _physical(number: float, kind: str, flag: str) -> float:
 def _typed(value: Any, kind: str) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)  # API callers may pass SI floats directly
-    raise UnitError(f"expected a {kind} with a unit, got {value!r}")
+    raise UnitError(f"expected a {kind} with a unit, got {shown(value)}")
 
 
 def parse_param(p: Param, value: Any) -> Any:
