@@ -295,3 +295,28 @@ def make_calc_case(index: int, seed: int = 0) -> list[str]:
         *(f"{p.flag}={rng.choice(_calc_pool(rng, p.kind))}" for p in chosen),
         "--json",
     ]
+
+
+# ------------------------------------------------------------------ tierwise lab request
+
+LAB_OPTIONS = {
+    "--size": "size", "--response": "size", "--proc": "time", "--rtt": "time",
+    "--rate": "rate", "--runs": "int", "--seed": "int", "--loss-up": "float",
+    "--loss-down": "float", "--factor": "factor", "--modes": "str",
+}  # fmt: skip
+FACTOR_VALUES = ["initcwnd=10,", "idle=0s,", "cc=cubic,", "initcwnd=", "nosuch=1,"]
+
+
+def make_lab_case(index: int, seed: int = 0) -> list[str]:
+    """``tierwise lab request`` with 1–2 hostile option values (run as a non-root user)."""
+    rng = random.Random(f"lab:{seed}:{index}")
+    args = ["lab", "request"]
+    for flag in rng.sample(sorted(LAB_OPTIONS), rng.choice([1, 1, 2])):
+        kind = LAB_OPTIONS[flag]
+        value = rng.choice(_calc_pool(rng, kind if kind != "factor" else "str"))
+        if kind == "factor":
+            value = rng.choice(FACTOR_VALUES) + value
+        elif kind in ("size",) and rng.random() < 0.3:
+            value = rng.choice(NUMBERS)  # a bare byte count
+        args.append(f"{flag}={value}")
+    return args

@@ -33,10 +33,11 @@ from typing import Any
 
 import pytest
 
-from tests.fuzz.mutate import Case, make_calc_case, make_case
+from tests.fuzz.mutate import Case, make_calc_case, make_case, make_lab_case
 
 CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "60"))
 CALC_CASES = int(os.environ.get("TIERWISE_FUZZ_CALC_CASES", "40"))
+LAB_CASES = int(os.environ.get("TIERWISE_FUZZ_LAB_CASES", "20"))
 SEED = int(os.environ.get("TIERWISE_FUZZ_SEED", "0"))
 TIME_LIMIT_S = float(os.environ.get("TIERWISE_FUZZ_TIME_LIMIT", "10"))
 MEMORY_LIMIT_BYTES = 2 * 2**30
@@ -64,8 +65,11 @@ class Outcome:
     elapsed_s: float
 
 
-def _child(args: list[str], out: Path, err: Path) -> None:
-    """Run ``tierwise ARGS`` in this (forked) process and _exit with its status."""
+def _child(args: list[str], out: Path, err: Path, as_user: bool = False) -> None:
+    """Run ``tierwise ARGS`` in this (forked) process and _exit with its status.
+
+    ``as_user``: look like a non-root user, so that a lab command never builds a path.
+    """
     import io
     import resource
     import sys
@@ -82,6 +86,8 @@ def _child(args: list[str], out: Path, err: Path) -> None:
         warnings.resetwarnings()  # pytest records warnings; a user sees them printed
         warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
         sys.argv = ["tierwise", *args]
+        if as_user:
+            os.geteuid = lambda: 1000
         from tierwise.cli import main
 
         main()
@@ -99,13 +105,15 @@ def _child(args: list[str], out: Path, err: Path) -> None:
         os._exit(code)
 
 
-def run_forked(args: list[str], workdir: Path, limit_s: float = TIME_LIMIT_S) -> Outcome:
+def run_forked(
+    args: list[str], workdir: Path, limit_s: float = TIME_LIMIT_S, as_user: bool = False
+) -> Outcome:
     """Fork, run the CLI with ``args`` in the child, wait at most ``limit_s``."""
     out, err = workdir / "stdout", workdir / "stderr"
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(args, out, err)
+        _child(args, out, err, as_user)
     code: int | None = None
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -262,3 +270,17 @@ def test_fuzz_calc(tmp_path: Path) -> None:
                         + "\n"
                     )
     assert not failures, f"{len(failures)} of {CALC_CASES} broke:\n" + "\n".join(failures[:20])
+
+
+def test_fuzz_lab_request_options(tmp_path: Path) -> None:
+    """`lab request` with hostile option values, not root: exit 2 with one short line."""
+    failures = []
+    for index in range(LAB_CASES):
+        args = make_lab_case(index, SEED)
+        outcome = run_forked(args, tmp_path, as_user=True)
+        found = problems(outcome) + ([] if outcome.code == 2 else [f"exit {outcome.code}"])
+        if len(outcome.stderr.splitlines()) > 1:
+            found.append(f"{len(outcome.stderr.splitlines())} stderr lines")
+        if found:
+            failures.append(f"lab case {index} {[a[:60] for a in args]}: {found}")
+    assert not failures, f"{len(failures)} of {LAB_CASES} broke:\n" + "\n".join(failures[:20])

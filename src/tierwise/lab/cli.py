@@ -509,7 +509,7 @@ def build_throughput(loss, cc, duration, rtt, rate, seed):
         try:
             levels.append(_loss(float(item), "--loss"))
         except ValueError:
-            raise ScenarioError(f"{item!r} is not a probability", source="--loss") from None
+            raise ScenarioError(f"{shown(item)} is not a probability", source="--loss") from None
     rate_bps = _parsed(rate, "rate", "--rate")
     if rate_bps <= 0:
         raise ScenarioError("the rate must be positive", source="--rate")
