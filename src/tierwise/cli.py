@@ -6,9 +6,11 @@ status 2; anything else is a bug and shows its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -16,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tierwise.errors import ScenarioError, TierwiseError
+from tierwise.errors import ScenarioError, TierwiseError, shown
 from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
 from tierwise.route.cli import route_app  # light: the gateway loads when it runs
@@ -72,7 +74,7 @@ def _pairs(args: list[str]) -> dict[str, str]:
     while i < len(args):
         flag = args[i]
         if not flag.startswith("--"):
-            raise ScenarioError(f"expected --name value, got {flag!r}", source="calc")
+            raise ScenarioError(f"expected --name value, got {shown(flag)}", source="calc")
         key, eq, value = flag[2:].partition("=")
         if not eq:
             if i + 1 >= len(args):
@@ -129,7 +131,8 @@ def plan(
         *(set_ or []),
         *([f"decision.baseline={baseline}"] if baseline else []),
     ]
-    result = plan_file(file, overrides, extra or [])  # fails before anything is printed
+    with _threshold_bar() as step:  # fails before anything is printed
+        result = plan_file(file, overrides, extra or [], progress=step)
     _warn(result.warnings)
     saved = []
     if page is not None:
@@ -158,6 +161,36 @@ def plan(
     if saved:
         out.print(f"[dim]figures: {escape(', '.join(str(p) for p in saved))}[/]")
     render_plan(out, result)
+
+
+PLAN_BAR_SITES = 100  # fewer sites: the threshold search takes well under a second
+
+
+@contextlib.contextmanager
+def _threshold_bar() -> Iterator[Callable[[int, int], None]]:
+    """A transient bar on stderr for a threshold search over ``PLAN_BAR_SITES`` or more.
+
+    Only on a terminal: elsewhere rich cannot redraw and would leave a blank line.
+    """
+    started: list[Any] = []  # [Progress, task id] once started
+    console = Console(stderr=True)
+
+    def step(done: int, total: int) -> None:
+        if total < PLAN_BAR_SITES or not console.is_terminal:
+            return
+        if not started:
+            from rich.progress import Progress
+
+            bar = Progress(console=console, transient=True)
+            bar.start()
+            started.extend([bar, bar.add_task(f"thresholds of {total:,} sites", total=total)])
+        started[0].update(started[1], completed=done)
+
+    try:
+        yield step
+    finally:
+        if started:
+            started[0].stop()
 
 
 catalog_app = typer.Typer(

@@ -258,3 +258,65 @@ def _set_item(rng: random.Random, text: str) -> str:
             keys += [f"site.{name[1]}.{k}" for k in re.findall(r"^([a-z_]+)\s*=", body, re.M)]
     key = rng.choice(keys) if keys and rng.random() < 0.9 else "task.nosuch"
     return f"{key}={rng.choice(SET_VALUES)}"
+
+
+# ------------------------------------------------------------------ tierwise calc
+
+
+LIST_VALUES = [
+    "1 s, 1e400 s", "[" * 3000 + "]" * 3000, "[1, [2]]", ", , ,", ",".join(["1 s"] * 2000),
+    "0 J, 0 J", "490, 0", "nan, inf", "9" * 5000 + " s",
+]  # fmt: skip
+
+
+def _calc_pool(rng: random.Random, kind: str) -> list[str]:
+    """Hostile values for a parameter of ``kind``; now and then of another kind altogether."""
+    if rng.random() < 0.15:
+        return [*QUANTITIES, *NUMBERS, *VALUES]
+    if kind.startswith("list:"):
+        return [*LIST_VALUES, *VALUES, *QUANTITIES]
+    if kind in ("int", "float"):
+        return NUMBERS
+    if kind in ("str", "bool"):
+        return [*VALUES, *NUMBERS]
+    return [*QUANTITIES, *NUMBERS[:4]]
+
+
+def make_calc_case(index: int, seed: int = 0) -> list[str]:
+    """``tierwise calc NAME --param=hostile … --json``: every entry in turn, 1–3 params changed."""
+    from tierwise.calc import REGISTRY
+
+    rng = random.Random(f"calc:{seed}:{index}")
+    entry = REGISTRY[sorted(REGISTRY)[index % len(REGISTRY)]]
+    chosen = rng.sample(entry.params, min(len(entry.params), rng.choice([1, 1, 2, 3])))
+    return [
+        "calc",
+        entry.name,
+        *(f"{p.flag}={rng.choice(_calc_pool(rng, p.kind))}" for p in chosen),
+        "--json",
+    ]
+
+
+# ------------------------------------------------------------------ tierwise lab request
+
+LAB_OPTIONS = {
+    "--size": "size", "--response": "size", "--proc": "time", "--rtt": "time",
+    "--rate": "rate", "--runs": "int", "--seed": "int", "--loss-up": "float",
+    "--loss-down": "float", "--factor": "factor", "--modes": "str",
+}  # fmt: skip
+FACTOR_VALUES = ["initcwnd=10,", "idle=0s,", "cc=cubic,", "initcwnd=", "nosuch=1,"]
+
+
+def make_lab_case(index: int, seed: int = 0) -> list[str]:
+    """``tierwise lab request`` with 1–2 hostile option values (run as a non-root user)."""
+    rng = random.Random(f"lab:{seed}:{index}")
+    args = ["lab", "request"]
+    for flag in rng.sample(sorted(LAB_OPTIONS), rng.choice([1, 1, 2])):
+        kind = LAB_OPTIONS[flag]
+        value = rng.choice(_calc_pool(rng, kind if kind != "factor" else "str"))
+        if kind == "factor":
+            value = rng.choice(FACTOR_VALUES) + value
+        elif kind in ("size",) and rng.random() < 0.3:
+            value = rng.choice(NUMBERS)  # a bare byte count
+        args.append(f"{flag}={value}")
+    return args

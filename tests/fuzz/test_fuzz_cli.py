@@ -11,8 +11,10 @@ limit and a time limit, and must end one of two ways:
 Never a traceback, a timeout or another exit status. The child is forked from this
 process after the CLI's modules are imported, so a case costs its own work, not
 Python's start-up; ``main()`` still sets the real exit status and writes the real
-stderr. ``TIERWISE_FUZZ_CASES`` sets the budget (default 60); ``TIERWISE_FUZZ_SEED``
-the seed; ``TIERWISE_FUZZ_LOG`` a file to append each failure to as a JSON line;
+stderr. ``TIERWISE_FUZZ_CASES`` sets the budget (default 60; ``TIERWISE_FUZZ_CALC_CASES``,
+default 40, the ``tierwise calc`` cases: every entry with hostile parameter values);
+``TIERWISE_FUZZ_SEED`` the seed; ``TIERWISE_FUZZ_LOG`` a file to append each failure to
+as a JSON line;
 ``TIERWISE_FUZZ_STRICT=1`` fails on the known-open classes too (see ``KNOWN_OPEN``).
 """
 
@@ -31,9 +33,11 @@ from typing import Any
 
 import pytest
 
-from tests.fuzz.mutate import Case, make_case
+from tests.fuzz.mutate import Case, make_calc_case, make_case, make_lab_case
 
 CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "60"))
+CALC_CASES = int(os.environ.get("TIERWISE_FUZZ_CALC_CASES", "40"))
+LAB_CASES = int(os.environ.get("TIERWISE_FUZZ_LAB_CASES", "20"))
 SEED = int(os.environ.get("TIERWISE_FUZZ_SEED", "0"))
 TIME_LIMIT_S = float(os.environ.get("TIERWISE_FUZZ_TIME_LIMIT", "10"))
 MEMORY_LIMIT_BYTES = 2 * 2**30
@@ -45,8 +49,12 @@ KNOWN_OPEN: dict[str, tuple[set[str], str]] = {}
 
 
 SIGNED = {"overlap", "margin_s", "vs_choice_time_s", "saving_time_s"}
+SIGNED |= {"saving_s", "net_saving_s", "wire_saved_s", "saved_s", "budget_s"}
+SIGNED |= {"priority_change_s"}  # link-schedule: priority delays one flow to speed another
 # a breakdown's pipelining saving, a margin to the deadline and differences to the
-# chosen option or a baseline are signed by design
+# chosen option or a baseline are signed by design; so are calc's savings (compressing
+# or migrating can cost more than it saves; a "speedup" below 1 is a slowdown) and a
+# decode budget below zero (the deadline is missed: meets_deadline is false)
 
 
 @dataclass
@@ -57,8 +65,11 @@ class Outcome:
     elapsed_s: float
 
 
-def _child(args: list[str], out: Path, err: Path) -> None:
-    """Run ``tierwise ARGS`` in this (forked) process and _exit with its status."""
+def _child(args: list[str], out: Path, err: Path, as_user: bool = False) -> None:
+    """Run ``tierwise ARGS`` in this (forked) process and _exit with its status.
+
+    ``as_user``: look like a non-root user, so that a lab command never builds a path.
+    """
     import io
     import resource
     import sys
@@ -75,6 +86,8 @@ def _child(args: list[str], out: Path, err: Path) -> None:
         warnings.resetwarnings()  # pytest records warnings; a user sees them printed
         warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
         sys.argv = ["tierwise", *args]
+        if as_user:
+            os.geteuid = lambda: 1000
         from tierwise.cli import main
 
         main()
@@ -92,13 +105,15 @@ def _child(args: list[str], out: Path, err: Path) -> None:
         os._exit(code)
 
 
-def run_forked(args: list[str], workdir: Path, limit_s: float = TIME_LIMIT_S) -> Outcome:
+def run_forked(
+    args: list[str], workdir: Path, limit_s: float = TIME_LIMIT_S, as_user: bool = False
+) -> Outcome:
     """Fork, run the CLI with ``args`` in the child, wait at most ``limit_s``."""
     out, err = workdir / "stdout", workdir / "stderr"
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(args, out, err)
+        _child(args, out, err, as_user)
     code: int | None = None
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -185,6 +200,7 @@ def run_case(case: Case, workdir: Path) -> list[str]:
 @pytest.fixture(scope="module", autouse=True)
 def _preloaded() -> None:
     """Import what the commands import, once, so each forked case starts warm."""
+    import tierwise.calc
     import tierwise.catalog
     import tierwise.cli
     import tierwise.plan.planner
@@ -235,3 +251,36 @@ def test_fuzz_cli(tmp_path: Path) -> None:
     if excused:
         warnings.warn(f"{len(excused)} known-open faults:\n" + "\n".join(excused), stacklevel=1)
     assert not failures, f"{len(failures)} of {CASES} cases broke:\n" + "\n".join(failures[:20])
+
+
+def test_fuzz_calc(tmp_path: Path) -> None:
+    """Every calc entry with hostile parameter values: a result or one short error."""
+    failures = []
+    for index in range(CALC_CASES):
+        args = make_calc_case(index, SEED)
+        found = problems(run_forked(args, tmp_path))
+        if found:
+            failures.append(f"calc case {index} {[a[:60] for a in args]}: {found}")
+            if os.environ.get("TIERWISE_FUZZ_LOG"):
+                with open(os.environ["TIERWISE_FUZZ_LOG"], "a", encoding="utf-8") as log:
+                    log.write(
+                        json.dumps(
+                            {"index": index, "args": [a[:200] for a in args], "problems": found}
+                        )
+                        + "\n"
+                    )
+    assert not failures, f"{len(failures)} of {CALC_CASES} broke:\n" + "\n".join(failures[:20])
+
+
+def test_fuzz_lab_request_options(tmp_path: Path) -> None:
+    """`lab request` with hostile option values, not root: exit 2 with one short line."""
+    failures = []
+    for index in range(LAB_CASES):
+        args = make_lab_case(index, SEED)
+        outcome = run_forked(args, tmp_path, as_user=True)
+        found = problems(outcome) + ([] if outcome.code == 2 else [f"exit {outcome.code}"])
+        if len(outcome.stderr.splitlines()) > 1:
+            found.append(f"{len(outcome.stderr.splitlines())} stderr lines")
+        if found:
+            failures.append(f"lab case {index} {[a[:60] for a in args]}: {found}")
+    assert not failures, f"{len(failures)} of {LAB_CASES} broke:\n" + "\n".join(failures[:20])

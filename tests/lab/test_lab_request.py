@@ -88,6 +88,45 @@ def test_unit_errors_exit_2_with_one_line(args: list[str], needle: str) -> None:
     assert needle in run.stderr and run.stdout == ""
 
 
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--size", HUGE], "--size"),
+        (["--response", HUGE], "--response"),
+        (["--size", "1e30 B"], "--size"),
+        (["--proc", HUGE + " ms"], "--proc"),
+        (["--rtt", "1e30 s"], "--rtt"),
+        (["--rate", HUGE + " Mbit/s"], "--rate"),
+        (["--runs", HUGE], "--runs"),
+        (["--seed", "-1"], "--seed"),
+        (["--loss-up", "nan"], "--loss-up"),
+        (["--factor", "initcwnd=10," + HUGE], "--factor"),
+        (["--factor", "idle=0s," + HUGE + "s"], "--factor"),
+        (["--factor", HUGE + "=1,2"], "--factor"),
+    ],
+)
+def test_hostile_option_values_are_one_line_before_the_root_check(
+    args: list[str],
+    needle: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A 5,000-digit or out-of-range option value: one short line naming the option, exit 2."""
+    from tierwise.cli import main
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sys, "argv", ["tierwise", "lab", "request", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and len(err) < 300
+    assert needle in err and "needs root" not in err
+
+
 @pytest.mark.parametrize("args", [["up"], ["down"], ["request", "--runs", "1"]])
 def test_without_root_every_lab_command_exits_2(
     args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -217,3 +217,14 @@ def test_disconnect_after_10_to_30_rounds_is_closed_form():
     )
     redo = lost.option("cloud").time_s - base.option("cloud").time_s
     assert redo == pytest.approx(base.option("cloud").time_s, rel=1e-9)
+
+
+def test_threshold_search_reports_progress_site_by_site():
+    """find_thresholds calls progress(done, total) once per site, then (total, total)."""
+    from tierwise.scenario.loader import parse_scenario
+
+    calls: list[tuple[int, int]] = []
+    scn = parse_scenario(many_sites(30), source="test.toml")
+    p = planner.plan(scn, source="test.toml", progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(i, 30) for i in range(31)]
+    assert p.thresholds  # the search ran while it reported

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tierwise.errors import ScenarioError, TierwiseError, UnitError
-from tierwise.units import KINDS, parse_quantity
+from tierwise.errors import ScenarioError, TierwiseError, UnitError, clip, shown
+from tierwise.units import KINDS, in_range, parse_quantity
 
 __all__ = ["REGISTRY", "Calc", "Param", "calc", "parse_param"]
 
@@ -55,7 +55,7 @@ class Calc:
             if name not in known:
                 flags = ", ".join(p.flag for p in self.params)
                 raise ScenarioError(
-                    f"unknown parameter --{name.replace('_', '-')} for {self.name!r}; "
+                    f"unknown parameter --{clip(name.replace('_', '-'))} for {self.name!r}; "
                     f"it takes {flags}",
                     source="calc",
                 )
@@ -70,7 +70,7 @@ class Calc:
         except TierwiseError:
             raise
         except (ValueError, ZeroDivisionError) as exc:
-            raise ScenarioError(f"{self.name}: {exc}", source="calc") from exc
+            raise ScenarioError(f"{self.name}: {clip(str(exc), 200)}", source="calc") from exc
 
 
 REGISTRY: dict[str, Calc] = {}
@@ -98,7 +98,7 @@ def _count(value: Any, flag: str) -> int:
         raise ValueError
     if abs(number) > MAX_COUNT:
         raise ScenarioError(
-            f"{flag}: {str(value)[:20]}… is over the largest count the models take "
+            f"{flag}: {shown(value)} is over the largest count the models take "
             f"({MAX_COUNT:,} = 2^53)",
             source="calc",
         )
@@ -108,7 +108,8 @@ def _count(value: Any, flag: str) -> int:
 def _scalar(kind: str, value: Any, flag: str) -> Any:
     try:
         if kind in KINDS:
-            return parse_quantity(value, kind) if isinstance(value, str) else _typed(value, kind)
+            number = parse_quantity(value, kind) if isinstance(value, str) else _typed(value, kind)
+            return _physical(number, kind, flag)
         if kind == "int":
             return _count(value, flag)
         if kind == "float":
@@ -127,14 +128,21 @@ def _scalar(kind: str, value: Any, flag: str) -> Any:
     except ScenarioError:
         raise
     except (ValueError, KeyError, TypeError):
-        raise ScenarioError(f"{flag}: expected {kind}, got {value!r}", source="calc") from None
+        raise ScenarioError(f"{flag}: expected {kind}, got {shown(value)}", source="calc") from None
     raise RuntimeError(f"unknown param kind {kind!r}")
+
+
+def _physical(number: float, kind: str, flag: str) -> float:
+    """``number`` if it is a quantity a model takes: not negative, within ``LIMITS``."""
+    if number < 0:
+        raise ScenarioError(f"{flag}: a {kind} must not be negative, got {number:g}", source="calc")
+    return in_range(number, kind)
 
 
 def _typed(value: Any, kind: str) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)  # API callers may pass SI floats directly
-    raise UnitError(f"expected a {kind} with a unit, got {value!r}")
+    raise UnitError(f"expected a {kind} with a unit, got {shown(value)}")
 
 
 def parse_param(p: Param, value: Any) -> Any:
@@ -153,6 +161,10 @@ def _split_list(value: Any, flag: str) -> list[Any]:
     if text.startswith("["):
         try:
             return list(tomllib.loads(f"v = {text}")["v"])
-        except tomllib.TOMLDecodeError as exc:
-            raise ScenarioError(f"{flag}: cannot read list {text!r}: {exc}", source="calc") from exc
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:  # RecursionError: [[[[…
+            why = clip(str(exc) or "nested too deep", 80)
+            raise ScenarioError(
+                f"{flag}: cannot read list {shown(text)}: {why}",
+                source="calc",
+            ) from None
     return [item.strip() for item in text.split(",") if item.strip()]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tierwise.calc._registry import Param, calc
-from tierwise.errors import ScenarioError, UnitError
+from tierwise.errors import ScenarioError, UnitError, shown
 from tierwise.model import path, stream
 from tierwise.units import parse_quantity
 
@@ -68,9 +68,9 @@ def _with_overrides(propagation: list[float], override: list[str], chunks: int) 
 
 def _parse_override(item: str, chunks: int) -> tuple[int, float]:
     text, eq, value = str(item).partition("=")
-    if not eq or not text.strip().isdigit():
+    if not eq or not text.strip().isdigit() or len(text.strip()) > 9:
         raise ScenarioError(
-            f"--override: expected INDEX=TIME such as '2=50 ms', got {item!r}", source="calc"
+            f"--override: expected INDEX=TIME such as '2=50 ms', got {shown(item)}", source="calc"
         )
     index = int(text)
     if index >= chunks:

@@ -19,7 +19,9 @@ _BUNDLED = ("hardware.toml", "models.toml", "quant.toml")
 
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # defer_build: a nested model compiles its validator only if used on its own, not at
+    # import as well as inside the enclosing model (start-up, docs/benchmarks.md)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     id: str
     name: str
     """Display name."""
@@ -115,7 +117,7 @@ _SECTIONS: dict[str, type[_Entry]] = {
 class Catalog(BaseModel):
     """Everything known, by section and id."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     hardware: dict[str, Hardware]
     model: dict[str, ModelSpec]
     quant: dict[str, QuantFormat]

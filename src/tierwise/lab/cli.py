@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tierwise.errors import LabError, ScenarioError
+from tierwise.errors import LabError, ScenarioError, shown
 from tierwise.lab.model_server import model_server_command
 from tierwise.lab.route_world import lab_route_command
 
@@ -54,7 +54,7 @@ RttOpt = Annotated[str, typer.Option("--rtt", help="Round-trip time, e.g. '200ms
 RateOpt = Annotated[str, typer.Option("--rate", help="Bottleneck rate each way, e.g. '100Mbit/s'.")]
 LossUpOpt = Annotated[float, typer.Option("--loss-up", help="Random loss client→server (0–1).")]
 LossDownOpt = Annotated[float, typer.Option("--loss-down", help="Random loss server→client (0–1).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the emulator's loss process.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the emulator's loss process.")]
 JsonRecordOpt = Annotated[
     bool, typer.Option("--json", help="Print the JSON record instead of a table.")
 ]
@@ -68,20 +68,24 @@ def _time(value: str, option: str) -> float:
 
 
 def _parsed(value: str, kind: str, option: str) -> float:
-    from tierwise.units import parse_quantity
+    from tierwise.errors import UnitError
+    from tierwise.units import in_range, parse_quantity
 
-    number = parse_quantity(value, kind)
+    try:
+        number = in_range(parse_quantity(value, kind), kind)
+    except UnitError as exc:  # name the option: the value alone may not say which it was
+        raise UnitError(f"{option}: {exc}") from None
     if number < 0:
-        raise ScenarioError(f"{value!r} must not be negative", source=option)
+        raise ScenarioError(f"{shown(value)} must not be negative", source=option)
     return number
 
 
 def _size(value: str, option: str) -> int:
     """A size: a bare integer is a byte count (as ``--size 354640`` in §12.3.5), else a unit."""
     text = value.strip()
-    if text.isdigit():
-        return int(text)
-    return round(_parsed(value, "size", option))
+    if text.isdigit():  # the strict parser bounds its length and magnitude
+        text += " B"
+    return round(_parsed(text, "size", option))
 
 
 def _loss(value: float, option: str) -> float:
@@ -505,7 +509,7 @@ def build_throughput(loss, cc, duration, rtt, rate, seed):
         try:
             levels.append(_loss(float(item), "--loss"))
         except ValueError:
-            raise ScenarioError(f"{item!r} is not a probability", source="--loss") from None
+            raise ScenarioError(f"{shown(item)} is not a probability", source="--loss") from None
     rate_bps = _parsed(rate, "rate", "--rate")
     if rate_bps <= 0:
         raise ScenarioError("the rate must be positive", source="--rate")

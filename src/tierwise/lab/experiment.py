@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from tierwise.errors import LabError, SimulationError
+from tierwise.errors import LabError, SimulationError, shown
 from tierwise.lab import netns
 from tierwise.lab.budget import BudgetExceeded, wall_budget
 from tierwise.lab.emulator import DEFAULT_QUEUE_BYTES, Direction
@@ -113,9 +113,11 @@ class RequestExperiment:
     def __post_init__(self) -> None:
         unknown = [m for m in self.modes if m not in MODES]
         if unknown or not self.modes:
-            raise LabError(f"unknown mode(s) {unknown or '(none)'}; known: {', '.join(MODES)}")
+            shown_modes = shown(unknown) if unknown else "(none)"
+            raise LabError(f"unknown mode(s) {shown_modes}; known: {', '.join(MODES)}")
         if self.cc is not None and self.cc not in CONGESTION_CONTROLS:
-            raise LabError(f"unknown --cc {self.cc!r}; known: {', '.join(CONGESTION_CONTROLS)}")
+            known = ", ".join(CONGESTION_CONTROLS)
+            raise LabError(f"unknown --cc {shown(self.cc)}; known: {known}")
         if self.runs < 1 or self.size_bytes < 0 or self.response_bytes < 0:
             raise LabError("runs must be ≥ 1 and sizes ≥ 0")
 

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, shown
 from tierwise.lab import netns
 from tierwise.lab.experiment import (
     CONGESTION_CONTROLS,
@@ -118,37 +118,38 @@ def parse_factor(text: str) -> Factor:
     name, sep, rest = text.partition("=")
     name = name.strip()
     if not sep:
-        raise _bad(f"expected NAME=LEVEL,LEVEL,… (e.g. initcwnd=10,40,300), got {text!r}")
+        raise _bad(f"expected NAME=LEVEL,LEVEL,… (e.g. initcwnd=10,40,300), got {shown(text)}")
     if name not in FACTORS:
-        raise _bad(f"unknown factor {name!r}; known: {', '.join(FACTORS)}")
+        raise _bad(f"unknown factor {shown(name)}; known: {', '.join(FACTORS)}")
     labels = tuple(level.strip() for level in rest.split(","))
     if len(labels) < 2 or any(not level for level in labels):
-        raise _bad(f"{name} needs at least two non-empty levels, got {rest.strip()!r}")
+        raise _bad(f"{name} needs at least two non-empty levels, got {shown(rest.strip())}")
     if len(set(labels)) != len(labels):
-        raise _bad(f"{name} has a repeated level in {rest.strip()!r}")
+        raise _bad(f"{name} has a repeated level in {shown(rest.strip())}")
     levels = tuple(_level(name, label) for label in labels)
     if len(set(levels)) != len(levels):
-        raise _bad(f"{name} has two levels with the same value in {rest.strip()!r}")
+        raise _bad(f"{name} has two levels with the same value in {shown(rest.strip())}")
     return Factor(name, levels, labels)
 
 
 def _level(name: str, label: str) -> int | float | str:
     if name == "initcwnd":
-        if not label.isdigit() or not 1 <= int(label) <= MAX_INITCWND:
-            raise _bad(f"initcwnd levels are segment counts 1–{MAX_INITCWND}, got {label!r}")
+        if not label.isdigit() or len(label) > 9 or not 1 <= int(label) <= MAX_INITCWND:
+            raise _bad(f"initcwnd levels are segment counts 1–{MAX_INITCWND}, got {shown(label)}")
         return int(label)
     if name == "cc":
         if label not in CONGESTION_CONTROLS:
             raise _bad(
-                f"unknown congestion control {label!r}; known: {', '.join(CONGESTION_CONTROLS)}"
+                f"unknown congestion control {shown(label)}; "
+                f"known: {', '.join(CONGESTION_CONTROLS)}"
             )
         return label
     try:
         seconds = parse_quantity(label, "time")
     except Exception as exc:  # UnitError: say it as a --factor error, one line
-        raise _bad(f"idle level {label!r} is not a time (e.g. 0s, 3s, 500ms): {exc}") from None
+        raise _bad(f"idle level {shown(label)} is not a time (e.g. 0s, 3s, 500ms): {exc}") from None
     if not 0 <= seconds <= MAX_IDLE_S:
-        raise _bad(f"idle levels must lie in 0–{MAX_IDLE_S:g} s, got {label!r}")
+        raise _bad(f"idle levels must lie in 0–{MAX_IDLE_S:g} s, got {shown(label)}")
     return float(seconds)
 
 

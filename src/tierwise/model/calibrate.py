@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tierwise.errors import ModelError, UnitError
+from tierwise.errors import ModelError, UnitError, shown
 from tierwise.units import parse_quantity
 
 __all__ = ["parse_measured_step_s", "slowdown_factor"]
@@ -24,16 +24,16 @@ def parse_measured_step_s(text: str) -> float:
     if match:
         rate = float(match.group(1))
         if rate <= 0:
-            raise UnitError(f"{text!r}: a decode rate must be > 0 tokens/s")
+            raise UnitError(f"{shown(text)}: a decode rate must be > 0 tokens/s")
         return 1.0 / rate
     try:
         step_s = parse_quantity(text, "time")
     except UnitError as exc:
         raise UnitError(
-            f"{text!r} is neither a step time (25.83 ms) nor a rate (38.7 tokens/s)"
+            f"{shown(text)} is neither a step time (25.83 ms) nor a rate (38.7 tokens/s)"
         ) from exc
     if step_s <= 0:
-        raise UnitError(f"{text!r}: a measured step must be > 0 s")
+        raise UnitError(f"{shown(text)}: a measured step must be > 0 s")
     return step_s
 
 

@@ -228,6 +228,7 @@ def fec_success(k_data: int, r_repair: int, loss: float) -> float:
     k = _count("data symbols", k_data)
     r = _count("repair symbols", r_repair)
     probability("loss", loss, open_upper=True)
+    _block_symbols(k, r)
     # a running sum, as in fec_repair_symbols: the same rounding, and monotone in r
     return min(1.0, float(np.cumsum(_fec_terms(k, float(loss), r + 1))[-1]))
 
@@ -346,6 +347,17 @@ def fec_plan(k_data: int, loss: float, target: float, symbol_bytes: float) -> Fe
     )
 
 
+def _block_symbols(k: int, r: int) -> int:
+    """``k + r``, if within :data:`MAX_FEC_SYMBOLS` (each symbol costs a term in memory)."""
+    total = k + r
+    if total > MAX_FEC_SYMBOLS:
+        raise ModelError(
+            f"an FEC block of {total:,} symbols ({k:,} data + {r:,} repair) is over the "
+            f"model's limit of {MAX_FEC_SYMBOLS:,} symbols"
+        )
+    return total
+
+
 def _fec_terms(k: int, p: float, count: int) -> np.ndarray:
     """``C(k+i−1, i)·p^i·(1−p)^k`` for ``i = 0..count−1`` (negative binomial pmf)."""
     i = np.arange(count, dtype=float)
@@ -357,12 +369,7 @@ def _fec_terms(k: int, p: float, count: int) -> np.ndarray:
 
 def _deficit_pmf(k: int, r: int, p: float) -> np.ndarray:
     """``P(D = d)`` for ``D = max(X − r, 0)``, ``X ~ Binomial(k + r, p)``."""
-    total = k + r
-    if total > MAX_FEC_SYMBOLS:
-        raise ModelError(
-            f"an FEC block of {total:,} symbols is over the model's limit of "
-            f"{MAX_FEC_SYMBOLS:,} symbols"
-        )
+    total = _block_symbols(k, r)
     x = np.arange(total + 1, dtype=float)
     if p == 0:
         lost = np.where(x == 0, 1.0, 0.0)

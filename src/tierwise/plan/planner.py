@@ -182,17 +182,26 @@ def plan(
     source: str = "<scenario>",
     thresholds: bool = True,
     monte_carlo: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Plan:
-    """Evaluate every site, choose, and (optionally) find thresholds and Monte Carlo odds."""
+    """Evaluate every site, choose, and (optionally) find thresholds and Monte Carlo odds.
+
+    ``progress(done, total)`` follows the threshold search site by site.
+    """
     import numpy as np
 
     catalog = complete_catalog(catalog or load_catalog())
     with np.errstate(all="ignore"):  # overflow becomes inf, then an infeasible option
-        return _plan(scn, catalog, source, thresholds, monte_carlo)
+        return _plan(scn, catalog, source, thresholds, monte_carlo, progress)
 
 
 def _plan(
-    scn: Scenario, catalog: Catalog, source: str, thresholds: bool, monte_carlo: bool
+    scn: Scenario,
+    catalog: Catalog,
+    source: str,
+    thresholds: bool,
+    monte_carlo: bool,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Plan:
     from tierwise.plan.thresholds import find_thresholds
 
@@ -203,7 +212,7 @@ def _plan(
     result.warnings = list(catalog.warnings)
     result.comparison = compare_options(result, scn.decision.baseline)
     if thresholds:
-        result.thresholds = find_thresholds(scn, costs, result, source)
+        result.thresholds = find_thresholds(scn, costs, result, source, progress)
     if monte_carlo and scn.variability is not None:
         from tierwise.plan.montecarlo import monte_carlo as run_mc
 
@@ -229,8 +238,11 @@ def _apply_probability(result: Plan, scn: Scenario) -> None:
 
 
 def plan_file(
-    path: str | Path, overrides: Iterable[str] = (), catalog_files: Iterable[str | Path] = ()
+    path: str | Path,
+    overrides: Iterable[str] = (),
+    catalog_files: Iterable[str | Path] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> Plan:
-    """Load, override and plan a scenario file."""
+    """Load, override and plan a scenario file (``progress``: see :func:`plan`)."""
     scn = load_scenario(path, overrides)
-    return plan(scn, load_catalog(list(catalog_files)), source=str(path))
+    return plan(scn, load_catalog(list(catalog_files)), source=str(path), progress=progress)

@@ -33,7 +33,9 @@ class ErrorAt(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # defer_build: a nested model compiles its validator only if used on its own, not at
+    # import as well as inside the enclosing model (start-up, docs/benchmarks.md)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class ModelWork(_Strict):
