@@ -165,7 +165,7 @@ def encode_frame(frame: Frame) -> bytes:
 
 def _encode_ack(f: Ack) -> bytes:
     ranges = f.ranges[:ACK_RANGES_MAX]
-    head = _ACK.pack(min(int(f.delay_s * 1e6), 0xFFFFFFFF), round(f.loss * 1e6), len(ranges))
+    head = _ACK.pack(min(round(f.delay_s * 1e6), 0xFFFFFFFF), round(f.loss * 1e6), len(ranges))
     return b"\x02" + head + b"".join(_RANGE.pack(s, e) for s, e in ranges)
 
 
