@@ -101,6 +101,8 @@ HUGE = "9" * 5000
         (["--rtt", "1e30 s"], "--rtt"),
         (["--rate", HUGE + " Mbit/s"], "--rate"),
         (["--runs", HUGE], "--runs"),
+        (["--runs", "1000000000"], "raise --max-hours"),  # weeks of requests: refused up front
+        (["--factor", "initcwnd=10,40", "--runs", "100000", "--max-hours", "0.5"], "--max-hours"),
         (["--seed", "-1"], "--seed"),
         (["--loss-up", "nan"], "--loss-up"),
         (["--factor", "initcwnd=10," + HUGE], "--factor"),

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -301,6 +301,10 @@ def request(
         ),
     ] = None,
     runs: Annotated[int, typer.Option("--runs", min=1, help="Requests per mode.")] = 20,
+    max_hours: Annotated[
+        float,
+        typer.Option("--max-hours", min=0, help="Refuse a run whose estimate is longer than this."),
+    ] = 2.0,
     cc: Annotated[
         str | None, typer.Option("--cc", help="reno, cubic or bbr (default: the namespace's).")
     ] = None,
@@ -349,6 +353,8 @@ def request(
             loss_down,
             seed,
         )
+    levels = len(parsed.levels) if factor is not None else len(exp.modes)
+    _check_duration(exp, levels, max_hours)
     from tierwise.lab.netns import require_lab
 
     require_lab()
@@ -558,6 +564,27 @@ def render_throughput(console: Console, result: dict) -> None:
         "rate (TCP payload reaches at most 1448/1500 of B).",
         soft_wrap=True,
     )
+
+
+def _check_duration(exp: Any, levels: int, max_hours: float) -> None:
+    """Refuse up front a run longer than ``max_hours``, with the estimate and the flag.
+
+    A request costs at least a handshake and a few round trips of slow start, its bytes
+    at the path's rate and the processing time; 4 RTT + bytes/rate + processing is a
+    floor for a cold one, so the estimate errs short.
+    """
+    each_s = (
+        4 * exp.rtt_s
+        + (exp.size_bytes + exp.response_bytes) / exp.rate_bytes_per_s
+        + exp.processing_s
+    )
+    total_s = exp.runs * levels * each_s
+    if total_s > max_hours * 3600:
+        raise ScenarioError(
+            f"{exp.runs:,} runs × {levels} modes or levels at ≥ {each_s:.3g} s each take at least "
+            f"{total_s / 3600:,.0f} h; lower --runs or raise --max-hours (now {max_hours:g})",
+            source="--runs",
+        )
 
 
 def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, loss_down, seed):
