@@ -469,6 +469,17 @@ def test_long_message_stays_one_line_in_a_narrow_terminal(tmp_path: Path) -> Non
         ("sweep",),
         ("relay", "gateway", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--config"),
         ("relay", "client", "--gateway", "127.0.0.1:1", "--socks", "127.0.0.1:1", "--key-file"),
+        (
+            "relay",
+            "client",
+            "--gateway",
+            "127.0.0.1:1",
+            "--socks",
+            "127.0.0.1:1",
+            "--user",
+            "u",
+            "--password-file",
+        ),
     ],
 )
 def test_every_command_reads_files_through_the_bounded_reader(tmp_path, command) -> None:

@@ -141,7 +141,9 @@ def client(
     if user is not None:
         if password_file is None:
             raise ScenarioError("--user needs --password-file", path="--password-file")
-        credentials = (user, password_file.read_text().strip())
+        from tierwise.tomlfile import read_text
+
+        credentials = (user, read_text(password_file).strip())
     elif not ipaddress.ip_address(_resolve_literal(socks_addr[0])).is_loopback:
         raise ScenarioError(
             "SOCKS without a password may listen on loopback only; add --user", path="--socks"
