@@ -63,3 +63,30 @@ def test_pareto_front_is_exactly_the_non_dominated(metrics):
             assert front[a, j] == (not beaten)
     choice = weighted_choice(metrics, front, np.ones(3))
     assert all(front[choice[j], j] for j in range(5))  # the weighted best is on the front
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [[], ["decision.weights.time=5"], ["decision.weights.cost=0"], ["decision.weights.energy=0"]],
+)
+def test_pareto_thresholds_honour_the_weights(priced, weights):
+    """A choice flip found under user weights is where the weighted planner's choice flips."""
+    p = plan_file(priced, weights)
+    flips = [t for t in p.thresholds if t["kind"] == "choice_flip"]
+    assert flips
+    for t in flips:
+        b = t["uplink_bytes_per_s"]
+        for factor, side in ((0.999, "below"), (1.001, "above")):
+            moved = [*weights, f"site.{t['site']}.uplink={b * factor!r} B/s"]
+            assert plan_file(priced, moved).choice == t[side], (t, factor)
+
+
+def test_weights_are_bounded_and_not_all_zero(priced):
+    """A weight above 1e6, below 0 or every weight 0 is one error naming decision.weights."""
+    from tierwise.errors import ScenarioError
+
+    for bad in ("decision.weights.time=2e6", "decision.weights.cost=-1"):
+        with pytest.raises(ScenarioError, match=r"decision\.weights"):
+            plan_file(priced, [bad])
+    with pytest.raises(ScenarioError, match="at least one"):
+        plan_file(priced, ["decision.weights={time = 0, energy = 0, cost = 0}"])

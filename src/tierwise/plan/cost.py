@@ -28,7 +28,9 @@ __all__ = [
     "METRICS",
     "add_cost",
     "choose_by",
+    "deadline_first",
     "pareto_front",
+    "pick",
     "priced",
     "session_cost",
     "weighted_choice",
@@ -58,8 +60,13 @@ def pareto_front(metrics: np.ndarray, feasible: np.ndarray) -> np.ndarray:
     """Which options no other feasible option beats: ``metrics`` (k, sites, m) → (sites, m).
 
     ``b`` beats ``a`` when it is at least as good on every metric and better on one.
+    All pairs at once when that stays small (the planner's many sites), else per site.
     """
-    n_sites = metrics.shape[1]
+    n_sites, m = metrics.shape[1], metrics.shape[2]
+    if n_sites * n_sites * m <= _PAIRS_AT_ONCE:
+        a, b = metrics[:, :, None], metrics[:, None, :]  # (k, a, b, m)
+        beats = np.all(b <= a, axis=0) & np.any(b < a, axis=0) & feasible[None, :, :]
+        return feasible & ~beats.any(axis=1)
     front = feasible.copy()
     for a in range(n_sites):
         for b in range(n_sites):
@@ -69,6 +76,9 @@ def pareto_front(metrics: np.ndarray, feasible: np.ndarray) -> np.ndarray:
             better = np.any(metrics[:, b] < metrics[:, a], axis=0)
             front[a] &= ~(feasible[b] & no_worse & better)
     return front
+
+
+_PAIRS_AT_ONCE = 4_000_000  # (a, b, point) triples compared in one array: ~100 MB of bools
 
 
 def weighted_choice(metrics: np.ndarray, eligible: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -126,24 +136,49 @@ def choose_by(
     choice, reason, fastest = choose(options, "time")
     if choice is None:
         return choice, reason, fastest
-    metrics = option_metrics(options)
-    feasible = np.array([[o.feasible] for o in options])
-    ontime = feasible & np.array([[o.meets_deadline is not False] for o in options])
+    best, metrics, front = pick(options, objective, weights)
+    assert best is not None  # some option is feasible and on time
     if objective == "cost":
-        eligible = [i for i in range(len(options)) if ontime[i, 0]]
-        best = min(eligible, key=lambda i: (metrics[2, i, 0], metrics[0, i, 0], metrics[1, i, 0]))
         what = f"the least cost ({metrics[2, best, 0]:.4g})"
     else:
-        front = pareto_front(metrics, feasible)
-        for o, on in zip(options, front[:, 0], strict=True):
+        for o, on in zip(options, front, strict=True):
             o.extra["pareto"] = bool(on)
-        w = weights_of_dict(weights)
-        best = int(weighted_choice(metrics, front & ontime, w)[0])
-        names = [o.site for o, on in zip(options, front[:, 0], strict=True) if on]
+        names = [o.site for o, on in zip(options, front, strict=True) if on]
         what = f"the best weighted score on the Pareto front ({', '.join(names)})"
     o = options[best]
     deadline = "meets the deadline" if o.meets_deadline else "has no deadline to meet"
     return o.site, f"{o.site} {deadline} with {what}", fastest
+
+
+def pick(
+    options: list[Any], objective: str, weights: dict[str, float] | None
+) -> tuple[int | None, np.ndarray, np.ndarray]:
+    """(index chosen or None, metrics, Pareto front) for ``"cost"`` or ``"pareto"``.
+
+    The rule the planner states and its threshold searches reuse: feasible, then on
+    time, then the least cost (ties: time, energy) or, on the front, the least
+    weighted score with the user's ``[decision] weights``.
+    """
+    metrics = option_metrics(options)
+    feasible = np.array([[o.feasible] for o in options], dtype=bool).reshape(-1, 1)
+    ontime = feasible & np.array([[o.meets_deadline is not False] for o in options]).reshape(-1, 1)
+    front = pareto_front(metrics, feasible)[:, 0]
+    if not ontime.any():
+        return None, metrics, front
+    if objective == "cost":
+        eligible = [i for i in range(len(options)) if ontime[i, 0]]
+        best = min(eligible, key=lambda i: (metrics[2, i, 0], metrics[0, i, 0], metrics[1, i, 0]))
+        return best, metrics, front
+    eligible = deadline_first(metrics, front[:, None], ontime)
+    chosen = weighted_choice(metrics, eligible, weights_of_dict(weights))[0]
+    return int(chosen), metrics, front
+
+
+def deadline_first(metrics: np.ndarray, front: np.ndarray, ontime: np.ndarray) -> np.ndarray:
+    """The options the weighted score picks from: on the front and on time; where the whole
+    front misses the deadline (a p99 or Monte Carlo verdict), the front of the on-time ones."""
+    eligible = front & ontime
+    return np.where(eligible.any(axis=0), eligible, pareto_front(metrics, ontime))
 
 
 def weights_of_dict(weights: dict[str, float] | None) -> np.ndarray:

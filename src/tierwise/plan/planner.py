@@ -137,16 +137,26 @@ def choose(
     return best.site, _reason(best, options, objective), fastest
 
 
-def chosen(options: list[Option], objective: str) -> str | None:
+def chosen(
+    options: list[Option], objective: str, weights: dict[str, float] | None = None
+) -> str | None:
     """The site :func:`choose` picks, without composing its reason (for searches)."""
+    if objective in ("cost", "pareto"):
+        from tierwise.plan.cost import pick
+
+        best = pick(options, objective, weights)[0]
+        return None if best is None else options[best].site
     ontime = [o for o in options if o.feasible and o.meets_deadline is not False]
     return min(ontime, key=objective_key(objective)).site if ontime else None
 
 
-def objective_key(objective: str) -> Callable[[Option], tuple[float, float]]:
-    """The ranking key of :func:`choose`: energy then time, or time then energy."""
+def objective_key(objective: str) -> Callable[[Option], tuple[float, ...]]:
+    """The ranking key of :func:`choose`: energy then time, cost then time and energy, or
+    time then energy (``"pareto"`` has no key: its score depends on every option)."""
     if objective == "energy":
         return lambda o: (o.energy_key, o.time_s)
+    if objective == "cost":
+        return lambda o: (o.extra.get("cost", 0.0), o.time_s, o.energy_key)
     return lambda o: (o.time_s, o.energy_key)
 
 

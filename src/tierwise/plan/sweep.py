@@ -27,7 +27,13 @@ import numpy as np
 from tierwise.catalog import Catalog
 from tierwise.errors import ScenarioError
 from tierwise.plan import network as net
-from tierwise.plan.cost import pareto_front, session_cost, weighted_choice, weights_of_dict
+from tierwise.plan.cost import (
+    deadline_first,
+    pareto_front,
+    session_cost,
+    weighted_choice,
+    weights_of_dict,
+)
 from tierwise.plan.grid import Axis, Base, grid_size
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.scenario.schema import Scenario
@@ -107,7 +113,8 @@ class Block:
         self.pareto = pareto_front(metrics, self.feasible)
         eligible = self.feasible & (self.meets_deadline != 0)
         if objective == "pareto":
-            best = weighted_choice(metrics, self.pareto & eligible, weights_of_dict(weights))
+            pool = deadline_first(metrics, self.pareto, eligible)
+            best = weighted_choice(metrics, pool, weights_of_dict(weights))
         else:
             order = {"energy": (1, 0), "time": (0, 1), "cost": (2, 0, 1)}[objective]
             best = _lexical_best([metrics[k] for k in order], eligible)

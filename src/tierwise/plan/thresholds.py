@@ -98,7 +98,7 @@ def find_thresholds(
     out: list[dict] = []
     by_name = {o.site: o for o in plan.options}
     rivals = _Rivals(plan, by_name)
-    pool = contenders(plan.options, scn.decision.objective)
+    pool = contenders(plan.options, scn.decision.objective)  # pareto: all feasible
     for done, c in enumerate(costs):
         if progress is not None:
             progress(done, len(costs))
@@ -159,10 +159,14 @@ def contenders(options: list[Any], objective: str) -> list[Any]:
     :func:`~tierwise.plan.planner.choose` picks the first minimum of the on-time
     options by the objective's key; whichever single option varies, the first minimum
     of the rest is among the two smallest, so choosing among these two and the varied
-    option gives the same choice as choosing among all of them.
+    option gives the same choice as choosing among all of them. ``"pareto"`` has no
+    such key (the front and each metric's best value depend on every option, on time
+    or not), so every feasible option stays.
     """
     from tierwise.plan.planner import objective_key
 
+    if objective == "pareto":
+        return [o for o in options if o.feasible]
     key = objective_key(objective)
     ontime = [
         (key(o), i) for i, o in enumerate(options) if o.feasible and o.meets_deadline is not False
@@ -198,7 +202,7 @@ def _flips(scn: Scenario, others: list[Any], c: SiteCosts, b0: float, source: st
     def choice_at(b: float) -> str | None:
         varied = evaluate_option(scn, c, source, uplink=b)
         _battery(varied, c)
-        return chosen([*others, varied], scn.decision.objective)
+        return chosen([*others, varied], scn.decision.objective, scn.decision.weights)
 
     grid = b0 * np.logspace(-_SCAN_DECADES, _SCAN_DECADES, _SCAN_POINTS)
     below, above = choice_at(grid[0]), choice_at(grid[-1])

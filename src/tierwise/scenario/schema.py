@@ -18,6 +18,8 @@ from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
 
 MAX_MSS_BYTES = 65_535  # an IPv4 packet's total-length field bounds a segment
 Price = Annotated[float, Field(ge=0)]  # a price or a weight: a plain non-negative number
+MAX_WEIGHT = 1e6  # a weight compares ratios of metrics: beyond a million, one metric decides
+Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT)]
 
 
 class ErrorAt(ValueError):
@@ -349,9 +351,10 @@ class Decision(_Strict):
     """Among options meeting the deadline, minimise energy, time or cost, or list the
     non-dominated options (pareto)."""
     baseline: str | None = Field(None, description="site the plan reports savings against")
-    weights: dict[Literal["time", "energy", "cost"], Price] = Field(
+    weights: dict[Literal["time", "energy", "cost"], Weight] = Field(
         default_factory=dict,
-        description='objective = "pareto": weight of each metric over its best value (1 each)',
+        description='objective = "pareto": weight of each metric over its best value '
+        "(0 to 1e6; 1 each by default; not all 0)",
     )
     probability: float | None = Field(
         None,
@@ -360,6 +363,14 @@ class Decision(_Strict):
         description="with [variability]: an option meets the deadline only if P(T ≤ deadline) "
         "is at least this",
     )
+
+    @field_validator("weights")
+    @classmethod
+    def _some_weight(cls, value: dict[str, float]) -> dict[str, float]:
+        full = {"time": 1.0, "energy": 1.0, "cost": 1.0} | value
+        if not any(full.values()):
+            raise ValueError("at least one of time, energy and cost needs a weight above 0")
+        return value
 
 
 class Distribution(_Strict):
