@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -401,6 +402,9 @@ def sim(
     render_sim(out, result, str(trace) if trace else None)
 
 
+MAX_WORKERS = 64  # local Dask worker processes: more only queue for the same cores
+
+
 @app.command()
 def sweep(
     file: Annotated[Path, typer.Argument(help="Scenario TOML.")],
@@ -421,17 +425,26 @@ def sweep(
     ] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Also write the rows as CSV.")] = None,
     runs: Annotated[
-        int | None, typer.Option("--runs", min=1, help='Seeds per point of each "sim" site.')
+        int | None,
+        # the schema's cap on a site's runs (scenario/schema.py)
+        typer.Option("--runs", min=1, max=10_000, help='Seeds per point of each "sim" site.'),
     ] = None,
     scheduler: Annotated[
         str | None,
         typer.Option("--scheduler", help="Dask scheduler for simulated points (tcp://host:8786)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: cores).")
+        int | None,
+        typer.Option(
+            "--workers", min=1, max=MAX_WORKERS, help="Local Dask workers (default: cores)."
+        ),
     ] = None,
     page: Annotated[
         Path | None, typer.Option("--html", help="Write the interactive page (one HTML file).")
+    ] = None,
+    map_keys: Annotated[
+        str | None,
+        typer.Option("--map", help="The page's choice map axes: two varied keys, KEY,KEY."),
     ] = None,
 ) -> None:
     """Plan a scenario over a grid of overrides: where does each site win?"""
@@ -441,20 +454,54 @@ def sweep(
     from tierwise.plan.grid import Base
     from tierwise.plan.sweep_table import open_sweep, task_points
 
+    keys = [k.strip() for k in map_keys.split(",")] if map_keys is not None else None
+    for path, option, suffixes in (
+        (out_file, "--out", (".parquet", ".pq")),
+        (csv, "--csv", (".csv",)),
+        (page, "--html", (".html", ".htm")),
+    ):
+        _check_output(path, option, suffixes)
     set_ = list(set_ or [])
     if runs is not None:
         sims = [s.name for s in Base.load(file, set_).scenario().site if s.evaluate == "sim"]
         set_ += [f"site.{name}.runs={runs}" for name in sims]
     run = open_sweep(file, vary, set_, extra or [])  # every value checked first
+    if page is not None:
+        from tierwise.report.html import map_axes
+
+        map_axes(run, keys)
+    elif keys is not None:
+        raise ScenarioError("--map draws the page's choice map: give --html too", source="--map")
     use_dask = scheduler is not None or needs_dask(run.base.scenario())
     with dask_client(scheduler, workers) if use_dask else contextlib.nullcontext() as client:
         run.client = client
         if client is not None:
             run.point_chunk = task_points(run, client)
-        _sweep_out(run, out_file, csv, page)
+        _sweep_out(run, out_file, csv, page, keys)
 
 
-def _sweep_out(run: Any, out_file: Path | None, csv: Path | None, page: Path | None) -> None:
+def _check_output(path: Path | None, option: str, suffixes: tuple[str, ...]) -> None:
+    """Refuse, before any work, an output with the wrong suffix or in no writable directory."""
+    if path is None:
+        return
+    if path.suffix.lower() not in suffixes:
+        raise ScenarioError(
+            f"expected a file name ending {' or '.join(suffixes)}, got {str(path)[-80:]!r}",
+            source=option,
+        )
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir() or not os.access(folder, os.W_OK) or path.is_dir():
+        where = str(path)[-80:]
+        raise ScenarioError(f"cannot write {where!r}: no writable directory", source=option)
+
+
+def _sweep_out(
+    run: Any,
+    out_file: Path | None,
+    csv: Path | None,
+    page: Path | None,
+    keys: list[str] | None = None,
+) -> None:
     """Stream the sweep's rows to the files asked for, then print the summary."""
     from tierwise.plan.sweep_table import metadata, tables, write_tables
     from tierwise.report.html import MAX_PAGE_POINTS, sweep_page
@@ -472,12 +519,14 @@ def _sweep_out(run: Any, out_file: Path | None, csv: Path | None, page: Path | N
                 kept.append(table)
             yield table
 
-    meta = metadata(run, " ".join(["tierwise", *sys.argv[1:]]))
+    import shlex
+
+    meta = metadata(run, shlex.join(["tierwise", *sys.argv[1:]]))  # pastes back into a shell
     write_tables(counted(), meta, out_file, csv)
     if page is not None:
         import pyarrow as pa
 
-        _write_text(page, sweep_page(pa.concat_tables(kept).to_pandas(), run))
+        _write_text(page, sweep_page(pa.concat_tables(kept).to_pandas(), run, keys=keys))
     written = [str(p) for p in (out_file, csv, page) if p is not None]
     render_sweep(out, tally, run.notes, written)
 

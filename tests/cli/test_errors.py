@@ -508,3 +508,75 @@ def test_model_server_port_errors_are_one_line() -> None:
             run = run_cli("lab", "model-server", "--port", str(port))
             assert run.code == 2 and words in run.stderr, run.stderr
             assert run.stdout == "" and "Traceback" not in run.stderr
+
+
+DEPLOYMENT = str(bundled_example("deployment"))
+SIM_SWEEP = str(Path(__file__).parents[1] / "plan" / "data" / "sim-sweep.toml")
+SWEEP_CASES = {
+    "range without count": (["--vary", "site.cloud.rtt=20..300 ms"], ["site.cloud.rtt", "ms"]),
+    "zero count": (["--vary", "site.cloud.rtt=20..300 ms:0"], ["1 to 1,000,000 values"]),
+    "huge axis": (["--vary", "task.rounds=1..9:2000000"], ["1 to 1,000,000 values"]),
+    "log through zero": (["--vary", "site.cloud.uplink=0..9 Mbit/s:log:3"], ["log range"]),
+    "huge grid": (
+        ["--vary", "site.cloud.uplink=1..9 Mbit/s:5000", "--vary", "site.cloud.rtt=1..2 ms:5000"],
+        ["--vary", "25,000,000 grid points", "limit of 10,000,000"],
+    ),
+    "unknown key": (["--vary", "task.roundz=1,2"], ["task.roundz", "unknown key"]),
+    "unknown site": (["--vary", "site.moon.rtt=1 ms,2 ms"], ["moon"]),
+    "non-numeric": (["--vary", "task.rounds=many,few"], ["task.rounds", "'many'"]),
+    "empty list item": (["--vary", "task.rounds=1,,2"], ["comma list"]),
+    "no equals": (["--vary", "task.rounds"], ["key.path=SPEC"]),
+    "twice": (["--vary", "task.rounds=1,2", "--vary", "task.rounds=3"], ["twice"]),
+    "weight over range": (["--vary", "decision.weights.time=1,2e6"], ["decision.weights.time"]),
+    "workers 0": (["--vary", "task.rounds=1,2", "--workers", "0"], ["--workers"]),
+    "workers huge": (["--vary", "task.rounds=1,2", "--workers", "100000"], ["--workers", "64"]),
+    "runs huge": (["--vary", "task.rounds=1,2", "--runs", "99999"], ["--runs", "10000"]),
+    "out suffix": (["--vary", "task.rounds=1,2", "--out", "s.csv"], ["--out", ".parquet"]),
+    "out folder": (
+        ["--vary", "task.rounds=1,2", "--out", "/nonexistent/s.parquet"],
+        ["--out", "no writable directory"],
+    ),
+    "html suffix": (["--vary", "task.rounds=1,2", "--html", "s.png"], ["--html", ".html"]),
+    "map without html": (["--vary", "task.rounds=1,2", "--map", "a,b"], ["--map", "--html"]),
+    "map unknown key": (
+        "--vary|task.rounds=1,2|--vary|site.cloud.rtt=1 ms,2 ms|--html|{tmp}/p.html|--map|"
+        "task.rounds,site.cloud.uplink".split("|"),
+        ["--map", "two different varied keys"],
+    ),
+    "bad scheduler address": (
+        ["--vary", "task.rounds=1,2", "--scheduler", "nowhere"],
+        ["--scheduler", "nowhere"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SWEEP_CASES.values(), ids=SWEEP_CASES.keys())
+def test_bad_sweep(case: tuple[list[str], list[str]], tmp_path: Path) -> None:
+    """Every sweep option refuses a hostile value with one line, exit 2, nothing written."""
+    args, needles = case
+    run = run_cli("sweep", DEPLOYMENT, *(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert_one_line_error(run, *needles)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_over_the_simulated_seed_budget() -> None:
+    """Points × a simulated site's runs over the budget is refused before anything runs."""
+    run = run_cli("sweep", SIM_SWEEP, "--vary", "site.cloud.loss=0..0.1:1000", "--runs", "1000")
+    assert_one_line_error(run, "--vary", "simulated seeds", "400,000")
+
+
+@pytest.mark.slow
+def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
+    """A scheduler address nobody listens on: one line naming it, within the 5 s timeout."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a free port, then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    run = run_cli(
+        "sweep", DEPLOYMENT, "--vary", "task.rounds=1,2", "--scheduler", f"tcp://127.0.0.1:{port}"
+    )
+    assert_one_line_error(run, "--scheduler", f"127.0.0.1:{port}")
+    assert time.monotonic() - start < 20

@@ -10,6 +10,7 @@ import pytest
 from tierwise.scenario.loader import bundled_example
 
 pq = pytest.importorskip("pyarrow.parquet")
+pd = pytest.importorskip("pandas")
 
 DEPLOYMENT = str(bundled_example("deployment"))
 
@@ -29,8 +30,14 @@ def test_sweep_writes_parquet_and_csv_with_metadata(cli, tmp_path):
     digest = hashlib.sha256(open(DEPLOYMENT, "rb").read()).hexdigest()
     assert meta["scenario_sha256"] == digest
     assert "--vary task.rounds=5,10" in meta["command"]
+    assert "'site.cloud.uplink=1..100 Mbit/s:log:6'" in meta["command"]  # quoted as for a shell
     assert [a["key"] for a in json.loads(meta["axes"])] == ["site.cloud.uplink", "task.rounds"]
-    assert len(csv.read_text().splitlines()) == 37
+    head = [line for line in csv.read_text().splitlines() if line.startswith("# ")]
+    assert f"# scenario_sha256: {digest}" in head
+    assert any(line.startswith("# tierwise_version: ") for line in head)
+    assert any(line.startswith("# command: tierwise sweep ") for line in head)
+    rows = pd.read_csv(csv, comment="#")
+    assert len(rows) == 36 and list(rows.columns) == table.column_names
     assert sum(table.column("chosen").to_pylist()) <= 12
     assert 'id="choice"' in page.read_text() and "Plotly" in page.read_text()
 

@@ -105,16 +105,53 @@ def test_sweep_page_in_chromium(browser, tmp_path):
     z = np.array(page.evaluate("document.getElementById('choice').data[0].z"))
     want = expected_winners(20)
     assert (z == want).all()
-    assert regions(z) == regions(want) >= 2
+    assert regions(z) == regions(want) == 2  # workstation at low uplink, cloud above
+    _check_drawn_lines(page, z)
     hover = page.evaluate("document.getElementById('pareto').data[2].text[0]")
     assert "cloud" in hover and "upload" in hover and "energy" in hover  # the breakdown
     page.locator("#slider-0").focus()
     page.keyboard.press("End")  # rounds 20 → 10
-    z40 = np.array(page.evaluate("document.getElementById('choice').data[0].z"))
-    assert (z40 == expected_winners(10)).all()
-    assert not (z40 == z).all()
+    z10 = np.array(page.evaluate("document.getElementById('choice').data[0].z"))
+    assert (z10 == expected_winners(10)).all()
+    assert not (z10 == z).all()  # the slider changed the picture
+    assert regions(z10) == regions(expected_winners(10))
+    _check_drawn_lines(page, z10)
     page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
     assert errors == []
+
+
+def _check_drawn_lines(page, z: np.ndarray) -> None:
+    """Every drawn threshold point lies between two map cells of different winners."""
+    traces = page.evaluate(
+        "document.getElementById('choice').data.slice(1).map(t => [t.x, t.y, t.name])"
+    )
+    uplinks = np.array(page.evaluate("document.getElementById('choice').data[0].x"))
+    rtts = list(page.evaluate("document.getElementById('choice').data[0].y"))
+    assert len(traces) == (len(np.unique(z)) > 1)  # one line for two regions, none for one
+    points = 0
+    for xs, ys, name in traces:
+        assert " | " in name
+        for x, y in zip(xs, ys, strict=True):
+            if x is None:
+                continue
+            row, j = rtts.index(y), int(np.searchsorted(uplinks, x)) - 1
+            assert uplinks[j] < x <= uplinks[j + 1] and z[row, j] != z[row, j + 1]
+            points += 1
+    assert points == int((z[:, 1:] != z[:, :-1]).sum())
+
+
+def test_console_error_check_can_fail(browser, tmp_path):
+    """The harness sees a page's console error and a thrown exception (so [] means clean)."""
+    path = tmp_path / "broken.html"
+    path.write_text(
+        "<html><body><div id='pareto'></div><script>console.error('boom');"
+        "document.getElementById('pareto').data = [];"
+        "setTimeout(() => { throw new Error('bang'); });"
+        "</script></body></html>"
+    )
+    page, errors = _open(browser, path)
+    page.wait_for_timeout(200)
+    assert any("boom" in e for e in errors) and any("bang" in e for e in errors)
 
 
 @pytest.mark.slow

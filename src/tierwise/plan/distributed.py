@@ -13,7 +13,9 @@ from typing import Any
 
 from tierwise.errors import ScenarioError
 
-__all__ = ["dask_client"]
+__all__ = ["CONNECT_TIMEOUT_S", "dask_client"]
+
+CONNECT_TIMEOUT_S = 5  # a scheduler that does not answer within this is unreachable
 
 
 @contextlib.contextmanager
@@ -30,7 +32,7 @@ def dask_client(
         ) from None
     if address is not None:
         try:
-            client = Client(address, timeout="10s")
+            client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
         except (OSError, TimeoutError, ValueError) as exc:
             raise ScenarioError(
                 f"cannot reach the Dask scheduler at {address}: {exc}", source="--scheduler"

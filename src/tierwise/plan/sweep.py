@@ -34,12 +34,15 @@ from tierwise.plan.cost import (
     weighted_choice,
     weights_of_dict,
 )
-from tierwise.plan.grid import Axis, Base, grid_size
+from tierwise.plan.grid import MAX_GRID_POINTS, Axis, Base, grid_size
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.scenario.schema import Scenario
 
 __all__ = [
     "CHUNK_POINTS",
+    "MAX_GRID_POINTS",
+    "MAX_PLANNED_POINTS",
+    "MAX_SIMULATED_SEEDS",
     "PARTS",
     "Block",
     "SweepRun",
@@ -54,6 +57,11 @@ PARTS = ("prepare", "client", "model", "upload", "download", "propagation")
 Parts = dict[str, Any]
 
 CHUNK_POINTS = 1 << 17  # grid points per vectorised chunk: ~10 MB of float64 per column
+# Work bounds (refused with exit 2 before anything runs): a vectorised grid takes ~3 s of
+# CPU per million points × 3 sites; a point planned one by one ~20 ms, a simulated seed
+# ~2.5 ms (docs/benchmarks.md) — each limit is about a quarter of an hour on one core.
+MAX_PLANNED_POINTS = 50_000
+MAX_SIMULATED_SEEDS = 400_000  # points × the simulated sites' runs
 
 _VECTOR_KEY = re.compile(
     r"^(site\.[^.]+\.(uplink|downlink|rtt)|task\.(rounds|deadline|upload|download|client_work))$"
@@ -119,6 +127,14 @@ class Block:
             order = {"energy": (1, 0), "time": (0, 1), "cost": (2, 0, 1)}[objective]
             best = _lexical_best([metrics[k] for k in order], eligible)
         self.chosen = best[None, :] == np.arange(self.time_s.shape[0])[:, None]
+
+
+def _bound(count: int, limit: int, what: str) -> None:
+    if count > limit:
+        raise ScenarioError(
+            f"the sweep has {count:,} {what}, over the limit of {limit:,}: vary fewer values",
+            source="--vary",
+        )
 
 
 def _lexical_best(keys: list[np.ndarray], eligible: np.ndarray) -> np.ndarray:
@@ -336,6 +352,16 @@ class SweepRun:
 
     def sites(self) -> list[str]:
         return [s.name for s in self.base.scenario().site]
+
+    def check_bounds(self) -> None:
+        """Refuse a grid over the work limits, naming the limit (exit 2 on the command line)."""
+        size, scn = self.size, self.base.scenario()
+        _bound(size, MAX_GRID_POINTS, "grid points")
+        if vector_blocker(scn) is not None:
+            _bound(size, MAX_PLANNED_POINTS, f"points planned one by one ({vector_blocker(scn)})")
+        seeds = sum(s.runs for s in scn.site if s.remote and s.evaluate == "sim")
+        if seeds:
+            _bound(size * seeds, MAX_SIMULATED_SEEDS, "simulated seeds (points × runs)")
 
     def blocks(self, on_points: Callable[[int], None] = lambda n: None) -> Iterator[Block]:
         """Results in chunks; the outer loop re-resolves per combination of non-vector keys.

@@ -106,12 +106,17 @@ def tables(run: SweepRun, progress: bool = False) -> Iterator[pa.Table]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    console = Console(stderr=True)
+    if not console.is_terminal:  # a pipe or a file gets no bar (and no stray blank line)
+        for block in run.blocks():
+            yield block_table(run, block, sites)
+        return
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=True,
     ) as bar:
         task = bar.add_task("sweep points", total=run.size)
@@ -123,11 +128,11 @@ def write_tables(
     chunks: Iterable[pa.Table], meta: dict[str, str], parquet: Path | None, csv: Path | None
 ) -> int:
     """Stream ``chunks`` into a Parquet and/or CSV file; return the rows written."""
-    import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     writers: list[Any] = []
     rows = 0
+    option = "--out"
     try:
         for table in chunks:
             table = table.replace_schema_metadata(meta)
@@ -139,8 +144,9 @@ def write_tables(
                         pq.ParquetWriter(str(parquet), table.schema, use_dictionary=repeat)
                     )
                 if csv is not None:
-                    plain = table.cast(_plain(table.schema))
-                    writers.append(pacsv.CSVWriter(str(csv), plain.schema))
+                    option = "--csv"
+                    writers.append(_CsvWriter(csv, table, meta))
+                option = "--out" if parquet is not None else "--csv"
             for w in writers:
                 w.write_table(
                     table if isinstance(w, pq.ParquetWriter) else table.cast(_plain(table.schema))
@@ -148,12 +154,36 @@ def write_tables(
             rows += table.num_rows
     except OSError as exc:
         raise ScenarioError(
-            f"cannot write the sweep: {exc.strerror or exc}", source="--out"
+            f"cannot write the sweep: {exc.strerror or exc}", source=option
         ) from exc
     finally:
         for w in writers:
             w.close()
     return rows
+
+
+class _CsvWriter:
+    """A CSV writer whose file starts with the metadata as ``# key: value`` lines, so the
+    rows carry what reproduces them (``pandas.read_csv(path, comment="#")`` skips them)."""
+
+    KEYS = ("tierwise_version", "scenario_sha256", "scenario", "set", "command", "axes")
+
+    def __init__(self, path: Path, table: pa.Table, meta: dict[str, str]) -> None:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        self.sink = pa.OSFile(str(path), "wb")
+        for key in self.KEYS:
+            line = " ".join(meta.get(key, "").split())  # one line, whatever the command held
+            self.sink.write(f"# {key}: {line}\n".encode())
+        self.writer = pacsv.CSVWriter(self.sink, _plain(table.schema))
+
+    def write_table(self, table: pa.Table) -> None:
+        self.writer.write_table(table)
+
+    def close(self) -> None:
+        self.writer.close()
+        self.sink.close()
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:
@@ -214,7 +244,9 @@ def open_sweep(
 
     base = Base.load(path, overrides)
     axes = parse_axes(base, _items(vary))
-    return SweepRun(base, axes, load_catalog(list(catalog_files)))
+    run = SweepRun(base, axes, load_catalog(list(catalog_files)))
+    run.check_bounds()
+    return run
 
 
 def task_points(run: SweepRun, client: Any) -> int:

@@ -32,7 +32,7 @@ from tierwise.plan.options import evaluate_option
 from tierwise.plan.resolve import SiteCosts
 from tierwise.scenario.schema import Scenario
 
-__all__ = ["contenders", "find_thresholds", "min_uplink"]
+__all__ = ["contenders", "find_thresholds", "flip_between", "min_uplink", "uplink_choice"]
 
 _SCAN_DECADES = 2.0  # choice flips are searched within ×/÷ 100 of the current uplink
 _SCAN_POINTS = 81
@@ -197,13 +197,7 @@ def _flips(scn: Scenario, others: list[Any], c: SiteCosts, b0: float, source: st
     grid, whose cell is found by bisecting the grid (O(log points) evaluations, not
     one per point), and the uplink inside it by bisection in log space.
     """
-    from tierwise.plan.planner import _battery, chosen
-
-    def choice_at(b: float) -> str | None:
-        varied = evaluate_option(scn, c, source, uplink=b)
-        _battery(varied, c)
-        return chosen([*others, varied], scn.decision.objective, scn.decision.weights)
-
+    choice_at = uplink_choice(scn, others, c, source)
     grid = b0 * np.logspace(-_SCAN_DECADES, _SCAN_DECADES, _SCAN_POINTS)
     below, above = choice_at(grid[0]), choice_at(grid[-1])
     if below == above:
@@ -212,16 +206,43 @@ def _flips(scn: Scenario, others: list[Any], c: SiteCosts, b0: float, source: st
     while j - i > 1:
         mid = (i + j) // 2
         i, j = (mid, j) if choice_at(grid[mid]) == below else (i, mid)
-    lo, hi = grid[i], grid[j]
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if choice_at(mid) == below else (lo, mid)
     return [
         {
             "site": c.site.name,
             "kind": "choice_flip",
-            "uplink_bytes_per_s": hi,
+            "uplink_bytes_per_s": flip_between(choice_at, grid[i], grid[j]),
             "below": below,
             "above": above,
         }
     ]
+
+
+def uplink_choice(
+    scn: Scenario, others: list[Any], c: SiteCosts, source: str
+) -> Callable[[float], str | None]:
+    """The planner's choice as a function of ``c``'s uplink, ``others`` as evaluated.
+
+    The choice rule is the planner's own, with the scenario's objective and weights.
+    """
+    from tierwise.plan.planner import _battery, chosen
+
+    decision = scn.decision
+
+    def choice_at(b: float) -> str | None:
+        varied = evaluate_option(scn, c, source, uplink=b)
+        _battery(varied, c)
+        return chosen([*others, varied], decision.objective, decision.weights)
+
+    return choice_at
+
+
+def flip_between(choice_at: Callable[[float], Any], lo: float, hi: float) -> float:
+    """An uplink in (lo, hi] where ``choice_at`` first differs from its value at ``lo``:
+    bisection in log space to 60 halvings (lo < hi, both > 0; the choice differs at hi)."""
+    below = choice_at(lo)
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if choice_at(mid) == below else (lo, mid)
+        if hi / lo - 1 < 1e-12:
+            break
+    return hi

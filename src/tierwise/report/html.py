@@ -12,11 +12,14 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_PAGE_POINTS", "plan_page", "sweep_page"]
+from tierwise.errors import ScenarioError
+
+__all__ = ["MAX_PAGE_POINTS", "map_axes", "plan_page", "sweep_data", "sweep_page"]
 
 MAX_PAGE_POINTS = 250_000  # grid points a page embeds (a few MB of JSON)
 _NUMBER = re.compile(r"^\s*([-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*(.*)$")
@@ -66,24 +69,68 @@ def _rounded(a: np.ndarray) -> list[Any]:
     return [None if not np.isfinite(x) else float(f"{x:.5g}") for x in flat]
 
 
-def sweep_data(frame: Any, run: Any) -> dict[str, Any]:
-    """Everything the sweep page plots, as plain JSON-ready lists."""
+def map_axes(run: Any, keys: Sequence[str] | None = None) -> list[int]:
+    """The indices of the choice map's axes: ``keys`` (two varied keys) or the first two."""
+    varied = [a.key for a in run.axes]
+    if not keys:
+        return list(range(min(2, len(varied))))
+    keys = list(keys)
+    unknown = [k for k in keys if k not in varied]
+    if unknown or len(keys) != 2 or keys[0] == keys[1]:
+        raise ScenarioError(
+            f"--map expects two different varied keys (of {', '.join(varied)}), got "
+            + ",".join(keys)[:120],
+            source="--map",
+        )
+    return [varied.index(k) for k in keys]
+
+
+def sweep_data(frame: Any, run: Any, keys: Sequence[str] | None = None) -> dict[str, Any]:
+    """Everything the sweep page plots, as plain JSON-ready lists (map axes first)."""
     shape = run.shape if run.axes else (1,)
     sites = run.sites()
     n_axes = max(1, len(run.axes))
-    per_site = {}
+    on_map = map_axes(run, keys)
+    order = [*on_map, *(i for i in range(len(run.axes)) if i not in on_map)] or [0]
+
+    def grid(column: str, data: Any = frame) -> list[Any]:
+        g = np.transpose(_grid(data, shape, sites, column), [0, *(1 + i for i in order)])
+        return _rounded(_reorder(g, n_axes))
+
+    per_site: dict[str, Any] = {}
     for col in ("time_s", "energy_j", "cost", "feasible", "pareto", "chosen", "meets_deadline"):
         frame_col = frame[col].astype(float) if col == "meets_deadline" else frame[col]
-        grid = _grid(frame.assign(**{col: frame_col}), shape, sites, col)
-        per_site[col] = _rounded(_reorder(grid, n_axes))
+        per_site[col] = grid(col, frame.assign(**{col: frame_col}))
     parts = [c for c in frame.columns if c.endswith("_s") and c not in ("time_s", "time_p99_s")]
-    per_site["parts"] = {
-        c[:-2]: _rounded(_reorder(_grid(frame, shape, sites, c), n_axes)) for c in parts
-    }
+    per_site["parts"] = {c[:-2]: grid(c) for c in parts}
     chosen = np.array(per_site["chosen"], dtype=float).reshape(len(sites), -1)
     winner = np.where(chosen.max(axis=0) > 0, chosen.argmax(axis=0), -1)
-    axes = _axis_info(run.axes) if run.axes else [{"key": "-", "values": [0], "texts": ["-"]}]
-    return {"sites": sites, "axes": axes, "winner": winner.tolist(), **per_site}
+    if run.axes:
+        axes = _axis_info([run.axes[i] for i in order])
+    else:
+        axes = [{"key": "-", "values": [0], "texts": ["-"]}]
+    lines = _lines(frame, run, on_map, axes) if run.axes else {"axis": None, "crossings": []}
+    return {"sites": sites, "axes": axes, "winner": winner.tolist(), "lines": lines, **per_site}
+
+
+def _lines(frame: Any, run: Any, on_map: list[int], axes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The planner's threshold lines in the page's units (see :mod:`plan.sweep_lines`)."""
+    from tierwise.plan.sweep_lines import threshold_lines
+
+    sites = run.sites()
+    winner = np.full(run.size, -1)
+    picked = frame[frame["chosen"].astype(bool)]
+    code = picked["site"].astype(str).map({s: i for i, s in enumerate(sites)}).to_numpy()
+    winner[picked["point"].to_numpy()] = code
+    found = threshold_lines(run, winner.reshape(run.shape), on_map)
+    if found.axis is None or not axes[on_map.index(found.axis)]["numeric"]:
+        return {"axis": None, "crossings": [], "note": found.note}
+    info = axes[on_map.index(found.axis)]
+    si = np.asarray(run.axes[found.axis].values, dtype=float)
+    k = int(np.argmax(si != 0))
+    f = info["values"][k] / si[k] if si[k] else 1.0  # display unit per SI unit
+    crossings = [[r, row, float(f"{at * f:.6g}"), a, b] for r, row, at, a, b in found.crossings]
+    return {"axis": "x" if on_map.index(found.axis) == 0 else "y", "crossings": crossings}
 
 
 def _script(name: str) -> str:
@@ -114,23 +161,22 @@ body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
 """
 
 
-def sweep_page(frame: Any, run: Any, title: str = "") -> str:
-    """The sweep's page (a self-contained HTML string)."""
-    from tierwise.errors import ScenarioError
-
+def sweep_page(frame: Any, run: Any, title: str = "", keys: Sequence[str] | None = None) -> str:
+    """The sweep's page (a self-contained HTML string); ``keys``: the choice map's two axes."""
     if run.size > MAX_PAGE_POINTS:
         raise ScenarioError(
             f"the page embeds at most {MAX_PAGE_POINTS:,} points; this grid has {run.size:,}"
             " (write --out and vary fewer values for --html)",
             source="--html",
         )
-    data = sweep_data(frame, run)
+    map_axes(run, keys)  # a bad --map fails before the lines are searched
+    data = sweep_data(frame, run, keys)
     title = title or f"tierwise sweep — {run.base.source}"
     body = """<div id="sliders"></div>
 <div class="row"><div id="choice" class="plot"></div><div id="pareto" class="plot"></div></div>
 <div id="times" class="row"></div>
 <p id="notes"></p>"""
-    data["notes"] = run.notes
+    data["notes"] = [*run.notes, *([data["lines"]["note"]] if data["lines"].get("note") else [])]
     return _page(title, body, data, _script("sweep_page.js"))
 
 

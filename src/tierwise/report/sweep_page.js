@@ -36,10 +36,35 @@ function choiceFigure() {
     {type: 'heatmap', x: X.values, y: Y.values, z: z, zmin: -1.5, zmax: S - 0.5,
      colorscale: colorscale, text: text, hovertemplate: '%{text}<br>x=%{x}<br>y=%{y}<extra></extra>',
      colorbar: {tickvals: names.map((_, i) => i - 1), ticktext: names, title: {text: 'chosen'}}},
-    {type: 'contour', x: X.values, y: Y.values, z: z, showscale: false, hoverinfo: 'skip',
-     contours: {coloring: 'none', start: -0.5, end: S - 1.5, size: 1}, line: {color: '#000', width: 2},
-     name: 'choice flips'}
+    ...thresholdLines()
   ];
+}
+function thresholdLines() {
+  // the planner's flip points (report/html.py _lines): one polyline per pair of sites
+  // and per crossing of that pair within a row, broken where a row has none
+  const L = D.lines || {}, r = offset() / BLOCK, rowsN = L.axis === 'y' ? NX : NY;
+  const byKey = {}, count = {};
+  (L.crossings || []).filter(c => c[0] === r).forEach(c => {
+    const pair = c[3] + '|' + c[4], at = pair + '@' + c[1];
+    count[at] = (count[at] || 0) + 1;
+    const key = pair + '|' + (count[at] - 1);
+    (byKey[key] = byKey[key] || {})[c[1]] = c[2];
+  });
+  const names = ['none', ...D.sites];
+  return Object.entries(byKey).map(([key, at]) => {
+    const [a, b] = key.split('|').map(Number), xs = [], ys = [];
+    for (let i = 0; i < rowsN; i++) {
+      const v = at[i] === undefined ? null : at[i];
+      const other = L.axis === 'y' ? X.values[i] : Y.values[i];
+      if (L.axis === 'y') { xs.push(v === null ? null : other); ys.push(v); }
+      else { xs.push(v); ys.push(v === null ? null : other); }
+    }
+    return {type: 'scatter', mode: 'lines+markers', x: xs, y: ys, connectgaps: false,
+            line: {color: '#000', width: 2}, marker: {size: 4, color: '#000'}, showlegend: false,
+            name: names[a + 1] + ' | ' + names[b + 1],
+            hovertemplate: 'planner threshold: ' + names[a + 1] + ' | ' + names[b + 1] +
+                           '<br>x=%{x}<br>y=%{y}<extra></extra>'};
+  });
 }
 function paretoFigure() {
   const hasCost = D.cost.some(v => v);
