@@ -29,6 +29,13 @@ def _cpu_s() -> float:
     return use.ru_utime + use.ru_stime
 
 
+def _warm() -> None:
+    """Import the planner and the simulator, and simulate one point, on a worker."""
+    from tierwise.plan.planner import plan_file
+
+    plan_file(SIM)
+
+
 def timed(workers: int, axes: list[str], runs: int) -> tuple[float, float, object]:
     """(wall s, worker CPU s) of the sweep on a fresh local cluster of ``workers`` processes."""
     with (
@@ -37,11 +44,13 @@ def timed(workers: int, axes: list[str], runs: int) -> tuple[float, float, objec
         ) as cluster,
         Client(cluster) as client,
     ):
-        client.run(lambda: __import__("tierwise.plan.planner"))  # warm the imports
-        cpu0 = sum(client.run(_cpu_s).values())
+        client.run(_warm)  # imports and a first simulation: both clusters start warm
+        cpu0, here0 = sum(client.run(_cpu_s).values()), time.process_time()
         start = time.perf_counter()
         frame = sweep(SIM, axes, [f"site.cloud.runs={runs}"], client=client)
         wall = time.perf_counter() - start
+        here = time.process_time() - here0
+        print(f"  {workers} worker(s): {wall:.2f} s wall, this process {here:.2f} s CPU")
         return wall, sum(client.run(_cpu_s).values()) - cpu0, frame
 
 

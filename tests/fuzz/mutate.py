@@ -320,3 +320,64 @@ def make_lab_case(index: int, seed: int = 0) -> list[str]:
             value = rng.choice(NUMBERS)  # a bare byte count
         args.append(f"{flag}={value}")
     return args
+
+
+# ------------------------------------------------------------------ tierwise sweep
+
+SWEEP_KEYS = [
+    "site.cloud.uplink", "site.cloud.rtt", "site.workstation.downlink", "task.rounds",
+    "task.deadline", "task.upload", "task.client_work", "site.workstation.decode_slowdown",
+    "decision.objective", "decision.weights.time", "site.cloud.loss", "site.nosuch.rtt",
+    "task.roundz", "site.cloud", "", "site.cloud.uplink.x",
+]  # fmt: skip
+SWEEP_SPECS = [
+    "1..100 Mbit/s:log:7", "20..300 ms:5", "5,10,20", "0..0.2:3", "1..2 s:0", "1..2 s:-1",
+    "1..2 s", "..:3", "1..2:log:3", "0..10 Mbit/s:log:3", "-5..5 ms:3", "nan..1 s:2",
+    "1e308..1e309 ms:3", "1..2 ms:" + "9" * 5000, "1..2 ms:99999", "1..2 parsec:3", ",", "a,b",
+    "energy,time,cost,pareto", "1e-300..1e-299 s:2", "1,2,,3", "1 Mbit/s" * 500, "[1, 2]",
+    "1..2 ms:2000000", "0..1e6:4",
+]  # fmt: skip
+SWEEP_OPTIONS = {
+    "--workers": ["0", "-1", "65", "1e9", "x", "2"],
+    "--runs": ["0", "10001", "nan", "3"],
+    "--map": ["task.rounds", "a,b", ",", "task.rounds,task.rounds", "x" * 3000],
+    "--set": ["task.rounds=0", "decision.weights.time=1e7", "task.deadline=1e400 s", "x"],
+    "--scheduler": ["nowhere", "tcp://", "tcp://[::1", "inproc://x", ":" * 200],
+    "--out": ["s.csv", "{dir}/no/such/s.parquet", "{dir}", "{dir}/s.pq"],
+    "--csv": ["s.parquet", "{dir}/s.csv"],
+    "--html": ["s.png", "{dir}/p.html"],
+}
+
+
+VALID_AXES = {
+    "site.cloud.uplink": ["1..100 Mbit/s:log:7", "1e-3..1e3 Mbit/s:log:5", "6.4 Mbit/s,1 Gbit/s"],
+    "site.cloud.rtt": ["20..300 ms:5", "0..1e4 s:3", "1 ps,1 s"],
+    "task.rounds": ["5,10,20", "1..1000000:4", "1"],
+    "task.deadline": ["1 ps,45 s,1e9 s", "1..100 s:log:4"],
+    "task.upload": ["0 B,0.8 MB,1 TB", "1..1e12 B:log:4"],
+    "site.workstation.decode_slowdown": ["1,3", "1..100:3"],
+    "decision.objective": ["energy,time,cost,pareto"],
+    "decision.weights.time": ["0,1,1e6", "0..10:3"],
+    "site.cloud.loss": ["0,0.01"],
+}
+
+
+def make_sweep_case(index: int, seed: int = 0) -> list[str]:
+    """``tierwise sweep`` of the bundled §12.5 example: valid but extreme axes (half the
+    cases reach the planner and write rows), with hostile ``--vary`` specs and options.
+
+    ``{dir}`` stands for the case's working directory; a ``--out`` there is always given
+    so that a run that succeeds leaves rows to check.
+    """
+    rng = random.Random(f"sweep:{seed}:{index}")
+    path = str(resources.files("tierwise.examples").joinpath("deployment.toml"))
+    args = ["sweep", path]
+    for key in rng.sample(sorted(VALID_AXES), rng.choice([1, 2, 3])):
+        args += ["--vary", f"{key}={rng.choice(VALID_AXES[key])}"]
+    if rng.random() < 0.5:
+        args += ["--vary", f"{rng.choice(SWEEP_KEYS)}={rng.choice(SWEEP_SPECS)}"]
+    for option in rng.sample(sorted(SWEEP_OPTIONS), rng.choice([0, 0, 1, 2])):
+        args += [option, rng.choice(SWEEP_OPTIONS[option])]
+    if "--out" not in args:
+        args += ["--out", "{dir}/rows.parquet"]
+    return args

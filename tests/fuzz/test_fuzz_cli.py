@@ -13,8 +13,9 @@ process after the CLI's modules are imported, so a case costs its own work, not
 Python's start-up; ``main()`` still sets the real exit status and writes the real
 stderr. ``TIERWISE_FUZZ_CASES`` sets the budget (default 60; ``TIERWISE_FUZZ_CALC_CASES``,
 default 40, the ``tierwise calc`` cases: every entry with hostile parameter values);
-``TIERWISE_FUZZ_SEED`` the seed; ``TIERWISE_FUZZ_LOG`` a file to append each failure to
-as a JSON line;
+``TIERWISE_FUZZ_SWEEP_CASES``, default 24, the ``tierwise sweep`` cases: hostile
+``--vary`` specs and option values); ``TIERWISE_FUZZ_SEED`` the seed;
+``TIERWISE_FUZZ_LOG`` a file to append each failure to as a JSON line;
 ``TIERWISE_FUZZ_STRICT=1`` fails on the known-open classes too (see ``KNOWN_OPEN``).
 """
 
@@ -31,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from tests.fuzz.mutate import Case, make_calc_case, make_case, make_lab_case
+from tests.fuzz.mutate import Case, make_calc_case, make_case, make_lab_case, make_sweep_case
 
 CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "60"))
 CALC_CASES = int(os.environ.get("TIERWISE_FUZZ_CALC_CASES", "40"))
@@ -204,9 +206,11 @@ def _preloaded() -> None:
     import tierwise.catalog
     import tierwise.cli
     import tierwise.plan.planner
+    import tierwise.plan.sweep_table
     import tierwise.report.jsonout
     import tierwise.report.plan_view
     import tierwise.report.sim_view
+    import tierwise.report.sweep_view
     import tierwise.sim.run  # noqa: F401
 
 
@@ -284,3 +288,41 @@ def test_fuzz_lab_request_options(tmp_path: Path) -> None:
         if found:
             failures.append(f"lab case {index} {[a[:60] for a in args]}: {found}")
     assert not failures, f"{len(failures)} of {LAB_CASES} broke:\n" + "\n".join(failures[:20])
+
+
+SWEEP_CASES = int(os.environ.get("TIERWISE_FUZZ_SWEEP_CASES", "24"))
+
+
+def sweep_problems(outcome: Outcome, out: Path | None) -> list[str]:
+    """:func:`problems` for ``tierwise sweep``: exit 0 leaves rows whose times are finite
+    and non-negative wherever the option is feasible (it prints a table, not JSON)."""
+    if outcome.code != 0:
+        return problems(outcome)
+    if "Traceback" in outcome.stderr:
+        return [f"traceback: {outcome.stderr.strip().splitlines()[-1][:200]}"]
+    if out is None or not out.is_file():
+        return ["exit 0 without the --out file"]
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out).to_pandas()
+    feasible = rows[rows["feasible"]]
+    times = feasible[[c for c in rows.columns if c.endswith("_s") and c != "other_s"]]
+    bad = ~np.isfinite(times.to_numpy()) | (times.to_numpy() < 0)
+    return [f"{int(bad.sum())} feasible times not finite or negative"] if bad.any() else []
+
+
+def test_fuzz_sweep(tmp_path: Path) -> None:
+    """`tierwise sweep` with hostile --vary specs and options: rows that make sense, or one line."""
+    failures = []
+    for index in range(SWEEP_CASES):
+        work = tmp_path / f"sweep{index}"
+        work.mkdir()
+        args = [a.replace("{dir}", str(work)) for a in make_sweep_case(index, SEED)]
+        out = Path(args[args.index("--out") + 1]) if "--out" in args else None
+        outcome = run_forked(args, work, TIME_LIMIT_S * 2)
+        found = sweep_problems(outcome, out)
+        if outcome.code == 2 and len(outcome.stderr.splitlines()) != 1:
+            found.append(f"{len(outcome.stderr.splitlines())} stderr lines")
+        if found:
+            failures.append(f"sweep case {index} {[a[:60] for a in args[2:]]}: {found}")
+    assert not failures, f"{len(failures)} of {SWEEP_CASES} broke:\n" + "\n".join(failures[:20])

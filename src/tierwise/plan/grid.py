@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, clip
 from tierwise.scenario.loader import apply_set, validate
 from tierwise.scenario.schema import Scenario
 
@@ -95,16 +95,21 @@ def _spec(key: str, spec: str) -> tuple[list[str], np.ndarray | None]:
         texts = [t.strip() for t in spec.split(",")]
         if not spec.strip() or "" in texts:
             raise ScenarioError(
-                f"--vary {key}={spec}: expected a..b UNIT:N, a..b UNIT:log:N or a comma list",
-                path=key,
+                f"--vary {clip(f'{key}={spec}', 60)}: expected a..b UNIT:N, a..b UNIT:log:N "
+                "or a comma list",
+                path=clip(key, 80),
             )
         return texts, None
-    a, b, n = float(m["a"]), float(m["b"]), int(m["n"])
+    where = f"--vary {clip(f'{key}={spec}', 60)}"
+    a, b = float(m["a"]), float(m["b"])
+    n = int(m["n"]) if len(m["n"]) <= 9 else MAX_AXIS_VALUES + 1  # no 5,000-digit int()
     if not 1 <= n <= MAX_AXIS_VALUES:
-        raise ScenarioError(f"--vary {key}={spec}: expected 1 to 1,000,000 values", path=key)
+        raise ScenarioError(f"{where}: expected 1 to 1,000,000 values", path=clip(key, 80))
+    if not (math.isfinite(a) and math.isfinite(b)):
+        raise ScenarioError(f"{where}: the range's ends must be finite", path=clip(key, 80))
     if m["log"]:
         if a <= 0 or b <= 0:
-            raise ScenarioError(f"--vary {key}={spec}: a log range needs a, b > 0", path=key)
+            raise ScenarioError(f"{where}: a log range needs a, b > 0", path=clip(key, 80))
         grid = np.geomspace(a, b, n)
     else:
         grid = np.linspace(a, b, n)
@@ -134,9 +139,13 @@ def parse_axes(base: Base, vary: Iterable[str]) -> list[Axis]:
         key, eq, spec = item.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise ScenarioError(f"--vary expects key.path=SPEC, got {item!r}", source=base.source)
+            raise ScenarioError(
+                f"--vary expects key.path=SPEC, got {clip(repr(item), 60)}", source=base.source
+            )
         if any(a.key == key for a in axes):
-            raise ScenarioError(f"--vary names {key} twice", source=base.source, path=key)
+            raise ScenarioError(
+                f"--vary names {clip(key, 80)} twice", source=base.source, path=clip(key, 80)
+            )
         texts, numbers = _spec(key, spec.strip())
         points = grid_size(axes) * len(texts)
         if points > MAX_GRID_POINTS:  # before validating a million values of a hopeless grid
@@ -180,12 +189,13 @@ def _checked(base: Base, key: str, text: str, spec: str) -> Scenario:
     try:
         return base.scenario([f"{key}={text}"])
     except ScenarioError as exc:
-        detail = exc.detail.replace(f"(from --set {key}={text})", "").rstrip()
+        detail = re.sub(r" \(from --set [^)]*\)$", "", exc.detail.rstrip())
         detail = detail.removeprefix("--set ")
+        given = clip(f"{key}={spec}", 60)
         raise ScenarioError(
-            f"{detail} (value {text!r} from --vary {key}={spec})",
+            f"{clip(detail, 160)} (value {clip(repr(text))} from --vary {given})",
             source=base.source,
-            path=exc.path or key,
+            path=exc.path or clip(key, 80),
         ) from None
 
 

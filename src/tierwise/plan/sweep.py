@@ -445,6 +445,11 @@ class SweepRun:
         return bool(self._sim_site)
 
     def _split(self) -> tuple[list[int], list[int]]:
+        """(outer axes, re-resolved per value; inner axes, chunked). When every point is
+        simulated all axes are inner: Dask tasks then hold ``point_chunk`` points each
+        wherever they lie in the grid, not the few of one outer combination."""
+        if self._always_simulated():
+            return [], list(range(len(self.axes)))
         outer = [i for i, a in enumerate(self.axes) if not (is_vector_key(a.key) and a.numeric)]
         return outer, [i for i in range(len(self.axes)) if i not in outer]
 
