@@ -1,16 +1,21 @@
 """Simulated sweep on Dask: 2 local worker processes against 1, side by side (issue 12).
 
-    python benchmarks/sweep_dask.py            # 200 simulated points
+    python benchmarks/sweep_dask.py            # 200 simulated points, 3 rounds
 
 Each point plans the bundled sim-sweep scenario with its cloud site simulated packet
-by packet (``runs`` seeds). Both clusters run the same grid in one go; the rows must
-agree exactly (seeds depend on run and round only), and the ratio of wall times is
-the speed-up.
+by packet (``runs`` seeds). Both clusters are started and warmed once (imports and a
+first simulation), then run the same grid in turn, 1 → 2 → 1 workers per round; the
+rows must agree exactly (seeds depend on run and round only), and the ratio of wall
+times is the speed-up. ``cores used`` (worker CPU over wall time) says how much of
+the machine the workers actually got: on a shared machine it, not the code, caps it.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import statistics
 import time
 from pathlib import Path
 
@@ -36,41 +41,57 @@ def _warm() -> None:
     plan_file(SIM)
 
 
-def timed(workers: int, axes: list[str], runs: int) -> tuple[float, float, object]:
-    """(wall s, worker CPU s) of the sweep on a fresh local cluster of ``workers`` processes."""
-    with (
-        LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        client.run(_warm)  # imports and a first simulation: both clusters start warm
-        cpu0, here0 = sum(client.run(_cpu_s).values()), time.process_time()
-        start = time.perf_counter()
-        frame = sweep(SIM, axes, [f"site.cloud.runs={runs}"], client=client)
-        wall = time.perf_counter() - start
-        here = time.process_time() - here0
-        print(f"  {workers} worker(s): {wall:.2f} s wall, this process {here:.2f} s CPU")
-        return wall, sum(client.run(_cpu_s).values()) - cpu0, frame
+def timed(client: Client, axes: list[str], runs: int) -> tuple[float, float, object]:
+    """(wall s, worker CPU s, rows) of one sweep on ``client``'s warm cluster."""
+    cpu0 = sum(client.run(_cpu_s).values())
+    start = time.perf_counter()
+    frame = sweep(SIM, axes, [f"site.cloud.runs={runs}"], client=client)
+    wall = time.perf_counter() - start
+    return wall, sum(client.run(_cpu_s).values()) - cpu0, frame
+
+
+def cluster(workers: int) -> tuple[LocalCluster, Client]:
+    """A local cluster of ``workers`` single-threaded processes, warmed up."""
+    c = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+    )
+    client = Client(c)
+    client.run(_warm)  # imports and a first simulation: both clusters start warm
+    return c, client
 
 
 def main() -> None:
-    """Run 1 worker, then 2, then 1 again; report the best of each."""
+    """1 worker, 2 workers, 1 worker again, ``--repeat`` times on the same warm clusters."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=200)
     ap.add_argument("--runs", type=int, default=8, help="seeds per point")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of 1 → 2 → 1 workers")
     args = ap.parse_args()
     axes = [f"site.cloud.loss=0..0.1:{args.points // 2}", "site.cloud.rtt=50 ms,150 ms"]
-    one_a, cpu_1, frame_1 = timed(1, axes, args.runs)
-    two, cpu_2, frame_2 = timed(2, axes, args.runs)
-    one_b, _, _ = timed(1, axes, args.runs)
-    assert frame_1["time_s"].equals(frame_2["time_s"]), "rows differ between clusters"
-    one = min(one_a, one_b)
-    print(f"{args.points} simulated points × {args.runs} seeds")
-    print(f"1 worker: {one_a:.2f} s, {one_b:.2f} s wall; 2 workers: {two:.2f} s wall")
-    print(f"speed-up: {one / two:.2f}×")
-    # cores the workers actually got: CPU seconds over wall seconds (2.0 = two whole cores)
-    print(f"cores used: 1 worker {cpu_1 / one_a:.2f}, 2 workers {cpu_2 / two:.2f}")
+    (c1, one), (c2, two) = cluster(1), cluster(2)
+    print(f"{args.points} simulated points × {args.runs} seeds; load {os.getloadavg()[0]:.1f}")
+    ratios = []
+    try:
+        for r in range(args.repeat):
+            one_a, cpu_a, frame_1 = timed(one, axes, args.runs)
+            two_s, cpu_2, frame_2 = timed(two, axes, args.runs)
+            one_b, cpu_b, _ = timed(one, axes, args.runs)
+            assert frame_1["time_s"].equals(frame_2["time_s"]), "rows differ between clusters"
+            ratios.append(min(one_a, one_b) / two_s)
+            # cores the workers actually got: CPU seconds over wall seconds (2.0 = two cores)
+            print(
+                f"round {r + 1}: 1 worker {one_a:.2f} s, {one_b:.2f} s; 2 workers {two_s:.2f} s;"
+                f" speed-up {ratios[-1]:.2f}×; cores used: 1 worker "
+                f"{(cpu_a + cpu_b) / (one_a + one_b):.2f}, 2 workers {cpu_2 / two_s:.2f}"
+            )
+    finally:
+        for obj in (one, two, c1, c2):
+            obj.close()
+    print(f"speed-up: median {statistics.median(ratios):.2f}×, best {max(ratios):.2f}×")
 
 
 if __name__ == "__main__":
