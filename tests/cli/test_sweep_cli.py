@@ -68,3 +68,39 @@ def test_bad_vary_is_one_line_and_exit_2(cli, tmp_path, vary, needle):
     assert len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
     assert not out.exists()
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    """A terminal gets a rich progress bar on stderr; a pipe gets nothing but the summary."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-c", "from tierwise.cli import main; main()", "sweep", DEPLOYMENT]
+    args += [
+        "--vary",
+        "site.cloud.uplink=1..100 Mbit/s:log:400",
+        "--vary",
+        "task.rounds=1..500:500",
+    ]
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "120"}
+    tty = subprocess.run(args, capture_output=True, text=True, env={**env, "FORCE_COLOR": "1"})
+    assert tty.returncode == 0 and "sweep points" in tty.stderr and "/50000" in tty.stderr
+    pipe = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert pipe.returncode == 0 and pipe.stderr == "" and "sweep of 50,000 points" in pipe.stdout
+
+
+def test_map_flag_draws_the_chosen_axes(cli, tmp_path):
+    """--map KEY,KEY puts those two keys on the page's choice map, with the planner's lines."""
+    page = tmp_path / "m.html"
+    r = cli(
+        "sweep", DEPLOYMENT, "--vary", "task.rounds=5,20,60",
+        "--vary", "site.cloud.rtt=20 ms,200 ms", "--vary", "site.cloud.uplink=1..100 Mbit/s:log:12",
+        "--html", str(page), "--map", "site.cloud.rtt,site.cloud.uplink",
+    )  # fmt: skip
+    assert r.code == 0, r.stderr
+    text = page.read_text()
+    data = json.loads(
+        text.split('<script id="data" type="application/json">')[1].split("</script>")[0]
+    )
+    assert [a["key"] for a in data["axes"]][:2] == ["site.cloud.rtt", "site.cloud.uplink"]
+    assert data["lines"]["axis"] == "y" and data["lines"]["crossings"]

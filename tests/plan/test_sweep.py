@@ -194,3 +194,45 @@ def test_priced_sweep_matches_plan_file(point, tmp_path_factory):
     if not path.exists():
         path.write_text(PRICED)
     _check_point(str(path), PRICED_AXES, point)
+
+
+def test_python_api_returns_a_dataframe_with_the_metadata():
+    """tierwise.sweep() from a notebook: a pandas DataFrame, one row per point and site."""
+    import hashlib
+
+    import pandas as pd
+
+    import tierwise
+
+    frame = tierwise.sweep(
+        DEPLOYMENT, {"task.rounds": "5,10,20,40", "site.cloud.rtt": "20 ms,90 ms"}
+    )
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 4 * 2 * 3
+    assert set(frame["site"].astype(str)) == {"phone", "workstation", "cloud"}
+    digest = hashlib.sha256(open(DEPLOYMENT, "rb").read()).hexdigest()
+    assert frame.attrs["scenario_sha256"] == digest
+    assert frame.attrs["tierwise_version"] and "tierwise.sweep(" in frame.attrs["command"]
+    assert frame.groupby("point")["chosen"].sum().max() == 1
+
+
+def test_memory_is_bounded_by_the_chunk():
+    """The rows come chunk by chunk: no table holds more than one chunk's points."""
+    from tierwise.plan.sweep_table import tables
+
+    run = open_sweep(
+        DEPLOYMENT, ["site.cloud.uplink=1..100 Mbit/s:log:100", "task.rounds=1..50:50"]
+    )
+    run.chunk_points = 700
+    sizes = [t.num_rows for t in tables(run)]
+    assert len(sizes) == 8 and max(sizes) == 700 * 3 and sum(sizes) == 5000 * 3
+
+
+def test_grid_limits_are_refused_before_any_work():
+    """A grid over the limits is refused naming the limit, before a value is evaluated."""
+    with pytest.raises(ScenarioError, match="10,000,000"):
+        open_sweep(
+            DEPLOYMENT, ["site.cloud.uplink=1..9 Mbit/s:4000", "site.cloud.rtt=1..9 ms:4000"]
+        )
+    sim = str(Path(__file__).parent / "data" / "sim-sweep.toml")
+    with pytest.raises(ScenarioError, match="simulated seeds"):
+        open_sweep(sim, ["site.cloud.loss=0..0.1:1000"], ["site.cloud.runs=1000"])
