@@ -76,12 +76,8 @@ def test_progress_bar_on_a_terminal(tmp_path):
     import sys
 
     args = [sys.executable, "-c", "from tierwise.cli import main; main()", "sweep", DEPLOYMENT]
-    args += [
-        "--vary",
-        "site.cloud.uplink=1..100 Mbit/s:log:400",
-        "--vary",
-        "task.rounds=1..500:500",
-    ]
+    args += ["--vary", "site.cloud.uplink=1..100 Mbit/s:log:200"]
+    args += ["--vary", "task.rounds=1..250:250"]
     env = {"PATH": "/usr/bin:/bin", "COLUMNS": "120"}
     tty = subprocess.run(args, capture_output=True, text=True, env={**env, "FORCE_COLOR": "1"})
     assert tty.returncode == 0 and "sweep points" in tty.stderr and "/50000" in tty.stderr
