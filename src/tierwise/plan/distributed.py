@@ -8,6 +8,7 @@ core, or on a remote ``dask.distributed`` cluster given by its scheduler address
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,13 +41,17 @@ def dask_client(
         with client:
             yield client
         return
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=processes,
-        dashboard_address=None,
-        silence_logs=50,
-    )
+    with warnings.catch_warnings():
+        # the scheduler's HTTP routes move off a busy :8787 on their own; no dashboard is
+        # started, so the warning says nothing the user can act on
+        warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=processes,
+            dashboard_address=None,
+            silence_logs=50,
+        )
     with cluster, Client(cluster) as client:
         yield client
 
