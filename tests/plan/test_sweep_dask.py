@@ -58,3 +58,30 @@ def test_cli_runs_a_simulated_sweep_on_a_given_scheduler(cli, client, tmp_path):
     p = plan_file(SIM, ["site.cloud.loss=0.05", "site.cloud.runs=3"])
     cloud = table[(table["point"] == 1) & (table["site"] == "cloud")]
     assert cloud["time_s"].item() == p.option("cloud").time_s
+
+
+MC = """
+[variability]
+trials = 500
+seed = 3
+[variability.site.cloud]
+uplink = { dist = "lognormal", median = "6.4 Mbit/s", sigma = 0.3 }
+"""
+
+
+def test_monte_carlo_sweep_runs_on_dask_with_the_planners_p99(client, tmp_path):
+    """[variability] points run as Dask tasks; each row's p99 is the planner's Monte Carlo p99."""
+    from tierwise.plan.distributed import needs_dask
+    from tierwise.scenario.loader import bundled_example, load_scenario
+
+    path = tmp_path / "mc.toml"
+    path.write_text(bundled_example("deployment").read_text() + MC)
+    assert needs_dask(load_scenario(path))
+    axes = ["task.rounds=10,20", "site.cloud.rtt=100 ms,300 ms"]
+    on_dask, local = sweep(path, axes, client=client), sweep(path, axes)
+    assert on_dask[COLUMNS].equals(local[COLUMNS])
+    assert "Monte Carlo" in on_dask.attrs["notes"]
+    p = plan_file(path, ["task.rounds=20", "site.cloud.rtt=300 ms"])
+    cloud = on_dask[(on_dask["point"] == 3) & (on_dask["site"] == "cloud")]
+    assert cloud["time_p99_s"].item() == p.monte_carlo["sites"]["cloud"]["p99_s"]
+    assert cloud["time_p99_s"].item() > cloud["time_s"].item()

@@ -57,5 +57,5 @@ def dask_client(
 
 
 def needs_dask(scn: Any) -> bool:
-    """Whether a scenario has a simulated remote site (worth a cluster)."""
-    return any(s.remote and s.evaluate == "sim" for s in scn.site)
+    """Whether a scenario's points are simulated or run a Monte Carlo (worth a cluster)."""
+    return scn.variability is not None or any(s.remote and s.evaluate == "sim" for s in scn.site)

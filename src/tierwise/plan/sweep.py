@@ -82,8 +82,8 @@ def vector_blocker(scn: Scenario) -> str | None:
         return "chunked requests"
     if task.disconnect is not None:
         return "a disconnect ([task.disconnect])"
-    if scn.variability is not None and scn.decision.probability is not None:
-        return "a Monte Carlo choice ([variability] with decision.probability)"
+    if scn.variability is not None:
+        return "a Monte Carlo ([variability]: its p99 and odds per point)"
     for s in scn.site:
         if s.remote and s.evaluate == "sim":
             return f'site {s.name} (evaluate = "sim")'
@@ -307,10 +307,15 @@ def block_of_plans(plans: Sequence[Any], points: np.ndarray) -> Block:
         e = o.energy_j
         return np.nan if e is None else float(e[end] if isinstance(e, list) else e)
 
+    def p99(p: Any, o: Any) -> float:
+        """The Monte Carlo's p99 where a [variability] ran, else the option's own."""
+        mc = (p.monte_carlo or {}).get("sites", {}).get(o.site, {})
+        return mc.get("p99_s", o.extra.get("time_p99_s", o.time_s))
+
     block = Block(
         points,
         grid(lambda o: o.time_s),
-        grid(lambda o: o.extra.get("time_p99_s", o.time_s)),
+        np.array([[p99(p, o) for o in p.options] for p in plans], dtype=float).T,
         grid(lambda o: energy(o, 1)),
         grid(lambda o: energy(o, 0)),
         grid(lambda o: o.feasible).astype(bool),
