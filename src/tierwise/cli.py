@@ -462,10 +462,13 @@ def sweep(
     ):
         _check_output(path, option, suffixes)
     set_ = list(set_ or [])
+    sims: list[str] = []
     if runs is not None:
         sims = [s.name for s in Base.load(file, set_).scenario().site if s.evaluate == "sim"]
         set_ += [f"site.{name}.runs={runs}" for name in sims]
     run = open_sweep(file, vary, set_, extra or [])  # every value checked first
+    if runs is not None and not sims:
+        run.notes.append('--runs has no effect: no site has evaluate = "sim"')
     if page is not None:
         from tierwise.report.html import map_axes
 

@@ -100,3 +100,10 @@ def test_map_flag_draws_the_chosen_axes(cli, tmp_path):
     )
     assert [a["key"] for a in data["axes"]][:2] == ["site.cloud.rtt", "site.cloud.uplink"]
     assert data["lines"]["axis"] == "y" and data["lines"]["crossings"]
+
+
+def test_runs_without_a_simulated_site_says_it_has_no_effect(cli):
+    """--runs on a scenario with no simulated site is not silently ignored: the summary says so."""
+    r = cli("sweep", DEPLOYMENT, "--vary", "task.rounds=5,10", "--runs", "50")
+    assert r.code == 0, r.stderr
+    assert "--runs has no effect" in r.stdout
