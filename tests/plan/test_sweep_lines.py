@@ -96,3 +96,13 @@ def test_map_over_any_two_keys():
     assert data["lines"]["axis"] == "y" and data["lines"]["crossings"]
     with pytest.raises(ScenarioError, match="--map"):
         sweep_data(frame, run, ["task.rounds", "task.nosuch"])
+
+
+def test_simulated_scenarios_get_no_lines_and_a_note():
+    """A simulated site would be re-simulated per map row: no lines, and the note says why."""
+    from pathlib import Path
+
+    sim = str(Path(__file__).parent / "data" / "sim-sweep.toml")
+    run = open_sweep(sim, ["site.edge.uplink=1..50 Mbit/s:log:3", "site.cloud.rtt=50 ms,150 ms"])
+    lines = threshold_lines(run, np.zeros(run.shape, dtype=int), [0, 1])
+    assert lines.axis is None and "simulated" in lines.note

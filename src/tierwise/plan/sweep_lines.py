@@ -46,12 +46,18 @@ class Lines:
 def search_axis(run: Any, map_axes: Sequence[int]) -> tuple[int | None, str | None]:
     """(the map axis the planner can search, or None with the reason)."""
     scn = run.base.scenario()
+    simulated = [s.name for s in scn.site if s.remote and s.evaluate == "sim"]
+    if simulated:  # each search would re-simulate that site for every row of the map
+        return None, (
+            f"no threshold lines: site {simulated[0]} is simulated, and the planner's flip "
+            "search uses the closed forms"
+        )
     for i in map_axes:
         m = _UPLINK.match(run.axes[i].key)
         if m is None or not run.axes[i].numeric:
             continue
         site = scn.site_named(m[1])
-        if site.remote and site.evaluate != "sim":
+        if site.remote:
             return i, None
     return None, (
         "no threshold lines: the planner's flip search varies a remote, closed-form "
