@@ -12,7 +12,7 @@ ratio is ours over theirs, in CPU time per data packet.
 
 Two CUBIC flows and CUBIC against BBR, ours against ns-3 on goodput shares:
 
-    python benchmarks/sim_flows.py --shares [--seconds 120]
+    python benchmarks/sim_flows.py --shares [--plot docs/img]
 """
 
 from __future__ import annotations
@@ -79,22 +79,66 @@ def speed(n: int, seconds: float, repeat: int) -> None:
                 bar.advance(task)
 
 
-def shares(seconds: float) -> None:
+# (controllers, seconds, queue packets): the share cross-checks, one-BDP queue = 205
+SHARE_CASES = [
+    (("cubic", "cubic"), 30.0, 205),
+    (("cubic", "cubic"), 120.0, 205),
+    (("cubic", "bbr"), 30.0, 205),
+    (("cubic", "bbr"), 60.0, 1025),
+]
+
+
+def shares(plot: Path | None) -> None:
     """Goodput shares of two CUBIC flows and of CUBIC against BBR, ours and ns-3's."""
-    for pair in (("cubic", "cubic"), ("cubic", "bbr")):
-        flows = [(cc, 0.0, seconds) for cc in pair]
-        r, _ = ours(20.0, 205, flows)
-        line = " / ".join(f"{f['share']:.3f}" for f in r["flows"])
-        print(f"{pair[0]} vs {pair[1]}, {seconds:g} s: tierwise.sim shares {line}", end="")
-        if available():
-            t, _ = theirs(20.0, 205, flows)
-            total = sum(f["goodput_bytes_per_s"] for f in t["flows"])
-            print(
-                "; ns-3 "
-                + " / ".join(f"{f['goodput_bytes_per_s'] / total:.3f}" for f in t["flows"])
-            )
-        else:
-            print()
+    rows = []
+    with Progress(transient=True) as bar:
+        task = bar.add_task("share cases", total=len(SHARE_CASES))
+        for pair, seconds, queue in SHARE_CASES:
+            flows = [(cc, 0.0, seconds) for cc in pair]
+            r, _ = ours(20.0, queue, flows)
+            mine = [f["share"] for f in r["flows"]]
+            peer = None
+            if available():
+                t, _ = theirs(20.0, queue, flows)
+                total = sum(f["goodput_bytes_per_s"] for f in t["flows"]) or 1.0
+                peer = [f["goodput_bytes_per_s"] / total for f in t["flows"]]
+            rows.append((pair, seconds, queue, mine, peer))
+            bar.advance(task)
+    for pair, seconds, queue, mine, peer in rows:
+        theirs_text = " / ".join(f"{x:.3f}" for x in peer) if peer else "n/a"
+        gap = f"{max(abs(a - b) for a, b in zip(mine, peer, strict=True)):.3f}" if peer else ""
+        print(
+            f"| {' + '.join(c.upper() for c in pair)} | {seconds:g} s | {queue:,} | "
+            f"{' / '.join(f'{x:.3f}' for x in mine)} | {theirs_text} | {gap} |"
+        )
+    if plot is not None:
+        _share_figure(rows, plot)
+
+
+def _share_figure(rows: list, folder: Path) -> None:
+    """The second flow's share, ours beside ns-3's, per case (PNG and SVG)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    labels = [f"{p[0]} + {p[1]}\n{s:g} s, queue {q:,}" for p, s, q, _, _ in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [m[1] for *_, m, _ in rows], 0.4, label="tierwise.sim")
+    ax.bar([i + 0.2 for i in x], [p[1] if p else 0 for *_, p in rows], 0.4, label="ns-3 3.37")
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(list(x), labels, fontsize="small")
+    ax.set_ylabel("second flow's goodput share")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    folder.mkdir(parents=True, exist_ok=True)
+    for suffix in ("png", "svg"):
+        fig.savefig(
+            folder / f"flows-ns3.{suffix}",
+            dpi=150,
+            metadata={"Date": None} if suffix == "svg" else {},
+        )
 
 
 def main() -> None:
@@ -103,6 +147,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--shares", action="store_true", help="the ns-3 share cross-check instead")
+    ap.add_argument("--plot", type=Path, help="with --shares: save flows-ns3.png/.svg here")
     ap.add_argument("--profile", action="store_true", help="cProfile one run of ours")
     a = ap.parse_args()
     if a.profile:
@@ -114,7 +159,7 @@ def main() -> None:
         prof.runcall(ours, 100.0, 1023, flows)
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     elif a.shares:
-        shares(a.seconds)
+        shares(a.plot)
     else:
         speed(a.flows, a.seconds, a.repeat)
 

@@ -317,13 +317,16 @@ _FIRST_FLOW = 'cc = "cubic"\nstart = "0 s"\nduration = "20 s"'
         ([], FLOWS.replace('cc = "bbr"', 'cc = "bbr"\ntransport = "relay"'), ["omit cc"]),
         ([], FLOWS.replace('start = "5 s"', 'start = "-5 s"'), ["flow.2.start"]),
         ([], FLOWS.replace('duration = "15 s"', 'duration = "0 s"'), ["flow.2", "> 0"]),
+        ([], FLOWS.replace("seed = 1", 'seed = 1\nuntil = "10 s"'), ["flow.0", "run.until"]),
         ([], FLOWS.replace('duration = "15 s"', 'duratoin = "15 s"'), ["did you mean"]),
         ([], FLOWS + "\n[[flow]]\nsize = '1 MB'\n" * 1025, ["flow", "1024"]),
         ([], FLOWS + '[workload]\nupload = "1 MB"\n', ["not both"]),
         ([], FLOWS.replace("[[flow]]", "[[flw]]"), ["did you mean 'flow'?"]),
         (
             [],
-            FLOWS.replace('duration = "15 s"', 'duration = "1e9 s"'),
+            FLOWS.replace('duration = "15 s"', 'duration = "1e8 s"').replace(
+                "seed = 1", 'seed = 1\nuntil = "1e9 s"'
+            ),
             ["packets", "--max-packets"],
         ),
         (["--trace", "t.csv"], FLOWS, ["--trace", "flows"]),
@@ -342,6 +345,7 @@ _FIRST_FLOW = 'cc = "cubic"\nstart = "0 s"\nduration = "20 s"'
         "relay with cc",
         "negative start",
         "zero duration",
+        "flow past run.until",
         "misspelt key",
         "too many flows",
         "workload and flows",

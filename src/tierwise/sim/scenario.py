@@ -375,6 +375,13 @@ class SimFile(_Strict):
             raise ValueError("give a [workload] table or [[flow]] tables, not both")
         if self.workload is None and not self.flow:
             raise ValueError("missing [workload] (or [[flow]] tables for competing flows)")
+        for i, f in enumerate(self.flow):
+            end_s = f.start + (f.duration or 0.0)
+            if end_s >= self.run.until:
+                raise ValueError(
+                    f"flow.{i} runs to {end_s:g} s, not before run.until = {self.run.until:g} s; "
+                    f"raise run.until or end the flow sooner"
+                )
         return self
 
 
@@ -392,6 +399,6 @@ def load_sim(path: str | Path) -> SimFile:
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = unknown_key(err["loc"][-1], keys_at(SimFile, tuple(err["loc"])))
-        elif "input" in err and err["type"] != "missing":
+        elif "input" in err and err["type"] != "missing" and err["loc"]:
             msg = f"{msg} (got {shown(err['input'])})"
         raise ScenarioError(msg, source=source, path=loc or None) from None
