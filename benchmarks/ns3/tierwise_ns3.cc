@@ -470,6 +470,8 @@ struct FlowRun
     double duration = 0;
     uint64_t rxBytes = 0;
     uint64_t rxAtEnd = 0;
+    uint64_t recoveries = 0; // CA_RECOVERY entries of the sender
+    uint64_t timeouts = 0;   // CA_LOSS entries (RTO expiries) of the sender
 };
 
 std::vector<FlowRun> g_flows;
@@ -479,6 +481,29 @@ void
 FlowSinkRx(uint32_t i, Ptr<const Packet> p, const Address&)
 {
     g_flows[i].rxBytes += p->GetSize();
+}
+
+void
+FlowCongState(uint32_t i, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t n)
+{
+    if (n == TcpSocketState::CA_RECOVERY)
+    {
+        g_flows[i].recoveries++;
+    }
+    else if (n == TcpSocketState::CA_LOSS)
+    {
+        g_flows[i].timeouts++;
+    }
+}
+
+void
+HookFlowSocket(uint32_t i, Ptr<BulkSendApplication> app)
+{
+    Ptr<TcpSocketBase> t = DynamicCast<TcpSocketBase>(app->GetSocket());
+    if (t)
+    {
+        t->TraceConnectWithoutContext("CongState", MakeBoundCallback(&FlowCongState, i));
+    }
 }
 
 void
@@ -601,6 +626,10 @@ RunFlows(std::chrono::steady_clock::time_point t0,
         ra.Start(Seconds(0.0));
         ra.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&FlowSinkRx, i));
         Simulator::Schedule(Seconds(f.start + f.duration), &FlowEnd, i);
+        Simulator::Schedule(Seconds(f.start) + NanoSeconds(1),
+                            &HookFlowSocket,
+                            i,
+                            DynamicCast<BulkSendApplication>(sa.Get(0)));
         stop = std::max(stop, f.start + f.duration);
     }
     Simulator::Stop(Seconds(stop) + NanoSeconds(1));
@@ -620,7 +649,8 @@ RunFlows(std::chrono::steady_clock::time_point t0,
         const FlowRun& f = g_flows[i];
         o << (i ? ", " : "") << "{\"cc\": " << JsonStr(f.cc) << ", \"start_s\": " << f.start
           << ", \"duration_s\": " << f.duration << ", \"delivered_bytes\": " << f.rxAtEnd
-          << ", \"goodput_bytes_per_s\": " << Json(f.rxAtEnd / f.duration) << "}";
+          << ", \"goodput_bytes_per_s\": " << Json(f.rxAtEnd / f.duration)
+          << ", \"fast_recoveries\": " << f.recoveries << ", \"timeouts\": " << f.timeouts << "}";
     }
     o << "], \"bottleneck_data_packets\": " << g_bottleneckData << ", \"events\": " << events
       << ", \"wall_s\": " << Json(std::chrono::duration<double>(t2 - t1).count())

@@ -222,6 +222,7 @@ def _summary(flows: list[FlowSpec], state: list[_Flow], until: float) -> dict[st
                 "goodput_bytes_per_s": st.delivered / active_s,
                 **_delays(st.meter.waits_s),
                 "retransmissions": _retransmissions(st.end),
+                "timeouts": 0 if isinstance(st.end, RelayEnd) else st.end.sender.stats.rtos,
             }
         )
     goodputs = [r["goodput_bytes_per_s"] for r in rows]
