@@ -6,6 +6,8 @@
 // Modes
 //   bulk     BulkSendApplication (node 0) -> PacketSink (node 1), size bytes.
 //            Completion = time the sink has received all bytes.
+//   flows    competing bulk flows over one bottleneck (a dumbbell, one sender
+//            node per flow; see RunFlows): per-flow goodput over its duration.
 //   reqresp  §12.3.2-style request/response on one connection: the client
 //            (node 0) uploads size bytes over the "up" link, the server
 //            (node 1) waits proc seconds after the last byte arrives, then
@@ -26,6 +28,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 using namespace ns3;
 
@@ -450,6 +453,212 @@ ModeAck(int dir)
     return best;
 }
 
+
+// ---------------------------------------------------------------- flows --
+// mode=flows: a dumbbell.  One sender node per flow, each on its own access
+// link (10 Gbit/s, no delay, a queue that never fills) into router R1; the
+// bottleneck R1 -> R2 at --rate with --delayMs and the --queue DropTail queue
+// (the only queue that ever holds packets); R2 -> one sink node with a port
+// per flow.  ACKs return the same way.  Each flow is "cc:start_s:duration_s"
+// in --flows, comma separated; it runs a BulkSendApplication with no size
+// limit from start to start + duration.  Per flow: bytes received by its
+// sink at its end time, and goodput over its duration.
+struct FlowRun
+{
+    std::string cc;
+    double start = 0;
+    double duration = 0;
+    uint64_t rxBytes = 0;
+    uint64_t rxAtEnd = 0;
+    uint64_t recoveries = 0; // CA_RECOVERY entries of the sender
+    uint64_t timeouts = 0;   // CA_LOSS entries (RTO expiries) of the sender
+};
+
+std::vector<FlowRun> g_flows;
+uint64_t g_bottleneckData = 0;
+
+void
+FlowSinkRx(uint32_t i, Ptr<const Packet> p, const Address&)
+{
+    g_flows[i].rxBytes += p->GetSize();
+}
+
+void
+FlowCongState(uint32_t i, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t n)
+{
+    if (n == TcpSocketState::CA_RECOVERY)
+    {
+        g_flows[i].recoveries++;
+    }
+    else if (n == TcpSocketState::CA_LOSS)
+    {
+        g_flows[i].timeouts++;
+    }
+}
+
+void
+HookFlowSocket(uint32_t i, Ptr<BulkSendApplication> app)
+{
+    Ptr<TcpSocketBase> t = DynamicCast<TcpSocketBase>(app->GetSocket());
+    if (t)
+    {
+        t->TraceConnectWithoutContext("CongState", MakeBoundCallback(&FlowCongState, i));
+    }
+}
+
+void
+FlowEnd(uint32_t i)
+{
+    g_flows[i].rxAtEnd = g_flows[i].rxBytes;
+}
+
+void
+BottleneckTx(Ptr<const Packet> p)
+{
+    if (p->GetSize() > 200)
+    {
+        g_bottleneckData++; // a data segment (ACKs are 54-66 B on the wire)
+    }
+}
+
+bool
+ParseFlows(const std::string& spec)
+{
+    std::stringstream all(spec);
+    std::string item;
+    while (std::getline(all, item, ','))
+    {
+        FlowRun f;
+        std::stringstream one(item);
+        std::string start, duration;
+        if (!std::getline(one, f.cc, ':') || !std::getline(one, start, ':') ||
+            !std::getline(one, duration, ':'))
+        {
+            return false;
+        }
+        f.start = std::stod(start);
+        f.duration = std::stod(duration);
+        if (f.start < 0 || f.duration <= 0)
+        {
+            return false;
+        }
+        g_flows.push_back(f);
+    }
+    return !g_flows.empty();
+}
+
+int
+RunFlows(std::chrono::steady_clock::time_point t0,
+         const std::string& rate,
+         double delayMs,
+         uint32_t queuePackets,
+         uint32_t sendSize)
+{
+    uint32_t n = g_flows.size();
+    NodeContainer senders, routers, sink;
+    senders.Create(n);
+    routers.Create(2);
+    sink.Create(1);
+    InternetStackHelper stack;
+    stack.Install(senders);
+    stack.Install(routers);
+    stack.Install(sink);
+
+    PointToPointHelper access;
+    access.SetDeviceAttribute("DataRate", StringValue("10Gbps"));
+    access.SetChannelAttribute("Delay", TimeValue(Seconds(0)));
+    access.SetQueue("ns3::DropTailQueue<Packet>",
+                    "MaxSize",
+                    QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, 1000000)));
+    PointToPointHelper neck;
+    neck.SetDeviceAttribute("DataRate", StringValue(rate));
+    neck.SetChannelAttribute("Delay", TimeValue(MicroSeconds(int64_t(delayMs * 1000.0 + 0.5))));
+    neck.SetQueue("ns3::DropTailQueue<Packet>",
+                  "MaxSize",
+                  QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, queuePackets)));
+
+    Ipv4AddressHelper addr;
+    TrafficControlHelper tch;
+    NetDeviceContainer bottleneck = neck.Install(routers.Get(0), routers.Get(1));
+    addr.SetBase("10.2.0.0", "255.255.255.0");
+    addr.Assign(bottleneck);
+    tch.Uninstall(bottleneck);
+    NetDeviceContainer out = access.Install(routers.Get(1), sink.Get(0));
+    addr.SetBase("10.3.0.0", "255.255.255.0");
+    Ipv4InterfaceContainer sinkIf = addr.Assign(out);
+    tch.Uninstall(out);
+    for (uint32_t i = 0; i < n; i++)
+    {
+        NetDeviceContainer d = access.Install(senders.Get(i), routers.Get(0));
+        std::ostringstream base;
+        base << "10." << (10 + i / 250) << "." << (i % 250) << ".0";
+        addr.SetBase(base.str().c_str(), "255.255.255.0");
+        addr.Assign(d);
+        tch.Uninstall(d);
+    }
+    Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    bottleneck.Get(0)->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&BottleneckTx));
+
+    double stop = 0;
+    for (uint32_t i = 0; i < n; i++)
+    {
+        FlowRun& f = g_flows[i];
+        std::string ccType = f.cc.rfind("ns3::", 0) == 0 ? f.cc : "ns3::Tcp" + f.cc;
+        TypeId tid;
+        if (!TypeId::LookupByNameFailSafe(ccType, &tid))
+        {
+            std::cerr << "error: unknown congestion control " << ccType << "\n";
+            return 2;
+        }
+        std::ostringstream path;
+        path << "/NodeList/" << senders.Get(i)->GetId() << "/$ns3::TcpL4Protocol/SocketType";
+        Config::Set(path.str(), TypeIdValue(tid));
+        uint16_t port = 5000 + i;
+        BulkSendHelper bulk("ns3::TcpSocketFactory",
+                            InetSocketAddress(sinkIf.GetAddress(1), port));
+        bulk.SetAttribute("MaxBytes", UintegerValue(0));
+        bulk.SetAttribute("SendSize", UintegerValue(sendSize));
+        ApplicationContainer sa = bulk.Install(senders.Get(i));
+        sa.Start(Seconds(f.start));
+        sa.Stop(Seconds(f.start + f.duration));
+        PacketSinkHelper ps("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
+        ApplicationContainer ra = ps.Install(sink.Get(0));
+        ra.Start(Seconds(0.0));
+        ra.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&FlowSinkRx, i));
+        Simulator::Schedule(Seconds(f.start + f.duration), &FlowEnd, i);
+        Simulator::Schedule(Seconds(f.start) + NanoSeconds(1),
+                            &HookFlowSocket,
+                            i,
+                            DynamicCast<BulkSendApplication>(sa.Get(0)));
+        stop = std::max(stop, f.start + f.duration);
+    }
+    Simulator::Stop(Seconds(stop) + NanoSeconds(1));
+    auto t1 = std::chrono::steady_clock::now();
+    Simulator::Run();
+    auto t2 = std::chrono::steady_clock::now();
+    uint64_t events = Simulator::GetEventCount();
+    Simulator::Destroy();
+    auto t3 = std::chrono::steady_clock::now();
+
+    std::ostringstream o;
+    o << "{\"tool\": \"ns-3\", \"ns3_version\": \"3.37\", \"mode\": \"flows\", "
+      << "\"rate\": " << JsonStr(rate) << ", \"one_way_delay_ms\": " << delayMs
+      << ", \"queue_packets\": " << queuePackets << ", \"flows\": [";
+    for (uint32_t i = 0; i < n; i++)
+    {
+        const FlowRun& f = g_flows[i];
+        o << (i ? ", " : "") << "{\"cc\": " << JsonStr(f.cc) << ", \"start_s\": " << f.start
+          << ", \"duration_s\": " << f.duration << ", \"delivered_bytes\": " << f.rxAtEnd
+          << ", \"goodput_bytes_per_s\": " << Json(f.rxAtEnd / f.duration)
+          << ", \"fast_recoveries\": " << f.recoveries << ", \"timeouts\": " << f.timeouts << "}";
+    }
+    o << "], \"bottleneck_data_packets\": " << g_bottleneckData << ", \"events\": " << events
+      << ", \"wall_s\": " << Json(std::chrono::duration<double>(t2 - t1).count())
+      << ", \"wall_total_s\": " << Json(std::chrono::duration<double>(t3 - t0).count()) << "}";
+    std::cout << o.str() << std::endl;
+    return 0;
+}
+
 } // namespace
 
 int
@@ -483,7 +692,9 @@ main(int argc, char* argv[])
     uint32_t padBytes = 0;
 
     CommandLine cmd(__FILE__);
-    cmd.AddValue("mode", "bulk | reqresp", mode);
+    cmd.AddValue("mode", "bulk | reqresp | flows", mode);
+    std::string flowsSpec;
+    cmd.AddValue("flows", "flows mode: cc:start_s:duration_s,... (one sender node each)", flowsSpec);
     cmd.AddValue("cc", "NewReno | Cubic | Bbr (or any ns3::Tcp* congestion op)", cc);
     cmd.AddValue("loss", "packet loss rate on node 1's receive side (data direction)", loss);
     cmd.AddValue("seed", "RngRun (RngSeed stays 1)", seed);
@@ -538,9 +749,14 @@ main(int argc, char* argv[])
     g_resp = resp;
     g_proc = proc;
     g_mode = mode;
-    if (mode != "bulk" && mode != "reqresp")
+    if (mode != "bulk" && mode != "reqresp" && mode != "flows")
     {
-        std::cerr << "error: --mode must be bulk or reqresp\n";
+        std::cerr << "error: --mode must be bulk, reqresp or flows\n";
+        return 2;
+    }
+    if (mode == "flows" && !ParseFlows(flowsSpec))
+    {
+        std::cerr << "error: --flows must be cc:start_s:duration_s[,...] with duration > 0\n";
         return 2;
     }
     if (loss < 0 || loss >= 1)
@@ -584,6 +800,11 @@ main(int argc, char* argv[])
     Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(sack));
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(timestamps));
     Config::SetDefault("ns3::TcpCubic::HyStart", BooleanValue(hystart));
+
+    if (mode == "flows")
+    {
+        return RunFlows(t0, rateUp, delayMs, queuePackets, sendSize);
+    }
 
     // ------------------------------------------------------------ topology --
     NodeContainer nodes;

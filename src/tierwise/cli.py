@@ -363,6 +363,10 @@ def sim(
         ),
     ] = 5_000_000,
     as_json: JsonOpt = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also save figures (PNG and SVG) here: [[flow]] files."),
+    ] = None,
 ) -> None:
     """Simulate a transfer packet by packet (sans-IO endpoints over simulated links)."""
     from tierwise.report.jsonout import dumps
@@ -380,9 +384,19 @@ def sim(
         sf = sf.model_copy(update={"run": sf.run.model_copy(update=changes)})
     if trace is not None and not trace.resolve().parent.is_dir():
         raise ScenarioError("no such directory for the trace", source=str(trace))
+    if plot is not None and sf.workload is not None:
+        raise ScenarioError(
+            "--plot draws competing flows; this sim file has a [workload], not [[flow]] tables",
+            source="--plot",
+        )
     result = run_sim_file(
-        sf, trace=trace is not None, progress=not as_json, max_packets=max_packets
+        sf,
+        trace=trace is not None,
+        progress=not as_json,
+        max_packets=max_packets,
+        series=plot is not None,
     )
+    saved = _sim_plot(result, plot) if plot is not None else []
     if trace is not None:
         try:
             result["trace"].write_csv(str(trace))
@@ -400,6 +414,22 @@ def sim(
             soft_wrap=True,
         )
     render_sim(out, result, str(trace) if trace else None)
+    for path in saved:
+        out.print(f"[dim]figure: {escape(str(path))}[/]", soft_wrap=True)
+
+
+def _sim_plot(result: dict[str, Any], folder: Path) -> list[Path]:
+    """Save a flows run's figures in ``folder`` and drop the time series from the result."""
+    from tierwise.report.sim_figures import sim_figures
+
+    try:
+        saved = sim_figures(result, folder)
+    except OSError as exc:
+        raise ScenarioError(
+            f"cannot write figures to {folder}: {exc.strerror or exc}", source="--plot"
+        ) from exc
+    result["first_run"].pop("series", None)
+    return saved
 
 
 MAX_WORKERS = 64  # local Dask worker processes: more only queue for the same cores

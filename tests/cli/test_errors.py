@@ -303,6 +303,66 @@ def test_bad_sim_input(args: list[str], text: str, needles: list[str], tmp_path:
     assert_one_line_error(run_cli("sim", str(path), *args), *needles)
 
 
+FLOWS = Path(str(bundled_example("deployment"))).with_name("sim-flows.toml").read_text("utf-8")
+_FIRST_FLOW = 'cc = "cubic"\nstart = "0 s"\nduration = "20 s"'
+
+
+@pytest.mark.parametrize(
+    ("args", "text", "needles"),
+    [
+        ([], FLOWS.replace(_FIRST_FLOW, 'cc = "cubic"\nstart = "0 s"'), ["flow.0", "size and"]),
+        ([], FLOWS.replace(_FIRST_FLOW, _FIRST_FLOW + '\nsize = "1 MB"'), ["flow.0", "exactly"]),
+        ([], FLOWS.replace('cc = "bbr"', 'cc = "reno2"'), ["flow.2.cc", "unknown congestion"]),
+        ([], FLOWS.replace('cc = "bbr"', 'transport = "quic"'), ["flow.2.transport", "relay"]),
+        ([], FLOWS.replace('cc = "bbr"', 'cc = "bbr"\ntransport = "relay"'), ["omit cc"]),
+        ([], FLOWS.replace('start = "5 s"', 'start = "-5 s"'), ["flow.2.start"]),
+        ([], FLOWS.replace('duration = "15 s"', 'duration = "0 s"'), ["flow.2", "> 0"]),
+        ([], FLOWS.replace("seed = 1", 'seed = 1\nuntil = "10 s"'), ["flow.0", "run.until"]),
+        ([], FLOWS.replace('duration = "15 s"', 'duratoin = "15 s"'), ["did you mean"]),
+        ([], FLOWS + "\n[[flow]]\nsize = '1 MB'\n" * 1025, ["flow", "1024"]),
+        ([], FLOWS + '[workload]\nupload = "1 MB"\n', ["not both"]),
+        ([], FLOWS.replace("[[flow]]", "[[flw]]"), ["did you mean 'flow'?"]),
+        (
+            [],
+            FLOWS.replace('duration = "15 s"', 'duration = "1e8 s"').replace(
+                "seed = 1", 'seed = 1\nuntil = "1e9 s"'
+            ),
+            ["packets", "--max-packets"],
+        ),
+        (["--trace", "t.csv"], FLOWS, ["--trace", "flows"]),
+        (["--plot", "figs"], SIM, ["--plot", "[[flow]]"]),
+        (
+            ["--trace", "t.csv"],
+            SIM.replace("[workload]", '[workload]\ntransport = "relay"'),
+            ["relay"],
+        ),
+    ],
+    ids=[
+        "neither size nor duration",
+        "both size and duration",
+        "unknown cc",
+        "unknown transport",
+        "relay with cc",
+        "negative start",
+        "zero duration",
+        "flow past run.until",
+        "misspelt key",
+        "too many flows",
+        "workload and flows",
+        "misspelt table",
+        "unbounded duration",
+        "trace of flows",
+        "plot of a request",
+        "trace of a relay request",
+    ],
+)
+def test_bad_flow_input(args: list[str], text: str, needles: list[str], tmp_path: Path) -> None:
+    """Hostile [[flow]] tables and relay transports: one line naming file and key, exit 2."""
+    path = tmp_path / "flows.toml"
+    path.write_text(text, encoding="utf-8")
+    assert_one_line_error(run_cli("sim", str(path), *args), *needles)
+
+
 @pytest.mark.parametrize(
     ("text", "needles"),
     [

@@ -217,6 +217,11 @@ def _bytes(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     return data[:at] + b"\xff" + data[at:], "0xff"
 
 
+def _plots(command: str, origin: str) -> bool:
+    """Whether this case's command takes --plot (plan, and sim on a [[flow]] file)."""
+    return command == "plan" or origin == "sim-flows.toml"
+
+
 def make_case(index: int, seed: int = 0) -> Case:
     """The case numbered ``index`` (a function of ``seed`` and ``index`` only)."""
     rng = random.Random(f"{seed}:{index}")
@@ -228,7 +233,7 @@ def make_case(index: int, seed: int = 0) -> Case:
         for _ in range(rng.choice([1, 2])):
             case.mutations.append(_scale(rng, lines, GENTLE_POWERS))
         case.data = ("\n".join(lines) + "\n").encode("utf-8")
-        case.plot = command == "plan" and rng.random() < 0.05
+        case.plot = _plots(command, origin) and rng.random() < 0.05
         return case
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         case.mutations.append(_mutation(rng)(rng, lines))
@@ -238,7 +243,7 @@ def make_case(index: int, seed: int = 0) -> Case:
         case.mutations.append(what)
     if command == "plan" and rng.random() < 0.25:
         case.sets = [_set_item(rng, text)]
-    case.plot = command == "plan" and rng.random() < 0.05
+    case.plot = _plots(command, origin) and rng.random() < 0.05
     case.data = data
     return case
 

@@ -33,3 +33,54 @@ def test_loss_free_bulk_transfer_within_two_percent(cc):
     tcp = TcpSpec(cc=cc, mss=1168, header=54, ack_bytes=54, initial_window=10)
     ours = run_request(path, tcp, 30_000_000, 0, 0.0)
     assert ours.time_s == pytest.approx(theirs["completion_from_first_data_s"], rel=0.02)
+
+
+def _shares(rows: list[dict]) -> list[float]:
+    total = sum(r["goodput_bytes_per_s"] for r in rows)
+    return [r["goodput_bytes_per_s"] / total for r in rows]
+
+
+def _flow_shares(pair: tuple[str, str], seconds: float) -> tuple[list[float], list[float]]:
+    """Goodput shares of two flows over a one-BDP queue: (ours, ns-3's)."""
+    from ns3_runner import run_ns3_flows
+
+    from tierwise.sim.flows import FlowSpec, run_flows
+
+    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=205)
+    tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
+    ours = run_flows(path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in pair])
+    theirs = run_ns3_flows([(cc, 0.0, seconds) for cc in pair], queue_packets=205)
+    return _shares(ours["flows"]), _shares(theirs["flows"])
+
+
+def test_two_cubic_flows_share_like_ns3():
+    """Two CUBIC flows, 120 s over a one-BDP queue: each share within 5 points of ns-3's."""
+    ours, theirs = _flow_shares(("cubic", "cubic"), 120.0)
+    assert ours == pytest.approx(theirs, abs=0.05)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ns-3 3.37's TcpBbr collapses after its first RTO (pacing rate to kbit/s): in a "
+    "one-BDP queue Startup's overshoot causes one, so ns-3 gives BBR ~5 %; "
+    "docs/validation.md, 'Competing flows against ns-3'",
+)
+def test_cubic_against_bbr_shares_like_ns3():
+    """CUBIC against BBR, 30 s over a one-BDP queue: each share within 5 points of ns-3's."""
+    ours, theirs = _flow_shares(("cubic", "bbr"), 30.0)
+    assert ours == pytest.approx(theirs, abs=0.05)
+
+
+def test_ns3_bbr_alone_collapses_in_a_one_bdp_queue_and_ours_does_not():
+    """The cause of the BBR gap: ns-3's BBR alone fills < 20 % of the link, ours > 90 %."""
+    from ns3_runner import run_ns3_flows
+
+    from tierwise.sim.flows import FlowSpec, run_flows
+
+    link_bytes_per_s = 20 * MBIT * 1168 / 1222
+    theirs = run_ns3_flows([("bbr", 0.0, 10.0)], queue_packets=205)["flows"][0]
+    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=205)
+    tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
+    ours = run_flows(path, tcp, [FlowSpec("bbr", 0.0, duration_s=10.0)])["flows"][0]
+    assert theirs["goodput_bytes_per_s"] < 0.2 * link_bytes_per_s
+    assert ours["goodput_bytes_per_s"] > 0.9 * link_bytes_per_s

@@ -34,9 +34,42 @@ def _s(x: float) -> str:
     return f"{x:.6f} s" if x >= 1 else format_seconds(x)
 
 
+def _render_flows(console: Console, result: dict[str, Any]) -> None:
+    """One row per competing flow, then Jain's index over their goodputs."""
+    run = result["first_run"]
+    title = (
+        f"{len(run['flows'])} competing flows — {result['runs']} run(s) from seed "
+        f"{result['seed']} (rows: first run)"
+    )
+    table = Table(title=title)
+    for col in ("flow", "cc", "start", "goodput", "share", "queue p50", "p99", "done in", "retx"):
+        table.add_column(col, justify="left" if col in ("flow", "cc") else "right")
+    for i, f in enumerate(run["flows"]):
+        done = _s(f["completion_s"]) if f["completion_s"] is not None else "—"
+        table.add_row(
+            str(i),
+            f["cc"] if f["transport"] == "tcp" else "relay",
+            format_seconds(f["start_s"]),
+            format_quantity(f["goodput_bytes_per_s"], "rate"),
+            f"{f['share']:.1%}",
+            format_seconds(f["queue_p50_s"]),
+            format_seconds(f["queue_p99_s"]),
+            done,
+            f"{f['retransmissions']:,}",
+        )
+    console.print(table)
+    jain = f"Jain's fairness index: {run['jain_index']:.4f}"
+    if result["runs"] > 1:
+        jain += f" (mean over {result['runs']} runs: {result['jain_index']:.4f})"
+    console.print(f"{jain}; {run['data_packets']:,} data packets, {run['events']:,} events")
+
+
 def render_sim(console: Console, result: dict[str, Any], trace: str | None) -> None:
     first = result["first_run"]
-    if result.get("kind", "request") != "request":
+    if result.get("kind") == "flows":
+        _render_flows(console, result)
+        return
+    if result.get("kind", "request") != "request" or result.get("transport") == "relay":
         _render_generic(console, result)
         return
     title = f"simulated request — {result['runs']} run(s) from seed {result['seed']}"

@@ -59,6 +59,8 @@ Outcome = tuple[float, dict[str, Any], Any]  # (time_s, summary, trace or None)
 def _request(sf: SimFile, seed: int, trace: bool) -> Outcome:
     path, tcp = specs(sf)
     w = sf.workload
+    if w.transport == "relay":
+        return _relay_request(sf, seed)
     r = run_request(
         path,
         tcp,
@@ -70,6 +72,74 @@ def _request(sf: SimFile, seed: int, trace: bool) -> Outcome:
         until=sf.run.until,
     )
     return r.time_s, r.summary(), r.trace
+
+
+def _relay_request(sf: SimFile, seed: int) -> Outcome:
+    """The request over a relay session: upload on one stream, the reply on the same."""
+    from tierwise.sim.engine import Simulator
+    from tierwise.sim.relayend import RelayEnd, relay_config
+    from tierwise.sim.workloads import path_links
+
+    path, tcp = specs(sf)
+    w = sf.workload
+    sim = Simulator(seed)
+    up, down = path_links(sim, path)
+    end = RelayEnd(sim, up, down, "relay", relay_config(tcp.mss + tcp.header))
+    marks: dict[str, float] = {}
+
+    def request_in() -> None:
+        marks["upload_done_s"] = sim.now
+        sim.schedule(w.processing, end.reply, int(w.download))
+
+    def reply_in() -> None:
+        marks["time_s"] = sim.now
+        end.stop()
+
+    end.on_request, end.on_reply = request_in, reply_in
+    end.write(int(w.upload), end=True)
+    sim.run(until=sf.run.until)
+    if "time_s" not in marks:
+        raise SimulationError(
+            f"the relay request did not finish within run.until = {sf.run.until:g} s"
+        )
+    stats = end.client.stats
+    summary = {
+        "time_s": marks["time_s"],
+        "upload_done_s": marks["upload_done_s"],
+        "events": sim.events,
+        "transport": "relay",
+        "packets_up": up.stats.packets,
+        "packets_down": down.stats.packets,
+        "wire_bytes_up": up.stats.bytes,
+        "wire_bytes_down": down.stats.bytes,
+        "packets_lost": stats.packets_lost,
+        "repair_packets": stats.repair_packets_sent,
+        "link_dropped": up.stats.dropped + down.stats.dropped,
+    }
+    return marks["time_s"], summary, None
+
+
+def _flows(sf: SimFile, seed: int, trace: bool, series: bool = False) -> Outcome:
+    from tierwise.sim.flows import FlowSpec, run_flows
+
+    path, tcp = specs(sf)
+    flows = [
+        FlowSpec(
+            f.cc or tcp.cc,
+            f.start,
+            int(f.size) if f.size is not None else None,
+            f.duration,
+            f.transport,
+        )
+        for f in sf.flow
+    ]
+    r = run_flows(path, tcp, flows, seed=seed, until=sf.run.until, series=series)
+    ends = [
+        row["done_s"] if row["done_s"] is not None else spec.end_s
+        for row, spec in zip(r["flows"], flows, strict=True)
+    ]
+    r["time_s"] = max(ends)
+    return r["time_s"], r, None
 
 
 def _fec(sf: SimFile, seed: int, trace: bool) -> Outcome:
@@ -215,8 +285,23 @@ def _segments(size: float, mss: float) -> int:
     return math.ceil(size / mss) if size > 0 else 0
 
 
+def _flow_packets(sf: SimFile) -> int:
+    """Data packets of competing flows: each size's segments, plus what the bottleneck can
+    carry while the duration flows run (first start to last end, at the full uplink rate)."""
+    mss, wire = float(sf.tcp.mss), float(sf.tcp.mss + sf.tcp.header)
+    sized = [f for f in sf.flow if f.size is not None]
+    timed = [f for f in sf.flow if f.duration is not None]
+    total = sum(_segments(f.size, mss) + 1 for f in sized)
+    if timed:
+        span_s = max(f.start + f.duration for f in timed) - min(f.start for f in timed)
+        total += math.ceil(span_s * sf.path.uplink / wire) + len(timed)
+    return total
+
+
 def estimate_packets(sf: SimFile) -> int:
     """Data packets of one run (both directions, before any loss): the work it takes."""
+    if sf.workload is None:
+        return _flow_packets(sf)
     w, mss = sf.workload, float(sf.tcp.mss)
     kind = w.kind
     if kind in ("request", "rounds"):
@@ -231,12 +316,17 @@ def estimate_packets(sf: SimFile) -> int:
     return _segments(w.upload, mss) + 1  # wireless
 
 
+def _kind(sf: SimFile) -> str:
+    return "flows" if sf.workload is None else sf.workload.kind
+
+
 def check_budget(sf: SimFile, max_packets: int = MAX_PACKETS, *, trace: bool = False) -> int:
     """Refuse, before any work, a sim over the packet budget or a trace nobody records."""
-    if trace and sf.workload.kind != "request":
+    kind = _kind(sf)
+    if trace and (kind != "request" or sf.workload.transport != "tcp"):
+        what = "relay request" if kind == "request" else repr(kind)
         raise SimulationError(
-            f"--trace records a request workload's packets; this file's workload is "
-            f"{sf.workload.kind!r}"
+            f"--trace records a TCP request workload's packets; this file's workload is {what}"
         )
     per_run = estimate_packets(sf)
     total = per_run * sf.run.runs
@@ -250,15 +340,27 @@ def check_budget(sf: SimFile, max_packets: int = MAX_PACKETS, *, trace: bool = F
 
 
 def run_sim_file(
-    sf: SimFile, *, trace: bool = False, progress: bool = False, max_packets: int = MAX_PACKETS
+    sf: SimFile,
+    *,
+    trace: bool = False,
+    progress: bool = False,
+    max_packets: int = MAX_PACKETS,
+    series: bool = False,
 ) -> dict[str, Any]:
     """Summary of ``sf.run.runs`` seeds (seed, seed+1, ...); the first run's trace if asked.
 
     Refused up front when it would move more than ``max_packets`` packets in all.
+    With ``[[flow]]`` tables, ``series`` keeps the first run's time series for plots.
     """
     total = check_budget(sf, max_packets, trace=trace)
     runs = sf.run.runs
-    run_one = _KINDS[sf.workload.kind]
+    kind = _kind(sf)
+
+    def run_one(sf: SimFile, seed: int, trace: bool) -> Outcome:
+        if kind == "flows":
+            return _flows(sf, seed, trace, series=series and seed == sf.run.seed)
+        return _KINDS[kind](sf, seed, trace)
+
     outcomes: list[Outcome] = []
     bar = _bar() if progress and (runs > 1 or total > _BAR_ABOVE) else None
     with bar if bar is not None else _Null() as b:
@@ -270,15 +372,18 @@ def run_sim_file(
                 b.advance(task)
     times = np.array([o[0] for o in outcomes])
     out: dict[str, Any] = {
-        "kind": sf.workload.kind,
+        "kind": kind,
         "runs": runs,
         "seed": sf.run.seed,
         "time_s": float(times.mean()),
         "first_run": outcomes[0][1],
     }
-    if sf.workload.kind == "request":
+    if kind == "request":
         w = sf.workload
+        out["transport"] = w.transport
         out["goodput_bytes_per_s"] = (w.upload + w.download) / float(times.mean())
+    if kind == "flows":
+        out["jain_index"] = float(np.mean([o[1]["jain_index"] for o in outcomes]))
     if runs > 1:
         out.update(
             {

@@ -28,6 +28,20 @@ processing = "0.3 s"
 seed = 1
 runs = 1
 ```
+
+Competing flows replace ``[workload]`` with ``[[flow]]`` tables sharing the path's
+uplink as one bottleneck (at most 1,024 of them)::
+
+```toml
+[[flow]]
+cc = "cubic"               # this flow's controller (TCP only)
+start = "0 s"
+duration = "30 s"          # or size = "10 MB"
+transport = "tcp"          # or "relay": the relay's own session (§12.3.5)
+```
+
+A request workload may set ``transport = "relay"`` to carry it over a relay session
+instead of TCP.
 """
 
 from __future__ import annotations
@@ -42,9 +56,10 @@ from tierwise.schemakeys import keys_at, unknown_key
 from tierwise.tomlfile import read_toml
 from tierwise.units import Rate, Size, Time
 
-__all__ = ["SIM_EXAMPLES", "SimFile", "load_sim", "sim_example"]
+__all__ = ["MAX_FLOWS", "SIM_EXAMPLES", "FlowTable", "SimFile", "load_sim", "sim_example"]
 
-SIM_EXAMPLES = ("sim-photo",)
+SIM_EXAMPLES = ("sim-photo", "sim-flows")
+MAX_FLOWS = 1024
 
 
 def sim_example(name: str = "sim-photo") -> Path:
@@ -143,13 +158,7 @@ class TcpSection(_Strict):
     @field_validator("cc")
     @classmethod
     def _cc(cls, v: str) -> str:
-        from tierwise.proto.congestion import CONTROLLERS
-
-        if v not in CONTROLLERS:
-            raise ValueError(
-                f"unknown congestion controller {shown(v)}; known: {', '.join(sorted(CONTROLLERS))}"
-            )
-        return v
+        return _known_cc(v)
 
     @model_validator(mode="after")
     def _sizes(self) -> TcpSection:
@@ -171,6 +180,8 @@ class WorkloadSection(_Strict):
     """Bytes of the reply."""
     processing: Time = 0.0
     """Server time between the last upload byte and the reply."""
+    transport: Literal["tcp", "relay"] = "tcp"
+    """tcp (the [tcp] section) or relay: the relay's own session, its rate control and FEC."""
 
 
 class FecWorkload(_Strict):
@@ -289,6 +300,46 @@ class RunSection(_Strict):
     """Simulated time limit per run."""
 
 
+def _known_cc(v: str) -> str:
+    from tierwise.proto.congestion import CONTROLLERS
+
+    if v not in CONTROLLERS:
+        raise ValueError(
+            f"unknown congestion controller {shown(v)}; known: {', '.join(sorted(CONTROLLERS))}"
+        )
+    return v
+
+
+class FlowTable(_Strict):
+    """One competing flow over the shared bottleneck (the path's uplink)."""
+
+    cc: str | None = None
+    """This flow's congestion controller (TCP only); omit for tcp.cc."""
+    start: Time = 0.0
+    """When the flow starts writing."""
+    size: Size | None = None
+    """Bytes to send (give size or duration)."""
+    duration: Time | None = None
+    """Send as fast as the path takes for this long (give size or duration)."""
+    transport: Literal["tcp", "relay"] = "tcp"
+    """tcp, or relay: the relay's own session with its rate control and FEC."""
+
+    @field_validator("cc")
+    @classmethod
+    def _cc(cls, v: str | None) -> str | None:
+        return None if v is None else _known_cc(v)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> FlowTable:
+        if (self.size is None) == (self.duration is None):
+            raise ValueError("a flow needs exactly one of size and duration")
+        if self.duration is not None and not self.duration > 0:
+            raise ValueError(f"duration must be > 0 s, got {self.duration:g} s")
+        if self.transport == "relay" and self.cc is not None:
+            raise ValueError("a relay flow brings its own rate control; omit cc")
+        return self
+
+
 Workload = (
     WorkloadSection
     | FecWorkload
@@ -304,8 +355,10 @@ class SimFile(_Strict):
     """The network path."""
     tcp: TcpSection = TcpSection()
     """The transport."""
-    workload: Workload = Field(discriminator="kind")
-    """What is sent; the keys depend on kind."""
+    workload: Workload | None = Field(None, discriminator="kind")
+    """What is sent; the keys depend on kind (or give [[flow]] tables instead)."""
+    flow: list[FlowTable] = Field(default_factory=list, max_length=MAX_FLOWS)
+    """Competing flows sharing the uplink (at most 1,024), instead of a workload."""
     run: RunSection = RunSection()
     """Seeds and limits."""
 
@@ -315,6 +368,21 @@ class SimFile(_Strict):
         if isinstance(data, dict) and isinstance(data.get("workload"), dict):
             data = {**data, "workload": {"kind": "request", **data["workload"]}}
         return data
+
+    @model_validator(mode="after")
+    def _workload_or_flows(self) -> SimFile:
+        if self.workload is not None and self.flow:
+            raise ValueError("give a [workload] table or [[flow]] tables, not both")
+        if self.workload is None and not self.flow:
+            raise ValueError("missing [workload] (or [[flow]] tables for competing flows)")
+        for i, f in enumerate(self.flow):
+            end_s = f.start + (f.duration or 0.0)
+            if end_s >= self.run.until:
+                raise ValueError(
+                    f"flow.{i} runs to {end_s:g} s, not before run.until = {self.run.until:g} s; "
+                    f"raise run.until or end the flow sooner"
+                )
+        return self
 
 
 def load_sim(path: str | Path) -> SimFile:
@@ -331,6 +399,6 @@ def load_sim(path: str | Path) -> SimFile:
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = unknown_key(err["loc"][-1], keys_at(SimFile, tuple(err["loc"])))
-        elif "input" in err and err["type"] != "missing":
+        elif "input" in err and err["type"] != "missing" and err["loc"]:
             msg = f"{msg} (got {shown(err['input'])})"
         raise ScenarioError(msg, source=source, path=loc or None) from None

@@ -1,0 +1,168 @@
+"""Benchmark: competing flows — simulated data packets per second, and ns-3 side by side.
+
+64 CUBIC flows (staggered starts, 10 ms apart) share one bottleneck of 100 Mbit/s,
+100 ms RTT and a one-BDP drop-tail queue (1,023 packets of 1,222 B) for --seconds of
+simulated time; 1,168-byte segments, 54-byte headers and ACKs, IW 10. The throughput
+is the bottleneck's data packets (retransmissions included) per second of CPU time
+(the machine is shared: wall time is noisy). ns-3 3.37 runs the same dumbbell in
+between (its CPU time from the child's rusage), alternating ``--repeat`` times; the
+ratio is ours over theirs, in CPU time per data packet.
+
+    python benchmarks/sim_flows.py [--flows 64] [--seconds 20] [--repeat 2] [--profile]
+
+Two CUBIC flows and CUBIC against BBR, ours against ns-3 on goodput shares:
+
+    python benchmarks/sim_flows.py --shares [--plot docs/img]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+from rich.progress import Progress
+
+from tierwise.sim import PathSpec, TcpSpec
+from tierwise.sim.flows import FlowSpec, run_flows
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "ns3"))
+from ns3_runner import available, run_ns3_flows
+
+MBIT = 125_000.0
+TCP = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
+
+
+def ours(rate_mbit: float, queue: int, flows: list[tuple[str, float, float]]) -> tuple[dict, float]:
+    """(result, CPU s) of the flows in tierwise.sim."""
+    path = PathSpec(rate_mbit * MBIT, rate_mbit * MBIT, 0.1, queue_packets=queue)
+    specs = [FlowSpec(cc, start, duration_s=duration) for cc, start, duration in flows]
+    t0 = time.process_time()
+    r = run_flows(path, TCP, specs, seed=1)
+    return r, time.process_time() - t0
+
+
+def theirs(
+    rate_mbit: float, queue: int, flows: list[tuple[str, float, float]]
+) -> tuple[dict, float]:
+    """(result, CPU s of the child) of the same flows in ns-3."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = run_ns3_flows(flows, rate=f"{rate_mbit:g}Mbps", queue_packets=queue)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def speed(n: int, seconds: float, repeat: int) -> None:
+    """Data packets per CPU second, ours and ns-3's, alternating."""
+    flows = [("cubic", 0.01 * i, seconds - 0.01 * i) for i in range(n)]
+    rate, queue = 100.0, 1023
+    print(f"{n} CUBIC flows, {rate:g} Mbit/s, 100 ms, queue {queue} packets, {seconds:g} s")
+    with Progress(transient=True) as bar:
+        task = bar.add_task("running", total=repeat * (2 if available() else 1))
+        for _ in range(repeat):
+            r, cpu = ours(rate, queue, flows)
+            print(
+                f"  tierwise.sim: {r['data_packets']:,} data packets in {cpu:.2f} s CPU "
+                f"= {r['data_packets'] / cpu:,.0f} packets/s; Jain {r['jain_index']:.3f}"
+            )
+            bar.advance(task)
+            if available():
+                t, tcpu = theirs(rate, queue, flows)
+                pk = t["bottleneck_data_packets"]
+                print(
+                    f"  ns-3 3.37:    {pk:,} data packets in {tcpu:.2f} s CPU "
+                    f"= {pk / tcpu:,.0f} packets/s; ratio (our CPU per packet / theirs) "
+                    f"{(cpu / r['data_packets']) / (tcpu / pk):.2f}"
+                )
+                bar.advance(task)
+
+
+# (controllers, seconds, queue packets): the share cross-checks, one-BDP queue = 205
+SHARE_CASES = [
+    (("cubic", "cubic"), 30.0, 205),
+    (("cubic", "cubic"), 120.0, 205),
+    (("cubic", "bbr"), 30.0, 205),
+    (("cubic", "bbr"), 60.0, 1025),
+]
+
+
+def shares(plot: Path | None) -> None:
+    """Goodput shares of two CUBIC flows and of CUBIC against BBR, ours and ns-3's."""
+    rows = []
+    with Progress(transient=True) as bar:
+        task = bar.add_task("share cases", total=len(SHARE_CASES))
+        for pair, seconds, queue in SHARE_CASES:
+            flows = [(cc, 0.0, seconds) for cc in pair]
+            r, _ = ours(20.0, queue, flows)
+            mine = [f["share"] for f in r["flows"]]
+            peer = None
+            if available():
+                t, _ = theirs(20.0, queue, flows)
+                total = sum(f["goodput_bytes_per_s"] for f in t["flows"]) or 1.0
+                peer = [f["goodput_bytes_per_s"] / total for f in t["flows"]]
+            rows.append((pair, seconds, queue, mine, peer))
+            bar.advance(task)
+    for pair, seconds, queue, mine, peer in rows:
+        theirs_text = " / ".join(f"{x:.3f}" for x in peer) if peer else "n/a"
+        gap = f"{max(abs(a - b) for a, b in zip(mine, peer, strict=True)):.3f}" if peer else ""
+        print(
+            f"| {' + '.join(c.upper() for c in pair)} | {seconds:g} s | {queue:,} | "
+            f"{' / '.join(f'{x:.3f}' for x in mine)} | {theirs_text} | {gap} |"
+        )
+    if plot is not None:
+        _share_figure(rows, plot)
+
+
+def _share_figure(rows: list, folder: Path) -> None:
+    """The second flow's share, ours beside ns-3's, per case (PNG and SVG)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    labels = [f"{p[0]} + {p[1]}\n{s:g} s, queue {q:,}" for p, s, q, _, _ in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [m[1] for *_, m, _ in rows], 0.4, label="tierwise.sim")
+    ax.bar([i + 0.2 for i in x], [p[1] if p else 0 for *_, p in rows], 0.4, label="ns-3 3.37")
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(list(x), labels, fontsize="small")
+    ax.set_ylabel("second flow's goodput share")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    folder.mkdir(parents=True, exist_ok=True)
+    for suffix in ("png", "svg"):
+        fig.savefig(
+            folder / f"flows-ns3.{suffix}",
+            dpi=150,
+            metadata={"Date": None} if suffix == "svg" else {},
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--flows", type=int, default=64)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--shares", action="store_true", help="the ns-3 share cross-check instead")
+    ap.add_argument("--plot", type=Path, help="with --shares: save flows-ns3.png/.svg here")
+    ap.add_argument("--profile", action="store_true", help="cProfile one run of ours")
+    a = ap.parse_args()
+    if a.profile:
+        import cProfile
+        import pstats
+
+        flows = [("cubic", 0.01 * i, a.seconds - 0.01 * i) for i in range(a.flows)]
+        prof = cProfile.Profile()
+        prof.runcall(ours, 100.0, 1023, flows)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    elif a.shares:
+        shares(a.plot)
+    else:
+        speed(a.flows, a.seconds, a.repeat)
+
+
+if __name__ == "__main__":
+    main()
