@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from tierwise.proto.tcp import Ack, Receiver, Segment, Sender
 from tierwise.sim.engine import Simulator
 from tierwise.sim.link import Link
@@ -37,6 +39,7 @@ class Trace:
                 f.write(f"{t:.9f},{ep},{ev},{seq},{nbytes},{cwnd:.0f},{flight}\n")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TransferEnd:
     """One direction of a connection: a Sender on one side, a Receiver on the other.
 
