@@ -183,8 +183,8 @@ class Cubic(CongestionController):
     """
 
     name = "cubic"
-    C = 0.4  # RFC 9438 §5
-    BETA = 0.7  # RFC 9438 §4.6
+    C: ClassVar[float] = 0.4  # RFC 9438 §5
+    BETA: ClassVar[float] = 0.7  # RFC 9438 §4.6
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)

@@ -22,7 +22,7 @@ import tempfile
 
 from tierwise import _native
 
-__all__ = ["GROUP", "active", "build", "clean", "compiler_missing", "main"]
+__all__ = ["GROUP", "active", "build", "clean", "compiler_missing", "main", "status"]
 
 GROUP = "tierwise_native"  # mypyc's shared library: tierwise_native__mypyc.*.so
 
@@ -94,7 +94,8 @@ def active() -> bool:
     return not (tcp.__file__ or "").endswith(".py")
 
 
-def _status() -> str:
+def status() -> str:
+    """Which hot path runs: compiled, or pure Python and why."""
     if not os.path.exists(_native.MANIFEST):
         return "pure Python (not built)"
     if _native._wants_pure():
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verbose", action="store_true", help="show the compiler's output")
     args = ap.parse_args(argv)
     if args.status:
-        print(_status())
+        print(status())
         return 0
     if args.clean:
         print(f"removed {clean()} file(s); the simulator runs pure Python")
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"tierwise.sim.build: {exc}", file=sys.stderr)
         return 2
-    print(f"compiled {len(_native.HOT_MODULES)} modules with mypyc: {_status()}")
+    print(f"compiled {len(_native.HOT_MODULES)} modules with mypyc: {status()}")
     return 0
 
 
