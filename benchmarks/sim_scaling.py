@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy  # noqa: F401  (loaded before timing: a lossy run's first draw would load it)
 from rich.progress import Progress
 
 from tierwise.sim import PathSpec, TcpSpec, run_request

@@ -20,6 +20,7 @@ import importlib
 import sys
 import types
 
+from tierwise import _native
 from tierwise.errors import (
     CatalogError,
     LabError,
@@ -82,6 +83,10 @@ sys.modules[__name__].__class__ = _Package
 # Pickle the package by name, as pickle and cloudpickle do a plain module: Dask ships
 # functions that refer to ``tierwise`` to its workers.
 copyreg.pickle(_Package, lambda module: (importlib.import_module, (module.__name__,)))
+
+# The simulator's optional compiled hot path (python -m tierwise.sim.build): kept only
+# while it matches the sources and TIERWISE_PURE_PYTHON is unset.
+_native.install()
 
 __version__ = "0.1.0"
 

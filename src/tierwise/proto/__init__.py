@@ -2,31 +2,48 @@
 
 Nothing here reads a clock or opens a socket, so the same endpoints run inside the
 simulator (:mod:`tierwise.sim`) and, later, behind real sockets in the relay.
+The exports load on first use (PEP 562): a TCP run does not import the FEC code.
 """
 
-from tierwise.proto import fixed as _fixed  # noqa: F401  (registers "fixed")
-from tierwise.proto.congestion import CONTROLLERS, CongestionController, make_controller
-from tierwise.proto.fec import CauchyCode, FecReceiver, FecSender, Report, Symbol
-from tierwise.proto.rangeset import RangeSet
-from tierwise.proto.streams import Chunk, StreamData, StreamDelivery, StreamScheduler
-from tierwise.proto.tcp import Ack, Receiver, Segment, Sender
+from __future__ import annotations
 
-__all__ = [
-    "CONTROLLERS",
-    "Ack",
-    "CauchyCode",
-    "Chunk",
-    "CongestionController",
-    "FecReceiver",
-    "FecSender",
-    "RangeSet",
-    "Receiver",
-    "Report",
-    "Segment",
-    "Sender",
-    "StreamData",
-    "StreamDelivery",
-    "StreamScheduler",
-    "Symbol",
-    "make_controller",
-]
+import importlib
+
+from tierwise.proto import fixed as _fixed  # noqa: F401  (registers "fixed")
+
+# name → module that defines it
+_LAZY = {
+    "CONTROLLERS": "tierwise.proto.congestion",
+    "CongestionController": "tierwise.proto.congestion",
+    "make_controller": "tierwise.proto.congestion",
+    "CauchyCode": "tierwise.proto.fec",
+    "FecReceiver": "tierwise.proto.fec",
+    "FecSender": "tierwise.proto.fec",
+    "Report": "tierwise.proto.fec",
+    "Symbol": "tierwise.proto.fec",
+    "RangeSet": "tierwise.proto.rangeset",
+    "Chunk": "tierwise.proto.streams",
+    "StreamData": "tierwise.proto.streams",
+    "StreamDelivery": "tierwise.proto.streams",
+    "StreamScheduler": "tierwise.proto.streams",
+    "Ack": "tierwise.proto.tcp",
+    "Receiver": "tierwise.proto.tcp",
+    "Segment": "tierwise.proto.tcp",
+    "Sender": "tierwise.proto.tcp",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module_name = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tierwise.proto' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

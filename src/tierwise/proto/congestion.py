@@ -22,6 +22,8 @@ from collections import deque
 from enum import Enum
 from typing import ClassVar, NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 from tierwise.errors import LocalProtocolError
 
 __all__ = [
@@ -80,6 +82,7 @@ def make_controller(name: str, *, mss: int, initial_window: int) -> CongestionCo
     return cls(mss=mss, initial_window=initial_window)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CongestionController(ABC):
     """Base: slow start from ``initial_window`` segments, RTO collapses to one segment."""
 
@@ -131,34 +134,47 @@ class CongestionController(ABC):
         """An ACK delivered data: its rate sample, before ``on_ack`` (model-based control)."""
 
 
-@register
 class SlowStartOnly(CongestionController):
     """§12.3.2's model: the window grows one segment per acknowledged segment, forever."""
 
     name = "slowstart"
     grows_in_recovery = True
 
-    def on_ack(self, *, acked, rtt, now, in_flight, delivery_rate) -> None:
+    def on_ack(
+        self,
+        *,
+        acked: int,
+        rtt: float | None,
+        now: float,
+        in_flight: int,
+        delivery_rate: float | None,
+    ) -> None:
         self.cwnd += acked
 
     def on_congestion(self, *, now: float, in_flight: int) -> None:
         """No reaction: this model has no ssthresh and assumes no loss."""
 
 
-@register
 class NewReno(CongestionController):
     """RFC 5681 slow start and congestion avoidance; RFC 6582 recovery via the sender."""
 
     name = "newreno"
 
-    def on_ack(self, *, acked, rtt, now, in_flight, delivery_rate) -> None:
+    def on_ack(
+        self,
+        *,
+        acked: int,
+        rtt: float | None,
+        now: float,
+        in_flight: int,
+        delivery_rate: float | None,
+    ) -> None:
         if self.cwnd < self.ssthresh:
             self.cwnd += acked
         else:
             self.cwnd += self.mss * acked / self.cwnd
 
 
-@register
 class Cubic(CongestionController):
     """RFC 9438 CUBIC: ``W(t) = C(t − K)³ + W_max`` in segments, C = 0.4, β = 0.7.
 
@@ -167,8 +183,8 @@ class Cubic(CongestionController):
     """
 
     name = "cubic"
-    C = 0.4  # RFC 9438 §5
-    BETA = 0.7  # RFC 9438 §4.6
+    C: ClassVar[float] = 0.4  # RFC 9438 §5
+    BETA: ClassVar[float] = 0.7  # RFC 9438 §4.6
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)
@@ -177,7 +193,15 @@ class Cubic(CongestionController):
         self.k = 0.0
         self.w_est = 0.0
 
-    def on_ack(self, *, acked, rtt, now, in_flight, delivery_rate) -> None:
+    def on_ack(
+        self,
+        *,
+        acked: int,
+        rtt: float | None,
+        now: float,
+        in_flight: int,
+        delivery_rate: float | None,
+    ) -> None:
         if self.cwnd < self.ssthresh:
             self.cwnd += acked
             return
@@ -276,7 +300,6 @@ class _WindowedMax:
         return self._q[0][1] if self._q else 0.0
 
 
-@register
 class Bbr(CongestionController):
     """BBR-style: pace at ``pacing_gain · BtlBw``, keep ``cwnd = cwnd_gain · BtlBw · RTprop``.
 
@@ -296,7 +319,7 @@ class Bbr(CongestionController):
 
     name = "bbr"
     grows_in_recovery = True
-    gains = _BBR_GAINS  # (pacing, cwnd) per state
+    gains: ClassVar[dict[BbrState, tuple[float, float]]] = _BBR_GAINS  # (pacing, cwnd)
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)
@@ -363,7 +386,15 @@ class Bbr(CongestionController):
         self._check_probe_rtt(now, in_flight, sample)
         self._set_pacing_rate()
 
-    def on_ack(self, *, acked, rtt, now, in_flight, delivery_rate) -> None:
+    def on_ack(
+        self,
+        *,
+        acked: int,
+        rtt: float | None,
+        now: float,
+        in_flight: int,
+        delivery_rate: float | None,
+    ) -> None:
         """Move cwnd toward ``cwnd_gain · BDP`` (BBRv1 BBRSetCwnd, Linux bbr_set_cwnd)."""
         target = max(self.bdp(self.cwnd_gain), BBR_MIN_PIPE_CWND_SEGMENTS * self.mss)
         if self.full_bw_reached:
@@ -413,7 +444,8 @@ class Bbr(CongestionController):
 
     def _set_pacing_rate(self) -> None:
         rate = self.pacing_gain * self.btlbw * (1 - BBR_PACING_MARGIN)
-        if rate and (self.full_bw_reached or rate > self.pacing_rate):
+        current = self.pacing_rate
+        if rate and (self.full_bw_reached or current is None or rate > current):
             self.pacing_rate = rate
 
     # ------------------------------------------------------------------- states
@@ -472,7 +504,6 @@ class Bbr(CongestionController):
             self._enter(BbrState.PROBE_BW if self.full_bw_reached else BbrState.STARTUP, now)
 
 
-@register
 class BbrLinux(Bbr):
     """:class:`Bbr` with the gains Linux's ``tcp_bbr.c`` (BBRv1) runs: Startup paces and
     sizes its window at 2/ln 2 ≈ 2.885 (``bbr_high_gain``, not draft-02's 2.77 and 2),
@@ -481,4 +512,10 @@ class BbrLinux(Bbr):
     """
 
     name = "bbr-linux"
-    gains = _BBR_LINUX_GAINS
+    gains: ClassVar[dict[BbrState, tuple[float, float]]] = _BBR_LINUX_GAINS
+
+
+# Registered by calls, not decorators: the optional mypyc build compiles only
+# undecorated classes to native ones.
+for _cls in (SlowStartOnly, NewReno, Cubic, Bbr, BbrLinux):
+    register(_cls)

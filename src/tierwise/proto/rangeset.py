@@ -116,7 +116,7 @@ class RangeSet:
 
     def blocks(self, limit: int = 3) -> tuple[tuple[int, int], ...]:
         """Up to ``limit`` ranges, highest first (as a receiver reports SACK blocks)."""
-        out = []
+        out: list[tuple[int, int]] = []
         for r in reversed(self):
             if len(out) == limit:
                 break

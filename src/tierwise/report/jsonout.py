@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
-
-import numpy as np
 
 __all__ = ["dumps", "plain"]
 
@@ -17,9 +16,10 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")  # not imported: no value can be a numpy one
+    if np is not None and isinstance(value, np.ndarray):
         return plain(value.tolist())
-    if isinstance(value, np.generic):
+    if np is not None and isinstance(value, np.generic):
         return plain(value.item())
     if isinstance(value, float) and not math.isfinite(value):
         return None  # JSON has no infinity: null means "never" or "unbounded"

@@ -1,25 +1,43 @@
-"""Packet-level discrete-event simulation of transfers over links (§12.3, §12.4)."""
+"""Packet-level discrete-event simulation of transfers over links (§12.3, §12.4).
 
-from tierwise.sim.engine import Simulator
-from tierwise.sim.fec import run_fec_request
-from tierwise.sim.link import Bernoulli, GilbertElliott, Link
-from tierwise.sim.streaming import StreamWrite, run_rounds, run_stream, run_streams
-from tierwise.sim.wireless import WirelessMedium, run_wireless_transfer
-from tierwise.sim.workloads import PathSpec, TcpSpec, run_request
+The exports load on first use (PEP 562), so ``tierwise sim`` imports only the pieces
+its workload needs (not the FEC, streaming or wireless models and their numpy).
+"""
 
-__all__ = [
-    "Bernoulli",
-    "GilbertElliott",
-    "Link",
-    "PathSpec",
-    "Simulator",
-    "StreamWrite",
-    "TcpSpec",
-    "WirelessMedium",
-    "run_fec_request",
-    "run_request",
-    "run_rounds",
-    "run_stream",
-    "run_streams",
-    "run_wireless_transfer",
-]
+from __future__ import annotations
+
+import importlib
+
+# name → module that defines it
+_LAZY = {
+    "Simulator": "tierwise.sim.engine",
+    "run_fec_request": "tierwise.sim.fec",
+    "Bernoulli": "tierwise.sim.link",
+    "GilbertElliott": "tierwise.sim.link",
+    "Link": "tierwise.sim.link",
+    "StreamWrite": "tierwise.sim.streaming",
+    "run_rounds": "tierwise.sim.streaming",
+    "run_stream": "tierwise.sim.streaming",
+    "run_streams": "tierwise.sim.streaming",
+    "WirelessMedium": "tierwise.sim.wireless",
+    "run_wireless_transfer": "tierwise.sim.wireless",
+    "PathSpec": "tierwise.sim.workloads",
+    "TcpSpec": "tierwise.sim.workloads",
+    "run_request": "tierwise.sim.workloads",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module_name = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tierwise.sim' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -12,11 +12,12 @@ import heapq
 import math
 import zlib
 from collections.abc import Callable
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SimulationError
+
+if TYPE_CHECKING:  # numpy loads with the first random stream (a lossless run needs none)
+    import numpy as np
 
 __all__ = ["STALL_EVENTS", "Simulator"]
 
@@ -105,6 +106,8 @@ class Simulator:
         """The named random stream (created on first use from the seed and the name)."""
         gen = self._streams.get(name)
         if gen is None:
+            import numpy as np
+
             key = zlib.crc32(name.encode())
             gen = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(key,)))
             self._streams[name] = gen

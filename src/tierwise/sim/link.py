@@ -12,12 +12,13 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SimulationError
 from tierwise.sim.engine import Simulator
+
+if TYPE_CHECKING:  # numpy loads with the first random stream (a lossless run needs none)
+    import numpy as np
 
 __all__ = ["Bernoulli", "GilbertElliott", "Link", "LinkStats", "NoLoss", "loss_process"]
 
@@ -37,6 +38,8 @@ class Bernoulli:
     def __init__(self, p: float, rng: np.random.Generator) -> None:
         if not 0.0 <= p < 1.0:
             raise SimulationError(f"loss probability must lie in [0, 1), got {p}")
+        import numpy as np  # loaded already: the stream is numpy's
+
         self.p, self._rng = p, rng
         self._draws = np.empty(0)
         self._i = 0
@@ -78,7 +81,7 @@ class GilbertElliott:
 
     def lost(self) -> bool:
         u_move, u_loss = self._rng.random(2)
-        self.bad = (u_move >= self.p_bg) if self.bad else (u_move < self.p_gb)
+        self.bad = bool(u_move >= self.p_bg) if self.bad else bool(u_move < self.p_gb)
         return bool(u_loss < (self.loss_bad if self.bad else self.loss_good))
 
 

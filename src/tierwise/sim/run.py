@@ -6,8 +6,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from tierwise.errors import SimulationError
 from tierwise.sim.scenario import SimFile
 from tierwise.sim.workloads import PathSpec, TcpSpec, run_request
@@ -36,9 +34,11 @@ def specs(sf: SimFile) -> tuple[PathSpec, TcpSpec]:
         queue_bytes=p.queue if p.queue is not None else math.inf,
         queue_packets=p.queue_packets or math.inf,
     )
-    from tierwise.model.transport import HANDSHAKE_RTTS
+    rtts = 0
+    if t.handshake:  # the model module loads numpy: only when a handshake is asked for
+        from tierwise.model.transport import HANDSHAKE_RTTS
 
-    rtts = HANDSHAKE_RTTS[t.handshake] if t.handshake else 0
+        rtts = HANDSHAKE_RTTS[t.handshake]
     tcp = TcpSpec(
         t.cc,
         int(t.mss),
@@ -370,20 +370,27 @@ def run_sim_file(
             outcomes.append(run_one(sf, sf.run.seed + i, trace and i == 0))
             if bar is not None:
                 b.advance(task)
-    times = np.array([o[0] for o in outcomes])
+    if runs == 1:  # numpy's mean of one value is that value: no numpy import for one run
+        mean_s = float(outcomes[0][0])
+    else:
+        import numpy as np
+
+        times = np.array([o[0] for o in outcomes])
+        mean_s = float(times.mean())
     out: dict[str, Any] = {
         "kind": kind,
         "runs": runs,
         "seed": sf.run.seed,
-        "time_s": float(times.mean()),
+        "time_s": mean_s,
         "first_run": outcomes[0][1],
     }
     if kind == "request":
         w = sf.workload
         out["transport"] = w.transport
-        out["goodput_bytes_per_s"] = (w.upload + w.download) / float(times.mean())
+        out["goodput_bytes_per_s"] = (w.upload + w.download) / mean_s
     if kind == "flows":
-        out["jain_index"] = float(np.mean([o[1]["jain_index"] for o in outcomes]))
+        jains = [o[1]["jain_index"] for o in outcomes]
+        out["jain_index"] = float(sum(jains) / len(jains))
     if runs > 1:
         out.update(
             {

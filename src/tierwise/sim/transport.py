@@ -9,19 +9,35 @@ event re-checks when it fires; only a deadline that moves earlier adds an event.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Protocol
+
+from mypy_extensions import mypyc_attr
 
 from tierwise.proto.tcp import Ack, Receiver, Segment, Sender
 from tierwise.sim.engine import Simulator
-from tierwise.sim.link import Link
 
-__all__ = ["Trace", "TransferEnd"]
+__all__ = ["PacketLink", "Trace", "TransferEnd"]
+
+
+class PacketLink(Protocol):
+    """What an adapter needs of a link: :class:`tierwise.sim.link.Link`, or a stand-in
+    (a wireless medium's port, a flow's tap on a shared bottleneck)."""
+
+    def put(self, packet: Any, wire_bytes: int, deliver: Callable[[Any], None]) -> bool: ...
 
 
 class Trace:
     """Per-packet records ``(time, endpoint, event, seq, bytes, cwnd, in_flight)``."""
 
-    COLUMNS = ("time_s", "endpoint", "event", "seq", "bytes", "cwnd_bytes", "in_flight_bytes")
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "time_s",
+        "endpoint",
+        "event",
+        "seq",
+        "bytes",
+        "cwnd_bytes",
+        "in_flight_bytes",
+    )
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
@@ -37,6 +53,7 @@ class Trace:
                 f.write(f"{t:.9f},{ep},{ev},{seq},{nbytes},{cwnd:.0f},{flight}\n")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TransferEnd:
     """One direction of a connection: a Sender on one side, a Receiver on the other.
 
@@ -49,8 +66,8 @@ class TransferEnd:
         sim: Simulator,
         sender: Sender,
         receiver: Receiver,
-        data_link: Link,
-        ack_link: Link,
+        data_link: PacketLink,
+        ack_link: PacketLink,
         name: str,
         trace: Trace | None = None,
         on_delivered: Callable[[int], None] | None = None,

@@ -76,7 +76,8 @@ def path_links(sim: Simulator, path: PathSpec) -> tuple[Link, Link]:
         sim,
         path.up_rate,
         half,
-        loss=loss_process(path.up_loss, sim.rng("loss-up")),
+        # no stream (and no numpy) for a lossless direction: streams are independent
+        loss=loss_process(path.up_loss, sim.rng("loss-up")) if path.up_loss else None,
         name="uplink",
         **q,
     )
@@ -84,7 +85,7 @@ def path_links(sim: Simulator, path: PathSpec) -> tuple[Link, Link]:
         sim,
         path.down_rate,
         half,
-        loss=loss_process(path.down_loss, sim.rng("loss-down")),
+        loss=loss_process(path.down_loss, sim.rng("loss-down")) if path.down_loss else None,
         name="downlink",
         **q,
     )
