@@ -345,8 +345,9 @@ def request(
     ] = None,
 ) -> None:
     """Run the §12.3.5 request on its own path, modes alternated, beside the predictions."""
-    loss_up = loss_up if loss_up is not None else (loss or 0.0)
-    loss_down = loss_down if loss_down is not None else (loss or 0.0)
+    loss = _loss(loss, "--loss") if loss is not None else 0.0
+    loss_up = loss_up if loss_up is not None else loss
+    loss_down = loss_down if loss_down is not None else loss
     if via is not None:
         from tierwise.lab.viacli import request_via
 

@@ -287,7 +287,9 @@ def retry_until(action: Callable[[], object], timeout_s: float, what: str) -> No
 
 def tunnel_record(tunnel: Tunnel) -> dict:
     """What the JSON record says about a transport's ends."""
-    record: dict = {"address": f"{tunnel.host}:{tunnel.port}"}
+    pids = {end: proc.pid for end, proc in tunnel.processes.items()}
+    record: dict = {"address": f"{tunnel.host}:{tunnel.port}", "pids": pids}
+    record["log_tails"] = {end: _tail(log, 2000) for end, log in tunnel.logs.items()}
     if tunnel.settings:
         record["settings"] = " ".join(tunnel.settings)
     return record

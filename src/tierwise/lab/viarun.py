@@ -344,6 +344,7 @@ def plot_vias(result: dict, folder: FsPath) -> list[FsPath]:
     """Every request's time per transport, with the floor and the issue's goal lines."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FormatStrFormatter
 
     from tierwise.lab.timeline import save_figure
 
@@ -361,6 +362,8 @@ def plot_vias(result: dict, folder: FsPath) -> list[FsPath]:
         ax.axhline(floor * factor, color="#d62728", ls=style, lw=1, label=f"{factor:g} × floor")
     ax.set_xticks(range(len(p["vias"])), p["vias"])
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_ylabel("request time (s), log scale")
     ax.set_title(
         f"{p['size_bytes']:,} B up · RTT {p['rtt_s'] * 1e3:g} ms · "
