@@ -640,3 +640,22 @@ def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
     )
     assert_one_line_error(run, "--scheduler", f"127.0.0.1:{port}")
     assert time.monotonic() - start < 20
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("lab", "request", "--via", "direct,tcp"), "--via: unknown transport 'tcp'"),
+        (("lab", "request", "--via", ","), "--via: unknown transport"),
+        (("lab", "request", "--via", "relay,relay"), "names a transport twice"),
+        (("lab", "request", "--via", "relay", "--modes", "cold"), "--modes does not apply"),
+        (("lab", "request", "--via", "relay", "--loss", "1.5"), "--loss: loss must be in"),
+        (("lab", "throughput", "--via", "kcp"), "--via: unknown transport 'kcp'"),
+        (("lab", "throughput", "--via", "relay", "--size", "0"), "--size: the size must be"),
+        (("lab", "throughput", "--via", "relay", "--duration", "1h"), "--duration: must lie"),
+        (("lab", "throughput", "--via", "relay", "--cc", "cubic,bbr"), "--cc: with --via"),
+    ],
+)
+def test_lab_via_errors_are_one_line(args: tuple[str, ...], words: str) -> None:
+    """A bad --via (or an option that clashes with it): one line naming it, exit 2."""
+    run = run_cli(*args)
+    assert run.code == 2 and words in run.stderr, run.stderr
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1

@@ -308,19 +308,31 @@ LAB_OPTIONS = {
     "--size": "size", "--response": "size", "--proc": "time", "--rtt": "time",
     "--rate": "rate", "--runs": "int", "--seed": "int", "--loss-up": "float",
     "--loss-down": "float", "--factor": "factor", "--modes": "str",
+    "--loss": "float", "--via": "via",
 }  # fmt: skip
 FACTOR_VALUES = ["initcwnd=10,", "idle=0s,", "cc=cubic,", "initcwnd=", "nosuch=1,"]
+VIA_VALUES = ["direct", "relay", "direct,relay,kcptun", "relay,", ",", "relay,relay", "tcp"]
+# `lab throughput --via`: bulk through the transports (issue 10)
+VIA_BULK_OPTIONS = {
+    "--via": "via", "--size": "size", "--duration": "time", "--loss": "str",
+    "--cc": "str", "--rate": "rate", "--rtt": "time",
+}  # fmt: skip
 
 
 def make_lab_case(index: int, seed: int = 0) -> list[str]:
-    """``tierwise lab request`` with 1–2 hostile option values (run as a non-root user)."""
+    """``tierwise lab request`` (or ``lab throughput --via``) with 1–2 hostile option values
+    (run as a non-root user)."""
     rng = random.Random(f"lab:{seed}:{index}")
-    args = ["lab", "request"]
-    for flag in rng.sample(sorted(LAB_OPTIONS), rng.choice([1, 1, 2])):
-        kind = LAB_OPTIONS[flag]
-        value = rng.choice(_calc_pool(rng, kind if kind != "factor" else "str"))
+    bulk = index % 4 == 3  # every fourth case: `lab throughput --via`
+    options = VIA_BULK_OPTIONS if bulk else LAB_OPTIONS
+    args = ["lab", "throughput", f"--via={rng.choice(VIA_VALUES)}"] if bulk else ["lab", "request"]
+    for flag in rng.sample(sorted(options), rng.choice([1, 1, 2])):
+        kind = options[flag]
+        value = rng.choice(_calc_pool(rng, kind if kind not in ("factor", "via") else "str"))
         if kind == "factor":
             value = rng.choice(FACTOR_VALUES) + value
+        elif kind == "via":
+            value = rng.choice([*VIA_VALUES, rng.choice(VIA_VALUES) + value])
         elif kind in ("size",) and rng.random() < 0.3:
             value = rng.choice(NUMBERS)  # a bare byte count
         args.append(f"{flag}={value}")

@@ -310,8 +310,24 @@ def request(
     ] = None,
     rtt: RttOpt = "200ms",
     rate: RateOpt = "100Mbit/s",
-    loss_up: LossUpOpt = 0.0,
-    loss_down: LossDownOpt = 0.0,
+    loss_up: Annotated[
+        float | None, typer.Option("--loss-up", help="Random loss client→server (0–1).")
+    ] = None,
+    loss_down: Annotated[
+        float | None, typer.Option("--loss-down", help="Random loss server→client (0–1).")
+    ] = None,
+    loss: Annotated[
+        float | None,
+        typer.Option("--loss", help="Random loss each way (0–1); --loss-up/--loss-down override."),
+    ] = None,
+    via: Annotated[
+        str | None,
+        typer.Option(
+            "--via",
+            help="Compare transports instead of modes: direct,relay,kcptun (comma-separated; "
+            "new application connection per request, relay and kcptun over a warm session).",
+        ),
+    ] = None,
     seed: SeedOpt = 0,
     as_json: JsonRecordOpt = False,
     record: RecordOpt = None,
@@ -329,6 +345,15 @@ def request(
     ] = None,
 ) -> None:
     """Run the §12.3.5 request on its own path, modes alternated, beside the predictions."""
+    loss = _loss(loss, "--loss") if loss is not None else 0.0
+    loss_up = loss_up if loss_up is not None else loss
+    loss_down = loss_down if loss_down is not None else loss
+    if via is not None:
+        from tierwise.lab.viacli import request_via
+
+        args = (size, proc, response, runs, cc, rtt, rate, loss_up, loss_down, seed)
+        request_via(via, modes, factor, args, max_hours, as_json, record, plot)
+        return
     if factor is not None:
         from tierwise.lab.factors import check_factor_modes, parse_factor, resolve_mode
 
@@ -479,12 +504,27 @@ def throughput(
     loss: Annotated[
         str, typer.Option("--loss", help="Comma-separated loss levels on the download (0–1).")
     ] = "0,0.01,0.036,0.14",
-    cc: Annotated[str, typer.Option("--cc", help="Comma-separated: reno,cubic,bbr.")] = (
-        "reno,cubic,bbr"
-    ),
+    cc: Annotated[
+        str | None,
+        typer.Option("--cc", help="Comma-separated: reno,cubic,bbr (all three; --via: cubic)."),
+    ] = None,
     duration: Annotated[
-        str, typer.Option("--duration", help="Length of each bulk transfer, e.g. '5s'.")
-    ] = "5s",
+        str | None,
+        typer.Option(
+            "--duration",
+            help="Length of each bulk transfer, e.g. '5s' (default); with --via the bound "
+            "on each transfer of --size (default 120s).",
+        ),
+    ] = None,
+    via: Annotated[
+        str | None,
+        typer.Option(
+            "--via", help="Move --size through each transport: direct,relay,kcptun (comma-sep.)."
+        ),
+    ] = None,
+    size: Annotated[
+        str, typer.Option("--size", help="With --via: bytes per transfer, e.g. '100MB'.")
+    ] = "100MB",
     rtt: RttOpt = "200ms",
     rate: RateOpt = "100Mbit/s",
     seed: SeedOpt = 0,
@@ -492,7 +532,17 @@ def throughput(
     record: RecordOpt = None,
 ) -> None:
     """Sustained goodput under random loss beside the Mathis bound and (1 − p)·B (§12.3.3)."""
-    exp = build_throughput(loss, cc, duration, rtt, rate, seed)
+    if via is not None:
+        from tierwise.lab.viacli import render_via_bulk, throughput_via
+
+        result = throughput_via(via, loss, cc, duration, size, rtt, rate, seed)
+        _write_record(result, record)
+        if as_json:
+            print(json.dumps(result))
+        else:
+            render_via_bulk(out, result)
+        return
+    exp = build_throughput(loss, cc or "reno,cubic,bbr", duration or "5s", rtt, rate, seed)
     from tierwise.lab.netns import require_lab
     from tierwise.lab.throughput import run_throughput
 

@@ -158,6 +158,7 @@ class TimedConnection(http.client.HTTPConnection):
         super().__init__(host, port, timeout=SOCKET_TIMEOUT_S)
         self._make_socket = make_socket
         self.events: dict[str, float] = {}
+        self.payload = b""
 
     def connect(self) -> None:
         sock = self._make_socket()
@@ -193,6 +194,7 @@ class TimedConnection(http.client.HTTPConnection):
         if response.status != 200:
             raise LabError(f"the model service answered {response.status} {response.reason}")
         self.events["response_bytes"] = len(payload)
+        self.payload = payload
         return dict(self.events)
 
 

@@ -13,6 +13,7 @@ threads need no namespace of their own.
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import threading
 import time
@@ -42,6 +43,7 @@ class ServiceConfig:
     congestion: str | None = (
         None  # TCP_CONGESTION on the listener (inherited); None = namespace default
     )
+    digest: bool = False  # the response begins with the upload's SHA-256 (byte-exact proof)
 
     def __post_init__(self) -> None:
         if self.processing_s < 0 or self.response_bytes < 0:
@@ -78,12 +80,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         remaining = int(self.headers.get("Content-Length", "0"))
+        config = self.server.config
+        sha = hashlib.sha256()
         while remaining > 0:
             chunk = self.rfile.read(min(remaining, READ_CHUNK_BYTES))
             if not chunk:
                 return  # the client went away mid-upload
             remaining -= len(chunk)
-        config = self.server.config
+            if config.digest:
+                sha.update(chunk)
         cc = self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
         self.server.congestion_seen.add(cc.rstrip(b"\0").decode())
         time.sleep(config.processing_s)
@@ -91,7 +96,11 @@ class _Handler(BaseHTTPRequestHandler):
             f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
             f"Content-Length: {config.response_bytes}\r\n\r\n"
         ).encode()
-        self.wfile.write(head + bytes(config.response_bytes))  # one write: one flight
+        body = bytearray(config.response_bytes)
+        if config.digest:
+            digest = sha.digest()[: len(body)]
+            body[: len(digest)] = digest
+        self.wfile.write(head + body)  # one write: one flight
         self.server.requests += 1
 
     def log_message(self, format: str, *args: object) -> None:

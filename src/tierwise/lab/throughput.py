@@ -28,7 +28,7 @@ import struct
 import time
 from dataclasses import asdict, dataclass
 
-from tierwise.errors import LabError
+from tierwise.errors import LabError, shown
 from tierwise.lab import netns
 from tierwise.lab.emulator import DEFAULT_QUEUE_BYTES, Direction
 from tierwise.lab.experiment import CONGESTION_CONTROLS, TUNED_BUFFER_BYTES
@@ -67,9 +67,8 @@ class ThroughputExperiment:
             raise LabError(f"loss levels must lie in [0, 1), got {list(self.losses) or '(none)'}")
         unknown = [c for c in self.ccs if c not in CONGESTION_CONTROLS]
         if unknown or not self.ccs:
-            raise LabError(
-                f"unknown --cc {unknown or '(none)'}; known: {', '.join(CONGESTION_CONTROLS)}"
-            )
+            what = shown(unknown[0]) if unknown else "(none)"
+            raise LabError(f"unknown --cc {what}; known: {', '.join(CONGESTION_CONTROLS)}")
         if not 0 < self.duration_s <= MAX_DURATION_S:
             raise LabError(f"the duration must lie in (0, {MAX_DURATION_S:g}] s")
         if self.rtt_s < 0 or self.rate_bytes_per_s <= 0:

@@ -1,0 +1,176 @@
+"""``tierwise lab request --via …`` and ``tierwise lab throughput --via …`` (issue 10).
+
+Loaded only when ``--via`` is given, so the lab's other commands do not pay for it.
+Input errors (a bad ``--via``, ``--via`` with ``--modes`` or ``--factor``, kcptun
+missing) exit 2 with one line before any path comes up.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path as FsPath
+
+from rich.console import Console
+from rich.table import Table
+
+from tierwise.errors import ScenarioError
+from tierwise.lab.cli import (
+    _check_duration,
+    _progress,
+    _time,
+    _write_record,
+    build_experiment,
+    build_throughput,
+    out,
+)
+from tierwise.lab.relayvia import parse_vias
+
+__all__ = ["render_via_bulk", "render_vias", "request_via", "throughput_via"]
+
+DEFAULT_CC = "cubic"
+BULK_DEFAULT_BOUND = "120s"
+
+
+def request_via(
+    via: str,
+    modes: str | None,
+    factor: str | None,
+    args: tuple,
+    max_hours: float,
+    as_json: bool,
+    record: FsPath | None,
+    plot: FsPath | None,
+) -> None:
+    """Run the request over each transport of ``via`` alternately, then print or record it."""
+    vias = parse_vias(via)
+    for flag, value in (("--modes", modes), ("--factor", factor)):
+        if value is not None:
+            raise ScenarioError(f"{flag} does not apply with --via; drop one of them", source=flag)
+    size, proc, response, runs, cc, rtt, rate, loss_up, loss_down, seed = args
+    req = build_experiment(
+        size, proc, response, "cold", runs, cc or DEFAULT_CC, rtt, rate, loss_up, loss_down, seed
+    )
+    _check_duration(req, len(vias), max_hours)
+    from tierwise.lab.netns import require_lab
+    from tierwise.lab.viarun import ViaExperiment, plot_vias, run_via_requests
+
+    require_lab()
+    with _progress(req.runs * len(vias), "requests") as step:
+        result = run_via_requests(ViaExperiment(req, vias), step)
+    if plot is not None:
+        try:
+            result["plots"] = [str(p) for p in plot_vias(result, plot)]
+        except OSError as exc:
+            raise ScenarioError(f"cannot write the plot: {exc.strerror}", source=str(plot)) from exc
+    _write_record(result, record)
+    if as_json:
+        print(json.dumps(result))
+        return
+    render_vias(out, result)
+
+
+def _cell(row: dict, key: str, fmt: str = "{:.3f}") -> str:
+    value = row.get(key)
+    return "—" if value is None else fmt.format(value)
+
+
+def render_vias(console: Console, result: dict) -> None:
+    """Percentiles per transport beside the floor, and their ratios to it."""
+    p = result["parameters"]
+    table = Table(
+        title=(
+            f"{p['size_bytes']:,} B up, {p['response_bytes']:,} B back, "
+            f"{p['processing_s'] * 1e3:g} ms processing · RTT {p['rtt_s'] * 1e3:g} ms · "
+            f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · loss up {p['loss_up']:g}, "
+            f"down {p['loss_down']:g} · direct: {p['cc']} · kernel {result['kernel']}"
+        )
+    )
+    columns = ("via", "runs", "fail", "median", "p90", "p99", "floor", "med/floor")
+    for col in (*columns, "p99/floor", "med/relay"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for via, row in result["summary"].items():
+        table.add_row(
+            via,
+            str(row["runs"]),
+            str(row["failed"]),
+            *(_cell(row, k) for k in ("median_s", "p90_s", "p99_s", "floor_s")),
+            *(_cell(row, k, "{:.2f}") for k in ("median_over_floor", "p99_over_floor")),
+            _cell(row, "median_over_relay", "{:.2f}"),
+        )
+    console.print(table)
+    console.print(
+        "times in seconds, connect() to the last response byte, a new application connection "
+        "per request; floor: RTT + size/rate + processing + response/rate (§12.1.1).",
+        soft_wrap=True,
+    )
+    for via, info in result["transports"].items():
+        if "settings" in info:
+            console.print(f"{via}: {info['settings']}", soft_wrap=True)
+    if "plots" in result:
+        console.print("plots: " + ", ".join(result["plots"]), soft_wrap=True)
+
+
+def throughput_via(
+    via: str,
+    loss: str,
+    cc: str | None,
+    duration: str | None,
+    size: str,
+    rtt: str,
+    rate: str,
+    seed: int,
+) -> dict:
+    """Bulk ``size`` server → client over each transport of ``via``; the JSON record."""
+    from tierwise.lab.cli import _size
+    from tierwise.lab.viarun import MAX_BULK_S, ViaBulk, run_via_bulk
+
+    vias = parse_vias(via)
+    cc = cc or DEFAULT_CC
+    if "," in cc:
+        raise ScenarioError("with --via, --cc names one control (for direct)", source="--cc")
+    base = build_throughput(loss, cc, "1s", rtt, rate, seed)  # validates all but the bound
+    bound_s = _time(duration or BULK_DEFAULT_BOUND, "--duration")
+    if not 0 < bound_s <= MAX_BULK_S:
+        raise ScenarioError(f"must lie in (0, {MAX_BULK_S:g}] s", source="--duration")
+    size_bytes = _size(size, "--size")
+    if size_bytes <= 0:
+        raise ScenarioError("the size must be positive", source="--size")
+    exp = ViaBulk(
+        vias, base.losses, size_bytes, bound_s, base.rtt_s, base.rate_bytes_per_s, cc, seed
+    )
+    from tierwise.lab.netns import require_lab
+
+    require_lab()
+    with _progress(len(exp.losses) * len(vias), "transfers") as step:
+        return run_via_bulk(exp, step)
+
+
+def render_via_bulk(console: Console, result: dict) -> None:
+    """Goodput per (loss, transport) against the path rate, and CPU seconds per GB."""
+    p = result["parameters"]
+    table = Table(
+        title=(
+            f"bulk {p['size_bytes']:,} B server → client (bound {p['duration_s']:g} s) · "
+            f"RTT {p['rtt_s'] * 1e3:g} ms · {p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
+            f"loss on the download · kernel {result['kernel']}"
+        )
+    )
+    for col in ("loss", "via", "done", "s", "Mbit/s", "/ rate", "CPU s/GB client", "server"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in result["rows"]:
+        per_gb = r["cpu_s_per_gb"]
+        table.add_row(
+            f"{r['loss']:g}",
+            r["via"],
+            "yes" if r["complete"] else f"{r['received_bytes'] / p['size_bytes']:.0%}",
+            f"{r['elapsed_s']:.1f}",
+            f"{r['goodput_bytes_per_s'] * 8e-6:.1f}",
+            f"{r['goodput_over_rate']:.2f}",
+            *(f"{per_gb[end]:.1f}" if end in per_gb else "—" for end in ("client", "server")),
+        )
+    console.print(table)
+    console.print(
+        "CPU: user + system seconds of each end's process per GB delivered (/proc); direct "
+        "has no such process (kernel TCP's work is not counted).",
+        soft_wrap=True,
+    )

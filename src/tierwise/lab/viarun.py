@@ -1,0 +1,375 @@
+"""Runs over :mod:`tierwise.lab.relayvia`'s transports: the request, the bulk transfer, plots.
+
+``run_via_requests``: the §12.3.5 request (354,640 B up, 30 ms processing, 1,000 B
+back by default) alternated run by run over each transport, reported beside the
+floor ``R + S/B + T_proc + S_resp/B`` (§12.1.1). ``run_via_bulk``: ``size_bytes``
+server → client through each transport (or until ``duration_s``), goodput against the
+path rate and the CPU seconds per GB each end of the transport spent (from
+``/proc/<pid>/stat``, user + system; kernel TCP's work is not a process's and is
+not counted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+
+from tierwise.errors import LabError
+from tierwise.lab import netns
+from tierwise.lab.emulator import Direction
+from tierwise.lab.experiment import (
+    TUNED_BUFFER_BYTES,
+    RequestExperiment,
+    TimedConnection,
+    serial_floor_s,
+)
+from tierwise.lab.path import Path, PathConfig
+from tierwise.lab.relayvia import (
+    Tunnel,
+    digest_ok,
+    kcptun_unavailable_reason,
+    open_tunnel,
+    retry_until,
+    tunnel_record,
+    upload_body,
+)
+from tierwise.lab.service import ModelService, ServiceConfig, set_buffers, set_congestion
+
+__all__ = ["ViaBulk", "ViaExperiment", "plot_vias", "run_via_bulk", "run_via_requests"]
+
+WARMUP_REQUESTS = 3  # untimed, per transport: the relay's session measures the path first
+WARMUP_TIMEOUT_S = 30.0
+BULK_CHUNK_BYTES = 1 << 20
+BULK_CONNECT_TIMEOUT_S = 15.0
+MAX_BULK_S = 600.0
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class ViaExperiment:
+    """The request of ``request`` over each of ``vias`` (``request.modes`` is not used)."""
+
+    request: RequestExperiment
+    vias: tuple[str, ...]
+
+
+def _check_kcptun(vias: tuple[str, ...]) -> None:
+    reason = kcptun_unavailable_reason() if "kcptun" in vias else None
+    if reason is not None:
+        raise LabError(f"--via kcptun: {reason}")
+
+
+def run_via_requests(exp: ViaExperiment, progress: Callable[[dict], None] | None = None) -> dict:
+    """Bring a path up, run the request over every transport alternately; the JSON record."""
+    netns.require_lab()
+    _check_kcptun(exp.vias)
+    req = exp.request
+    body = upload_body(req.size_bytes, req.seed)
+    config = ServiceConfig(req.processing_s, req.response_bytes, None, req.cc, digest=True)
+    path = Path(req.path_config())
+    with path, ModelService(path.server_ns, path.server_addr, config) as svc:
+        with contextlib.ExitStack() as stack:
+            tunnels = {
+                via: stack.enter_context(
+                    open_tunnel(
+                        via, path, (path.server_addr, svc.port), req.rtt_s, req.rate_bytes_per_s
+                    )
+                )
+                for via in exp.vias
+            }
+            for tunnel in tunnels.values():
+                _warm(path, tunnel, body, req.cc)
+            samples = _alternate(path, tunnels, body, req, progress)
+            records = {via: tunnel_record(t) for via, t in tunnels.items()}
+    return {
+        "experiment": "request-via",
+        "parameters": _parameters(req, exp.vias),
+        "kernel": os.uname().release,
+        "namespaces": {"client": path.client_ns, "server": path.server_ns},
+        "transports": records,
+        "emulator": {k: vars(v) for k, v in (path.stats or {}).items()},
+        "summary": summarise_vias(samples, req, exp.vias),
+        "samples": samples,
+    }
+
+
+def _parameters(req: RequestExperiment, vias: tuple[str, ...]) -> dict:
+    return {
+        "vias": list(vias),
+        "size_bytes": req.size_bytes,
+        "processing_s": req.processing_s,
+        "response_bytes": req.response_bytes,
+        "runs": req.runs,
+        "cc": req.cc,
+        "rtt_s": req.rtt_s,
+        "rate_bytes_per_s": req.rate_bytes_per_s,
+        "loss_up": req.loss_up,
+        "loss_down": req.loss_down,
+        "seed": req.seed,
+        "warmup_requests": WARMUP_REQUESTS,
+    }
+
+
+def _request(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> TimedConnection:
+    """One ``POST /infer`` on a new application connection; raises on a wrong answer."""
+
+    def make_socket() -> socket.socket:
+        sock = path.socket("client")
+        if cc is not None and tunnel.via == "direct":
+            set_congestion(sock, cc)
+        return sock
+
+    conn = TimedConnection(tunnel.host, tunnel.port, make_socket)
+    try:
+        conn.exchange(body)
+    finally:
+        conn.close()
+    if not digest_ok(body, conn.payload):
+        raise LabError(f"{tunnel.via}: the service received other bytes than were sent")
+    return conn
+
+
+def _warm(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> None:
+    for _ in range(WARMUP_REQUESTS):
+        retry_until(
+            lambda: _request(path, tunnel, body, cc), WARMUP_TIMEOUT_S, f"{tunnel.via} warm-up"
+        )
+        tunnel.check_alive()
+
+
+def _alternate(
+    path: Path,
+    tunnels: dict[str, Tunnel],
+    body: bytes,
+    req: RequestExperiment,
+    progress: Callable[[dict], None] | None,
+) -> list[dict]:
+    samples = []
+    start = time.perf_counter()
+    for run in range(req.runs):
+        for via, tunnel in tunnels.items():
+            sample: dict = {"via": via, "run": run}
+            try:
+                conn = _request(path, tunnel, body, req.cc)
+            except (OSError, LabError) as exc:  # a failure is a result, not the end of the run
+                tunnel.check_alive()
+                sample.update(time_s=None, error=f"{type(exc).__name__}: {exc}")
+            else:
+                events = {k: v - start for k, v in conn.events.items() if k != "response_bytes"}
+                sample.update(
+                    time_s=events["last_response"] - events["connect_start"], events_s=events
+                )
+            samples.append(sample)
+            if progress is not None:
+                progress(sample)
+    return samples
+
+
+def summarise_vias(samples: list[dict], req: RequestExperiment, vias: tuple[str, ...]) -> dict:
+    """Per transport: median, p90, p99 and their ratios to the floor; failures counted."""
+    import numpy as np
+
+    floor = serial_floor_s(req)
+    summary: dict[str, dict] = {}
+    for via in vias:
+        times = [s["time_s"] for s in samples if s["via"] == via and s["time_s"] is not None]
+        failed = sum(1 for s in samples if s["via"] == via and s["time_s"] is None)
+        row: dict = {"runs": len(times), "failed": failed, "floor_s": floor}
+        if times:
+            median, p90, p99 = (float(x) for x in np.percentile(times, [50, 90, 99]))
+            row.update(median_s=median, p90_s=p90, p99_s=p99)
+            row.update(median_over_floor=median / floor, p99_over_floor=p99 / floor)
+        summary[via] = row
+    base = summary.get("relay", {}).get("median_s")
+    for row in summary.values():
+        if base and "median_s" in row:
+            row["median_over_relay"] = row["median_s"] / base
+    return summary
+
+
+# --- bulk ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ViaBulk:
+    """``size_bytes`` server → client over each transport at each download loss level."""
+
+    vias: tuple[str, ...]
+    losses: tuple[float, ...] = (0.0, 0.14)
+    size_bytes: int = 100_000_000
+    duration_s: float = 120.0  # the bound: a transfer still running then is stopped
+    rtt_s: float = 0.200
+    rate_bytes_per_s: float = 333e6 / 8
+    cc: str = "cubic"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.duration_s <= MAX_BULK_S:
+            raise LabError(f"the bulk duration must lie in (0, {MAX_BULK_S:g}] s")
+        if self.size_bytes <= 0:
+            raise LabError("the bulk size must be positive")
+
+    def path_config(self, loss: float) -> PathConfig:
+        """Half the RTT and the rate each way; ``loss`` on the download only (§12.3.3)."""
+        up = Direction(delay_s=self.rtt_s / 2, rate_bytes_per_s=self.rate_bytes_per_s)
+        down = Direction(delay_s=self.rtt_s / 2, rate_bytes_per_s=self.rate_bytes_per_s, loss=loss)
+        return PathConfig(up=up, down=down, seed=self.seed)
+
+
+class _Source:
+    """A TCP server in the server namespace: each connection gets ``size_bytes``, then FIN."""
+
+    def __init__(self, path: Path, size_bytes: int, cc: str):
+        self.listener = path.socket("server")
+        set_buffers(self.listener, TUNED_BUFFER_BYTES * 2)
+        set_congestion(self.listener, cc)
+        self.listener.bind((path.server_addr, 0))
+        self.listener.listen(4)
+        self.size_bytes = size_bytes
+        self.thread = threading.Thread(target=self._serve, daemon=True, name="bulk-source")
+        self.thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.listener.getsockname()
+
+    def _serve(self) -> None:
+        chunk = memoryview(bytes(range(256)) * (BULK_CHUNK_BYTES // 256))
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.listener.accept()
+                with conn:
+                    left = self.size_bytes
+                    while left > 0:
+                        left -= conn.send(chunk[: min(left, BULK_CHUNK_BYTES)])
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(5)
+
+
+def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -> dict:
+    """Every (loss, transport) transfer; the JSON-ready record."""
+    netns.require_lab()
+    _check_kcptun(exp.vias)
+    rows = []
+    for loss in exp.losses:
+        path = Path(exp.path_config(loss))
+        with path:
+            source = _Source(path, exp.size_bytes, exp.cc)
+            try:
+                for via in exp.vias:
+                    row = {"loss": loss, "via": via, **_bulk_once(path, source, via, exp)}
+                    rows.append(row)
+                    if progress is not None:
+                        progress(row)
+            finally:
+                source.close()
+    return {
+        "experiment": "throughput-via",
+        "parameters": {
+            "vias": list(exp.vias),
+            "losses": list(exp.losses),
+            "loss_direction": "down (server → client; the server sends)",
+            "size_bytes": exp.size_bytes,
+            "duration_s": exp.duration_s,
+            "rtt_s": exp.rtt_s,
+            "rate_bytes_per_s": exp.rate_bytes_per_s,
+            "cc_direct": exp.cc,
+        },
+        "kernel": os.uname().release,
+        "rows": rows,
+    }
+
+
+def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
+    with open_tunnel(via, path, source.address, exp.rtt_s, exp.rate_bytes_per_s) as tunnel:
+        cpu_before = tunnel.cpu_s()
+        received, elapsed = _receive(path, tunnel, exp)
+        cpu = {end: s - cpu_before[end] for end, s in tunnel.cpu_s().items()}
+        record = tunnel_record(tunnel)
+    goodput = received / elapsed if elapsed > 0 else 0.0
+    gigabytes = received / GB
+    return {
+        "received_bytes": received,
+        "complete": received == exp.size_bytes,
+        "elapsed_s": elapsed,
+        "goodput_bytes_per_s": goodput,
+        "goodput_over_rate": goodput / exp.rate_bytes_per_s,
+        "cpu_s": cpu,
+        "cpu_s_per_gb": {end: s / gigabytes for end, s in cpu.items()} if gigabytes else {},
+        **record,
+    }
+
+
+def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float]:
+    """Connect through the tunnel and read until EOF, the size, or the duration bound."""
+    sock = path.socket("client")
+    with sock:
+        if tunnel.via == "direct":
+            set_buffers(sock, TUNED_BUFFER_BYTES * 2)
+            set_congestion(sock, exp.cc)
+        sock.settimeout(BULK_CONNECT_TIMEOUT_S)
+        start = time.perf_counter()
+        sock.connect((tunnel.host, tunnel.port))
+        stop = start + exp.duration_s
+        buf = bytearray(BULK_CHUNK_BYTES)
+        received = 0
+        last = start
+        while received < exp.size_bytes and (now := time.perf_counter()) < stop:
+            sock.settimeout(max(0.01, stop - now))
+            try:
+                n = sock.recv_into(buf)
+            except TimeoutError:
+                break
+            if not n:
+                break
+            received += n
+            last = time.perf_counter()
+    return received, last - start
+
+
+# --- plots ---------------------------------------------------------------------------
+
+
+def plot_vias(result: dict, folder: FsPath) -> list[FsPath]:
+    """Every request's time per transport, with the floor and the issue's goal lines."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FormatStrFormatter
+
+    from tierwise.lab.timeline import save_figure
+
+    p = result["parameters"]
+    floor = next(iter(result["summary"].values()))["floor_s"]
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for i, via in enumerate(p["vias"]):
+        times = [s["time_s"] for s in result["samples"] if s["via"] == via and s["time_s"]]
+        ax.scatter([i + 0.08 * ((k % 5) - 2) for k in range(len(times))], times, s=14, alpha=0.7)
+        if times:
+            ax.hlines(result["summary"][via]["median_s"], i - 0.3, i + 0.3, color="black")
+    for factor, style in ((1.0, "-"), (1.10, "--"), (1.25, ":")):
+        ax.axhline(floor * factor, color="#d62728", ls=style, lw=1, label=f"{factor:g} × floor")
+    ax.set_xticks(range(len(p["vias"])), p["vias"])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.set_ylabel("request time (s), log scale")
+    ax.set_title(
+        f"{p['size_bytes']:,} B up · RTT {p['rtt_s'] * 1e3:g} ms · "
+        f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · loss up {p['loss_up']:g}, "
+        f"down {p['loss_down']:g} · bar: median"
+    )
+    ax.legend(loc="upper right", fontsize=8)
+    name = f"via-{'-'.join(p['vias'])}-loss{p['loss_up']:g}-{p['loss_down']:g}"
+    return save_figure(fig, folder, name)
