@@ -131,8 +131,8 @@ class FecDecoder:
 
     def on_datagram(self, pn: int, datagram: bytes) -> None:
         self._cache[pn] = datagram
-        if len(self._cache) > self.cache_packets:
-            floor = pn - self.cache_packets
+        if len(self._cache) > self.cache_packets:  # prune a quarter at once: O(1) per datagram
+            floor = pn - self.cache_packets * 3 // 4
             for old in [p for p in self._cache if p < floor]:
                 del self._cache[old]
             for first in [f for f in self._blocks if f < floor]:
