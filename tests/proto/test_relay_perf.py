@@ -79,7 +79,8 @@ def test_a_queued_packet_train_ends_start_up_at_the_bottleneck() -> None:
     net.client.send(sid, payload("bulk", 1_500_000), end_stream=True)
     net.run(start + 0.3)
     assert not net.client.rate.startup
-    assert 0.8 * RATE <= net.client.rate.btl_bw_bytes_per_s <= 1.2 * RATE
+    # the path's rate counts 28 bytes of UDP/IP per datagram that the estimate does not
+    assert 0.95 * RATE <= net.client.rate.btl_bw_bytes_per_s <= RATE
 
 
 def test_a_request_whose_repairs_are_all_lost_is_retransmitted_within_about_one_rtt() -> None:
