@@ -22,7 +22,7 @@ __all__ = ["NOT_ALLOWED", "OK", "REFUSED", "UNREACHABLE", "Pipe", "encode_target
 
 OK, NOT_ALLOWED, UNREACHABLE, REFUSED = 0, 2, 4, 5
 READ_BYTES = 64 * 1024
-SEND_BUFFER_MAX = 4 << 20  # stop reading the socket while this much is unacknowledged
+SEND_BUFFER_MAX = 16 << 20  # stop reading the socket while this much is unacknowledged (2 × BDP)
 _PORT = struct.Struct(">H")
 
 

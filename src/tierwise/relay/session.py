@@ -47,9 +47,16 @@ class Session:
         self._arm()
 
     def _arm(self) -> None:
+        """Arm the connection's next deadline; a timer already due no later is kept.
+
+        Most datagrams move the deadline (the next ACK or pacing slot), and a new
+        timer handle per datagram is measurable; firing early is harmless
+        (``handle_timer`` acts only on deadlines that have passed, then this re-arms).
+        """
         at = self.conn.get_timer()
-        if at == self._timer_at and self._timer is not None:
-            return
+        if self._timer is not None and at is not None and self._timer_at is not None:
+            if self._timer_at <= at:
+                return
         if self._timer is not None:
             self._timer.cancel()
         self._timer, self._timer_at = None, at

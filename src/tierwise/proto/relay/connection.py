@@ -71,6 +71,7 @@ __all__ = ["RelayConfig", "RelayConnection", "RelayStats"]
 
 Addr = Any
 TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
+TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending did was queued
 PACKET_THRESHOLD = 3  # RFC 9002 §6.1.1
 TIME_THRESHOLD = 9 / 8
 PTO_MAX_S = 2.0  # cap on the probe backoff, so a path back from a blackout is used soon
@@ -81,7 +82,10 @@ _WINDOWS = struct.Struct(">QQ")
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
-_OPEN_BLOCK = 1 << 63  # protect_until of a packet whose FEC block has not closed yet
+_OPEN_BLOCK = 1 << 63  # protect_until of a packet whose block's last repair has not left yet
+FEC_BURST_BLOCKS_MAX = 16  # a burst longer than this (≈ 1.3 MB) is bulk: no per-request target
+PACKET_OVERHEAD_BYTES = 60  # header, tag, ACK and STREAM frame headers of a full data packet
+BURST_PACKETS = 8  # the pacer lets this many packets leave at once after a pause (a tail)
 
 
 class State(Enum):
@@ -96,11 +100,12 @@ class RelayConfig:
     """Tunables of a relay session (both ends should agree on the FEC code)."""
 
     max_datagram_bytes: int = 1350  # a data packet; a repair packet is ≤ 52 bytes longer
-    stream_window_bytes: int = 4 << 20
+    stream_window_bytes: int = 16 << 20  # ≥ 2 × BDP of 333 Mbit/s × 200 ms (8.3 MB)
     session_window_bytes: int = 32 << 20
     max_streams: int = 1024
     fec_code: str = "zfec"
-    fec_target: float = 0.999  # §12.3.3's block success target
+    fec_target: float = 0.999  # §12.3.3's success target of a request (all its blocks)
+    fec_bulk_target: float = 0.99  # per block of a bulk burst: retransmission is cheap there
     fec_max_k: int = 64  # zfec encodes + decodes 25 MB/s of data at 14 % loss (benchmarks.md)
     ack_every: int = 2  # RFC 9000 §13.2.2
     max_ack_delay_s: float = 0.005
@@ -114,6 +119,9 @@ class RelayConfig:
     def __post_init__(self) -> None:
         if self.fec_code not in CODES:
             raise LocalProtocolError(f"unknown FEC code {self.fec_code!r}; known: {sorted(CODES)}")
+        for name in ("fec_target", "fec_bulk_target"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise LocalProtocolError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if not 200 <= self.max_datagram_bytes <= 1400:
             raise LocalProtocolError(
                 f"max_datagram_bytes must be in [200, 1400], got {self.max_datagram_bytes}"
@@ -155,6 +163,7 @@ class _Sent:
     first_sent_s: float = 0.0
     app_limited: bool = False
     protect_until: int | None = None
+    repairs_done_s: float | None = None  # when the last repair of the packet's block left
 
 
 class _Stream:
@@ -219,6 +228,7 @@ class RelayConnection:
         self._fec = FecEncoder(CODES[c.fec_code], c.fec_max_k, c.fec_target)
         self._fec_rx = FecDecoder()
         self._repairs: deque[Repair] = deque()
+        self._burst_blocks = 0  # FEC blocks closed since the sender was last idle
         self._loss_meter = LossMeter()
         self.peer_loss = 0.0
         self._ack_needed, self._ack_at, self._ack_count = False, None, 0
@@ -575,8 +585,9 @@ class RelayConnection:
         self._delivered += p.size
         self._delivered_s = now
         if p.eliciting:
-            rate = self._delivery_rate(p, now)
-            self.rate.on_sample(RateSample(rate, now - p.sent_s, p.app_limited), now)
+            rate, queued = self._delivery_rate(p, now)
+            sample = RateSample(rate, now - p.sent_s, p.app_limited, queued)
+            self.rate.on_sample(sample, now)
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
@@ -585,24 +596,34 @@ class RelayConnection:
         if self._in_flight <= 0:
             self._train = None
 
-    def _delivery_rate(self, p: _Sent, now: float) -> float:
+    def _delivery_rate(self, p: _Sent, now: float) -> tuple[float, bool]:
         """BBR's sample, or the ACK train's rate since the round began if higher.
 
         BBR measures from the last ACK before ``p`` was sent, so a burst sent from
         idle measures at most burst/RTT; the ACK train of that burst shows the
         bottleneck itself (packet dispersion), bounded by how fast it was sent.
+        The flag says the train arrived clearly slower than it was sent: the
+        path queued it, so its rate is the bottleneck's (packet-pair probing).
+        Packets acknowledged by the train's first ACK do not count: they arrived
+        before its clock started (counting them overstated a short train by ≈ 12 %).
         """
         interval = max(now - p.delivered_s, p.sent_s - p.first_sent_s)
         rate = (self._delivered - p.delivered) / interval if interval > 0 else 0.0
         if self._train is None:
             self._train = (now, self._delivered, p.sent_s)
-            return rate
+            return rate, False
         start_s, start_delivered, start_sent_s = self._train
+        if now <= start_s:  # acknowledged with the train's first packet: before its clock ran
+            self._train = (start_s, self._delivered, max(start_sent_s, p.sent_s))
+            return rate, False
         nbytes = self._delivered - start_delivered
-        dt = max(now - start_s, p.sent_s - start_sent_s)
+        sent_dt = p.sent_s - start_sent_s
+        dt = max(now - start_s, sent_dt)
+        queued = False
         if nbytes >= TRAIN_MIN_PACKETS * self.config.max_datagram_bytes and dt > 0:
             rate = max(rate, nbytes / dt)
-        return rate
+            queued = now - start_s >= TRAIN_QUEUED * sent_dt
+        return rate, queued
 
     _FRAME_HANDLERS: ClassVar[dict[type, Any]] = {}  # filled below the class
 
@@ -620,15 +641,29 @@ class RelayConnection:
             if pn >= self._largest_acked:
                 break
             if p.protect_until is None:
-                wait, by_count = delay, self._largest_acked - pn >= PACKET_THRESHOLD
+                lost_at, by_count = p.sent_s + delay, self._largest_acked - pn >= PACKET_THRESHOLD
             else:  # the receiver holds the block's repairs and still lacks it: FEC fell short
-                wait, by_count = 2 * delay, self._largest_acked >= p.protect_until
-            if by_count or p.sent_s + wait <= now + _EPS_S:
+                lost_at = self._protected_lost_at(p, delay)
+                by_count = self._largest_acked >= p.protect_until
+            if by_count or lost_at <= now + _EPS_S:
                 lost.append(p)
-            elif self._loss_time is None or p.sent_s + wait < self._loss_time:
-                self._loss_time = p.sent_s + wait
+            elif self._loss_time is None or lost_at < self._loss_time:
+                self._loss_time = lost_at
         for p in lost:
             self._on_packet_lost(p)
+
+    def _protected_lost_at(self, p: _Sent, delay: float) -> float:
+        """When an unacknowledged FEC-protected packet counts as lost.
+
+        Its block's last repair should have been acknowledged a time threshold
+        after it left (tail protection: the last repair itself may be the one
+        lost, and no later packet then shows it); the RFC 9002 rule, doubled,
+        bounds the wait while the repairs have not all left.
+        """
+        lost_at = p.sent_s + 2 * delay
+        if p.repairs_done_s is not None:
+            lost_at = min(lost_at, p.repairs_done_s + delay + self.config.max_ack_delay_s)
+        return lost_at
 
     def _on_packet_lost(self, p: _Sent) -> None:
         del self._sent[p.pn]
@@ -799,6 +834,8 @@ class RelayConnection:
         if not self._fec.open or not (idle or now + _EPS_S >= self._block_deadline()):
             return None
         self._queue_repairs()
+        if idle:
+            self._burst_blocks = 0
         return self._next_packet(now) if self._repairs else None
 
     def _block_deadline(self) -> float:
@@ -810,19 +847,39 @@ class RelayConnection:
     def _queue_repairs(self) -> None:
         loss = self.peer_loss
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
-        first = self._fec.first_pn
-        repairs = self._fec.close(loss + margin)
+        repairs = self._fec.close(loss + margin, self._block_target())
         if not repairs:
             for p in self._sent.values():
                 if p.protect_until == _OPEN_BLOCK:
                     p.protect_until = None
             return
-        last = self._pn + len(repairs) - 1
-        for pn in range(first, self._pn):
-            p = self._sent.get(pn)
-            if p is not None:
-                p.protect_until = last
+        self._burst_blocks += 1
         self._repairs.extend(repairs)
+
+    def _block_target(self) -> float:
+        """A block's success target such that all blocks of the burst meet ``fec_target``.
+
+        A request of ``n`` blocks succeeds with ``target`` when each block does with
+        ``1 − (1 − target)/n`` (union bound, §12.3.3); ``n`` counts the blocks the
+        burst has closed, this one and those its queued bytes will fill. A burst
+        beyond :data:`FEC_BURST_BLOCKS_MAX` blocks is bulk: it has no request
+        deadline, so each block gets ``fec_bulk_target`` and a loss beyond its
+        repairs costs one retransmission inside the (larger) window instead of
+        repair bytes on every block.
+        """
+        c = self.config
+        block_bytes = c.fec_max_k * (c.max_datagram_bytes - PACKET_OVERHEAD_BYTES)
+        blocks = self._burst_blocks + 1 + -(-self._queued_bytes() // block_bytes)
+        if blocks > FEC_BURST_BLOCKS_MAX:
+            return c.fec_bulk_target
+        return 1 - (1 - c.fec_target) / blocks
+
+    def _on_last_repair(self, frame: Repair, pn: int, now: float) -> None:
+        """The block's last repair left: its packets are lost once that one is acknowledged."""
+        for data_pn in range(frame.first_pn, frame.first_pn + frame.k):
+            p = self._sent.get(data_pn)
+            if p is not None:
+                p.protect_until, p.repairs_done_s = pn, now
 
     def _ack_frames(self, now: float, max_ranges: int) -> list[Frame]:
         if not self._ack_needed and not self._replay.seen:
@@ -872,15 +929,17 @@ class RelayConnection:
         header = wire.HEADER.pack(wire.DATA, self.connection_id, pn)
         payload = b"".join(wire.encode_frame(f) for f in frames)
         datagram = header + self._send_keys.seal(pn, header, payload)
-        repair = any(isinstance(f, Repair) for f in frames)
+        repair = next((f for f in frames if isinstance(f, Repair)), None)
         size = len(datagram)
         self.stats.packets_sent += 1
         self.stats.bytes_sent += size
         if eliciting:
             self._record(pn, now, size, frames, records or [], repair)
-        if repair:
+        if repair is not None:
             self.stats.repair_packets_sent += 1
             self.stats.repair_bytes_sent += size
+            if repair.index == repair.k + repair.r - 1:
+                self._on_last_repair(repair, pn, now)
         elif not self._repairs:  # a block's packets are consecutive: none between its repairs
             self._fec.add(pn, datagram, protect=bool(records), now=now)
             if self._fec.full:
@@ -894,7 +953,7 @@ class RelayConnection:
         size: int,
         frames: list[Frame],
         records: list[tuple[int, int, int, bool]],
-        repair: bool,
+        repair: Repair | None,
     ) -> None:
         if self._in_flight <= 0:
             self._first_sent_s = self._delivered_s = now
@@ -910,13 +969,14 @@ class RelayConnection:
             self._delivered_s,
             self._first_sent_s,
             self._app_limited_until > self._delivered,
-            None if repair else _OPEN_BLOCK,
+            None if repair is not None else _OPEN_BLOCK,
         )
         self._in_flight += size
         self._last_eliciting_s = now
         self.rate.app_limited = self._queued_bytes() + self._in_flight <= self.rate.cwnd_bytes
         rate = self.rate.pacing_rate_bytes_per_s
-        start = max(self._next_send_s, now - self.config.pacing_quantum_s)
+        slack_s = max(self.config.pacing_quantum_s, BURST_PACKETS * size / rate)
+        start = max(self._next_send_s, now - slack_s)
         self._next_send_s = start + size / rate
 
 

@@ -99,14 +99,19 @@ class FecEncoder:
     def full(self) -> bool:
         return len(self._block) >= self.max_k
 
-    def close(self, loss: float) -> list[Repair]:
-        """End the block; its repair frames (none if no loss or nothing worth repairing)."""
+    def close(self, loss: float, target: float | None = None) -> list[Repair]:
+        """End the block; its repair frames (none if no loss or nothing worth repairing).
+
+        ``target`` overrides the block's success target (the connection raises it
+        so that every block of a multi-block request together meets the request's).
+        """
         block, self._block = self._block, []
         protected, self.protected = self.protected, False
         k = len(block)
         if not block or not protected or loss <= 0:
             return []
-        r = min(repair_symbols_needed(k, min(loss, 0.5), self.target), MAX_SYMBOLS - k)
+        goal = self.target if target is None else target
+        r = min(repair_symbols_needed(k, min(loss, 0.5), goal), MAX_SYMBOLS - k)
         if r == 0:
             return []
         width = 2 + max(len(d) for d in block)
@@ -126,8 +131,8 @@ class FecDecoder:
 
     def on_datagram(self, pn: int, datagram: bytes) -> None:
         self._cache[pn] = datagram
-        if len(self._cache) > self.cache_packets:
-            floor = pn - self.cache_packets
+        if len(self._cache) > self.cache_packets:  # prune a quarter at once: O(1) per datagram
+            floor = pn - self.cache_packets * 3 // 4
             for old in [p for p in self._cache if p < floor]:
                 del self._cache[old]
             for first in [f for f in self._blocks if f < floor]:

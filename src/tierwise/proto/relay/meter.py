@@ -9,6 +9,7 @@ __all__ = ["LossMeter", "RttEstimator"]
 LOSS_WINDOW_PACKETS = 128
 LOSS_SLACK_PACKETS = 64  # reordering allowance before a window is judged
 LOSS_EWMA = 0.125
+EARLY_PACKETS = 16  # the provisional estimate needs this many packet numbers
 RTT_ALPHA, RTT_BETA = 0.125, 0.25  # RFC 6298
 
 
@@ -17,8 +18,11 @@ class LossMeter:
 
     Windows of :data:`LOSS_WINDOW_PACKETS` numbers are judged once the largest
     number is :data:`LOSS_SLACK_PACKETS` past their end; ``loss`` is an EWMA of
-    the windows' loss fractions. Datagrams recovered by FEC count as lost here:
-    FEC must be sized from what the path drops, not from what FEC repaired.
+    the windows' loss fractions. Until the first window is judged, ``loss`` is
+    the fraction missing below the largest number (from :data:`EARLY_PACKETS`
+    on), so a new session's first retransmissions already carry repairs.
+    Datagrams recovered by FEC count as lost here: FEC must be sized from what
+    the path drops, not from what FEC repaired.
     """
 
     def __init__(self) -> None:
@@ -26,12 +30,19 @@ class LossMeter:
         self._judged = 0  # windows below this index are judged
         self.loss: float = 0.0
         self.windows = 0
+        self._early_got, self._early_largest = 0, -1
 
     def on_packet(self, pn: int) -> None:
         window = pn // LOSS_WINDOW_PACKETS
         if window < self._judged:
             return
         self._counts[window] += 1
+        if self.windows == 0:
+            self._early_got += 1
+            self._early_largest = max(self._early_largest, pn)
+            span = self._early_largest + 1
+            if span >= EARLY_PACKETS:
+                self.loss = max(0.0, 1.0 - self._early_got / span)
         ready = (pn - LOSS_SLACK_PACKETS) // LOSS_WINDOW_PACKETS
         while self._judged < ready:
             got = self._counts.pop(self._judged, 0)

@@ -48,6 +48,7 @@ class RateSample:
     delivery_rate_bytes_per_s: float
     rtt_s: float
     app_limited: bool
+    queued: bool = False  # an ACK train that the bottleneck spread out: the rate is the path's
 
 
 class RateController:
@@ -69,11 +70,16 @@ class RateController:
 
     @property
     def btl_bw_bytes_per_s(self) -> float:
-        if self._bw:
-            return self._bw[0][1]
-        if self._initial_rate:
-            return self._initial_rate
-        return INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or INITIAL_RTT_S)
+        """The largest recent delivery rate; in start-up never below the initial window's rate
+        (the first samples, taken from idle, measure one packet per RTT, not the path)."""
+        initial = self._initial_rate or INITIAL_CWND_PACKETS * self.mss / (
+            self.min_rtt_s or INITIAL_RTT_S
+        )
+        if not self._bw:
+            return initial
+        if self.startup:
+            return max(self._bw[0][1], initial)
+        return self._bw[0][1]
 
     @property
     def gain(self) -> float:
@@ -85,7 +91,14 @@ class RateController:
 
     @property
     def pacing_rate_bytes_per_s(self) -> float:
-        return self.gain * self.btl_bw_bytes_per_s
+        """``gain · btl_bw``; an app-limited sender (a reply, a tail of repairs) is paced at
+        least at the initial window per min RTT: its own small flights under-measure the path."""
+        if not self._bw and not self._initial_rate:
+            return float("inf")  # the first flight is a packet train: its ACKs time the path
+        rate = self.gain * self.btl_bw_bytes_per_s
+        if self.app_limited:
+            rate = max(rate, INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or INITIAL_RTT_S))
+        return rate
 
     @property
     def cwnd_bytes(self) -> float:
@@ -111,6 +124,9 @@ class RateController:
             while self._bw and self._bw[-1][1] <= rate:
                 self._bw.pop()
             self._bw.append((self.round, rate))
+        if self.startup and sample.queued and not sample.app_limited:
+            self.startup = False  # a queued packet train measured the bottleneck: no more probing
+            self._cycle = CYCLE_GAINS.index(1.0)
 
     def on_round_end(self) -> None:
         """A round trip has passed (the caller tracks delivered packets)."""

@@ -1,0 +1,60 @@
+"""The asyncio binding of a relay session: its one timer over a real UDP socket."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tierwise.proto.relay import RelayConnection
+from tierwise.relay.session import Session
+
+KEY = bytes(range(32))
+
+
+async def _session() -> tuple[Session, asyncio.DatagramTransport]:
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(
+        asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0)
+    )
+    peer = transport.get_extra_info("sockname")  # HELLOs to ourselves: nobody answers
+    conn = RelayConnection(KEY, is_client=True)
+    conn.connect(peer, loop.time())
+    return Session(conn, transport, lambda session, event: None), transport
+
+
+def test_an_earlier_timer_is_kept_and_re_armed_when_it_fires() -> None:
+    """A deadline that moves later keeps the armed timer; its firing re-arms the real one."""
+
+    async def run() -> None:
+        session, transport = await _session()
+        try:
+            session._arm()  # the HELLO is due now
+            early = session._timer_at
+            session.conn.datagrams_to_send(session.now())  # HELLO out: next one in 0.5 s
+            assert session.conn.get_timer() > early
+            session._arm()
+            assert session._timer_at == early  # no new timer handle for a later deadline
+            await asyncio.sleep(0.05)
+            assert session._timer_at == session.conn.get_timer()
+        finally:
+            session.close()
+            transport.close()
+
+    asyncio.run(run())
+
+
+def test_a_deadline_moved_earlier_re_arms_at_once() -> None:
+    """A deadline earlier than the armed timer replaces it."""
+
+    async def run() -> None:
+        session, transport = await _session()
+        try:
+            session.transmit()  # HELLO out, timer at the retry (0.5 s)
+            later = session._timer_at
+            session.conn._hello_at = session.now() + 0.01
+            session._arm()
+            assert session._timer_at is not None and session._timer_at < later
+        finally:
+            session.close()
+            transport.close()
+
+    asyncio.run(run())
