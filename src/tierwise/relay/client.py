@@ -5,13 +5,18 @@ the destination (:mod:`.pipe`); the gateway's status byte becomes the SOCKS
 reply. Domain names travel as names and are resolved at the gateway. The
 session is opened once and re-opened when it ends (gateway restart, client
 address change beyond what the session survives, silence); streams of the old
-session are reset, so their applications see the connection break.
+session are reset, so their applications see the connection break: the TCP
+connection is aborted with an RST (``SO_LINGER`` 0), never closed with a FIN
+that would pass truncated data off as complete. UDP ASSOCIATE: :mod:`.udp`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
+from collections import Counter
 from collections.abc import Callable
 
 from tierwise.proto.relay import (
@@ -24,16 +29,19 @@ from tierwise.proto.relay import (
 )
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.session import Session
+from tierwise.relay.udp import UDP_HOST, ClientAssociation
 
 __all__ = ["Client"]
 
 log = logging.getLogger("tierwise.relay.client")
 SOCKS_VERSION = 5
 NO_AUTH, USER_PASS, NO_METHOD = 0x00, 0x02, 0xFF
-CMD_CONNECT = 1
+CMD_CONNECT, CMD_UDP_ASSOCIATE = 1, 3
 GENERAL_FAILURE, CMD_UNSUPPORTED, ATYP_UNSUPPORTED = 0x01, 0x07, 0x08
 STATUS_TIMEOUT_S = 15.0
 DEAD_PEER_S = 1.0  # a restarted gateway is noticed this fast, and the session re-opened
+UDP_BUFFER_BYTES = 1 << 20
+_LINGER_RST = struct.pack("ii", 1, 0)
 
 
 class _Dialer(asyncio.DatagramProtocol):
@@ -55,6 +63,7 @@ class Client:
         gateway: tuple[str, int],
         config: RelayConfig | None = None,
         credentials: tuple[str, str] | None = None,
+        udp_buffer_bytes: int = UDP_BUFFER_BYTES,
     ) -> None:
         base = config or RelayConfig()
         self.config = RelayConfig(**{**vars(base), "dead_peer_s": DEAD_PEER_S})
@@ -63,13 +72,28 @@ class Client:
         self._transport: asyncio.DatagramTransport | None = None
         self._handlers: dict[int, Callable[[Event], None]] = {}
         self.ready = asyncio.Event()
+        self.udp_buffer_bytes = udp_buffer_bytes
+        self.counters: Counter[str] = Counter()
 
     async def start(self) -> None:
+        self._transport = await self._dial()
+        self._open()
+
+    async def _dial(self) -> asyncio.DatagramTransport:
         loop = asyncio.get_running_loop()
-        self._transport, _ = await loop.create_datagram_endpoint(
+        transport, _ = await loop.create_datagram_endpoint(
             lambda: _Dialer(self), remote_addr=self.gateway
         )
-        self._open()
+        return transport
+
+    async def rebind(self) -> None:
+        """Move the session to a new local UDP port (as a NAT rebinding or a roaming host would)."""
+        old, self._transport = self._transport, await self._dial()
+        if self.session is not None:
+            self.session.transport = self._transport
+            self.session.transmit()
+        if old is not None:
+            old.close()
 
     def _open(self) -> None:
         conn = RelayConnection(self.key, is_client=True, config=self.config)
@@ -98,7 +122,8 @@ class Client:
             self.ready.set()
 
     def snapshot(self) -> dict:
-        return self.session.conn.snapshot() if self.session else {}
+        base = self.session.conn.snapshot() if self.session else {}
+        return {**base, **{key: self.counters[key] for key in sorted(self.counters)}}
 
     async def open(self, host: str, port: int) -> tuple[int, Session, asyncio.Queue]:
         """A new stream to ``host:port``; its events arrive on the returned queue."""
@@ -111,6 +136,30 @@ class Client:
         session.transmit()
         return sid, session, queue
 
+    async def _open_checked(
+        self, host: str, port: int
+    ) -> tuple[int, int, Session | None, asyncio.Queue | None, Event | None]:
+        """Open a stream and wait for the gateway's status byte (or a timeout)."""
+        if not self.ready.is_set():
+            try:
+                async with asyncio.timeout(STATUS_TIMEOUT_S):
+                    await self.ready.wait()
+            except TimeoutError:
+                return GENERAL_FAILURE, -1, None, None, None
+        sid, session, queue = await self.open(host, port)
+        try:
+            async with asyncio.timeout(STATUS_TIMEOUT_S):
+                first = await queue.get()
+        except TimeoutError:
+            first = None
+        if isinstance(first, StreamReset):
+            log.warning("the gateway refused a stream to %s:%s (too many streams?)", host, port)
+        ok = isinstance(first, StreamDataReceived) and first.data
+        status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
+        if status != OK:
+            self._handlers.pop(sid, None)
+        return status, sid, session, queue, first
+
     async def proxy(
         self,
         host: str,
@@ -120,25 +169,11 @@ class Client:
         on_status: Callable[[int], None] = lambda status: None,
     ) -> int:
         """Carry one TCP connection to ``host:port``; ``on_status`` hears the gateway first."""
-        if not self.ready.is_set():
-            try:
-                async with asyncio.timeout(STATUS_TIMEOUT_S):
-                    await self.ready.wait()
-            except TimeoutError:
-                on_status(GENERAL_FAILURE)
-                return GENERAL_FAILURE
-        sid, session, queue = await self.open(host, port)
-        try:
-            async with asyncio.timeout(STATUS_TIMEOUT_S):
-                first = await queue.get()
-        except TimeoutError:
-            first = None
-        ok = isinstance(first, StreamDataReceived) and first.data
-        status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
+        status, sid, session, queue, first = await self._open_checked(host, port)
         on_status(status)
         if status != OK:
-            self._handlers.pop(sid, None)
             return status
+        assert session is not None and queue is not None
         pipe = Pipe(session, sid, writer)
         pipe.deliver(first.data[1:], first.end_stream)  # type: ignore[union-attr]
         while not queue.empty():
@@ -149,9 +184,63 @@ class Client:
         self._handlers.pop(sid, None)
         return OK
 
+    async def associate(
+        self,
+        app: tuple[str, int],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_reply: Callable[[int, tuple | None], None],
+    ) -> int:
+        """UDP ASSOCIATE (RFC 1928 §7): a relay port that lives as long as the TCP connection."""
+        status, sid, session, queue, first = await self._open_checked(UDP_HOST, 0)
+        if status != OK:
+            on_reply(status, None)
+            return status
+        assert session is not None and queue is not None
+        peer = writer.get_extra_info("peername")
+        assoc = ClientAssociation(
+            session, sid, (peer[0], app[1]), self.udp_buffer_bytes, self.counters
+        )
+        local = writer.get_extra_info("sockname")[0]
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(lambda: assoc, local_addr=(local, 0))
+        on_reply(OK, transport.get_extra_info("sockname"))
+        assoc.on_event(StreamDataReceived(sid, first.data[1:], first.end_stream))  # type: ignore[union-attr]
+        while not queue.empty():
+            assoc.on_event(queue.get_nowait())
+        self._handlers[sid] = assoc.on_event
+        eof = loop.create_task(_until_eof(reader))
+        ended = loop.create_task(assoc.closed.wait())
+        await asyncio.wait({eof, ended}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (eof, ended):
+            task.cancel()
+        assoc.close()
+        self._handlers.pop(sid, None)
+        return OK
+
+
+async def _until_eof(reader: asyncio.StreamReader) -> None:
+    """Read and ignore the control connection until it closes (§7: it bounds the association)."""
+    try:
+        while await reader.read(4096):
+            pass
+    except (ConnectionError, OSError):
+        pass
+
 
 def _to_pipe(pipe: Pipe, event: Event) -> None:
     if isinstance(event, StreamDataReceived):
         pipe.deliver(event.data, event.end_stream)
     elif isinstance(event, StreamReset):
-        pipe.abort()
+        _abort_with_rst(pipe)
+
+
+def _abort_with_rst(pipe: Pipe) -> None:
+    """Break the application's connection with an RST so it cannot mistake it for an end."""
+    sock = pipe.writer.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
+        except OSError:
+            pass
+    pipe.abort()
