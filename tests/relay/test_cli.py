@@ -120,3 +120,50 @@ def test_gateway_restart_stats_and_sigterm(key: Path, http_server: int) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_config_file_gives_every_setting(key: Path, tmp_path: Path) -> None:
+    """--check prints what the TOML file set (key path relative to the file); flags win."""
+    (tmp_path / "relay.toml").write_text(
+        'gateway = "gw.example:7443"\nkey_file = "relay.key"\nconnect_timeout = "3 s"\n'
+        'forward = ["127.0.0.1:8000=10.0.0.5:8000"]\nudp_buffer = 65536\n'
+    )
+    out = subprocess.run(
+        [*CLI, "relay", "client", "--config", str(tmp_path / "relay.toml"), "--check",
+         "--socks", "[::1]:1081"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    got = json.loads(out.stdout)
+    assert got["gateway"] == ["gw.example", 7443] and got["socks"] == ["::1", 1081]
+    assert got["key_file"] == str(key) and got["connect_timeout_s"] == 3.0
+    assert got["forward"] == [[["127.0.0.1", 8000], ["10.0.0.5", 8000]]]
+    assert got["udp_buffer"] == 65536
+
+
+@pytest.mark.parametrize("wrong_key", [False, True])
+def test_unanswered_gateway_is_one_line_in_bounded_time(
+    key: Path, tmp_path: Path, wrong_key: bool
+) -> None:
+    """No gateway, or a gateway with another key: exit 2 after --connect-timeout, one line."""
+    gport = free_port(socket.SOCK_DGRAM)
+    gw = None
+    if wrong_key:
+        other = tmp_path / "other.key"
+        subprocess.run([*CLI, "relay", "keygen", "--out", str(other)], check=True)
+        gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow", "127.0.0.1:9",
+                   "--key-file", str(other))  # fmt: skip
+    try:
+        t0 = time.monotonic()
+        out = subprocess.run(
+            [*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gport}", "--key-file", str(key),
+             "--socks", f"127.0.0.1:{free_port()}", "--connect-timeout", "1 s"],
+            capture_output=True, text=True, check=False, timeout=20,
+        )  # fmt: skip
+        elapsed_s = time.monotonic() - t0
+    finally:
+        if gw is not None:
+            gw.kill()
+            gw.wait()
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert out.stderr.count("\n") == 1 and "no answer from" in out.stderr
+    assert "same key" in out.stderr and elapsed_s < 8.0
