@@ -36,6 +36,18 @@ def wait_port(port: int, timeout_s: float = 10.0) -> None:
     raise AssertionError(f"nothing listens on {port}")
 
 
+def ready_line(proc: subprocess.Popen, needle: str, timeout_s: float = 20) -> float:
+    """Wait for ``needle`` on the process's stderr; the time it appeared."""
+    deadline = time.monotonic() + timeout_s
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if needle in line:
+            return time.monotonic()
+        assert line or proc.poll() is None, "the process ended"
+    raise AssertionError(f"no {needle!r} within {timeout_s} s")
+
+
 def curl(socks: int, url: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["curl", "-sS", "--max-time", "10", "--socks5-hostname", f"127.0.0.1:{socks}", url],
@@ -108,11 +120,9 @@ def test_gateway_restart_stats_and_sigterm(key: Path, http_server: int) -> None:
         gw.kill()
         gw.wait()
         gw = start(*gw_args)
-        time.sleep(0.5)
-        t0 = time.monotonic()
-        first = curl(sport, url)
-        retry = first if first.returncode == 0 else curl(sport, url)
-        assert retry.returncode == 0 and time.monotonic() - t0 < 2.0 + 10.0 * (first is not retry)
+        up_s = ready_line(gw, "gateway listening")
+        assert curl(sport, url).returncode == 0  # the first try: the client re-opens the session
+        assert time.monotonic() - up_s < 2.5  # 1 s to call the idle session dead, + handshake
         cl.send_signal(signal.SIGTERM)
         assert cl.wait(10) in (0, 143)
     finally:

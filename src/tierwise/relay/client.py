@@ -41,6 +41,9 @@ GENERAL_FAILURE, CMD_UNSUPPORTED, ATYP_UNSUPPORTED = 0x01, 0x07, 0x08
 STATUS_TIMEOUT_S = 15.0
 DEAD_PEER_S = 1.0  # a restarted gateway is noticed this fast, and the session re-opened
 UDP_BUFFER_BYTES = 1 << 20
+PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
+REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
+SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
 _LINGER_RST = struct.pack("ii", 1, 0)
 
 
@@ -51,6 +54,7 @@ class _Dialer(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         session = self.owner.session
         if session is not None:
+            self.owner.last_rx_s = session.now()
             session.datagram_received(data, addr)
 
 
@@ -73,11 +77,44 @@ class Client:
         self._handlers: dict[int, Callable[[Event], None]] = {}
         self.ready = asyncio.Event()
         self.udp_buffer_bytes = udp_buffer_bytes
+        self._opened_s = 0.0
+        self.last_rx_s = self._probed_s = 0.0
+        self._watchdog: asyncio.Task | None = None
         self.counters: Counter[str] = Counter()
 
     async def start(self) -> None:
         self._transport = await self._dial()
         self._open()
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """While streams are open, a silent gateway is probed, so its death shows in ~1.5 s.
+
+        A download only sends ACKs, which ask for no answer: without a probe a dead
+        gateway would go unnoticed until the 5 s keep-alive, and the applications
+        would hang that long before their connections are reset.
+        """
+        while True:
+            await asyncio.sleep(PROBE_SILENCE_S / 2)
+            session = self.session
+            if session is None or not self.ready.is_set() or not self._handlers:
+                continue
+            now = session.now()
+            if min(now - self.last_rx_s, now - self._probed_s) >= PROBE_SILENCE_S:
+                self._probed_s = now
+                self._probe()
+
+    def _probe(self) -> None:
+        """Send one datagram that asks for an answer.
+
+        The proto has no public PING, so this resets a stream id never used: the gateway
+        ignores a RESET of a stream it does not know, but acknowledges the packet (and
+        learns our address); unanswered, the session ends after ``dead_peer_s``.
+        """
+        assert self.session is not None
+        conn = self.session.conn
+        conn.reset(conn.open_stream(), code=0)
+        self.session.transmit()
 
     async def _dial(self) -> asyncio.DatagramTransport:
         loop = asyncio.get_running_loop()
@@ -89,9 +126,11 @@ class Client:
     async def rebind(self) -> None:
         """Move the session to a new local UDP port (as a NAT rebinding or a roaming host would)."""
         old, self._transport = self._transport, await self._dial()
-        if self.session is not None:
+        if self.session is not None and self.ready.is_set():
             self.session.transport = self._transport
-            self.session.transmit()
+            self._probe()  # speak first from the new address, or a download stalls
+        elif self.session is not None:
+            self.session.transport = self._transport
         if old is not None:
             old.close()
 
@@ -100,7 +139,16 @@ class Client:
         assert self._transport is not None
         self.session = Session(conn, self._transport, self._on_event)
         conn.connect(self.gateway, self.session.now())
+        self._opened_s = self.session.now()
         self.session.transmit()
+
+    def _redial(self) -> None:
+        """An application is waiting: do not sit out the HELLO backoff, say HELLO again now."""
+        session = self.session
+        if self.ready.is_set() or session is None or session.now() - self._opened_s < REDIAL_S:
+            return
+        session.close()
+        self._open()
 
     def _on_event(self, session: Session, event: Event) -> None:
         if session is not self.session:
@@ -110,7 +158,7 @@ class Client:
             self.ready.clear()
             handlers, self._handlers = self._handlers, {}
             for handler in handlers.values():
-                handler(StreamReset(0, 1))
+                handler(SESSION_LOST)
             session.close()
             self._open()
         elif isinstance(event, StreamDataReceived | StreamReset):
@@ -139,26 +187,40 @@ class Client:
     async def _open_checked(
         self, host: str, port: int
     ) -> tuple[int, int, Session | None, asyncio.Queue | None, Event | None]:
-        """Open a stream and wait for the gateway's status byte (or a timeout)."""
-        if not self.ready.is_set():
+        """Open a stream and wait for the gateway's status byte (or a timeout).
+
+        Nothing of the application has been sent before the status arrives, so a
+        stream whose session ended first is opened again on the next session.
+        """
+        for _attempt in range(2):
+            if not await self._wait_ready():
+                return GENERAL_FAILURE, -1, None, None, None
+            sid, session, queue = await self.open(host, port)
             try:
                 async with asyncio.timeout(STATUS_TIMEOUT_S):
-                    await self.ready.wait()
+                    first = await queue.get()
             except TimeoutError:
-                return GENERAL_FAILURE, -1, None, None, None
-        sid, session, queue = await self.open(host, port)
-        try:
-            async with asyncio.timeout(STATUS_TIMEOUT_S):
-                first = await queue.get()
-        except TimeoutError:
-            first = None
+                first = None
+            if first is not SESSION_LOST:
+                break
         if isinstance(first, StreamReset):
-            log.warning("the gateway refused a stream to %s:%s (too many streams?)", host, port)
+            log.warning("no stream to %s:%s: the gateway refused or reset it", host, port)
         ok = isinstance(first, StreamDataReceived) and first.data
         status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
         if status != OK:
             self._handlers.pop(sid, None)
         return status, sid, session, queue, first
+
+    async def _wait_ready(self) -> bool:
+        if self.ready.is_set():
+            return True
+        self._redial()
+        try:
+            async with asyncio.timeout(STATUS_TIMEOUT_S):
+                await self.ready.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def proxy(
         self,

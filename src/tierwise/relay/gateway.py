@@ -172,6 +172,7 @@ class Gateway(asyncio.DatagramProtocol):
         for data, end in pending.early:
             pending.pipe.deliver(data, end)
         pending.early.clear()
+        session.transmit()  # the status now: the application waits for it before it sends
         await pending.pipe.pump(reader)
         await pending.pipe.closed.wait()
         writer.close()
