@@ -168,6 +168,7 @@ class Gateway(asyncio.DatagramProtocol):
             writer.close()
             return
         conn.send(sid, bytes([OK]))
+        self.counters["connected"] += 1
         pending.pipe = Pipe(session, sid, writer)
         for data, end in pending.early:
             pending.pipe.deliver(data, end)
