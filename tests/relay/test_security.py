@@ -148,6 +148,8 @@ def test_streams_past_the_limit_are_refused(stack: Stack) -> None:
     port, closers = stack.call(up())
     held = []
     try:
+        for _ in range(10):  # refused streams must not keep a slot
+            assert socks_status(port, "127.0.0.1", stack.http_port + 1) == 2
         for _ in range(4):
             s = socket.create_connection(("127.0.0.1", port), timeout=10)
             s.sendall(b"\x05\x01\x00")

@@ -209,6 +209,9 @@ class Client:
         status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
         if status != OK:
             self._handlers.pop(sid, None)
+            if sid in session.conn.stream_ids:  # free the slot at both ends (max_streams)
+                session.conn.reset(sid, code=0)
+                session.transmit()
         return status, sid, session, queue, first
 
     async def _wait_ready(self) -> bool:
