@@ -170,3 +170,40 @@ def test_client_address_change_mid_transfer(stack: Stack, paced_source: int) -> 
     assert before != after
     session = next(iter(stack.gateway.sessions.values()))
     assert session.conn.peer_addr[1] == after[1]
+
+
+def test_service_sees_a_reset_when_the_client_session_is_lost(stack: Stack) -> None:
+    """An upload cut off by the session's end reaches the service as an error, not as EOF."""
+    sink = socket.create_server(("127.0.0.1", 0))
+    sink.settimeout(10)
+    stack.gateway._allow.add(("127.0.0.1", sink.getsockname()[1]))
+    outcome: list[str] = []
+
+    def read_all() -> None:
+        conn, _ = sink.accept()
+        got = 0
+        try:
+            while chunk := conn.recv(65536):
+                got += len(chunk)
+            outcome.append(f"clean EOF after {got} bytes")
+        except ConnectionResetError:
+            outcome.append("reset")
+        finally:
+            conn.close()
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    app = socket.create_connection(("127.0.0.1", stack.socks_port), timeout=10)
+    try:
+        app.sendall(b"\x05\x01\x00")
+        app.recv(2)
+        app.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", sink.getsockname()[1]))
+        assert app.recv(10)[1] == 0
+        app.sendall(bytes(200_000))  # part of an upload; the rest never comes
+        time.sleep(0.3)
+        stack.loop.call_soon_threadsafe(stack.client.close)  # the session is gone
+        reader.join(10)
+    finally:
+        app.close()
+        sink.close()
+    assert outcome == ["reset"]

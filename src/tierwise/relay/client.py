@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import struct
 from collections import Counter
 from collections.abc import Callable
 
@@ -28,6 +26,7 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 from tierwise.relay.pipe import OK, Pipe, encode_target
+from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
 from tierwise.relay.udp import UDP_HOST, ClientAssociation
 
@@ -44,7 +43,6 @@ UDP_BUFFER_BYTES = 1 << 20
 PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
 REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
 SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
-_LINGER_RST = struct.pack("ii", 1, 0)
 
 
 class _Dialer(asyncio.DatagramProtocol):
@@ -80,6 +78,7 @@ class Client:
         self._opened_s = 0.0
         self.last_rx_s = self._probed_s = 0.0
         self._watchdog: asyncio.Task | None = None
+        self._closed = False
         self.counters: Counter[str] = Counter()
 
     async def start(self) -> None:
@@ -142,7 +141,7 @@ class Client:
         self._opened_s = self.session.now()
         self.session.transmit()
 
-    def _redial(self) -> None:
+    def redial(self) -> None:
         """An application is waiting: do not sit out the HELLO backoff, say HELLO again now."""
         session = self.session
         if self.ready.is_set() or session is None or session.now() - self._opened_s < REDIAL_S:
@@ -153,7 +152,9 @@ class Client:
     def _on_event(self, session: Session, event: Event) -> None:
         if session is not self.session:
             return
-        if isinstance(event, ConnectionTerminated):
+        if isinstance(event, ConnectionTerminated) and self._closed:
+            session.close()
+        elif isinstance(event, ConnectionTerminated):
             log.warning("session ended (%s); re-opening", event.reason)
             self.ready.clear()
             handlers, self._handlers = self._handlers, {}
@@ -168,6 +169,15 @@ class Client:
         else:
             log.info("session to %s:%s established", *self.gateway)
             self.ready.set()
+
+    def close(self) -> None:
+        """End the session for good (no re-open): a CLOSE goes to the gateway."""
+        self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self.session is not None:
+            self.session.conn.close_session()
+            self.session.transmit()
 
     def snapshot(self) -> dict:
         base = self.session.conn.snapshot() if self.session else {}
@@ -217,7 +227,7 @@ class Client:
     async def _wait_ready(self) -> bool:
         if self.ready.is_set():
             return True
-        self._redial()
+        self.redial()
         try:
             async with asyncio.timeout(STATUS_TIMEOUT_S):
                 await self.ready.wait()
@@ -297,15 +307,4 @@ def _to_pipe(pipe: Pipe, event: Event) -> None:
     if isinstance(event, StreamDataReceived):
         pipe.deliver(event.data, event.end_stream)
     elif isinstance(event, StreamReset):
-        _abort_with_rst(pipe)
-
-
-def _abort_with_rst(pipe: Pipe) -> None:
-    """Break the application's connection with an RST so it cannot mistake it for an end."""
-    sock = pipe.writer.get_extra_info("socket")
-    if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
-        except OSError:
-            pass
-    pipe.abort()
+        abort_with_rst(pipe)

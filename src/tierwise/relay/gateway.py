@@ -32,6 +32,7 @@ from tierwise.proto.relay import (
     wire,
 )
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
+from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
 from tierwise.relay.udp import UDP_HOST, GatewayAssociation
 
@@ -114,7 +115,7 @@ class Gateway(asyncio.DatagramProtocol):
         elif isinstance(event, StreamReset):
             pending = self._streams.pop((cid, event.stream_id), None)
             if pending is not None and pending.pipe is not None:
-                pending.pipe.abort()
+                _break(pending.pipe)
         elif isinstance(event, ConnectionTerminated):
             log.info("session %s ended: %s", cid.hex(), event.reason)
             self.sessions.pop(cid, None)
@@ -122,7 +123,7 @@ class Gateway(asyncio.DatagramProtocol):
             for key in [k for k in self._streams if k[0] == cid]:
                 pipe = self._streams.pop(key).pipe
                 if pipe is not None:
-                    pipe.abort()
+                    _break(pipe)
 
     def _on_data(self, session: Session, event: StreamDataReceived) -> None:
         key = (session.conn.connection_id, event.stream_id)
@@ -225,6 +226,14 @@ class Gateway(asyncio.DatagramProtocol):
             session.conn.close_session()
             session.transmit()
             session.close()
+
+
+def _break(pipe: Pipe | GatewayAssociation) -> None:
+    """The service sees an RST, never a FIN, when the client's side of a stream is lost."""
+    if isinstance(pipe, Pipe):
+        abort_with_rst(pipe)
+    else:
+        pipe.abort()
 
 
 def canonical_host(host: str) -> str:

@@ -13,7 +13,7 @@ import signal
 
 from tierwise.errors import ScenarioError
 from tierwise.proto.relay import RelayConfig
-from tierwise.relay.client import Client
+from tierwise.relay.client import REDIAL_S, Client
 from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_forward, serve_socks
 
@@ -92,9 +92,7 @@ async def run_client(
     for server in servers:
         server.close()
     await _drain(lambda: bool(client._handlers))
-    if client.session is not None:
-        client.session.conn.close_session()
-        client.session.transmit()
+    client.close()
 
 
 async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -> None:
@@ -107,14 +105,17 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
         ) from exc
     try:
         async with asyncio.timeout(timeout_s):
-            await client.ready.wait()
+            while not client.ready.is_set():  # a fresh HELLO every REDIAL_S, no backoff
+                try:
+                    await asyncio.wait_for(client.ready.wait(), REDIAL_S)
+                except TimeoutError:
+                    client.redial()
     except TimeoutError:
         raise ScenarioError(
             f"no answer from {gateway[0]}:{gateway[1]} within {timeout_s:g} s "
             "(is the gateway running, reachable over UDP, and using the same key?)",
             path="--gateway",
         ) from None
-    log.info("session to %s:%s established", *gateway)
 
 
 async def fetch_stats(addr: tuple[str, int]) -> dict:
