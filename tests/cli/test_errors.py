@@ -640,6 +640,8 @@ def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
     )
     assert_one_line_error(run, "--scheduler", f"127.0.0.1:{port}")
     assert time.monotonic() - start < 20
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -659,3 +661,42 @@ def test_lab_via_errors_are_one_line(args: tuple[str, ...], words: str) -> None:
     run = run_cli(*args)
     assert run.code == 2 and words in run.stderr, run.stderr
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
+
+
+RELAY_GW = ("relay", "gateway", "--listen", "127.0.0.1:7443")
+RELAY_CL = ("relay", "client", "--gateway", "127.0.0.1:7443")
+
+
+@pytest.mark.parametrize(
+    ("args", "config", "key", "needles"),
+    [
+        (RELAY_GW, "alow = ['127.0.0.1:80']\n", "ok", ("alow", "did you mean 'allow'")),
+        (RELAY_GW, "allow = ['127.0.0.1:80']\nmax_streams = 0\n", "ok", ("max_streams", "65536")),
+        (RELAY_GW, "allow = '127.0.0.1:80'\n", "ok", ("allow", "a list of strings")),
+        ((*RELAY_GW, "--allow", "300.1.1.1:80"), "", "ok", ("--allow", "neither an IP")),
+        ((*RELAY_GW, "--allow", "::1:80"), "", "ok", ("--allow", "brackets")),
+        ((*RELAY_GW, "--allow", "h:70000"), "", "ok", ("--allow", "HOST:PORT")),
+        ((*RELAY_GW, "--allow", "h:1", "--max-sessions", "0"), "", "ok", ("--max-sessions",)),
+        ((*RELAY_GW, "--allow", "h:1", "--log-level", "loud"), "", "ok", ("--log-level", "loud")),
+        ((*RELAY_GW, "--allow", "h:1"), "", "missing", ("relay.key", "cannot read key file")),
+        ((*RELAY_GW, "--allow", "h:1"), "", "short", ("relay.key", "64 hex digits")),
+        ((*RELAY_GW, "--allow", "h:1"), "", "0644", ("relay.key", "chmod 600")),
+        ((*RELAY_CL, "--connect-timeout", "5"), "", "ok", ("--connect-timeout", "no unit")),
+        ((*RELAY_CL, "--connect-timeout", "1 h"), "", "ok", ("--connect-timeout", "300 s")),
+        ((*RELAY_CL, "--udp-buffer", "1"), "", "ok", ("--udp-buffer", "1024")),
+        (RELAY_CL, "forward = ['127.0.0.1:80']\n", "ok", ("--forward", "LISTEN=TARGET")),
+        (RELAY_CL, "gateway_addr = 'x:1'\n", "ok", ("gateway_addr", "did you mean 'gateway'")),
+        ((*RELAY_CL, "--socks", "0.0.0.0:1080"), "", "ok", ("--socks", "add --user")),
+    ],
+)
+def test_relay_option_errors(tmp_path: Path, args, config: str, key: str, needles) -> None:
+    """Relay flags and --config keys: unknown, mistyped, out of range, bad key file → one line."""
+    key_path = tmp_path / "relay.key"
+    if key != "missing":
+        key_path.write_text("ab" * (8 if key == "short" else 32) + "\n")
+        key_path.chmod(0o644 if key == "0644" else 0o600)
+    extra = ("--key-file", str(key_path))
+    if config:
+        (tmp_path / "relay.toml").write_text(config)
+        extra += ("--config", str(tmp_path / "relay.toml"))
+    assert_one_line_error(run_cli(*args, *extra, "--check"), *needles)

@@ -398,3 +398,36 @@ def make_sweep_case(index: int, seed: int = 0) -> list[str]:
     if "--out" not in args:
         args += ["--out", "{dir}/rows.parquet"]
     return args
+
+
+RELAY_BASE = {
+    "gateway": {"listen": '"127.0.0.1:7443"', "allow": '["127.0.0.1:8000", "[::1]:8000"]',
+                "max_sessions": "64", "max_streams": "1024", "log_level": '"info"'},
+    "client": {"gateway": '"gw.example:7443"', "socks": '"127.0.0.1:1080"',
+               "forward": '["127.0.0.1:8000=10.0.0.5:8000"]', "connect_timeout": '"10 s"',
+               "udp_buffer": "1048576", "log_level": '"info"'},
+}  # fmt: skip
+RELAY_ADDRESSES = [
+    '"127.0.0.1:0"', '"[::1]:70000"', '"::1:80"', '"300.1.1.1:80"', '"a..b:80"', '":80"',
+    '"h:"', '"h:-1"', '"h:0x50"', '"' + "a" * 300 + ':80"', '"[fe80::1%eth0]:80"', '"h:８０"',
+    '["1.2.3.4:80"]', '["=", "a=b"]', '["1.2.3.4:80=h:1"]',
+]  # fmt: skip
+
+RELAY_GENTLE = [
+    '"[::1]:7443"', '"localhost:1"', '"a-b.example.:65535"', "1", "4096", "65536", '"0.1 s"',
+    '"300 s"', '"1 min"', '"debug"', '["[::1]:1=[::1]:2"]', "[]", "1024",
+]  # fmt: skip
+
+
+def make_relay_case(index: int, seed: int = 0) -> tuple[list[str], str]:
+    """``relay gateway|client --config F --check`` with 1–2 hostile keys: args and F's text."""
+    rng = random.Random(f"relay:{seed}:{index}")
+    command = rng.choice(sorted(RELAY_BASE))
+    cfg = dict(RELAY_BASE[command])
+    for key in rng.sample(sorted(cfg), rng.choice([1, 1, 2])):
+        pool = [*RELAY_ADDRESSES, *VALUES, *NUMBERS, *(f'"{q}"' for q in QUANTITIES[:30])]
+        cfg[key] = rng.choice(RELAY_GENTLE if rng.random() < 0.3 else pool)
+    if rng.random() < 0.2:
+        cfg[rng.choice(["alow", "key", "gateway ", "max-streams"])] = '"x"'
+    text = "".join(f"{k} = {v}\n" for k, v in cfg.items())
+    return ["relay", command, "--check"], text

@@ -35,11 +35,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.fuzz.mutate import Case, make_calc_case, make_case, make_lab_case, make_sweep_case
+from tests.fuzz.mutate import (
+    Case,
+    make_calc_case,
+    make_case,
+    make_lab_case,
+    make_relay_case,
+    make_sweep_case,
+)
 
 CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "60"))
 CALC_CASES = int(os.environ.get("TIERWISE_FUZZ_CALC_CASES", "40"))
 LAB_CASES = int(os.environ.get("TIERWISE_FUZZ_LAB_CASES", "20"))
+RELAY_CASES = int(os.environ.get("TIERWISE_FUZZ_RELAY_CASES", "30"))
 SEED = int(os.environ.get("TIERWISE_FUZZ_SEED", "0"))
 TIME_LIMIT_S = float(os.environ.get("TIERWISE_FUZZ_TIME_LIMIT", "10"))
 MEMORY_LIMIT_BYTES = 2 * 2**30
@@ -326,3 +334,20 @@ def test_fuzz_sweep(tmp_path: Path) -> None:
         if found:
             failures.append(f"sweep case {index} {[a[:60] for a in args[2:]]}: {found}")
     assert not failures, f"{len(failures)} of {SWEEP_CASES} broke:\n" + "\n".join(failures[:20])
+
+
+def test_fuzz_relay_config(tmp_path: Path) -> None:
+    """`relay gateway|client --config F --check` with hostile keys: settings JSON or one line."""
+    key = tmp_path / "relay.key"
+    key.write_text("ab" * 32 + "\n")
+    key.chmod(0o600)
+    failures = []
+    for index in range(RELAY_CASES):
+        args, text = make_relay_case(index, SEED)
+        config = tmp_path / "relay.toml"
+        config.write_text(text, encoding="utf-8")
+        outcome = run_forked([*args, "--config", str(config), "--key-file", str(key)], tmp_path)
+        found = problems(outcome)
+        if found:
+            failures.append(f"relay case {index} {args} {text[:200]!r}: {found}")
+    assert not failures, f"{len(failures)} of {RELAY_CASES} broke:\n" + "\n".join(failures[:20])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class Stack:
     http_port: int
     gateway_port: int
     socks_port: int
+    udp_port: int
     gateway: Gateway
     client: Client
 
@@ -63,13 +65,38 @@ def http_server() -> Iterator[int]:
 
 
 @pytest.fixture
-def stack(http_server: int) -> Iterator[Stack]:
+def udp_echo() -> Iterator[int]:
+    """A real UDP echo server on loopback (a thread); yields its port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                data, addr = sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            sock.sendto(data, addr)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield sock.getsockname()[1]
+    stop.set()
+    thread.join(2)
+    sock.close()
+
+
+@pytest.fixture
+def stack(http_server: int, udp_echo: int) -> Iterator[Stack]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
 
     async def up() -> Stack:
-        gateway = Gateway(KEY, {("127.0.0.1", http_server), ("localhost", http_server)})
+        allow = {("127.0.0.1", http_server), ("localhost", http_server), ("127.0.0.1", udp_echo)}
+        gateway = Gateway(KEY, allow)
         transport, _ = await loop.create_datagram_endpoint(
             lambda: gateway, local_addr=("127.0.0.1", 0)
         )
@@ -78,7 +105,7 @@ def stack(http_server: int) -> Iterator[Stack]:
         await client.start()
         server = await serve_socks(client, "127.0.0.1", 0)
         sport = server.sockets[0].getsockname()[1]
-        stack = Stack(loop, http_server, gport, sport, gateway, client)
+        stack = Stack(loop, http_server, gport, sport, udp_echo, gateway, client)
         stack._closers = [transport.close, server.close]  # type: ignore[attr-defined]
         return stack
 

@@ -36,6 +36,18 @@ def wait_port(port: int, timeout_s: float = 10.0) -> None:
     raise AssertionError(f"nothing listens on {port}")
 
 
+def ready_line(proc: subprocess.Popen, needle: str, timeout_s: float = 20) -> float:
+    """Wait for ``needle`` on the process's stderr; the time it appeared."""
+    deadline = time.monotonic() + timeout_s
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if needle in line:
+            return time.monotonic()
+        assert line or proc.poll() is None, "the process ended"
+    raise AssertionError(f"no {needle!r} within {timeout_s} s")
+
+
 def curl(socks: int, url: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["curl", "-sS", "--max-time", "10", "--socks5-hostname", f"127.0.0.1:{socks}", url],
@@ -108,11 +120,9 @@ def test_gateway_restart_stats_and_sigterm(key: Path, http_server: int) -> None:
         gw.kill()
         gw.wait()
         gw = start(*gw_args)
-        time.sleep(0.5)
-        t0 = time.monotonic()
-        first = curl(sport, url)
-        retry = first if first.returncode == 0 else curl(sport, url)
-        assert retry.returncode == 0 and time.monotonic() - t0 < 2.0 + 10.0 * (first is not retry)
+        up_s = ready_line(gw, "gateway listening")
+        assert curl(sport, url).returncode == 0  # the first try: the client re-opens the session
+        assert time.monotonic() - up_s < 2.5  # 1 s to call the idle session dead, + handshake
         cl.send_signal(signal.SIGTERM)
         assert cl.wait(10) in (0, 143)
     finally:
@@ -120,3 +130,50 @@ def test_gateway_restart_stats_and_sigterm(key: Path, http_server: int) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_config_file_gives_every_setting(key: Path, tmp_path: Path) -> None:
+    """--check prints what the TOML file set (key path relative to the file); flags win."""
+    (tmp_path / "relay.toml").write_text(
+        'gateway = "gw.example:7443"\nkey_file = "relay.key"\nconnect_timeout = "3 s"\n'
+        'forward = ["127.0.0.1:8000=10.0.0.5:8000"]\nudp_buffer = 65536\n'
+    )
+    out = subprocess.run(
+        [*CLI, "relay", "client", "--config", str(tmp_path / "relay.toml"), "--check",
+         "--socks", "[::1]:1081"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    got = json.loads(out.stdout)
+    assert got["gateway"] == ["gw.example", 7443] and got["socks"] == ["::1", 1081]
+    assert got["key_file"] == str(key) and got["connect_timeout_s"] == 3.0
+    assert got["forward"] == [[["127.0.0.1", 8000], ["10.0.0.5", 8000]]]
+    assert got["udp_buffer"] == 65536
+
+
+@pytest.mark.parametrize("wrong_key", [False, True])
+def test_unanswered_gateway_is_one_line_in_bounded_time(
+    key: Path, tmp_path: Path, wrong_key: bool
+) -> None:
+    """No gateway, or a gateway with another key: exit 2 after --connect-timeout, one line."""
+    gport = free_port(socket.SOCK_DGRAM)
+    gw = None
+    if wrong_key:
+        other = tmp_path / "other.key"
+        subprocess.run([*CLI, "relay", "keygen", "--out", str(other)], check=True)
+        gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow", "127.0.0.1:9",
+                   "--key-file", str(other))  # fmt: skip
+    try:
+        t0 = time.monotonic()
+        out = subprocess.run(
+            [*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gport}", "--key-file", str(key),
+             "--socks", f"127.0.0.1:{free_port()}", "--connect-timeout", "1 s"],
+            capture_output=True, text=True, check=False, timeout=20,
+        )  # fmt: skip
+        elapsed_s = time.monotonic() - t0
+    finally:
+        if gw is not None:
+            gw.kill()
+            gw.wait()
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert out.stderr.count("\n") == 1 and "no answer from" in out.stderr
+    assert "same key" in out.stderr and elapsed_s < 8.0

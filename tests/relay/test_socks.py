@@ -113,3 +113,22 @@ def test_forward_port_and_password_auth(stack: Stack) -> None:
     finally:
         for server in servers:
             stack.loop.call_soon_threadsafe(server.close)
+
+
+def test_socks_reply_does_not_wait_for_a_timer(stack: Stack) -> None:
+    """The gateway's status goes out at once (it once waited for the 5 s keep-alive)."""
+    import socket
+    import time
+
+    from tierwise.relay.udp import encode_addr
+
+    slowest_s = 0.0
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", stack.socks_port), timeout=10) as s:
+            s.sendall(b"\x05\x01\x00")
+            assert s.recv(2) == b"\x05\x00"
+            t0 = time.monotonic()
+            s.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", stack.http_port))
+            assert s.recv(10)[:2] == b"\x05\x00"
+            slowest_s = max(slowest_s, time.monotonic() - t0)
+    assert slowest_s < 1.0

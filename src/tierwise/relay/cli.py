@@ -2,18 +2,27 @@
 
 Only typer and the standard library are imported here; the relay itself loads
 inside each command, so ``tierwise --help`` stays fast.
+
+Every option can also come from one TOML file (``--config relay.toml``) whose
+keys are the long option names with ``_`` for ``-`` (``key_file``, ``allow``,
+``connect_timeout``…); a flag given on the command line wins over the file, and
+relative paths in the file are relative to the file. An unknown key, a value
+of the wrong type or out of range is one line and exit 2. ``--check`` prints
+the effective settings as JSON and exits without opening a socket.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
+import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, did_you_mean, shown
 
 __all__ = ["relay_app"]
 
@@ -26,45 +35,156 @@ KeyOpt = Annotated[Path | None, typer.Option("--key-file", help="Key from `relay
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML file with the same keys as the flags.")
 ]
-LogOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")]
+LogOpt = Annotated[str | None, typer.Option("--log-level", help="debug, info, warning or error.")]
+CheckOpt = Annotated[
+    bool, typer.Option("--check", help="Print the effective settings as JSON and exit.")
+]
+
+# key: (type, (low, high) for integers); the file's keys are these and nothing else
+GATEWAY_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
+    "listen": (str, None),
+    "allow": (list, None),
+    "key_file": (str, None),
+    "log_level": (str, None),
+    "max_sessions": (int, (1, 4096)),
+    "max_streams": (int, (1, 65536)),
+}
+CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
+    "gateway": (str, None),
+    "socks": (str, None),
+    "forward": (list, None),
+    "user": (str, None),
+    "password_file": (str, None),
+    "key_file": (str, None),
+    "log_level": (str, None),
+    "connect_timeout": (str, None),
+    "udp_buffer": (int, (1024, 64 << 20)),
+}
+CONNECT_TIMEOUT_S = (0.1, 300.0)
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 
 
 def parse_addr(text: str, flag: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port``."""
+    """``host:port`` or ``[v6]:port``; the host an IP literal or a DNS name."""
     host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ScenarioError(f"expected HOST:PORT, got {text!r}", source="command line", path=flag)
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(port) > 5:
+        raise ScenarioError(f"expected HOST:PORT, got {shown(text)}", path=flag)
+    if not _valid_host(host, bracketed):
+        raise ScenarioError(
+            f"{shown(host)} is neither an IP address nor a host name "
+            "(IPv6 goes in brackets: [::1]:8000)",
+            path=flag,
+        )
     return host, int(port)
 
 
-def _config(path: Path | None) -> dict:
+def _valid_host(host: str, bracketed: bool) -> bool:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        return bracketed == (ip.version == 6)
+    if bracketed or len(host) > 253 or host.replace(".", "").isdigit():
+        return False
+    return all(_LABEL.fullmatch(label) for label in host.rstrip(".").split("."))
+
+
+def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | None]]) -> dict:
+    """The file's settings, checked against ``keys``; relative paths made absolute."""
     if path is None:
         return {}
     from tierwise.tomlfile import read_toml
 
-    return read_toml(path)
+    cfg = read_toml(path)
+    for key, value in cfg.items():
+        if key not in keys:
+            raise ScenarioError(
+                f"unknown key{did_you_mean(key, keys)}; expected one of: {', '.join(keys)}",
+                source=str(path),
+                path=key,
+            )
+        kind, bounds = keys[key]
+        _check_value(value, kind, bounds, str(path), key)
+        if key.endswith("_file"):
+            cfg[key] = str(path.parent / value)
+    return cfg
+
+
+def _check_value(value: Any, kind: type, bounds: Any, source: str, key: str) -> None:
+    if kind is list:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        what = "a list of strings"
+    else:
+        ok = isinstance(value, kind) and not isinstance(value, bool)
+        what = {str: "a string", int: "an integer"}[kind]
+    if not ok:
+        raise ScenarioError(f"expected {what}, got {shown(value)}", source=source, path=key)
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise ScenarioError(
+            f"must be in [{bounds[0]}, {bounds[1]}], got {shown(value)}", source=source, path=key
+        )
+
+
+def _int(value: int | None, cfg: dict, key: str, default: int, keys: dict) -> int:
+    if value is None:
+        return cfg.get(key, default)
+    _check_value(value, int, keys[key][1], "command line", "--" + key.replace("_", "-"))
+    return value
+
+
+def _level(flag: str | None, cfg: dict) -> str:
+    level = (flag or cfg.get("log_level", "info")).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ScenarioError(
+            f"unknown log level {shown(level.lower())}; expected debug, info, warning or error",
+            path="--log-level",
+        )
+    return level
 
 
 def _setup(level: str) -> None:
     import logging
 
-    if level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ScenarioError(f"unknown log level {level!r}", path="--log-level")
     logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
 
 
-def _key(flag: Path | None, cfg: dict) -> bytes:
-    from tierwise.relay.keys import read_key
-
+def _key_path(flag: Path | None, cfg: dict) -> Path:
     path = flag or (Path(cfg["key_file"]) if "key_file" in cfg else None)
     if path is None:
-        raise ScenarioError("a key is required", source="command line", path="--key-file")
+        raise ScenarioError("a key is required (from tierwise relay keygen)", path="--key-file")
+    return path
+
+
+def _read_key(path: Path) -> bytes:
+    from tierwise.relay.keys import read_key
+
     return read_key(path)
+
+
+def _timeout_s(flag: str | None, cfg: dict) -> float:
+    from tierwise.errors import UnitError
+    from tierwise.units import parse_quantity
+
+    text = flag or cfg.get("connect_timeout", "10 s")
+    try:
+        seconds = parse_quantity(text, "time")
+    except UnitError as exc:
+        raise ScenarioError(str(exc), path="--connect-timeout") from None
+    low, high = CONNECT_TIMEOUT_S
+    if not low <= seconds <= high:
+        raise ScenarioError(
+            f"must be between {low:g} s and {high:g} s, got {shown(text)}", path="--connect-timeout"
+        )
+    return seconds
+
+
+def _print_check(settings: dict) -> None:
+    sys.stdout.write(json.dumps(settings, indent=2, default=str) + "\n")
 
 
 @relay_app.command()
@@ -87,22 +207,40 @@ def gateway(
     allow: Annotated[
         list[str] | None, typer.Option(help="Allowed destination HOST:PORT (repeatable).")
     ] = None,
+    max_sessions: Annotated[
+        int | None, typer.Option(help="Most client sessions at once [default: 64].")
+    ] = None,
+    max_streams: Annotated[
+        int | None, typer.Option(help="Most open streams per session [default: 1024].")
+    ] = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
-    log_level: LogOpt = "info",
+    log_level: LogOpt = None,
+    check: CheckOpt = False,
 ) -> None:
     """Run the gateway next to the service; it connects only to --allow destinations."""
-    import asyncio
-
-    from tierwise.relay.run import run_gateway
-
-    cfg = _config(config)
-    _setup(log_level)
+    cfg = _config(config, GATEWAY_KEYS)
+    level = _level(log_level, cfg)
     addr = parse_addr(listen or cfg.get("listen", "0.0.0.0:7443"), "--listen")
     allowed = {parse_addr(a, "--allow") for a in (allow or cfg.get("allow", []))}
     if not allowed:
         raise ScenarioError("at least one --allow HOST:PORT is required", path="--allow")
-    asyncio.run(run_gateway(_key(key_file, cfg), addr, allowed))
+    sessions = _int(max_sessions, cfg, "max_sessions", 64, GATEWAY_KEYS)
+    streams = _int(max_streams, cfg, "max_streams", 1024, GATEWAY_KEYS)
+    path = _key_path(key_file, cfg)
+    key = _read_key(path)
+    if check:
+        _print_check(
+            {"listen": addr, "allow": sorted(allowed), "key_file": path,
+             "max_sessions": sessions, "max_streams": streams, "log_level": level.lower()}
+        )  # fmt: skip
+        return
+    import asyncio
+
+    from tierwise.relay.run import run_gateway
+
+    _setup(level)
+    asyncio.run(run_gateway(key, addr, allowed, max_sessions=sessions, max_streams=streams))
 
 
 @relay_app.command()
@@ -116,40 +254,77 @@ def client(
     password_file: Annotated[
         Path | None, typer.Option(help="File holding the SOCKS5 password.")
     ] = None,
+    connect_timeout: Annotated[
+        str | None, typer.Option(help="Give up if the gateway has not answered [default: 10 s].")
+    ] = None,
+    udp_buffer: Annotated[
+        int | None,
+        typer.Option(help="Bytes of UDP ASSOCIATE datagrams queued before dropping [1 MiB]."),
+    ] = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
-    log_level: LogOpt = "info",
+    log_level: LogOpt = None,
+    check: CheckOpt = False,
 ) -> None:
     """Run the client: a SOCKS5 proxy and forwarded ports over one relay session."""
+    cfg = _config(config, CLIENT_KEYS)
+    level = _level(log_level, cfg)
+    gw = gateway or cfg.get("gateway")
+    if gw is None:
+        raise ScenarioError("the gateway address is required", path="--gateway")
+    gw_addr = parse_addr(gw, "--gateway")
+    socks_addr = parse_addr(socks or cfg.get("socks", "127.0.0.1:1080"), "--socks")
+    forwards = [_forward(item) for item in forward or cfg.get("forward", [])]
+    credentials = _credentials(user or cfg.get("user"), password_file, cfg, socks_addr)
+    timeout_s = _timeout_s(connect_timeout, cfg)
+    buffer = _int(udp_buffer, cfg, "udp_buffer", 1 << 20, CLIENT_KEYS)
+    path = _key_path(key_file, cfg)
+    key = _read_key(path)
+    if check:
+        _print_check(
+            {"gateway": gw_addr, "socks": socks_addr, "forward": forwards, "key_file": path,
+             "user": credentials[0] if credentials else None, "connect_timeout_s": timeout_s,
+             "udp_buffer": buffer, "log_level": level.lower()}
+        )  # fmt: skip
+        return
     import asyncio
 
     from tierwise.relay.run import run_client
 
-    cfg = _config(config)
-    _setup(log_level)
-    gw = gateway or cfg.get("gateway")
-    if gw is None:
-        raise ScenarioError("the gateway address is required", path="--gateway")
-    socks_addr = parse_addr(socks or cfg.get("socks", "127.0.0.1:1080"), "--socks")
-    forwards = []
-    for item in forward or cfg.get("forward", []):
-        listen, sep, target = item.partition("=")
-        if not sep:
-            raise ScenarioError(f"expected LISTEN=TARGET, got {item!r}", path="--forward")
-        forwards.append((parse_addr(listen, "--forward"), parse_addr(target, "--forward")))
-    credentials = None
+    _setup(level)
+    asyncio.run(
+        run_client(
+            key, gw_addr, socks_addr, forwards, credentials,
+            connect_timeout_s=timeout_s, udp_buffer_bytes=buffer,
+        )
+    )  # fmt: skip
+
+
+def _forward(item: str) -> tuple[tuple[str, int], tuple[str, int]]:
+    listen, sep, target = item.partition("=")
+    if not sep:
+        raise ScenarioError(f"expected LISTEN=TARGET, got {shown(item)}", path="--forward")
+    return parse_addr(listen, "--forward"), parse_addr(target, "--forward")
+
+
+def _credentials(
+    user: str | None, flag: Path | None, cfg: dict, socks_addr: tuple[str, int]
+) -> tuple[str, str] | None:
+    path = flag or (Path(cfg["password_file"]) if "password_file" in cfg else None)
     if user is not None:
-        if password_file is None:
+        if path is None:
             raise ScenarioError("--user needs --password-file", path="--password-file")
         from tierwise.tomlfile import read_text
 
-        credentials = (user, read_text(password_file).strip())
-    elif not ipaddress.ip_address(_resolve_literal(socks_addr[0])).is_loopback:
+        password = read_text(path).strip()
+        if not 0 < len(user.encode()) < 256 or not 0 < len(password.encode()) < 256:
+            raise ScenarioError("user and password must be 1–255 bytes (RFC 1929)", path="--user")
+        return user, password
+    if not ipaddress.ip_address(_resolve_literal(socks_addr[0])).is_loopback:
         raise ScenarioError(
             "SOCKS without a password may listen on loopback only; add --user", path="--socks"
         )
-    key = _key(key_file, cfg)
-    asyncio.run(run_client(key, parse_addr(gw, "--gateway"), socks_addr, forwards, credentials))
+    return None
 
 
 def _resolve_literal(host: str) -> str:
@@ -171,7 +346,6 @@ def stats(
 ) -> None:
     """RTT, bandwidth, loss, FEC overhead and streams of a running client's session."""
     import asyncio
-    import json
 
     from tierwise.relay.run import fetch_stats
 

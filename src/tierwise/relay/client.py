@@ -5,13 +5,16 @@ the destination (:mod:`.pipe`); the gateway's status byte becomes the SOCKS
 reply. Domain names travel as names and are resolved at the gateway. The
 session is opened once and re-opened when it ends (gateway restart, client
 address change beyond what the session survives, silence); streams of the old
-session are reset, so their applications see the connection break.
+session are reset, so their applications see the connection break: the TCP
+connection is aborted with an RST (``SO_LINGER`` 0), never closed with a FIN
+that would pass truncated data off as complete. UDP ASSOCIATE: :mod:`.udp`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 
 from tierwise.proto.relay import (
@@ -23,17 +26,23 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 from tierwise.relay.pipe import OK, Pipe, encode_target
+from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
+from tierwise.relay.udp import UDP_HOST, ClientAssociation
 
 __all__ = ["Client"]
 
 log = logging.getLogger("tierwise.relay.client")
 SOCKS_VERSION = 5
 NO_AUTH, USER_PASS, NO_METHOD = 0x00, 0x02, 0xFF
-CMD_CONNECT = 1
+CMD_CONNECT, CMD_UDP_ASSOCIATE = 1, 3
 GENERAL_FAILURE, CMD_UNSUPPORTED, ATYP_UNSUPPORTED = 0x01, 0x07, 0x08
 STATUS_TIMEOUT_S = 15.0
 DEAD_PEER_S = 1.0  # a restarted gateway is noticed this fast, and the session re-opened
+UDP_BUFFER_BYTES = 1 << 20
+PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
+REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
+SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
 
 
 class _Dialer(asyncio.DatagramProtocol):
@@ -43,6 +52,7 @@ class _Dialer(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         session = self.owner.session
         if session is not None:
+            self.owner.last_rx_s = session.now()
             session.datagram_received(data, addr)
 
 
@@ -55,6 +65,7 @@ class Client:
         gateway: tuple[str, int],
         config: RelayConfig | None = None,
         credentials: tuple[str, str] | None = None,
+        udp_buffer_bytes: int = UDP_BUFFER_BYTES,
     ) -> None:
         base = config or RelayConfig()
         self.config = RelayConfig(**{**vars(base), "dead_peer_s": DEAD_PEER_S})
@@ -63,30 +74,92 @@ class Client:
         self._transport: asyncio.DatagramTransport | None = None
         self._handlers: dict[int, Callable[[Event], None]] = {}
         self.ready = asyncio.Event()
+        self.udp_buffer_bytes = udp_buffer_bytes
+        self._opened_s = 0.0
+        self.last_rx_s = self._probed_s = 0.0
+        self._watchdog: asyncio.Task | None = None
+        self._closed = False
+        self.counters: Counter[str] = Counter()
 
     async def start(self) -> None:
+        self._transport = await self._dial()
+        self._open()
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """While streams are open, a silent gateway is probed, so its death shows in ~1.5 s.
+
+        A download only sends ACKs, which ask for no answer: without a probe a dead
+        gateway would go unnoticed until the 5 s keep-alive, and the applications
+        would hang that long before their connections are reset.
+        """
+        while True:
+            await asyncio.sleep(PROBE_SILENCE_S / 2)
+            session = self.session
+            if session is None or not self.ready.is_set() or not self._handlers:
+                continue
+            now = session.now()
+            if min(now - self.last_rx_s, now - self._probed_s) >= PROBE_SILENCE_S:
+                self._probed_s = now
+                self._probe()
+
+    def _probe(self) -> None:
+        """Send one datagram that asks for an answer.
+
+        The proto has no public PING, so this resets a stream id never used: the gateway
+        ignores a RESET of a stream it does not know, but acknowledges the packet (and
+        learns our address); unanswered, the session ends after ``dead_peer_s``.
+        """
+        assert self.session is not None
+        conn = self.session.conn
+        conn.reset(conn.open_stream(), code=0)
+        self.session.transmit()
+
+    async def _dial(self) -> asyncio.DatagramTransport:
         loop = asyncio.get_running_loop()
-        self._transport, _ = await loop.create_datagram_endpoint(
+        transport, _ = await loop.create_datagram_endpoint(
             lambda: _Dialer(self), remote_addr=self.gateway
         )
-        self._open()
+        return transport
+
+    async def rebind(self) -> None:
+        """Move the session to a new local UDP port (as a NAT rebinding or a roaming host would)."""
+        old, self._transport = self._transport, await self._dial()
+        if self.session is not None and self.ready.is_set():
+            self.session.transport = self._transport
+            self._probe()  # speak first from the new address, or a download stalls
+        elif self.session is not None:
+            self.session.transport = self._transport
+        if old is not None:
+            old.close()
 
     def _open(self) -> None:
         conn = RelayConnection(self.key, is_client=True, config=self.config)
         assert self._transport is not None
         self.session = Session(conn, self._transport, self._on_event)
         conn.connect(self.gateway, self.session.now())
+        self._opened_s = self.session.now()
         self.session.transmit()
+
+    def redial(self) -> None:
+        """An application is waiting: do not sit out the HELLO backoff, say HELLO again now."""
+        session = self.session
+        if self.ready.is_set() or session is None or session.now() - self._opened_s < REDIAL_S:
+            return
+        session.close()
+        self._open()
 
     def _on_event(self, session: Session, event: Event) -> None:
         if session is not self.session:
             return
-        if isinstance(event, ConnectionTerminated):
+        if isinstance(event, ConnectionTerminated) and self._closed:
+            session.close()
+        elif isinstance(event, ConnectionTerminated):
             log.warning("session ended (%s); re-opening", event.reason)
             self.ready.clear()
             handlers, self._handlers = self._handlers, {}
             for handler in handlers.values():
-                handler(StreamReset(0, 1))
+                handler(SESSION_LOST)
             session.close()
             self._open()
         elif isinstance(event, StreamDataReceived | StreamReset):
@@ -97,8 +170,18 @@ class Client:
             log.info("session to %s:%s established", *self.gateway)
             self.ready.set()
 
+    def close(self) -> None:
+        """End the session for good (no re-open): a CLOSE goes to the gateway."""
+        self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self.session is not None:
+            self.session.conn.close_session()
+            self.session.transmit()
+
     def snapshot(self) -> dict:
-        return self.session.conn.snapshot() if self.session else {}
+        base = self.session.conn.snapshot() if self.session else {}
+        return {**base, **{key: self.counters[key] for key in sorted(self.counters)}}
 
     async def open(self, host: str, port: int) -> tuple[int, Session, asyncio.Queue]:
         """A new stream to ``host:port``; its events arrive on the returned queue."""
@@ -111,6 +194,47 @@ class Client:
         session.transmit()
         return sid, session, queue
 
+    async def _open_checked(
+        self, host: str, port: int
+    ) -> tuple[int, int, Session | None, asyncio.Queue | None, Event | None]:
+        """Open a stream and wait for the gateway's status byte (or a timeout).
+
+        Nothing of the application has been sent before the status arrives, so a
+        stream whose session ended first is opened again on the next session.
+        """
+        for _attempt in range(2):
+            if not await self._wait_ready():
+                return GENERAL_FAILURE, -1, None, None, None
+            sid, session, queue = await self.open(host, port)
+            try:
+                async with asyncio.timeout(STATUS_TIMEOUT_S):
+                    first = await queue.get()
+            except TimeoutError:
+                first = None
+            if first is not SESSION_LOST:
+                break
+        if isinstance(first, StreamReset):
+            log.warning("no stream to %s:%s: the gateway refused or reset it", host, port)
+        ok = isinstance(first, StreamDataReceived) and first.data
+        status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
+        if status != OK:
+            self._handlers.pop(sid, None)
+            if sid in session.conn.stream_ids:  # free the slot at both ends (max_streams)
+                session.conn.reset(sid, code=0)
+                session.transmit()
+        return status, sid, session, queue, first
+
+    async def _wait_ready(self) -> bool:
+        if self.ready.is_set():
+            return True
+        self.redial()
+        try:
+            async with asyncio.timeout(STATUS_TIMEOUT_S):
+                await self.ready.wait()
+        except TimeoutError:
+            return False
+        return True
+
     async def proxy(
         self,
         host: str,
@@ -120,25 +244,11 @@ class Client:
         on_status: Callable[[int], None] = lambda status: None,
     ) -> int:
         """Carry one TCP connection to ``host:port``; ``on_status`` hears the gateway first."""
-        if not self.ready.is_set():
-            try:
-                async with asyncio.timeout(STATUS_TIMEOUT_S):
-                    await self.ready.wait()
-            except TimeoutError:
-                on_status(GENERAL_FAILURE)
-                return GENERAL_FAILURE
-        sid, session, queue = await self.open(host, port)
-        try:
-            async with asyncio.timeout(STATUS_TIMEOUT_S):
-                first = await queue.get()
-        except TimeoutError:
-            first = None
-        ok = isinstance(first, StreamDataReceived) and first.data
-        status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
+        status, sid, session, queue, first = await self._open_checked(host, port)
         on_status(status)
         if status != OK:
-            self._handlers.pop(sid, None)
             return status
+        assert session is not None and queue is not None
         pipe = Pipe(session, sid, writer)
         pipe.deliver(first.data[1:], first.end_stream)  # type: ignore[union-attr]
         while not queue.empty():
@@ -149,9 +259,52 @@ class Client:
         self._handlers.pop(sid, None)
         return OK
 
+    async def associate(
+        self,
+        app: tuple[str, int],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_reply: Callable[[int, tuple | None], None],
+    ) -> int:
+        """UDP ASSOCIATE (RFC 1928 §7): a relay port that lives as long as the TCP connection."""
+        status, sid, session, queue, first = await self._open_checked(UDP_HOST, 0)
+        if status != OK:
+            on_reply(status, None)
+            return status
+        assert session is not None and queue is not None
+        peer = writer.get_extra_info("peername")
+        assoc = ClientAssociation(
+            session, sid, (peer[0], app[1]), self.udp_buffer_bytes, self.counters
+        )
+        local = writer.get_extra_info("sockname")[0]
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(lambda: assoc, local_addr=(local, 0))
+        on_reply(OK, transport.get_extra_info("sockname"))
+        assoc.on_event(StreamDataReceived(sid, first.data[1:], first.end_stream))  # type: ignore[union-attr]
+        while not queue.empty():
+            assoc.on_event(queue.get_nowait())
+        self._handlers[sid] = assoc.on_event
+        eof = loop.create_task(_until_eof(reader))
+        ended = loop.create_task(assoc.closed.wait())
+        await asyncio.wait({eof, ended}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (eof, ended):
+            task.cancel()
+        assoc.close()
+        self._handlers.pop(sid, None)
+        return OK
+
+
+async def _until_eof(reader: asyncio.StreamReader) -> None:
+    """Read and ignore the control connection until it closes (§7: it bounds the association)."""
+    try:
+        while await reader.read(4096):
+            pass
+    except (ConnectionError, OSError):
+        pass
+
 
 def _to_pipe(pipe: Pipe, event: Event) -> None:
     if isinstance(event, StreamDataReceived):
         pipe.deliver(event.data, event.end_stream)
     elif isinstance(event, StreamReset):
-        pipe.abort()
+        abort_with_rst(pipe)

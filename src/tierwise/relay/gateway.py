@@ -1,17 +1,25 @@
 """The gateway: accepts relay sessions and connects their streams to allowed destinations.
 
 It never acts as an open proxy: a stream's destination must be in ``allow``
-exactly as the client named it (host and port); anything else gets status
-``NOT_ALLOWED``. Bounds: ``max_sessions`` sessions (a HELLO beyond it is
+exactly as the client named it (host and port; IP literals compared in their
+canonical form, names case-insensitively): a name that merely resolves to an
+allowed address, another port, another spelling of the address family (an
+IPv4-mapped IPv6 literal) all get status ``NOT_ALLOWED``; the DNS of a name the
+operator allowed is trusted. UDP ASSOCIATE streams (:mod:`.udp`) follow the
+same rule per datagram, and at most ``MAX_ASSOCIATIONS`` are open at once.
+Bounds: ``max_sessions`` sessions (a HELLO beyond it is
 dropped), each session's streams by :class:`RelayConfig.max_streams`, each
 stream's buffers by the flow-control windows. A datagram that names no known
-session and is not a valid HELLO costs one header parse and one AEAD check.
+session and is not a valid HELLO costs one header parse and one AEAD check (a
+failed HELLO leaves its connection object unused, and the next HELLO reuses it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 
 from tierwise.proto.relay import (
@@ -24,7 +32,9 @@ from tierwise.proto.relay import (
     wire,
 )
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
+from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
+from tierwise.relay.udp import UDP_HOST, GatewayAssociation
 
 __all__ = ["Gateway"]
 
@@ -33,12 +43,15 @@ CONNECT_TIMEOUT_S = 10.0
 HAPPY_EYEBALLS_S = 0.25  # RFC 8305 §5: try the next address after 250 ms
 MAX_HEADER_BYTES = 258
 READ_AHEAD_BYTES = 1 << 20
+MAX_ASSOCIATIONS = 256  # UDP ASSOCIATE streams at once (each holds two sockets)
+UDP_BUFFER_BYTES = 1 << 20
+GENERAL_FAILURE = 1
 
 
 @dataclass
 class _Pending:
     buf: bytearray = field(default_factory=bytearray)
-    pipe: Pipe | None = None
+    pipe: Pipe | GatewayAssociation | None = None
     connecting: bool = False
     early: list[tuple[bytes, bool]] = field(default_factory=list)
 
@@ -54,12 +67,16 @@ class Gateway(asyncio.DatagramProtocol):
         max_sessions: int = 64,
     ) -> None:
         self.key, self.allow, self.config = key, allow, config or RelayConfig()
+        self._allow = {(canonical_host(host), port) for host, port in allow}
+        self.counters: Counter[str] = Counter()
+        self.associations = 0
         self.max_sessions = max_sessions
         self.sessions: dict[bytes, Session] = {}
         self._streams: dict[tuple[bytes, int], _Pending] = {}
         self._tasks: set[asyncio.Task] = set()
         self.transport: asyncio.DatagramTransport | None = None
         self.dropped = 0
+        self._spare: RelayConnection | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -75,12 +92,16 @@ class Gateway(asyncio.DatagramProtocol):
             if kind != wire.HELLO or len(self.sessions) >= self.max_sessions:
                 self.dropped += 1
                 return
-            conn = RelayConnection(self.key, is_client=False, config=self.config)
-            session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
-            conn.receive_datagram(data, addr, session.now())
+            # A HELLO that fails its check leaves a connection untouched: keep it for the
+            # next one, so forged HELLOs cost an AEAD check, not a new connection (~80 µs).
+            conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
+            self._spare = None
+            conn.receive_datagram(data, addr, asyncio.get_running_loop().time())
             if not conn.established:
+                self._spare = conn
                 self.dropped += 1
                 return
+            session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
             self.sessions[cid] = session
             log.info("session %s from %s:%s", cid.hex(), *addr[:2])
             session.transmit()
@@ -94,7 +115,7 @@ class Gateway(asyncio.DatagramProtocol):
         elif isinstance(event, StreamReset):
             pending = self._streams.pop((cid, event.stream_id), None)
             if pending is not None and pending.pipe is not None:
-                pending.pipe.abort()
+                _break(pending.pipe)
         elif isinstance(event, ConnectionTerminated):
             log.info("session %s ended: %s", cid.hex(), event.reason)
             self.sessions.pop(cid, None)
@@ -102,7 +123,7 @@ class Gateway(asyncio.DatagramProtocol):
             for key in [k for k in self._streams if k[0] == cid]:
                 pipe = self._streams.pop(key).pipe
                 if pipe is not None:
-                    pipe.abort()
+                    _break(pipe)
 
     def _on_data(self, session: Session, event: StreamDataReceived) -> None:
         key = (session.conn.connection_id, event.stream_id)
@@ -131,8 +152,12 @@ class Gateway(asyncio.DatagramProtocol):
     ) -> None:
         sid = key[1]
         conn = session.conn
-        if (host, port) not in self.allow:
+        if host == UDP_HOST:
+            await self._associate(session, key)
+            return
+        if not self.allowed(host, port):
             log.warning("refused %s:%s (not in --allow)", host, port)
+            self.counters["refused"] += 1
             self._answer(session, sid, NOT_ALLOWED)
             return
         try:
@@ -150,14 +175,45 @@ class Gateway(asyncio.DatagramProtocol):
             writer.close()
             return
         conn.send(sid, bytes([OK]))
+        self.counters["connected"] += 1
         pending.pipe = Pipe(session, sid, writer)
         for data, end in pending.early:
             pending.pipe.deliver(data, end)
         pending.early.clear()
+        session.transmit()  # the status now: the application waits for it before it sends
         await pending.pipe.pump(reader)
         await pending.pipe.closed.wait()
         writer.close()
         self._streams.pop(key, None)
+
+    def allowed(self, host: str, port: int) -> bool:
+        """Whether ``host:port`` is on the allow-list exactly (never an open proxy)."""
+        return (canonical_host(host), port) in self._allow
+
+    async def _associate(self, session: Session, key: tuple[bytes, int]) -> None:
+        sid = key[1]
+        if self.associations >= MAX_ASSOCIATIONS:
+            log.warning("UDP ASSOCIATE refused: %d associations open", self.associations)
+            self._answer(session, sid, GENERAL_FAILURE)
+            return
+        pending = self._streams.get(key)
+        if pending is None or sid not in session.conn.stream_ids:
+            return
+        assoc = GatewayAssociation(session, sid, self.allowed, UDP_BUFFER_BYTES, self.counters)
+        self.associations += 1
+        try:
+            await assoc.start()
+            session.conn.send(sid, bytes([OK]))
+            pending.pipe = assoc
+            for data, end in pending.early:
+                assoc.deliver(data, end)
+            pending.early.clear()
+            session.transmit()
+            await assoc.closed.wait()
+        finally:
+            assoc.abort()
+            self.associations -= 1
+            self._streams.pop(key, None)
 
     def _answer(self, session: Session, sid: int, status: int) -> None:
         if sid in session.conn.stream_ids:
@@ -170,3 +226,19 @@ class Gateway(asyncio.DatagramProtocol):
             session.conn.close_session()
             session.transmit()
             session.close()
+
+
+def _break(pipe: Pipe | GatewayAssociation) -> None:
+    """The service sees an RST, never a FIN, when the client's side of a stream is lost."""
+    if isinstance(pipe, Pipe):
+        abort_with_rst(pipe)
+    else:
+        pipe.abort()
+
+
+def canonical_host(host: str) -> str:
+    """An IP literal in its canonical text (``::1``, not ``0:0::1``); a name lower-cased."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host.lower().rstrip(".")

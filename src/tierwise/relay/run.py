@@ -12,7 +12,8 @@ import logging
 import signal
 
 from tierwise.errors import ScenarioError
-from tierwise.relay.client import Client
+from tierwise.proto.relay import RelayConfig
+from tierwise.relay.client import REDIAL_S, Client
 from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_forward, serve_socks
 
@@ -39,9 +40,17 @@ async def _drain(busy) -> None:  # type: ignore[no-untyped-def]
         log.warning("drain: streams still open after %.0f s; closing", DRAIN_S)
 
 
-async def run_gateway(key: bytes, listen: tuple[str, int], allow: set[tuple[str, int]]) -> None:
+async def run_gateway(
+    key: bytes,
+    listen: tuple[str, int],
+    allow: set[tuple[str, int]],
+    *,
+    max_sessions: int = 64,
+    max_streams: int = 1024,
+) -> None:
     loop = asyncio.get_running_loop()
-    gateway = Gateway(key, allow)
+    config = RelayConfig(max_streams=max_streams)
+    gateway = Gateway(key, allow, config=config, max_sessions=max_sessions)
     try:
         transport, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=listen)
     except OSError as exc:
@@ -61,9 +70,12 @@ async def run_client(
     socks: tuple[str, int] | None,
     forwards: list[tuple[tuple[str, int], tuple[str, int]]],
     credentials: tuple[str, str] | None,
+    *,
+    connect_timeout_s: float = 10.0,
+    udp_buffer_bytes: int = 1 << 20,
 ) -> None:
-    client = Client(key, gateway, credentials=credentials)
-    await client.start()
+    client = Client(key, gateway, credentials=credentials, udp_buffer_bytes=udp_buffer_bytes)
+    await _connect(client, gateway, connect_timeout_s)
     servers = []
     try:
         if socks is not None:
@@ -80,9 +92,30 @@ async def run_client(
     for server in servers:
         server.close()
     await _drain(lambda: bool(client._handlers))
-    if client.session is not None:
-        client.session.conn.close_session()
-        client.session.transmit()
+    client.close()
+
+
+async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -> None:
+    """Open the session or fail with one line: a bad address, silence or a wrong key."""
+    try:
+        await client.start()
+    except OSError as exc:
+        raise ScenarioError(
+            f"cannot reach {gateway[0]}:{gateway[1]}: {exc.strerror or exc}", path="--gateway"
+        ) from exc
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not client.ready.is_set():  # a fresh HELLO every REDIAL_S, no backoff
+                try:
+                    await asyncio.wait_for(client.ready.wait(), REDIAL_S)
+                except TimeoutError:
+                    client.redial()
+    except TimeoutError:
+        raise ScenarioError(
+            f"no answer from {gateway[0]}:{gateway[1]} within {timeout_s:g} s "
+            "(is the gateway running, reachable over UDP, and using the same key?)",
+            path="--gateway",
+        ) from None
 
 
 async def fetch_stats(addr: tuple[str, int]) -> dict:

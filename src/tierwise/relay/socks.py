@@ -2,7 +2,9 @@
 
 Parsing reads exactly the lengths the RFC gives with ``readexactly``; a short or
 malformed greeting closes the connection. Replies carry the gateway's status
-(0 succeeded, 2 not allowed by ruleset, 4 host unreachable, 5 refused).
+(0 succeeded, 2 not allowed by ruleset, 4 host unreachable, 5 refused, 1 general
+failure: no session, or the gateway refused the stream). UDP ASSOCIATE (§7)
+replies with the address of the association's relay port (:mod:`.udp`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import struct
 from tierwise.relay.client import (
     ATYP_UNSUPPORTED,
     CMD_CONNECT,
+    CMD_UDP_ASSOCIATE,
     CMD_UNSUPPORTED,
     NO_AUTH,
     NO_METHOD,
@@ -24,6 +27,7 @@ from tierwise.relay.client import (
     USER_PASS,
     Client,
 )
+from tierwise.relay.udp import encode_addr
 
 __all__ = ["serve_forward", "serve_socks"]
 
@@ -32,9 +36,10 @@ _PORT = struct.Struct(">H")
 HANDSHAKE_TIMEOUT_S = 10.0
 
 
-def reply(status: int) -> bytes:
-    """A SOCKS5 reply with the bound address 0.0.0.0:0 (the relay has no local binding)."""
-    return bytes([SOCKS_VERSION, status, 0, 1, 0, 0, 0, 0, 0, 0])
+def reply(status: int, bound: tuple | None = None) -> bytes:
+    """A SOCKS5 reply; the bound address is 0.0.0.0:0 unless there is one (UDP ASSOCIATE)."""
+    host, port = bound[:2] if bound else ("0.0.0.0", 0)
+    return bytes([SOCKS_VERSION, status, 0]) + encode_addr(host, port)
 
 
 async def _authenticate(  # type: ignore[no-untyped-def]
@@ -61,7 +66,7 @@ async def _authenticate(  # type: ignore[no-untyped-def]
     return ver == 1 and user_ok and pass_ok
 
 
-async def _target(reader, writer) -> tuple[str, int] | None:  # type: ignore[no-untyped-def]
+async def _target(reader, writer) -> tuple[int, str, int] | None:  # type: ignore[no-untyped-def]
     ver, cmd, _rsv, atyp = await reader.readexactly(4)
     if atyp == 1:
         host = str(ipaddress.IPv4Address(await reader.readexactly(4)))
@@ -74,10 +79,10 @@ async def _target(reader, writer) -> tuple[str, int] | None:  # type: ignore[no-
         writer.write(reply(ATYP_UNSUPPORTED))
         return None
     (port,) = _PORT.unpack(await reader.readexactly(2))
-    if ver != SOCKS_VERSION or cmd != CMD_CONNECT:
+    if ver != SOCKS_VERSION or cmd not in (CMD_CONNECT, CMD_UDP_ASSOCIATE):
         writer.write(reply(CMD_UNSUPPORTED))
         return None
-    return host, port
+    return cmd, host, port
 
 
 async def _stats(client: Client, reader, writer) -> None:  # type: ignore[no-untyped-def]
@@ -101,8 +106,11 @@ async def _handle(client: Client, reader, writer) -> None:  # type: ignore[no-un
         async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
             authenticated = await _authenticate(client, first, reader, writer)
             target = await _target(reader, writer) if authenticated else None
-        if target is not None:
-            await client.proxy(*target, reader, writer, lambda s: writer.write(reply(s)))
+        if target is not None and target[0] == CMD_UDP_ASSOCIATE:
+            on_reply = lambda s, b: writer.write(reply(s, b))  # noqa: E731
+            await client.associate(target[1:], reader, writer, on_reply)
+        elif target is not None:
+            await client.proxy(*target[1:], reader, writer, lambda s: writer.write(reply(s)))
     except (asyncio.IncompleteReadError, TimeoutError, ConnectionError, ValueError) as exc:
         log.debug("SOCKS connection closed: %s", exc)
     finally:

@@ -1,0 +1,209 @@
+"""Faults over real sockets: a gateway killed mid-transfer, a client that changes address.
+
+Every application stream must either complete byte-exact or fail with an error it
+can see (a reset connection), never end cleanly after truncated data.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.relay.conftest import Stack
+from tests.relay.test_cli import CLI, free_port, ready_line, start, wait_port
+from tierwise.relay.udp import encode_addr
+
+CHUNK_BYTES = 32 * 1024
+
+
+@functools.cache
+def pattern(n: int) -> bytes:
+    return (bytes(range(3, 256, 7)) * (n // 36 + 1))[:n]
+
+
+@pytest.fixture
+def paced_source() -> Iterator[int]:
+    """A TCP server: read a decimal N and a newline, send N bytes paced (~3 MB/s), close."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            n = int(conn.makefile("rb").readline())
+            data = pattern(n)
+            try:
+                for at in range(0, n, CHUNK_BYTES):
+                    conn.sendall(data[at : at + CHUNK_BYTES])
+                    time.sleep(0.01)
+            except OSError:
+                pass
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(2)
+    server.close()
+
+
+def socks_fetch(socks_port: int, target_port: int, n: int, timeout_s: float = 20) -> str:
+    """'complete', 'error: …' or 'truncated: got/n' for one stream through SOCKS5."""
+    try:
+        s = socket.create_connection(("127.0.0.1", socks_port), timeout=timeout_s)
+    except OSError as exc:
+        return f"error: {exc!r}"
+    with s:
+        try:
+            s.sendall(b"\x05\x01\x00")
+            assert s.recv(2) == b"\x05\x00"
+            s.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", target_port))
+            head = s.recv(10)
+            if head[1] != 0:
+                return f"error: SOCKS reply {head[1]}"
+            s.sendall(f"{n}\n".encode())
+            got = bytearray()
+            while chunk := s.recv(1 << 16):
+                got += chunk
+        except OSError as exc:
+            return f"error: {exc!r}"
+    if got == pattern(n):
+        return "complete"
+    return f"truncated: {len(got)}/{n}"
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    path = tmp_path / "relay.key"
+    subprocess.run([*CLI, "relay", "keygen", "--out", str(path)], check=True)
+    return path
+
+
+@pytest.mark.slow
+def test_gateway_killed_mid_transfer(key: Path, paced_source: int) -> None:
+    """SIGKILL mid-transfer: every stream completes or is reset; new streams work in 2 s."""
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    gw_args = ("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
+               f"127.0.0.1:{paced_source}", "--key-file", str(key))  # fmt: skip
+    gw = start(*gw_args)
+    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
+               "--key-file", str(key), "--log-level", "warning")  # fmt: skip
+    try:
+        wait_port(sport)
+        assert socks_fetch(sport, paced_source, 100_000) == "complete"
+        with ThreadPoolExecutor(4) as pool:
+            sizes = [2 << 20, 2 << 20, 1 << 20, 300 << 10]
+            futures = [pool.submit(socks_fetch, sport, paced_source, n) for n in sizes]
+            time.sleep(0.4)
+            gw.kill()
+            gw.wait()
+            killed_s = time.monotonic()
+            outcomes = [f.result() for f in futures]
+            noticed_s = time.monotonic() - killed_s
+        assert not [o for o in outcomes if o.startswith("truncated")], outcomes
+        assert any(o.startswith("error") for o in outcomes), outcomes  # it was mid-transfer
+        assert noticed_s < 5.0  # the silent gateway is probed, not waited out
+        gw = start(*gw_args)
+        up_s = ready_line(gw, "gateway listening")
+        while (result := socks_fetch(sport, paced_source, 10_000, 5)) != "complete":
+            assert time.monotonic() - up_s < 2.0, result
+        assert time.monotonic() - up_s < 2.0
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_idle_session_after_gateway_restart(key: Path, paced_source: int) -> None:
+    """A gateway restarted while the session idles: the next stream is carried, not failed."""
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    gw_args = ("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
+               f"127.0.0.1:{paced_source}", "--key-file", str(key))  # fmt: skip
+    gw = start(*gw_args)
+    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
+               "--key-file", str(key), "--log-level", "warning")  # fmt: skip
+    try:
+        wait_port(sport)
+        assert socks_fetch(sport, paced_source, 1000) == "complete"
+        gw.kill()
+        gw.wait()
+        gw = start(*gw_args)
+        up_s = ready_line(gw, "gateway listening")
+        assert socks_fetch(sport, paced_source, 1000) == "complete"  # the first try, no retry
+        assert time.monotonic() - up_s < 2.5
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_client_address_change_mid_transfer(stack: Stack, paced_source: int) -> None:
+    """The client's UDP socket rebinds to a new port mid-transfer; the stream completes."""
+    stack.gateway._allow.add(("127.0.0.1", paced_source))
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(socks_fetch, stack.socks_port, paced_source, 1 << 20)
+        time.sleep(0.15)
+        before = stack.client._transport.get_extra_info("sockname")  # type: ignore[union-attr]
+        stack.call(stack.client.rebind())
+        moved_s = time.monotonic()
+        after = stack.client._transport.get_extra_info("sockname")  # type: ignore[union-attr]
+        assert future.result() == "complete"
+        assert time.monotonic() - moved_s < 3.0  # no stall until a keep-alive (5 s)
+    assert before != after
+    session = next(iter(stack.gateway.sessions.values()))
+    assert session.conn.peer_addr[1] == after[1]
+
+
+def test_service_sees_a_reset_when_the_client_session_is_lost(stack: Stack) -> None:
+    """An upload cut off by the session's end reaches the service as an error, not as EOF."""
+    sink = socket.create_server(("127.0.0.1", 0))
+    sink.settimeout(10)
+    stack.gateway._allow.add(("127.0.0.1", sink.getsockname()[1]))
+    outcome: list[str] = []
+
+    def read_all() -> None:
+        conn, _ = sink.accept()
+        got = 0
+        try:
+            while chunk := conn.recv(65536):
+                got += len(chunk)
+            outcome.append(f"clean EOF after {got} bytes")
+        except ConnectionResetError:
+            outcome.append("reset")
+        finally:
+            conn.close()
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    app = socket.create_connection(("127.0.0.1", stack.socks_port), timeout=10)
+    try:
+        app.sendall(b"\x05\x01\x00")
+        app.recv(2)
+        app.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", sink.getsockname()[1]))
+        assert app.recv(10)[1] == 0
+        app.sendall(bytes(200_000))  # part of an upload; the rest never comes
+        time.sleep(0.3)
+        stack.loop.call_soon_threadsafe(stack.client.close)  # the session is gone
+        reader.join(10)
+    finally:
+        app.close()
+        sink.close()
+    assert outcome == ["reset"]

@@ -1,0 +1,170 @@
+"""Security over real sockets on loopback: tampered datagrams, wrong keys, never an open proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+
+from tests.relay.conftest import KEY, Stack
+from tierwise.proto.relay import RelayConfig, wire
+from tierwise.relay.client import Client
+from tierwise.relay.gateway import Gateway
+from tierwise.relay.socks import serve_socks
+from tierwise.relay.udp import encode_addr
+
+
+class Recorder:
+    """Wraps the client's datagram transport and keeps a copy of what it sends."""
+
+    def __init__(self, inner: asyncio.DatagramTransport) -> None:
+        self.inner, self.sent, self.withheld = inner, [], []
+
+    def sendto(self, data: bytes, addr: object = None) -> None:
+        self.sent.append(bytes(data))
+        if data[0] == wire.DATA and not self.withheld:
+            self.withheld.append(bytes(data))  # lost on the way: its packet number stays fresh
+            return
+        self.inner.sendto(data, addr)
+
+
+def socks_status(port: int, host: str, target_port: int) -> int:
+    """The reply code of a SOCKS5 CONNECT to ``host:target_port``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(b"\x05\x01\x00")
+        assert s.recv(2) == b"\x05\x00"
+        s.sendall(b"\x05\x01\x00" + encode_addr(host, target_port))
+        return s.recv(10)[1]
+
+
+def test_tampered_datagrams_are_dropped_unanswered(stack: Stack) -> None:
+    """Replayed, truncated, bit-flipped and forged datagrams: counted, dropped, never answered."""
+    assert socks_status(stack.socks_port, "127.0.0.1", stack.http_port) == 0
+    session = stack.client.session
+    assert session is not None
+    recorder = Recorder(session.transport)
+    session.transport = recorder  # type: ignore[assignment]
+    assert socks_status(stack.socks_port, "127.0.0.1", stack.http_port) == 0
+    data = [d for d in recorder.sent if d[0] == wire.DATA]
+    assert data, "no DATA datagram recorded"
+    gw_session = next(iter(stack.gateway.sessions.values()))
+    before = dict(vars(gw_session.conn.stats))
+    peer = gw_session.conn.peer_addr
+    original = data[-1]
+    fresh = recorder.withheld[0]  # authentic, never delivered: only the AEAD can reject a flip
+    flipped = [fresh[:i] + bytes([fresh[i] ^ 1 << (i % 8)]) + fresh[i + 1 :]
+               for i in range(wire.HEADER_BYTES, len(fresh), 7)]  # fmt: skip
+    pn_bumped = original[:9] + (2**40).to_bytes(8, "big") + original[17:]
+    forged = original[: wire.HEADER_BYTES] + os.urandom(len(original) - wire.HEADER_BYTES)
+    attacks = [original, original[:-1], original[: wire.HEADER_BYTES + 3], pn_bumped, forged]
+    attacks += flipped
+    attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    attacker.bind(("127.0.0.1", 0))
+    attacker.settimeout(0.5)
+    try:
+        for datagram in attacks:
+            attacker.sendto(datagram, ("127.0.0.1", stack.gateway_port))
+        try:
+            answer = attacker.recv(2048)
+        except TimeoutError:
+            answer = None
+    finally:
+        attacker.close()
+    stats = vars(gw_session.conn.stats)
+    rejected = sum(stats[k] - before[k] for k in ("dropped_replay", "dropped_auth",
+                                                  "dropped_malformed"))  # fmt: skip
+    assert answer is None  # no amplification, no oracle
+    assert stats["dropped_replay"] > before["dropped_replay"]
+    assert stats["dropped_auth"] >= before["dropped_auth"] + len(flipped)
+    assert rejected + stack.gateway.dropped >= len(attacks)
+    assert gw_session.conn.peer_addr == peer  # an attacker cannot steer the session
+    assert socks_status(stack.socks_port, "127.0.0.1", stack.http_port) == 0  # still works
+
+
+def test_wrong_key_exchanges_no_application_data(stack: Stack) -> None:
+    """A client with another key gets not one datagram back and reaches no destination."""
+
+    async def attempt() -> tuple[float, int]:
+        client = Client(os.urandom(32), ("127.0.0.1", stack.gateway_port))
+        await client.start()
+        server = await serve_socks(client, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        status = await loop.run_in_executor(None, socks_status, port, "127.0.0.1", stack.http_port)
+        server.close()
+        return client.last_rx_s, status
+
+    import tierwise.relay.client as client_module
+
+    timeout_s = client_module.STATUS_TIMEOUT_S
+    client_module.STATUS_TIMEOUT_S = 1.0
+    try:
+        connected = stack.gateway.counters["connected"]
+        last_rx_s, status = stack.call(attempt())
+    finally:
+        client_module.STATUS_TIMEOUT_S = timeout_s
+    assert last_rx_s == 0.0  # not a single datagram came back
+    assert status == 1  # general failure: no session
+    assert stack.gateway.counters["connected"] == connected and len(stack.gateway.sessions) == 1
+
+
+def test_never_an_open_proxy(stack: Stack) -> None:
+    """Other ports, other spellings of an allowed address and names get SOCKS reply 2."""
+    port = stack.http_port
+    refused = [
+        ("127.0.0.1", port + 1),  # a neighbouring port
+        ("127.0.0.1", 22),
+        ("::1", port),  # IPv6 literal of the same host
+        ("::ffff:127.0.0.1", port),  # IPv4-mapped IPv6
+        ("127.1", port),  # resolves to 127.0.0.1, but is not the allowed name
+        ("2130706433", port),  # 127.0.0.1 as a number
+        ("localhost.localdomain", port),
+        ("127.0.0.2", port),
+    ]
+    connected = stack.gateway.counters["connected"]
+    for host, p in refused:
+        assert socks_status(stack.socks_port, host, p) == 2, (host, p)
+    assert stack.gateway.counters["refused"] == len(refused)
+    assert stack.gateway.counters["connected"] == connected  # nothing reached any server
+    for host in ("127.0.0.1", "LOCALHOST"):  # the allowed ones, however spelled
+        assert socks_status(stack.socks_port, host, port) == 0, host
+
+
+def test_streams_past_the_limit_are_refused(stack: Stack) -> None:
+    """A session's open streams are bounded: one more gets reply 1 at once, a freed slot works."""
+
+    async def up() -> tuple[int, list]:
+        gateway = Gateway(KEY, {("127.0.0.1", stack.http_port)}, RelayConfig(max_streams=4))
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        client = Client(KEY, transport.get_extra_info("sockname"))
+        await client.start()
+        server = await serve_socks(client, "127.0.0.1", 0)
+        return server.sockets[0].getsockname()[1], [server.close, transport.close]
+
+    port, closers = stack.call(up())
+    held = []
+    try:
+        for _ in range(10):  # refused streams must not keep a slot
+            assert socks_status(port, "127.0.0.1", stack.http_port + 1) == 2
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"\x05\x01\x00")
+            s.recv(2)
+            s.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", stack.http_port))
+            assert s.recv(10)[1] == 0
+            held.append(s)
+        t0 = time.monotonic()
+        assert socks_status(port, "127.0.0.1", stack.http_port) == 1
+        assert time.monotonic() - t0 < 2.0  # refused, not timed out
+        held.pop().close()
+        time.sleep(0.2)
+        assert socks_status(port, "127.0.0.1", stack.http_port) == 0
+    finally:
+        for s in held:
+            s.close()
+        for close in closers:
+            stack.loop.call_soon_threadsafe(close)
