@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,28 +44,36 @@ from tierwise.route.request import (
     DEADLINE_HEADER,
     HEADER_BYTES,
     RESIDENCY_HEADER,
+    SITE_HEADER,
     body_json,
     estimate_prompt_tokens,
     parse_deadline,
     requested_output_tokens,
 )
 
-__all__ = ["Breaker", "Router"]
+__all__ = ["Breaker", "Router", "SlowUpload", "UploadWatch"]
 
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
 HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
-DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER}
+DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER, SITE_HEADER}
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
 LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
+UPLOAD_CHUNK = 64 * 1024  # the upload watch's step
+WATCH_MIN_BYTES = 256 * 1024  # smaller bodies are over before their rate is measurable
+WATCH_MIN_S = 0.1  # and the first tenth of a second is slow start, not the rate
+SWITCH_MARGIN = 1.25  # fail over only when the next site is clearly sooner
 
 
 @dataclass
 class Breaker:
     """Circuit breaker: ``failures_to_bench`` failures in a row bench a site for ``bench_s``
     (doubling each time, up to a minute); once the bench time is over one request or
-    probe may try it (half-open), and a success closes it."""
+    probe may try it (half-open), and a success closes it. A benched site is still
+    probed: a probe that succeeds closes the breaker at once (the site is back), one
+    that fails leaves the bench as it is (:meth:`probe_failed`), so a site that returns
+    is re-admitted within a probe interval instead of after a doubled bench."""
 
     failures_to_bench: int
     base_s: float
@@ -76,7 +85,12 @@ class Breaker:
         return self.open_until > now
 
     def success(self) -> None:
-        self.failures, self.bench_s = 0, 0.0
+        self.failures, self.bench_s, self.open_until = 0, 0.0, 0.0
+
+    def probe_failed(self, now: float) -> None:
+        """A failed probe counts as a failure only for a site that is not benched."""
+        if not self.benched(now):
+            self.failure(now)
 
     def failure(self, now: float) -> None:
         self.failures += 1
@@ -174,6 +188,15 @@ class Router:
         now = time.monotonic()
         preds = [predict(st.model, shape, st.breaker.benched(now)) for st in self.sites.values()]
         order, reason = self._choose(preds, shape, now)
+        if (pinned := request.headers.get(SITE_HEADER)) is not None:
+            if pinned not in self.sites:
+                known = ", ".join(self.sites)
+                return _error(
+                    400,
+                    f"{SITE_HEADER}: no site {pinned!r}; known: {known}",
+                    "invalid_request_error",
+                )
+            order, reason = [pinned], f"pinned by {SITE_HEADER}"
         if not order:  # every site benched or infeasible: try the benched ones anyway
             order = [p.site for p in sorted(preds, key=lambda p: p.option.time_s)]
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
@@ -220,10 +243,12 @@ class Router:
         attempts: list[Attempt] = []
         tries = order[: self.cfg.decision.max_attempts]
         for i, name in enumerate(tries):
-            timeout = self._attempt_timeout(by_site[name], shape, t0, last=i == len(tries) - 1)
+            next_s = min((by_site[n].option.time_s for n in tries[i + 1 :]), default=math.inf)
+            timeout = self._attempt_timeout(by_site[name], shape, t0, next_s)
             if timeout <= 0:
                 break
-            a = await self._attempt(name, request.url.path, headers, body, timeout)
+            watch = self._upload_watch(name, body, by_site[name], next_s)
+            a = await self._attempt(name, request.url.path, headers, body, timeout, watch)
             attempts.append(a)
             if a.outcome == "timeout":
                 learn_timeout(self.sites[name].model, shape, a.time_s)
@@ -238,18 +263,34 @@ class Router:
         return _error(503, f"no site could answer within the deadline ({tried})", "no_site")
 
     def _attempt_timeout(
-        self, pred: Prediction, shape: RequestShape, t0: float, last: bool
+        self, pred: Prediction, shape: RequestShape, t0: float, next_s: float
     ) -> float:
         """A stalled site is given up on at 3× its prediction (+1 s) while another site is
-        left to try; the last one gets what remains of the deadline (or gateway.timeout)."""
-        limit = max(3.0 * pred.option.time_s, pred.option.time_s + 1.0)
-        if last:
+        left to try — but not before the next site's whole predicted time (``next_s``):
+        giving up sooner cannot end sooner. The last one gets what remains of the deadline
+        (or gateway.timeout)."""
+        t = pred.option.time_s
+        limit = max(3.0 * t, t + 1.0, next_s)
+        if math.isinf(next_s):
             limit = self.cfg.gateway.timeout
         if shape.deadline_s is None:
             return min(limit, self.cfg.gateway.timeout)
         return min(limit, shape.deadline_s - (time.perf_counter() - t0))
 
-    async def _attempt(self, name: str, path: str, headers, body: bytes, timeout: float):
+    def _upload_watch(
+        self, name: str, body: bytes, pred: Prediction, next_s: float
+    ) -> UploadWatch | None:
+        """Watch a large upload to a remote site when another site is left to try."""
+        m = self.sites[name].model
+        if math.isinf(next_s) or not m.site.remote or len(body) < WATCH_MIN_BYTES:
+            return None
+        upload_s = len(body) / max(m.up_rate.value, 1.0)
+        rest_s = max(pred.option.time_s - upload_s - m.rtt_s.value, 0.0)
+        return UploadWatch(body, m.rtt_s.value, rest_s, next_s)
+
+    async def _attempt(
+        self, name: str, path: str, headers, body: bytes, timeout: float, watch=None
+    ):
         st = self.sites[name]
         st.last_used = time.monotonic()
         t = Timing()
@@ -259,12 +300,17 @@ class Router:
             events[event] = time.perf_counter()
 
         sent = time.perf_counter()
+        if watch is not None:
+            watch.sent_at = sent
+            headers = {**headers, "content-length": str(len(body))}
         req = st.client.build_request(
-            "POST", path, content=body, headers=headers, timeout=timeout,
+            "POST", path, content=watch or body, headers=headers, timeout=timeout,
             extensions={"trace": trace},
         )  # fmt: skip
         try:
             resp = await st.client.send(req, stream=True)
+        except SlowUpload as slow:
+            return self._slow_upload(st, name, slow, sent)
         except httpx.TimeoutException:
             return self._failed(st, name, "timeout", sent)
         except httpx.TransportError as exc:
@@ -278,6 +324,13 @@ class Router:
             return self._failed(st, name, f"{resp.status_code} from site", sent)
         t.server = parse_server_timing(resp.headers.get("server-timing"))
         return Attempt(name, "ok", t.headers_s, resp, t, sent)
+
+    def _slow_upload(self, st: SiteState, name: str, slow: SlowUpload, sent: float) -> Attempt:
+        """An upload given up on: not a failure of the site, but a bound on its uplink."""
+        st.model.up_rate.at_most(slow.rate_bytes_per_s)
+        self.metrics.requests.labels(name, "slow upload").inc()
+        mbit = slow.rate_bytes_per_s * 8e-6
+        return Attempt(name, f"slow upload ({mbit:.1f} Mbit/s)", time.perf_counter() - sent)
 
     def _failed(self, st: SiteState, name: str, outcome: str, sent: float) -> Attempt:
         st.breaker.failure(time.monotonic())
@@ -391,15 +444,12 @@ class Router:
         )
 
     async def _probe_loop(self) -> None:
-        """Light probes (``GET /v1/models``) to idle and benched sites keep estimates fresh."""
+        """Light probes (``GET /v1/models``) to idle and benched sites keep estimates fresh
+        and re-admit a benched site as soon as it answers again."""
         interval = self.cfg.gateway.probe_interval
         while True:
             now = time.monotonic()
-            due = [
-                (n, st)
-                for n, st in self.sites.items()
-                if now - st.last_used >= interval and not st.breaker.benched(now)
-            ]
+            due = [(n, st) for n, st in self.sites.items() if now - st.last_used >= interval]
             await asyncio.gather(*(self._probe(n, st) for n, st in due))
             await asyncio.sleep(interval / 2)
 
@@ -409,15 +459,61 @@ class Router:
         try:
             resp = await st.client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
         except httpx.HTTPError:
-            st.breaker.failure(time.monotonic())
+            st.breaker.probe_failed(time.monotonic())
             return
         if resp.status_code >= 500:
-            st.breaker.failure(time.monotonic())
+            st.breaker.probe_failed(time.monotonic())
             return
         st.breaker.success()
         if st.model.site.remote:
             st.model.rtt_s.update(time.perf_counter() - sent)
         self.metrics.probes.labels(name).inc()
+
+
+class SlowUpload(Exception):
+    """An upload whose progress says another site would finish the request sooner."""
+
+    def __init__(self, rate_bytes_per_s: float) -> None:
+        super().__init__(f"upload at most {rate_bytes_per_s * 8e-6:.2f} Mbit/s")
+        self.rate_bytes_per_s = rate_bytes_per_s
+
+
+@dataclass
+class UploadWatch:
+    """The request body in chunks, given up on when its progress predicts a loss.
+
+    A chunk is asked for once the transport has taken the one before (a full socket
+    buffer blocks the write), so ``bytes sent / (elapsed − RTT/2)`` is an upper bound on
+    the uplink rate: buffers make it optimistic, never pessimistic. When even that rate
+    leaves the rest of the upload plus the predicted server time (``rest_s``) longer
+    than the next site's whole time (``switch_s``, with a margin), finishing here
+    cannot be sooner and the upload is dropped (:class:`SlowUpload`) to fail over —
+    the discovery of a collapsed uplink costs a fraction of a second, not a timeout.
+    """
+
+    body: bytes
+    rtt_s: float
+    rest_s: float
+    switch_s: float
+    sent_at: float = 0.0
+    sent: int = 0
+
+    async def __aiter__(self):
+        view = memoryview(self.body)
+        for start in range(0, len(view), UPLOAD_CHUNK):
+            self.check(time.perf_counter() - self.sent_at)
+            chunk = bytes(view[start : start + UPLOAD_CHUNK])
+            yield chunk
+            self.sent = start + len(chunk)
+
+    def check(self, elapsed_s: float) -> None:
+        """Raise :class:`SlowUpload` if the upload so far predicts a loss."""
+        if self.sent < WATCH_MIN_BYTES or elapsed_s < max(2 * self.rtt_s, WATCH_MIN_S):
+            return
+        rate = self.sent / max(elapsed_s - self.rtt_s / 2, 1e-3)
+        remaining_s = (len(self.body) - self.sent) / rate + self.rest_s
+        if remaining_s > SWITCH_MARGIN * self.switch_s + WATCH_MIN_S:
+            raise SlowUpload(rate)
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]

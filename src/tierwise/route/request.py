@@ -11,6 +11,7 @@ from tierwise.units import parse_quantity
 __all__ = [
     "DEADLINE_HEADER",
     "RESIDENCY_HEADER",
+    "SITE_HEADER",
     "body_json",
     "estimate_prompt_tokens",
     "parse_deadline",
@@ -19,6 +20,7 @@ __all__ = [
 
 DEADLINE_HEADER = "x-tierwise-deadline"
 RESIDENCY_HEADER = "x-tierwise-residency"
+SITE_HEADER = "x-tierwise-site"  # pins a request to one site (an operator's override)
 CHARS_PER_TOKEN = 4
 IMAGE_TOKENS = 256  # visual tokens per image; the prefill factor learns the rest
 HEADER_BYTES = 300  # request line and headers, roughly
