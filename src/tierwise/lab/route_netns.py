@@ -4,7 +4,7 @@
 
     tw-<pid>-route (client)            emulator per path            tw-<pid>-<i>-srv
     gateway + this harness ─ 10.77.1.1 ──── 0.4 ms, no limit ───── device model server
-                           ─ 10.77.2.1 ──── 10 ms, 100 Mbit/s ──── edge model server
+                           ─ 10.77.2.1 ──── 10 ms, 20 Mbit/s ───── edge model server
                            ─ 10.77.3.1 ──── 60 ms, 80 Mbit/s ───── cloud model server
 
 Each site's ``tierwise lab model-server`` runs in its own namespace behind its own
@@ -16,9 +16,11 @@ the running emulator; the edge's server is killed (its kernel resets the gateway
 connections) and restarted 10 s later; the device's decode is slowed 3× through its
 ``/admin/behaviour``.
 
-The oracle is measured, not computed: a fourth pass through the same gateway pins
-every request (``x-tierwise-site``) to the site the world's model says is best for it
-— it knows the current uplink, whether the edge is up and the device's slow-down.
+The oracle is measured, not computed: each site in each of its states is first timed
+with pinned requests of three sizes through a gateway (``x-tierwise-site``) and
+fitted ``a + b · bytes`` (so TCP's slow start and both HTTP hops are in it); then a
+last pass pins every request to the site that fit says is best in the world of that
+moment — it knows the uplink, whether the edge is up and the device's slow-down.
 """
 
 from __future__ import annotations
@@ -26,24 +28,27 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
 
-from tierwise.lab.route_world import CLI, MBIT, OUT_TOKENS, route_toml
+from tierwise.lab.route_world import CLI, MBIT, route_toml
 
 __all__ = ["NS_SITES", "NsWorld", "oracle_site", "run_ns_world"]
 
 SERVER_PORT = 8000
+PIN = "x-tierwise-site"  # the gateway's pin header (tierwise.route.request.SITE_HEADER)
 # name: tier, rtt s, uplink bytes/s (0: the emulator's ceiling, no prior), decode step s
 NS_SITES = {
     "device": ("device", 0.0004, 0.0, 0.030),
-    "edge": ("edge", 0.010, 100 * MBIT, 0.010),
+    "edge": ("edge", 0.010, 20 * MBIT, 0.010),
     "cloud": ("cloud", 0.060, 80 * MBIT, 0.005),
 }
 COLLAPSED_BYTES_PER_S = 3 * MBIT
 EDGE_DOWN_S = 10.0
 DEVICE_SLOWDOWN = 3.0
+Fits = dict[str, tuple[float, float]]
 CHANGES = {"cloud uplink 3 Mbit/s": 0.25, "edge down 10 s": 0.45, "device 3× slower": 0.7}
 
 
@@ -63,20 +68,36 @@ class WorldState:
         }
 
 
-def model_time_s(name: str, w: dict[str, Any], body_bytes: int) -> float:
-    """The world's own model of a site's time: RTT + bytes / uplink + tokens × step."""
-    _, rtt, up, step = NS_SITES[name]
+def state_key(name: str, w: dict[str, Any]) -> str:
+    """Which of a site's states the world puts it in (the oracle's fits are per state)."""
+    if name == "cloud":
+        return f"cloud@{w['cloud_up_bytes_per_s'] * 8e-6:g}Mbit/s"
+    if name == "device":
+        return f"device@{w['device_slowdown']:g}x"
+    return name
+
+
+def model_time_s(name: str, w: dict[str, Any], body_bytes: int, fits: Fits) -> float:
+    """The oracle's time for a request: the state's measured fit, ``a + b · bytes``."""
     if name == "edge" and not w["edge_up"]:
         return float("inf")
-    if name == "cloud":
-        up = w["cloud_up_bytes_per_s"]
-    slow = w["device_slowdown"] if name == "device" else 1.0
-    return rtt + (body_bytes / up if up else 0.0) + OUT_TOKENS * step * slow
+    a, b = fits[state_key(name, w)]
+    return a + b * body_bytes
 
 
-def oracle_site(w: dict[str, Any], body_bytes: int) -> str:
-    """The site with the shortest model time in world ``w``."""
-    return min(NS_SITES, key=lambda s: model_time_s(s, w, body_bytes))
+def oracle_site(w: dict[str, Any], body_bytes: int, fits: Fits) -> str:
+    """The site with the shortest measured-fit time in world ``w``."""
+    return min(NS_SITES, key=lambda s: model_time_s(s, w, body_bytes, fits))
+
+
+def fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares ``time = a + b · bytes`` (b ≥ 0) through (bytes, seconds) points."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = max(sum((x - mx) * (y - my) for x, y in points) / sxx, 0.0) if sxx else 0.0
+    return my - b * mx, b
 
 
 @dataclass
@@ -143,6 +164,38 @@ class NsWorld:
         client.post(self.urls["device"] + "/admin/behaviour", json={"slowdown": 1.0})
         self.state = WorldState()
 
+    def calibrate(self, client: Any, gateway: str) -> Fits:
+        """The oracle's knowledge: each site in each of its states, measured by pinned
+        requests of three sizes (text, 1.3 MB, 5.3 MB) and fitted ``a + b · bytes``.
+
+        Measured rather than computed, so TCP's slow start, the emulator and both HTTP
+        hops are in it exactly as the strategies meet them.
+        """
+        from tierwise.lab.emulator import Direction
+
+        probes = _probe_bodies()
+        self.reset(client)
+        fits: Fits = {}
+        for name in NS_SITES:
+            _pinned(client, gateway, name, probes[:1])  # warm: the connection is open
+            fits[state_key(name, self.state.as_dict())] = fit_line(
+                _pinned(client, gateway, name, probes)
+            )
+        rtt = NS_SITES["cloud"][1]
+        slow = Direction(delay_s=rtt / 2, rate_bytes_per_s=COLLAPSED_BYTES_PER_S)
+        self.paths["cloud"].retune(up=slow)
+        self.state.cloud_up_bytes_per_s = COLLAPSED_BYTES_PER_S
+        fits[state_key("cloud", self.state.as_dict())] = fit_line(
+            _pinned(client, gateway, "cloud", probes[:2])
+        )
+        client.post(self.urls["device"] + "/admin/behaviour", json={"slowdown": DEVICE_SLOWDOWN})
+        self.state.device_slowdown = DEVICE_SLOWDOWN
+        fits[state_key("device", self.state.as_dict())] = fit_line(
+            _pinned(client, gateway, "device", probes)
+        )
+        self.reset(client)
+        return fits
+
     def before(self, i: int, n: int, client: Any) -> dict[str, Any]:
         """Apply the change due before request ``i`` of ``n``; the world the request meets."""
         from tierwise.lab.emulator import Direction
@@ -168,6 +221,29 @@ class NsWorld:
         self.state.edge_up = True
 
 
+def _probe_bodies() -> list[bytes]:
+    """A text prompt and two image uploads (1.3 MB and 5.3 MB bodies) for calibration."""
+    import json
+
+    from tierwise.lab.route_world import workload
+
+    text = workload(1, 7, image_share=0.0)
+    small = workload(1, 7, image_bytes=(1_000_000, 1_000_000), image_share=1.0)
+    large = workload(1, 7, image_bytes=(4_000_000, 4_000_000), image_share=1.0)
+    return [json.dumps(b[0]).encode() for b in (text, small, large)]
+
+
+def _pinned(client: Any, gateway: str, name: str, bodies: list[bytes]) -> list[tuple[int, float]]:
+    """(bytes, seconds) of each body sent through the gateway pinned to ``name``."""
+    out = []
+    for body in bodies:
+        t0 = time.perf_counter()
+        r = client.post(gateway + "/v1/chat/completions", content=body, headers={PIN: name})
+        r.raise_for_status()
+        out.append((len(body), time.perf_counter() - t0))
+    return out
+
+
 def _stop(proc: subprocess.Popen[bytes], kill: bool = False) -> None:
     if proc.poll() is None:
         proc.kill() if kill else proc.terminate()
@@ -179,7 +255,12 @@ def _stop(proc: subprocess.Popen[bytes], kill: bool = False) -> None:
 
 
 def run_ns_strategy(
-    world: NsWorld, strategy: str, bodies: list[bytes], tmp: FsPath, progress: Any
+    world: NsWorld,
+    strategy: str,
+    bodies: list[bytes],
+    tmp: FsPath,
+    progress: Any,
+    fits: Fits | None = None,
 ) -> list[dict]:
     """One pass of the mix through a fresh gateway in the client namespace; its records."""
     import json
@@ -205,7 +286,7 @@ def run_ns_strategy(
             world.reset(client)
             for i, body in enumerate(bodies):
                 w = world.before(i, len(bodies), client)
-                pin = {"x-tierwise-site": oracle_site(w, len(body))} if strategy == "oracle" else {}
+                pin = {PIN: oracle_site(w, len(body), fits)} if fits else {}
                 r = client.post(gateway + "/v1/chat/completions", content=body, headers=pin)
                 failed += r.status_code != 200
                 worlds.append({**w, "client_ok": r.status_code == 200})
@@ -221,7 +302,7 @@ def run_ns_strategy(
 
 def run_ns_world(
     requests: int, seed: int, strategies: list[str]
-) -> tuple[dict[str, list[dict]], list[bytes]]:
+) -> tuple[dict[str, list[dict]], list[bytes], Fits]:
     """The mix (1–8 MB image uploads) under each strategy and the measured oracle."""
     import json
     import tempfile
@@ -234,12 +315,34 @@ def run_ns_world(
     bodies = [json.dumps(b).encode() for b in mix]
     tmp = FsPath(tempfile.mkdtemp(prefix="tierwise-lab-route-"))
     with NsWorld() as world, Progress(transient=True) as progress:
+        fits = calibrate_world(world, tmp)
         runs = {s: run_ns_strategy(world, s, bodies, tmp, progress) for s in strategies}
-        runs["oracle"] = run_ns_strategy(world, "oracle", bodies, tmp, progress)
-    return runs, bodies
+        runs["oracle"] = run_ns_strategy(world, "oracle", bodies, tmp, progress, fits)
+    return runs, bodies, fits
 
 
-def ns_report(runs: dict[str, list[dict]], bodies: list[bytes]) -> dict[str, dict]:
+def calibrate_world(world: NsWorld, tmp: FsPath) -> Fits:
+    """The oracle's fits, measured through a gateway of their own."""
+    import httpx
+
+    from tierwise.lab import netns
+    from tierwise.lab.model_server import wait_ready
+
+    port, log = 8088, tmp / "calibrate.jsonl"
+    (tmp / "calibrate.toml").write_text(route_toml(NS_SITES, world.urls, port, log, "static"))
+    cmd = [*CLI, "route", "--config", str(tmp / "calibrate.toml")]
+    gw = subprocess.Popen(
+        netns.exec_argv(world.client_ns, cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        with netns.entered(world.client_ns), httpx.Client(timeout=120) as client:
+            wait_ready(gw, f"http://127.0.0.1:{port}", timeout_s=60.0)
+            return world.calibrate(client, f"http://127.0.0.1:{port}")
+    finally:
+        _stop(gw)
+
+
+def ns_report(runs: dict[str, list[dict]], bodies: list[bytes], fits: Fits) -> dict[str, dict]:
     """Totals against the measured oracle, agreement, failures, error, follow; printed."""
     import statistics
 
@@ -247,8 +350,11 @@ def ns_report(runs: dict[str, list[dict]], bodies: list[bytes]) -> dict[str, dic
     oracle_total = sum(r.get("total_s", 0.0) for r in runs["oracle"])
     out: dict[str, dict] = {}
     print(f"{n} requests in namespaces; measured oracle total {oracle_total:.2f} s")
+    for key, (a, b) in fits.items():
+        mbit = 8e-6 / b if b > 0 else float("inf")
+        print(f"  oracle's fit {key:16s} {a * 1e3:7.1f} ms + bytes at {mbit:7.2f} Mbit/s")
     for name, recs in runs.items():
-        best = [oracle_site(r["world"], len(bodies[i])) for i, r in enumerate(recs)]
+        best = [oracle_site(r["world"], len(bodies[i]), fits) for i, r in enumerate(recs)]
         total = sum(r.get("total_s", 0.0) for r in recs)
         errors = [
             abs(r["actual_s"] - r["predicted"][r["chosen"]]["time_s"]) / r["actual_s"]

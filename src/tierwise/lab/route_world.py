@@ -213,8 +213,8 @@ def lab_route_command(
     from tierwise.lab.route_netns import ns_plot, ns_report, run_ns_world
 
     netns.require_lab()
-    runs, bodies = run_ns_world(requests, seed, chosen)
-    figures = ns_report(runs, bodies)
+    runs, bodies, fits = run_ns_world(requests, seed, chosen)
+    figures = ns_report(runs, bodies, fits)
     if json_to is not None:
         json_to.write_text(json.dumps(figures, indent=1) + "\n")
     if plot_to is not None:

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import json
 import math
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,8 @@ LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
 UPLOAD_CHUNK = 64 * 1024  # the upload watch's step
 WATCH_MIN_BYTES = 256 * 1024  # smaller bodies are over before their rate is measurable
 WATCH_MIN_S = 0.1  # and the first tenth of a second is slow start, not the rate
+TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)  # <linux/tcp.h>
+NOTSENT_LOWAT_BYTES = 128 * 1024
 SWITCH_MARGIN = 1.25  # fail over only when the next site is clearly sooner
 
 
@@ -85,7 +88,12 @@ class Breaker:
         return self.open_until > now
 
     def success(self) -> None:
-        self.failures, self.bench_s, self.open_until = 0, 0.0, 0.0
+        self.failures, self.bench_s = 0, 0.0
+
+    def probe_ok(self, now: float) -> None:
+        """A probe answered: a benched site becomes half-open (one failure re-benches it)."""
+        if self.benched(now):
+            self.open_until, self.failures = now, self.failures_to_bench - 1
 
     def probe_failed(self, now: float) -> None:
         """A failed probe counts as a failure only for a site that is not benched."""
@@ -155,10 +163,7 @@ class Router:
             site = m.site
             headers = {"authorization": f"Bearer {key}"} if (key := site.api_key()) else {}
             client = httpx.AsyncClient(
-                base_url=site.url,
-                headers=headers,
-                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=256),
-                proxy=f"socks5://{site.relay}" if site.via == "relay" else None,
+                base_url=site.url, headers=headers, transport=_transport(site)
             )
             breaker = Breaker(g.failures_to_bench, g.bench)
             self.sites[name] = SiteState(m, client, breaker)
@@ -238,23 +243,49 @@ class Router:
         )
 
     async def _forward(self, request, body, shape, preds, order, record, t0) -> Response:
+        """Try the sites in ``order``; one that outlives its patience is hedged, not dropped.
+
+        An attempt that fails (5xx, connection error, timeout, slow upload) hands over to
+        the next site at once. One still running at its patience (:meth:`_patience_s`)
+        keeps running while the next site starts: the first answer wins and the others
+        are cancelled — so a site that is merely slow (the device 3× slower, a queue)
+        can still win, and a stalled one costs no more than its patience.
+        """
         by_site = {p.site: p for p in preds}
         headers = _forward_headers(request)
         attempts: list[Attempt] = []
-        tries = order[: self.cfg.decision.max_attempts]
-        for i, name in enumerate(tries):
-            next_s = min((by_site[n].option.time_s for n in tries[i + 1 :]), default=math.inf)
-            timeout = self._attempt_timeout(by_site[name], shape, t0, next_s)
-            if timeout <= 0:
-                break
-            watch = self._upload_watch(name, body, by_site[name], next_s)
-            a = await self._attempt(name, request.url.path, headers, body, timeout, watch)
-            attempts.append(a)
-            if a.outcome == "timeout":
-                learn_timeout(self.sites[name].model, shape, a.time_s)
-            if a.response is not None:
-                return await self._answer(a, shape, by_site[name], record, attempts, t0)
-            self.metrics.failovers.inc()
+        queue = order[: self.cfg.decision.max_attempts]
+        running: dict[asyncio.Task, tuple[str, float]] = {}
+        hedge_at = math.inf
+        while queue or running:
+            if queue and (not running or time.perf_counter() >= hedge_at):
+                name, queue = queue[0], queue[1:]
+                next_s = min((by_site[n].option.time_s for n in queue), default=math.inf)
+                budget_s = self._budget_s(shape, t0)
+                if budget_s <= 0:
+                    queue = []
+                    continue
+                watch = self._upload_watch(name, body, by_site[name], next_s)
+                coro = self._attempt(name, request.url.path, headers, body, budget_s, watch)
+                running[asyncio.create_task(coro)] = (name, time.perf_counter())
+                hedge_at = time.perf_counter() + self._patience_s(by_site[name], next_s)
+            wait_s = max(hedge_at - time.perf_counter(), 0.0) if queue else None
+            done, _ = await asyncio.wait(
+                running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                running.pop(task)
+                a = task.result()
+                attempts.append(a)
+                if a.outcome == "timeout":
+                    learn_timeout(self.sites[a.site].model, shape, a.time_s)
+                if a.response is not None:
+                    attempts += await self._cancel(running, shape)
+                    return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
+                self.metrics.failovers.inc()
+        return self._no_site(record, attempts)
+
+    def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
         record["outcome"] = "no site"
         self._write(record)
@@ -262,20 +293,33 @@ class Router:
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
         return _error(503, f"no site could answer within the deadline ({tried})", "no_site")
 
-    def _attempt_timeout(
-        self, pred: Prediction, shape: RequestShape, t0: float, next_s: float
-    ) -> float:
-        """A stalled site is given up on at 3× its prediction (+1 s) while another site is
-        left to try — but not before the next site's whole predicted time (``next_s``):
-        giving up sooner cannot end sooner. The last one gets what remains of the deadline
-        (or gateway.timeout)."""
-        t = pred.option.time_s
-        limit = max(3.0 * t, t + 1.0, next_s)
-        if math.isinf(next_s):
-            limit = self.cfg.gateway.timeout
+    async def _cancel(self, running: dict[asyncio.Task, tuple[str, float]], shape) -> list:
+        """Stop the attempts a faster site has overtaken; each counts as a timeout."""
+        out = []
+        for task, (name, started) in running.items():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                late = await task
+                if late.response is not None:  # it answered meanwhile: not needed
+                    await late.response.aclose()
+            elapsed_s = time.perf_counter() - started
+            learn_timeout(self.sites[name].model, shape, elapsed_s)
+            out.append(self._failed(self.sites[name], name, "overtaken", started))
+        return out
+
+    def _budget_s(self, shape: RequestShape, t0: float) -> float:
+        """What an attempt may take at most: the rest of the deadline, or gateway.timeout."""
         if shape.deadline_s is None:
-            return min(limit, self.cfg.gateway.timeout)
-        return min(limit, shape.deadline_s - (time.perf_counter() - t0))
+            return self.cfg.gateway.timeout
+        return min(self.cfg.gateway.timeout, shape.deadline_s - (time.perf_counter() - t0))
+
+    @staticmethod
+    def _patience_s(pred: Prediction, next_s: float) -> float:
+        """When to start the next site beside this one: 3× its prediction (+1 s at least),
+        and not before the next site's whole predicted time (``next_s``) — starting it
+        sooner could not end sooner."""
+        t = pred.option.time_s
+        return max(3.0 * t, t + 1.0, next_s)
 
     def _upload_watch(
         self, name: str, body: bytes, pred: Prediction, next_s: float
@@ -464,10 +508,25 @@ class Router:
         if resp.status_code >= 500:
             st.breaker.probe_failed(time.monotonic())
             return
-        st.breaker.success()
+        st.breaker.probe_ok(time.monotonic())
         if st.model.site.remote:
             st.model.rtt_s.update(time.perf_counter() - sent)
         self.metrics.probes.labels(name).inc()
+
+
+def _transport(site) -> httpx.AsyncHTTPTransport:
+    """A warm pool per site; direct connections keep little unsent data in the kernel.
+
+    ``TCP_NOTSENT_LOWAT`` makes a socket writable only while under 128 kB of its send
+    queue is unsent, so an upload's progress as the gateway sees it is what TCP has put
+    on the path, not what a 4 MB send buffer swallowed (the upload watch reads it); the
+    window itself still grows freely, so a fast path loses nothing.
+    """
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
+    if site.via == "relay":
+        return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
+    lowat = [(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, NOTSENT_LOWAT_BYTES)]
+    return httpx.AsyncHTTPTransport(limits=limits, socket_options=lowat)
 
 
 class SlowUpload(Exception):
