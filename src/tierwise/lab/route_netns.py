@@ -138,7 +138,6 @@ class NsWorld:
 
     def _start_server(self, name: str) -> None:
         from tierwise.lab import netns
-        from tierwise.lab.model_server import wait_ready
 
         path, step = self.paths[name], NS_SITES[name][3]
         cmd = [*CLI, "lab", "model-server", "--host", path.server_addr]
@@ -151,7 +150,7 @@ class NsWorld:
         )
         self.servers[name] = proc
         with netns.entered(self.client_ns):
-            wait_ready(proc, self.urls[name], timeout_s=60.0)
+            _ready(proc, self.urls[name])
 
     def reset(self, client: Any) -> None:
         """The world as it starts: full cloud uplink, the edge up, the device at speed."""
@@ -244,6 +243,17 @@ def _pinned(client: Any, gateway: str, name: str, bodies: list[bytes]) -> list[t
     return out
 
 
+def _ready(proc: subprocess.Popen[bytes], url: str) -> None:
+    """Wait for a server of the lab to answer; one that does not is a :class:`LabError`."""
+    from tierwise.errors import LabError
+    from tierwise.lab.model_server import wait_ready
+
+    try:
+        wait_ready(proc, url, timeout_s=60.0)
+    except RuntimeError as exc:
+        raise LabError(str(exc)) from None
+
+
 def _stop(proc: subprocess.Popen[bytes], kill: bool = False) -> None:
     if proc.poll() is None:
         proc.kill() if kill else proc.terminate()
@@ -268,7 +278,6 @@ def run_ns_strategy(
     import httpx
 
     from tierwise.lab import netns
-    from tierwise.lab.model_server import wait_ready
 
     port, log = 8088, tmp / f"{strategy}.jsonl"
     gw_strategy = "predictive" if strategy == "oracle" else strategy
@@ -282,7 +291,7 @@ def run_ns_strategy(
     task = progress.add_task(strategy, total=len(bodies))
     try:
         with netns.entered(world.client_ns), httpx.Client(timeout=120) as client:
-            wait_ready(gw, gateway, timeout_s=60.0)
+            _ready(gw, gateway)
             world.reset(client)
             for i, body in enumerate(bodies):
                 w = world.before(i, len(bodies), client)
@@ -326,7 +335,6 @@ def calibrate_world(world: NsWorld, tmp: FsPath) -> Fits:
     import httpx
 
     from tierwise.lab import netns
-    from tierwise.lab.model_server import wait_ready
 
     port, log = 8088, tmp / "calibrate.jsonl"
     (tmp / "calibrate.toml").write_text(route_toml(NS_SITES, world.urls, port, log, "static"))
@@ -336,7 +344,7 @@ def calibrate_world(world: NsWorld, tmp: FsPath) -> Fits:
     )
     try:
         with netns.entered(world.client_ns), httpx.Client(timeout=120) as client:
-            wait_ready(gw, f"http://127.0.0.1:{port}", timeout_s=60.0)
+            _ready(gw, f"http://127.0.0.1:{port}")
             return world.calibrate(client, f"http://127.0.0.1:{port}")
     finally:
         _stop(gw)

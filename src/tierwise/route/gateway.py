@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -112,7 +113,16 @@ class SiteState:
     model: SiteModel
     client: httpx.AsyncClient
     breaker: Breaker
+    transport: httpx.AsyncBaseTransport
+    headers: dict[str, str]
     last_used: float = 0.0
+    urls: dict[str, httpx.URL] = field(default_factory=dict)
+
+    def url(self, path: str) -> httpx.URL:
+        """The site's URL for ``path`` (cached: the same few paths over and over)."""
+        if (url := self.urls.get(path)) is None:
+            url = self.urls[path] = self.client.base_url.join(path.lstrip("/"))
+        return url
 
 
 @dataclass
@@ -139,7 +149,7 @@ class Router:
         self.metrics = Metrics()
         self.log = None
         self._probe_task: asyncio.Task | None = None
-        self.app = Starlette(
+        self.other = Starlette(
             routes=[
                 *(Route(p, self.complete, methods=["POST"]) for p in COMPLETION_PATHS),
                 Route("/metrics", self.metrics_page, methods=["GET"]),
@@ -147,6 +157,16 @@ class Router:
             ],
             lifespan=self._lifespan,
         )
+        self.app = _App(self)
+
+    async def dispatch(self, scope, receive, send) -> None:
+        """Completions go straight to :meth:`complete` (the hot path skips starlette's
+        routing and middleware); everything else, lifespan included, to :attr:`other`."""
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in _HOT:
+            response = await self.complete(Request(scope, receive))
+            await response(scope, receive, send)
+            return
+        await self.other(scope, receive, send)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette):
@@ -162,11 +182,10 @@ class Router:
         for name, m in self.models.items():
             site = m.site
             headers = {"authorization": f"Bearer {key}"} if (key := site.api_key()) else {}
-            client = httpx.AsyncClient(
-                base_url=site.url, headers=headers, transport=_transport(site)
-            )
+            transport = _transport(site)
+            client = httpx.AsyncClient(base_url=site.url, headers=headers, transport=transport)
             breaker = Breaker(g.failures_to_bench, g.bench)
-            self.sites[name] = SiteState(m, client, breaker)
+            self.sites[name] = SiteState(m, client, breaker, transport, headers)
         self.log = open(g.decisions_log, "a", encoding="utf-8")
         self._probe_task = asyncio.create_task(self._probe_loop())
 
@@ -347,12 +366,12 @@ class Router:
         if watch is not None:
             watch.sent_at = sent
             headers = {**headers, "content-length": str(len(body))}
-        req = st.client.build_request(
-            "POST", path, content=watch or body, headers=headers, timeout=timeout,
-            extensions={"trace": trace},
+        req = httpx.Request(
+            "POST", st.url(path), content=watch or body, headers={**st.headers, **headers},
+            extensions={"timeout": httpx.Timeout(timeout).as_dict(), "trace": trace},
         )  # fmt: skip
-        try:
-            resp = await st.client.send(req, stream=True)
+        try:  # the transport itself: no cookies, auth, redirects or hooks to run per request
+            resp = await st.transport.handle_async_request(req)
         except SlowUpload as slow:
             return self._slow_upload(st, name, slow, sent)
         except httpx.TimeoutException:
@@ -401,8 +420,8 @@ class Router:
         a.timing.end_s = time.perf_counter() - a.sent_at
         a.timing.bytes_down = len(content)
         a.timing.tokens_out = _usage_tokens(content)
-        self._finish(a, shape, pred, record, attempts, t0)
-        return Response(content, status_code=resp.status_code, headers=headers)
+        finish = BackgroundTask(self._finish_later, a, shape, pred, record, attempts, t0)
+        return Response(content, status_code=resp.status_code, headers=headers, background=finish)
 
     async def _relay_stream(self, a: Attempt, shape, pred, record, attempts, t0):
         """Pass the upstream bytes through unchanged, timing each SSE event on the way."""
@@ -427,6 +446,11 @@ class Router:
             t.end_s = time.perf_counter() - a.sent_at
             t.tokens_out = max(t.tokens_out - 1, 0)  # the closing event carries no token
             self._finish(a, shape, pred, record, attempts, t0)
+
+    async def _finish_later(self, *args: Any) -> None:
+        """:meth:`_finish` once the answer is sent: learning and logging are not on the
+        client's clock (async, so starlette runs it on the loop, not in a thread)."""
+        self._finish(*args)
 
     def _finish(self, a: Attempt, shape, pred: Prediction, record, attempts, t0) -> None:
         st = self.sites[a.site]
@@ -573,6 +597,19 @@ class UploadWatch:
         remaining_s = (len(self.body) - self.sent) / rate + self.rest_s
         if remaining_s > SWITCH_MARGIN * self.switch_s + WATCH_MIN_S:
             raise SlowUpload(rate)
+
+
+_HOT = frozenset(COMPLETION_PATHS)
+
+
+class _App:
+    """The gateway's ASGI 3 app (an object with an async ``__call__``, as servers expect)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.router.dispatch(scope, receive, send)
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
