@@ -25,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import LabError, ScenarioError
 from tierwise.lab.model_server import free_port, wait_ready
 
 __all__ = ["lab_route_command", "run_world"]
@@ -212,7 +212,8 @@ def lab_route_command(
     from tierwise.lab import netns
     from tierwise.lab.route_netns import ns_plot, ns_report, run_ns_world
 
-    netns.require_lab()
+    if (reason := netns.lab_unavailable_reason()) is not None:
+        raise LabError(f"{reason} (or run on loopback: --loopback)")
     runs, bodies, fits = run_ns_world(requests, seed, chosen)
     figures = ns_report(runs, bodies, fits)
     if json_to is not None:
