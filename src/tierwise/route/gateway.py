@@ -17,7 +17,6 @@ import contextlib
 import copy
 import json
 import math
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +51,9 @@ from tierwise.route.request import (
     parse_deadline,
     requested_output_tokens,
 )
+from tierwise.route.upload import MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
-__all__ = ["Breaker", "Router", "SlowUpload", "UploadWatch"]
+__all__ = ["Breaker", "Router"]
 
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
 HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
@@ -62,12 +62,6 @@ DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn 
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
 LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
-UPLOAD_CHUNK = 64 * 1024  # the upload watch's step
-WATCH_MIN_BYTES = 256 * 1024  # smaller bodies are over before their rate is measurable
-WATCH_MIN_S = 0.1  # and the first tenth of a second is slow start, not the rate
-TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)  # <linux/tcp.h>
-NOTSENT_LOWAT_BYTES = 128 * 1024
-SWITCH_MARGIN = 1.25  # fail over only when the next site is clearly sooner
 
 
 @dataclass
@@ -345,11 +339,11 @@ class Router:
     ) -> UploadWatch | None:
         """Watch a large upload to a remote site when another site is left to try."""
         m = self.sites[name].model
-        if math.isinf(next_s) or not m.site.remote or len(body) < WATCH_MIN_BYTES:
+        if math.isinf(next_s) or not m.site.remote or len(body) < MIN_BYTES:
             return None
         upload_s = len(body) / max(m.up_rate.value, 1.0)
         rest_s = max(pred.option.time_s - upload_s - m.rtt_s.value, 0.0)
-        return UploadWatch(body, m.rtt_s.value, rest_s, next_s)
+        return UploadWatch(len(body), m.rtt_s.value, rest_s, next_s)
 
     async def _attempt(
         self, name: str, path: str, headers, body: bytes, timeout: float, watch=None
@@ -363,15 +357,13 @@ class Router:
             events[event] = time.perf_counter()
 
         sent = time.perf_counter()
-        if watch is not None:
-            watch.sent_at = sent
-            headers = {**headers, "content-length": str(len(body))}
         req = httpx.Request(
-            "POST", st.url(path), content=watch or body, headers={**st.headers, **headers},
+            "POST", st.url(path), content=body, headers={**st.headers, **headers},
             extensions={"timeout": httpx.Timeout(timeout).as_dict(), "trace": trace},
         )  # fmt: skip
         try:  # the transport itself: no cookies, auth, redirects or hooks to run per request
-            resp = await st.transport.handle_async_request(req)
+            send = st.transport.handle_async_request(req)
+            resp = await (watch.run(send) if watch is not None else send)
         except SlowUpload as slow:
             return self._slow_upload(st, name, slow, sent)
         except httpx.TimeoutException:
@@ -539,64 +531,15 @@ class Router:
 
 
 def _transport(site) -> httpx.AsyncHTTPTransport:
-    """A warm pool per site; direct connections keep little unsent data in the kernel.
-
-    ``TCP_NOTSENT_LOWAT`` makes a socket writable only while under 128 kB of its send
-    queue is unsent, so an upload's progress as the gateway sees it is what TCP has put
-    on the path, not what a 4 MB send buffer swallowed (the upload watch reads it); the
-    window itself still grows freely, so a fast path loses nothing.
-    """
+    """A warm pool per site; a direct one's streams hand the upload watch their socket."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
     if site.via == "relay":
         return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
-    lowat = [(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, NOTSENT_LOWAT_BYTES)]
-    return httpx.AsyncHTTPTransport(limits=limits, socket_options=lowat)
-
-
-class SlowUpload(Exception):
-    """An upload whose progress says another site would finish the request sooner."""
-
-    def __init__(self, rate_bytes_per_s: float) -> None:
-        super().__init__(f"upload at most {rate_bytes_per_s * 8e-6:.2f} Mbit/s")
-        self.rate_bytes_per_s = rate_bytes_per_s
-
-
-@dataclass
-class UploadWatch:
-    """The request body in chunks, given up on when its progress predicts a loss.
-
-    A chunk is asked for once the transport has taken the one before (a full socket
-    buffer blocks the write), so ``bytes sent / (elapsed − RTT/2)`` is an upper bound on
-    the uplink rate: buffers make it optimistic, never pessimistic. When even that rate
-    leaves the rest of the upload plus the predicted server time (``rest_s``) longer
-    than the next site's whole time (``switch_s``, with a margin), finishing here
-    cannot be sooner and the upload is dropped (:class:`SlowUpload`) to fail over —
-    the discovery of a collapsed uplink costs a fraction of a second, not a timeout.
-    """
-
-    body: bytes
-    rtt_s: float
-    rest_s: float
-    switch_s: float
-    sent_at: float = 0.0
-    sent: int = 0
-
-    async def __aiter__(self):
-        view = memoryview(self.body)
-        for start in range(0, len(view), UPLOAD_CHUNK):
-            self.check(time.perf_counter() - self.sent_at)
-            chunk = bytes(view[start : start + UPLOAD_CHUNK])
-            yield chunk
-            self.sent = start + len(chunk)
-
-    def check(self, elapsed_s: float) -> None:
-        """Raise :class:`SlowUpload` if the upload so far predicts a loss."""
-        if self.sent < WATCH_MIN_BYTES or elapsed_s < max(2 * self.rtt_s, WATCH_MIN_S):
-            return
-        rate = self.sent / max(elapsed_s - self.rtt_s / 2, 1e-3)
-        remaining_s = (len(self.body) - self.sent) / rate + self.rest_s
-        if remaining_s > SWITCH_MARGIN * self.switch_s + WATCH_MIN_S:
-            raise SlowUpload(rate)
+    transport = httpx.AsyncHTTPTransport(limits=limits)
+    pool = transport._pool  # httpcore's pool: its network backend is a public parameter
+    if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
+        pool._network_backend = watch_backend(pool._network_backend)
+    return transport
 
 
 _HOT = frozenset(COMPLETION_PATHS)
