@@ -110,6 +110,7 @@ class SiteState:
     transport: httpx.AsyncBaseTransport
     headers: dict[str, str]
     last_used: float = 0.0
+    quiet_until: float = 0.0  # a dropped upload's bytes still queue on the path until then
     urls: dict[str, httpx.URL] = field(default_factory=dict)
 
     def url(self, path: str) -> httpx.URL:
@@ -127,6 +128,7 @@ class Attempt:
     response: httpx.Response | None = None
     timing: Timing = field(default_factory=Timing)
     sent_at: float = 0.0
+    started: float = 0.0  # time.monotonic() when it was sent
 
 
 class Router:
@@ -378,11 +380,13 @@ class Router:
             await resp.aclose()
             return self._failed(st, name, f"{resp.status_code} from site", sent)
         t.server = parse_server_timing(resp.headers.get("server-timing"))
-        return Attempt(name, "ok", t.headers_s, resp, t, sent)
+        started = time.monotonic() - (time.perf_counter() - sent)
+        return Attempt(name, "ok", t.headers_s, resp, t, sent, started)
 
     def _slow_upload(self, st: SiteState, name: str, slow: SlowUpload, sent: float) -> Attempt:
         """An upload given up on: not a failure of the site, but a bound on its uplink."""
         st.model.up_rate.at_most(slow.rate_bytes_per_s)
+        st.quiet_until = time.monotonic() + slow.drain_s
         self.metrics.requests.labels(name, "slow upload").inc()
         mbit = slow.rate_bytes_per_s * 8e-6
         return Attempt(name, f"slow upload ({mbit:.1f} Mbit/s)", time.perf_counter() - sent)
@@ -452,7 +456,8 @@ class Router:
             st.model.failure_p *= 0.8
             actual = a.timing.end_s
             st.model.error_rel.update(abs(actual - pred.option.time_s) / max(actual, 1e-9))
-            learn(st.model, shape, a.timing)
+            if a.started >= st.quiet_until:  # not our own dropped bytes' queue
+                learn(st.model, shape, a.timing)
             if shape.output_learned and a.timing.tokens_out:
                 self.output_tokens[shape.path].update(a.timing.tokens_out)
             self.previous[shape.path] = a.site
@@ -514,7 +519,7 @@ class Router:
             await asyncio.sleep(interval / 2)
 
     async def _probe(self, name: str, st: SiteState) -> None:
-        st.last_used = time.monotonic()
+        st.last_used = probed_at = time.monotonic()
         sent = time.perf_counter()
         try:
             resp = await st.client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
@@ -525,7 +530,7 @@ class Router:
             st.breaker.probe_failed(time.monotonic())
             return
         st.breaker.probe_ok(time.monotonic())
-        if st.model.site.remote:
+        if st.model.site.remote and probed_at >= st.quiet_until:
             st.model.rtt_s.update(time.perf_counter() - sent)
         self.metrics.probes.labels(name).inc()
 

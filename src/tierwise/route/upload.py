@@ -30,7 +30,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SlowUpload", "UploadWatch", "tcp_bytes_acked", "watch_backend"]
+__all__ = ["SlowUpload", "UploadWatch", "tcp_bytes_acked", "tcp_in_flight_bytes", "watch_backend"]
 
 STEP_S = 0.05  # how often the watch samples the socket
 MIN_BYTES = 256 * 1024  # smaller bodies are over before a rate is measurable
@@ -47,6 +47,16 @@ CURRENT: contextvars.ContextVar[UploadWatch | None] = contextvars.ContextVar(
 )
 
 
+def tcp_in_flight_bytes(sock: Any) -> int:
+    """Bytes sent but not yet acknowledged (``tcpi_unacked`` segments × ``tcpi_snd_mss``)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 256)
+        mss, unacked = struct.unpack_from("=II", info, 16)
+    except (OSError, AttributeError, struct.error):
+        return 0
+    return mss * unacked
+
+
 def tcp_bytes_acked(sock: Any) -> int | None:
     """Bytes the peer has acknowledged on this TCP socket so far (None: not available)."""
     try:
@@ -61,9 +71,10 @@ def tcp_bytes_acked(sock: Any) -> int | None:
 class SlowUpload(Exception):
     """An upload whose progress says another site would finish the request sooner."""
 
-    def __init__(self, rate_bytes_per_s: float) -> None:
+    def __init__(self, rate_bytes_per_s: float, drain_s: float = 0.0) -> None:
         super().__init__(f"upload at {rate_bytes_per_s * 8e-6:.2f} Mbit/s")
         self.rate_bytes_per_s = rate_bytes_per_s
+        self.drain_s = drain_s  # how long the dropped bytes in flight still queue on the path
 
 
 @dataclass
@@ -102,8 +113,9 @@ class UploadWatch:
                 if done:
                     return task.result()
                 if self.sample(time.perf_counter() - self.started):
+                    drain_s = tcp_in_flight_bytes(self.sock) / max(self.rate_bytes_per_s, 1.0)
                     self.abort()
-                    raise SlowUpload(self.rate_bytes_per_s)
+                    raise SlowUpload(self.rate_bytes_per_s, drain_s)
         finally:
             if not task.done():
                 task.cancel()
