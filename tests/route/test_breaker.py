@@ -28,3 +28,26 @@ def test_bench_is_capped_at_a_minute() -> None:
     for t in range(0, 1000, 100):
         b.failure(float(t))
     assert b.bench_s == 60.0
+
+
+def test_probe_readmits_a_benched_site_half_open() -> None:
+    """A probe that answers ends the bench; one more failure benches again, twice as long."""
+    b = Breaker(failures_to_bench=3, base_s=5.0)
+    for _ in range(3):
+        b.failure(100.0)
+    b.probe_failed(101.0)  # still down: the bench stays as it was, not doubled
+    assert b.benched(104.9) and b.bench_s == 5.0
+    b.probe_ok(102.0)
+    assert not b.benched(102.0)
+    b.failure(103.0)
+    assert b.benched(112.9) and not b.benched(113.1)
+
+
+def test_probe_never_clears_request_failures() -> None:
+    """A site whose probe answers while its completions fail is still benched."""
+    b = Breaker(failures_to_bench=3, base_s=5.0)
+    b.failure(100.0)
+    b.failure(100.0)
+    b.probe_ok(100.5)
+    b.failure(101.0)
+    assert b.benched(101.0)

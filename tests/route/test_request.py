@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierwise.errors import ScenarioError
 from tierwise.route.request import (
+    IMAGE_TOKENS,
+    LEAN_BYTES,
     body_json,
     estimate_prompt_tokens,
     parse_deadline,
     requested_output_tokens,
+    strip_inline_data,
 )
 
 
@@ -55,3 +62,44 @@ def test_body_must_be_a_json_object() -> None:
     for bad in (b"[1]", b"{nope"):
         with pytest.raises(ScenarioError):
             body_json(bad)
+
+
+def _cut(value: object) -> object:
+    """What strip_inline_data should make of a parsed value: long data strings cut."""
+    if isinstance(value, str):
+        return "data:" if value.startswith("data:") and len(value) + 1 >= LEAN_BYTES else value
+    if isinstance(value, list):
+        return [_cut(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut(v) for k, v in value.items()}
+    return value
+
+
+texts = st.one_of(
+    st.text(max_size=30),
+    st.builds(lambda t: "data:" + t, st.text(max_size=30)),
+    st.builds(lambda n: "data:image/png;base64," + "QUJD" * n, st.integers(0, 3000)),
+)
+values = st.recursive(
+    texts | st.integers(),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(values)
+def test_strip_inline_data_keeps_the_structure(value: object) -> None:
+    """Only long data strings are cut; everything else parses back the same."""
+    body = json.dumps({"v": value}).encode()
+    assert json.loads(strip_inline_data(body)) == {"v": _cut(value)}
+
+
+def test_image_body_parses_lean_and_counts_the_image() -> None:
+    """A 1 MB inline image is not parsed, but still counts as an image in the prompt."""
+    url = "data:image/png;base64," + "A" * 1_000_000
+    content = [{"type": "text", "text": "abcd"}, {"type": "image_url", "image_url": {"url": url}}]
+    data = body_json(json.dumps({"messages": [{"role": "user", "content": content}]}).encode())
+    assert data["messages"][0]["content"][1]["image_url"]["url"] == "data:"
+    assert estimate_prompt_tokens(data) == 1 + IMAGE_TOKENS

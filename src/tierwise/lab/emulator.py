@@ -16,6 +16,8 @@ This kernel has no ``netem``, so each direction is shaped here. A packet of
 :func:`forward` is the hot loop; :func:`main` runs it in a child process (started by
 :class:`tierwise.lab.path.Path`) that reads its configuration as one JSON line on stdin, answers
 ``ready``, and stops — printing its counters as JSON — when its parent writes ``stop``.
+A JSON line on stdin while it runs (``{"a_to_b": {...}, "b_to_a": {...}}``, either
+key) retunes that direction live (:meth:`Shaper.retune`): the lab's world changes.
 When stdin closes without that word the parent has died (``kill -9`` included: the
 kernel closes the pipe), so the emulator deletes the path's namespaces itself and
 exits quietly; nothing of a killed run outlives it by more than the ``ip`` calls.
@@ -159,6 +161,18 @@ class Shaper:
             self.last_release_s = release
         return release
 
+    def retune(self, direction: Direction) -> None:
+        """Apply ``direction`` from now on; packets already scheduled keep their times.
+
+        The queue carries over: a packet arriving behind a backlog still waits for it,
+        and the backlog drains at the rate it was admitted at.
+        """
+        self.direction = direction
+        self._loss = direction._loss_process(
+            np.random.default_rng([self.seed, self.stream, _LOSS_STREAM])
+        )
+        self._jitters = []
+
     def _next_jitter(self) -> float:
         if not self._jitters:
             span = self.direction.jitter_s
@@ -188,17 +202,16 @@ def forward(fd_a: int, fd_b: int, a_to_b: Shaper, b_to_a: Shaper, stop_fd: int) 
     watched = [fd_a, fd_b, stop_fd]
     heap: list[tuple[float, int, int, bytes]] = []
     seq = 0
+    control = Control({"a_to_b": a_to_b, "b_to_a": b_to_a})
     while True:
         timeout = max(0.0, heap[0][0] - clock() - SPIN_S) if heap else None
         ready, _, _ = select.select(watched, (), (), timeout)
         now = clock()
         for fd in ready:
             if fd == stop_fd:
-                said = read(stop_fd, 4096)
-                if not said:
-                    return ORPHANED
-                if STOP.encode() in said:
-                    return STOP
+                said = control.feed(read(stop_fd, 4096))
+                if said is not None:
+                    return said
                 continue
             admit, out, stats = route[fd]
             for _ in range(READ_BATCH):
@@ -224,6 +237,27 @@ def forward(fd_a: int, fd_b: int, a_to_b: Shaper, b_to_a: Shaper, stop_fd: int) 
                 write(out, packet)
             except OSError:
                 route[fd_a if out == fd_b else fd_b][2].write_errors += 1
+
+
+class Control:
+    """The parent's lines on stdin: ``stop``, or a JSON object retuning directions."""
+
+    def __init__(self, shapers: dict[str, Shaper]) -> None:
+        self.shapers = shapers
+        self.partial = b""
+
+    def feed(self, data: bytes) -> str | None:
+        """Act on the complete lines in ``data``; :data:`STOP`/:data:`ORPHANED` to end."""
+        if not data:
+            return STOP if self.partial.strip() == STOP.encode() else ORPHANED
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for line in lines:
+            if line.strip() == STOP.encode():
+                return STOP
+            if line.strip().startswith(b"{"):
+                for key, change in json.loads(line).items():
+                    self.shapers[key].retune(Direction.from_dict(change))
+        return None
 
 
 def main(argv: list[str]) -> int:

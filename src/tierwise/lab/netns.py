@@ -30,6 +30,7 @@ __all__ = [
     "lab_unavailable_reason",
     "list_namespaces",
     "namespace_name",
+    "owned",
     "require_lab",
 ]
 
@@ -160,6 +161,17 @@ def entered(name: str) -> Iterator[None]:
     finally:
         os.close(target)
         os.close(home)
+
+
+@contextmanager
+def owned(tag: str) -> Iterator[str]:
+    """Namespace ``tw-<pid>-<tag>`` for the block (created, then deleted however it ends)."""
+    name = namespace_name(tag)
+    create(name)
+    try:
+        yield name
+    finally:
+        delete(name)
 
 
 def exec_argv(name: str, argv: Sequence[str]) -> list[str]:

@@ -14,7 +14,11 @@ namespaces: if this process dies without telling it ``stop`` (``kill -9``), it
 deletes them before it exits.
 
 A :class:`Path` is a context manager: leaving the block (also by an exception)
-stops the emulator and deletes both namespaces.
+stops the emulator and deletes both namespaces. Several paths may share one client
+namespace (``client_ns=``, made with :func:`tierwise.lab.netns.owned`): a client and
+N servers, each server behind its own emulated path and subnet ``10.77.<index>.0/30``;
+such a path leaves the shared namespace alone. :meth:`Path.retune` changes a running
+path's directions (a world change mid-run).
 """
 
 from __future__ import annotations
@@ -100,12 +104,20 @@ class Ceiling:
 class Path:
     """Two namespaces joined through the emulator; ``with Path(cfg) as p:`` brings it up."""
 
-    def __init__(self, config: PathConfig, *, index: int = 0, ceiling: Ceiling | None = None):
+    def __init__(
+        self,
+        config: PathConfig,
+        *,
+        index: int = 0,
+        ceiling: Ceiling | None = None,
+        client_ns: str | None = None,
+    ):
         self.config = config
         self.index = index
         self._ceiling = ceiling
         pid = os.getpid()
-        self.client_ns = netns.namespace_name(f"{index}-cli", pid)
+        self._shared_client = client_ns is not None
+        self.client_ns = client_ns or netns.namespace_name(f"{index}-cli", pid)
         self.server_ns = netns.namespace_name(f"{index}-srv", pid)
         self.client_dev = f"{netns.PREFIX}{pid}c{index}"
         self.server_dev = f"{netns.PREFIX}{pid}s{index}"
@@ -164,14 +176,33 @@ class Path:
         if errors:
             raise LabError(f"tearing down the path failed: {errors}") from errors[0]
 
+    def retune(self, up: Direction | None = None, down: Direction | None = None) -> None:
+        """Change the running path: ``up`` (client→server) and/or ``down`` from now on."""
+        proc = self._emulator
+        if proc is None or proc.stdin is None:
+            raise LabError("the path is not up")
+        self._check_rates(up, down)
+        change = {
+            key: d.to_dict() for key, d in (("a_to_b", up), ("b_to_a", down)) if d is not None
+        }
+        try:
+            proc.stdin.write(json.dumps(change).encode() + b"\n")
+            proc.stdin.flush()
+        except OSError as exc:
+            raise LabError(f"the emulator of path {self.index} is gone: {exc}") from exc
+        self.config = PathConfig(
+            up=up or self.config.up, down=down or self.config.down, seed=self.config.seed
+        )
+
     def socket(self, side: str, kind: int = socket.SOCK_STREAM) -> socket.socket:
         """An IPv4 socket in the ``"client"`` or ``"server"`` namespace."""
         name = {"client": self.client_ns, "server": self.server_ns}[side]
         with netns.entered(name):
             return socket.socket(socket.AF_INET, kind)
 
-    def _check_rates(self) -> None:
-        rates = [d.rate_bytes_per_s for d in (self.config.up, self.config.down)]
+    def _check_rates(self, *directions: Direction | None) -> None:
+        given = [d for d in directions if d is not None] or [self.config.up, self.config.down]
+        rates = [d.rate_bytes_per_s for d in given]
         limit = max((r for r in rates if r is not None), default=None)
         if limit is None:
             return
@@ -189,8 +220,9 @@ class Path:
                 (self.client_ns, self.client_dev, self.client_addr),
                 (self.server_ns, self.server_dev, self.server_addr),
             ):
-                self._namespaces.append(ns)  # first: an interrupt mid-create still deletes it
-                netns.create(ns)
+                if not (self._shared_client and ns == self.client_ns):
+                    self._namespaces.append(ns)  # first: an interrupt mid-create deletes it
+                    netns.create(ns)
                 fds.append(open_tun(dev))
                 netns.ip("link", "set", "dev", dev, "netns", ns)
                 netns.ip("-n", ns, "link", "set", "dev", dev, "mtu", str(MTU_BYTES))

@@ -25,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import LabError, ScenarioError
 from tierwise.lab.model_server import free_port, wait_ready
 
 __all__ = ["lab_route_command", "run_world"]
@@ -56,8 +56,13 @@ def world(i: int, n: int) -> dict[str, dict]:
     return w
 
 
-def workload(n: int, seed: int) -> list[dict]:
-    """A recorded mix: 70 % short text prompts, 30 % images of 0.25–1 MB (base64)."""
+def workload(
+    n: int,
+    seed: int,
+    image_bytes: tuple[int, int] = (250_000, 1_000_000),
+    image_share: float = 0.3,
+) -> list[dict]:
+    """A recorded mix: short text prompts, and a share with an image (base64: 4/3 the bytes)."""
     import base64
     import random
 
@@ -65,8 +70,8 @@ def workload(n: int, seed: int) -> list[dict]:
     out = []
     for _ in range(n):
         content: list[dict] = [{"type": "text", "text": "describe " * rng.randint(5, 50)}]
-        if rng.random() < 0.3:
-            raw = rng.randbytes(rng.randint(250_000, 1_000_000))
+        if rng.random() < image_share:
+            raw = rng.randbytes(rng.randint(*image_bytes))
             url = "data:image/png;base64," + base64.b64encode(raw).decode()
             content.append({"type": "image_url", "image_url": {"url": url}})
         out.append({"messages": [{"role": "user", "content": content}], "max_tokens": OUT_TOKENS})
@@ -82,12 +87,15 @@ def true_time_s(name: str, w: dict, body_bytes: int) -> float:
     return rtt + (body_bytes / up if up else 0.0) + OUT_TOKENS * step * w[name]["slowdown"]
 
 
-def route_toml(urls: dict[str, str], port: int, log: Path, strategy: str) -> str:
+def route_toml(
+    sites: dict[str, tuple], urls: dict[str, str], port: int, log: Path, strategy: str
+) -> str:
+    """The gateway's ``route.toml``: the sites' true values as priors, and the strategy."""
     lines = [
         f'[decision]\nstrategy = "{strategy}"\ndeadline = "30 s"\n',
         f'[gateway]\nport = {port}\ndecisions_log = "{log}"\nprobe_interval = "1 s"\n',
     ]
-    for name, (tier, rtt, up, step) in SITES.items():
+    for name, (tier, rtt, up, step) in sites.items():
         lines.append(
             f'[[site]]\nname = "{name}"\ntier = "{tier}"\nurl = "{urls[name]}"\n'
             f'decode_step = "{step} s"\nprefill_per_token = "0 s"\nrtt = "{rtt} s"\n'
@@ -101,7 +109,7 @@ def run_strategy(strategy: str, urls, bodies, tmp: Path, progress) -> list[dict]
     import httpx
 
     port, log = free_port(), tmp / f"{strategy}.jsonl"
-    (tmp / f"{strategy}.toml").write_text(route_toml(urls, port, log, strategy))
+    (tmp / f"{strategy}.toml").write_text(route_toml(SITES, urls, port, log, strategy))
     gw = subprocess.Popen(
         [*CLI, "route", "--config", str(tmp / f"{strategy}.toml")],
         stdout=subprocess.DEVNULL,
@@ -165,26 +173,53 @@ STRATEGIES = ("predictive", "static", "lowest-latency")
 
 
 def lab_route_command(
-    requests: Annotated[int, typer.Option("--requests", help="Requests in the mix.", min=20)] = 80,
+    requests: Annotated[
+        int, typer.Option("--requests", help="Requests in the mix.", min=20, max=400)
+    ] = 40,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the recorded mix.")] = 1,
     strategies: Annotated[
         str, typer.Option("--strategies", help="Comma-separated: " + ",".join(STRATEGIES))
     ] = ",".join(STRATEGIES),
+    loopback: Annotated[
+        bool,
+        typer.Option(
+            "--loopback",
+            help="No root: sites on loopback with emulated delays in the servers, "
+            "not kernel TCP over emulated paths in namespaces.",
+        ),
+    ] = False,
     plot_to: Annotated[
         Path | None, typer.Option("--plot", help="Write PNG and SVG here (path without suffix).")
     ] = None,
+    json_to: Annotated[
+        Path | None, typer.Option("--json", help="Write the per-strategy figures here.")
+    ] = None,
 ) -> None:
-    """Compare routing strategies through world changes, on loopback (no root)."""
+    """Compare routing strategies through world changes: a client and three model servers
+    in network namespaces behind emulated paths (root), or on loopback (``--loopback``)."""
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
     for s in chosen:
         if s not in STRATEGIES:
             raise ScenarioError(
                 f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}", source="--strategies"
             )
-    runs, bodies = run_world(requests, seed, chosen)
-    report(runs, bodies)
+    if loopback:
+        runs, bodies = run_world(requests, seed, chosen)
+        report(runs, bodies)
+        if plot_to is not None:
+            plot(runs, bodies, plot_to)
+        return
+    from tierwise.lab import netns
+    from tierwise.lab.route_netns import ns_plot, ns_report, run_ns_world
+
+    if (reason := netns.lab_unavailable_reason()) is not None:
+        raise LabError(f"{reason} (or run on loopback: --loopback)")
+    runs, bodies, fits = run_ns_world(requests, seed, chosen)
+    figures = ns_report(runs, bodies, fits)
+    if json_to is not None:
+        json_to.write_text(json.dumps(figures, indent=1) + "\n")
     if plot_to is not None:
-        plot(runs, bodies, plot_to)
+        ns_plot(runs, plot_to)
 
 
 def report(runs: dict[str, list[dict]], bodies: list[bytes]) -> None:

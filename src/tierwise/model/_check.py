@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tierwise.errors import ModelError
@@ -11,6 +13,10 @@ ArrayLike = float | np.ndarray
 
 def nonneg(name: str, value: ArrayLike) -> ArrayLike:
     """Refuse negative or non-finite ``value``; return it unchanged."""
+    if type(value) is float or type(value) is int:  # scalar fast path (per-request callers)
+        if not (math.isfinite(value) and value >= 0):
+            raise ModelError(f"{name} must be a finite value ≥ 0, got {_show(value)}")
+        return value
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ModelError(f"{name} must be a finite value ≥ 0, got {_show(value)}")
@@ -19,6 +25,10 @@ def nonneg(name: str, value: ArrayLike) -> ArrayLike:
 
 def positive(name: str, value: ArrayLike) -> ArrayLike:
     """Refuse zero, negative or NaN ``value`` (+inf is allowed: infinitely fast)."""
+    if type(value) is float or type(value) is int:  # scalar fast path
+        if not value > 0:  # NaN fails this too
+            raise ModelError(f"{name} must be > 0, got {_show(value)}")
+        return value
     arr = np.asarray(value, dtype=float)
     if np.any(np.isnan(arr)) or np.any(arr <= 0):
         raise ModelError(f"{name} must be > 0, got {_show(value)}")

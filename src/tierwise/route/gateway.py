@@ -16,12 +16,14 @@ import asyncio
 import contextlib
 import copy
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -43,17 +45,19 @@ from tierwise.route.request import (
     DEADLINE_HEADER,
     HEADER_BYTES,
     RESIDENCY_HEADER,
+    SITE_HEADER,
     body_json,
     estimate_prompt_tokens,
     parse_deadline,
     requested_output_tokens,
 )
+from tierwise.route.upload import MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
 __all__ = ["Breaker", "Router"]
 
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
 HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
-DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER}
+DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER, SITE_HEADER}
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
@@ -64,7 +68,10 @@ LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
 class Breaker:
     """Circuit breaker: ``failures_to_bench`` failures in a row bench a site for ``bench_s``
     (doubling each time, up to a minute); once the bench time is over one request or
-    probe may try it (half-open), and a success closes it."""
+    probe may try it (half-open), and a success closes it. A benched site is still
+    probed: a probe that succeeds closes the breaker at once (the site is back), one
+    that fails leaves the bench as it is (:meth:`probe_failed`), so a site that returns
+    is re-admitted within a probe interval instead of after a doubled bench."""
 
     failures_to_bench: int
     base_s: float
@@ -78,6 +85,16 @@ class Breaker:
     def success(self) -> None:
         self.failures, self.bench_s = 0, 0.0
 
+    def probe_ok(self, now: float) -> None:
+        """A probe answered: a benched site becomes half-open (one failure re-benches it)."""
+        if self.benched(now):
+            self.open_until, self.failures = now, self.failures_to_bench - 1
+
+    def probe_failed(self, now: float) -> None:
+        """A failed probe counts as a failure only for a site that is not benched."""
+        if not self.benched(now):
+            self.failure(now)
+
     def failure(self, now: float) -> None:
         self.failures += 1
         if self.failures >= self.failures_to_bench:
@@ -90,7 +107,17 @@ class SiteState:
     model: SiteModel
     client: httpx.AsyncClient
     breaker: Breaker
+    transport: httpx.AsyncBaseTransport
+    headers: dict[str, str]
     last_used: float = 0.0
+    quiet_until: float = 0.0  # a dropped upload's bytes still queue on the path until then
+    urls: dict[str, httpx.URL] = field(default_factory=dict)
+
+    def url(self, path: str) -> httpx.URL:
+        """The site's URL for ``path`` (cached: the same few paths over and over)."""
+        if (url := self.urls.get(path)) is None:
+            url = self.urls[path] = self.client.base_url.join(path.lstrip("/"))
+        return url
 
 
 @dataclass
@@ -101,6 +128,7 @@ class Attempt:
     response: httpx.Response | None = None
     timing: Timing = field(default_factory=Timing)
     sent_at: float = 0.0
+    started: float = 0.0  # time.monotonic() when it was sent
 
 
 class Router:
@@ -117,7 +145,7 @@ class Router:
         self.metrics = Metrics()
         self.log = None
         self._probe_task: asyncio.Task | None = None
-        self.app = Starlette(
+        self.other = Starlette(
             routes=[
                 *(Route(p, self.complete, methods=["POST"]) for p in COMPLETION_PATHS),
                 Route("/metrics", self.metrics_page, methods=["GET"]),
@@ -125,6 +153,16 @@ class Router:
             ],
             lifespan=self._lifespan,
         )
+        self.app = _App(self)
+
+    async def dispatch(self, scope, receive, send) -> None:
+        """Completions go straight to :meth:`complete` (the hot path skips starlette's
+        routing and middleware); everything else, lifespan included, to :attr:`other`."""
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in _HOT:
+            response = await self.complete(Request(scope, receive))
+            await response(scope, receive, send)
+            return
+        await self.other(scope, receive, send)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette):
@@ -140,14 +178,10 @@ class Router:
         for name, m in self.models.items():
             site = m.site
             headers = {"authorization": f"Bearer {key}"} if (key := site.api_key()) else {}
-            client = httpx.AsyncClient(
-                base_url=site.url,
-                headers=headers,
-                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=256),
-                proxy=f"socks5://{site.relay}" if site.via == "relay" else None,
-            )
+            transport = _transport(site)
+            client = httpx.AsyncClient(base_url=site.url, headers=headers, transport=transport)
             breaker = Breaker(g.failures_to_bench, g.bench)
-            self.sites[name] = SiteState(m, client, breaker)
+            self.sites[name] = SiteState(m, client, breaker, transport, headers)
         self.log = open(g.decisions_log, "a", encoding="utf-8")
         self._probe_task = asyncio.create_task(self._probe_loop())
 
@@ -174,6 +208,15 @@ class Router:
         now = time.monotonic()
         preds = [predict(st.model, shape, st.breaker.benched(now)) for st in self.sites.values()]
         order, reason = self._choose(preds, shape, now)
+        if (pinned := request.headers.get(SITE_HEADER)) is not None:
+            if pinned not in self.sites:
+                known = ", ".join(self.sites)
+                return _error(
+                    400,
+                    f"{SITE_HEADER}: no site {pinned!r}; known: {known}",
+                    "invalid_request_error",
+                )
+            order, reason = [pinned], f"pinned by {SITE_HEADER}"
         if not order:  # every site benched or infeasible: try the benched ones anyway
             order = [p.site for p in sorted(preds, key=lambda p: p.option.time_s)]
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
@@ -215,21 +258,49 @@ class Router:
         )
 
     async def _forward(self, request, body, shape, preds, order, record, t0) -> Response:
+        """Try the sites in ``order``; one that outlives its patience is hedged, not dropped.
+
+        An attempt that fails (5xx, connection error, timeout, slow upload) hands over to
+        the next site at once. One still running at its patience (:meth:`_patience_s`)
+        keeps running while the next site starts: the first answer wins and the others
+        are cancelled — so a site that is merely slow (the device 3× slower, a queue)
+        can still win, and a stalled one costs no more than its patience.
+        """
         by_site = {p.site: p for p in preds}
         headers = _forward_headers(request)
         attempts: list[Attempt] = []
-        tries = order[: self.cfg.decision.max_attempts]
-        for i, name in enumerate(tries):
-            timeout = self._attempt_timeout(by_site[name], shape, t0, last=i == len(tries) - 1)
-            if timeout <= 0:
-                break
-            a = await self._attempt(name, request.url.path, headers, body, timeout)
-            attempts.append(a)
-            if a.outcome == "timeout":
-                learn_timeout(self.sites[name].model, shape, a.time_s)
-            if a.response is not None:
-                return await self._answer(a, shape, by_site[name], record, attempts, t0)
-            self.metrics.failovers.inc()
+        queue = order[: self.cfg.decision.max_attempts]
+        running: dict[asyncio.Task, tuple[str, float]] = {}
+        hedge_at = math.inf
+        while queue or running:
+            if queue and (not running or time.perf_counter() >= hedge_at):
+                name, queue = queue[0], queue[1:]
+                next_s = min((by_site[n].option.time_s for n in queue), default=math.inf)
+                budget_s = self._budget_s(shape, t0)
+                if budget_s <= 0:
+                    queue = []
+                    continue
+                watch = self._upload_watch(name, body, by_site[name], next_s)
+                coro = self._attempt(name, request.url.path, headers, body, budget_s, watch)
+                running[asyncio.create_task(coro)] = (name, time.perf_counter())
+                hedge_at = time.perf_counter() + self._patience_s(by_site[name], next_s)
+            wait_s = max(hedge_at - time.perf_counter(), 0.0) if queue else None
+            done, _ = await asyncio.wait(
+                running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                running.pop(task)
+                a = task.result()
+                attempts.append(a)
+                if a.outcome == "timeout":
+                    learn_timeout(self.sites[a.site].model, shape, a.time_s)
+                if a.response is not None:
+                    attempts += await self._cancel(running, shape)
+                    return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
+                self.metrics.failovers.inc()
+        return self._no_site(record, attempts)
+
+    def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
         record["outcome"] = "no site"
         self._write(record)
@@ -237,19 +308,48 @@ class Router:
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
         return _error(503, f"no site could answer within the deadline ({tried})", "no_site")
 
-    def _attempt_timeout(
-        self, pred: Prediction, shape: RequestShape, t0: float, last: bool
-    ) -> float:
-        """A stalled site is given up on at 3× its prediction (+1 s) while another site is
-        left to try; the last one gets what remains of the deadline (or gateway.timeout)."""
-        limit = max(3.0 * pred.option.time_s, pred.option.time_s + 1.0)
-        if last:
-            limit = self.cfg.gateway.timeout
-        if shape.deadline_s is None:
-            return min(limit, self.cfg.gateway.timeout)
-        return min(limit, shape.deadline_s - (time.perf_counter() - t0))
+    async def _cancel(self, running: dict[asyncio.Task, tuple[str, float]], shape) -> list:
+        """Stop the attempts a faster site has overtaken; each counts as a timeout."""
+        out = []
+        for task, (name, started) in running.items():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                late = await task
+                if late.response is not None:  # it answered meanwhile: not needed
+                    await late.response.aclose()
+            elapsed_s = time.perf_counter() - started
+            learn_timeout(self.sites[name].model, shape, elapsed_s)
+            out.append(self._failed(self.sites[name], name, "overtaken", started))
+        return out
 
-    async def _attempt(self, name: str, path: str, headers, body: bytes, timeout: float):
+    def _budget_s(self, shape: RequestShape, t0: float) -> float:
+        """What an attempt may take at most: the rest of the deadline, or gateway.timeout."""
+        if shape.deadline_s is None:
+            return self.cfg.gateway.timeout
+        return min(self.cfg.gateway.timeout, shape.deadline_s - (time.perf_counter() - t0))
+
+    @staticmethod
+    def _patience_s(pred: Prediction, next_s: float) -> float:
+        """When to start the next site beside this one: 3× its prediction (+1 s at least),
+        and not before the next site's whole predicted time (``next_s``) — starting it
+        sooner could not end sooner."""
+        t = pred.option.time_s
+        return max(3.0 * t, t + 1.0, next_s)
+
+    def _upload_watch(
+        self, name: str, body: bytes, pred: Prediction, next_s: float
+    ) -> UploadWatch | None:
+        """Watch a large upload to a remote site when another site is left to try."""
+        m = self.sites[name].model
+        if math.isinf(next_s) or not m.site.remote or len(body) < MIN_BYTES:
+            return None
+        upload_s = len(body) / max(m.up_rate.value, 1.0)
+        rest_s = max(pred.option.time_s - upload_s - m.rtt_s.value, 0.0)
+        return UploadWatch(len(body), m.rtt_s.value, rest_s, next_s)
+
+    async def _attempt(
+        self, name: str, path: str, headers, body: bytes, timeout: float, watch=None
+    ):
         st = self.sites[name]
         st.last_used = time.monotonic()
         t = Timing()
@@ -259,12 +359,15 @@ class Router:
             events[event] = time.perf_counter()
 
         sent = time.perf_counter()
-        req = st.client.build_request(
-            "POST", path, content=body, headers=headers, timeout=timeout,
-            extensions={"trace": trace},
+        req = httpx.Request(
+            "POST", st.url(path), content=body, headers={**st.headers, **headers},
+            extensions={"timeout": httpx.Timeout(timeout).as_dict(), "trace": trace},
         )  # fmt: skip
-        try:
-            resp = await st.client.send(req, stream=True)
+        try:  # the transport itself: no cookies, auth, redirects or hooks to run per request
+            send = st.transport.handle_async_request(req)
+            resp = await (watch.run(send) if watch is not None else send)
+        except SlowUpload as slow:
+            return self._slow_upload(st, name, slow, sent)
         except httpx.TimeoutException:
             return self._failed(st, name, "timeout", sent)
         except httpx.TransportError as exc:
@@ -277,7 +380,16 @@ class Router:
             await resp.aclose()
             return self._failed(st, name, f"{resp.status_code} from site", sent)
         t.server = parse_server_timing(resp.headers.get("server-timing"))
-        return Attempt(name, "ok", t.headers_s, resp, t, sent)
+        started = time.monotonic() - (time.perf_counter() - sent)
+        return Attempt(name, "ok", t.headers_s, resp, t, sent, started)
+
+    def _slow_upload(self, st: SiteState, name: str, slow: SlowUpload, sent: float) -> Attempt:
+        """An upload given up on: not a failure of the site, but a bound on its uplink."""
+        st.model.up_rate.at_most(slow.rate_bytes_per_s)
+        st.quiet_until = time.monotonic() + slow.drain_s
+        self.metrics.requests.labels(name, "slow upload").inc()
+        mbit = slow.rate_bytes_per_s * 8e-6
+        return Attempt(name, f"slow upload ({mbit:.1f} Mbit/s)", time.perf_counter() - sent)
 
     def _failed(self, st: SiteState, name: str, outcome: str, sent: float) -> Attempt:
         st.breaker.failure(time.monotonic())
@@ -304,8 +416,8 @@ class Router:
         a.timing.end_s = time.perf_counter() - a.sent_at
         a.timing.bytes_down = len(content)
         a.timing.tokens_out = _usage_tokens(content)
-        self._finish(a, shape, pred, record, attempts, t0)
-        return Response(content, status_code=resp.status_code, headers=headers)
+        finish = BackgroundTask(self._finish_later, a, shape, pred, record, attempts, t0)
+        return Response(content, status_code=resp.status_code, headers=headers, background=finish)
 
     async def _relay_stream(self, a: Attempt, shape, pred, record, attempts, t0):
         """Pass the upstream bytes through unchanged, timing each SSE event on the way."""
@@ -331,6 +443,11 @@ class Router:
             t.tokens_out = max(t.tokens_out - 1, 0)  # the closing event carries no token
             self._finish(a, shape, pred, record, attempts, t0)
 
+    async def _finish_later(self, *args: Any) -> None:
+        """:meth:`_finish` once the answer is sent: learning and logging are not on the
+        client's clock (async, so starlette runs it on the loop, not in a thread)."""
+        self._finish(*args)
+
     def _finish(self, a: Attempt, shape, pred: Prediction, record, attempts, t0) -> None:
         st = self.sites[a.site]
         ok = a.response is not None and a.response.status_code < 400
@@ -339,7 +456,8 @@ class Router:
             st.model.failure_p *= 0.8
             actual = a.timing.end_s
             st.model.error_rel.update(abs(actual - pred.option.time_s) / max(actual, 1e-9))
-            learn(st.model, shape, a.timing)
+            if a.started >= st.quiet_until:  # not our own dropped bytes' queue
+                learn(st.model, shape, a.timing)
             if shape.output_learned and a.timing.tokens_out:
                 self.output_tokens[shape.path].update(a.timing.tokens_out)
             self.previous[shape.path] = a.site
@@ -391,33 +509,55 @@ class Router:
         )
 
     async def _probe_loop(self) -> None:
-        """Light probes (``GET /v1/models``) to idle and benched sites keep estimates fresh."""
+        """Light probes (``GET /v1/models``) to idle and benched sites keep estimates fresh
+        and re-admit a benched site as soon as it answers again."""
         interval = self.cfg.gateway.probe_interval
         while True:
             now = time.monotonic()
-            due = [
-                (n, st)
-                for n, st in self.sites.items()
-                if now - st.last_used >= interval and not st.breaker.benched(now)
-            ]
+            due = [(n, st) for n, st in self.sites.items() if now - st.last_used >= interval]
             await asyncio.gather(*(self._probe(n, st) for n, st in due))
             await asyncio.sleep(interval / 2)
 
     async def _probe(self, name: str, st: SiteState) -> None:
-        st.last_used = time.monotonic()
+        st.last_used = probed_at = time.monotonic()
         sent = time.perf_counter()
         try:
             resp = await st.client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
         except httpx.HTTPError:
-            st.breaker.failure(time.monotonic())
+            st.breaker.probe_failed(time.monotonic())
             return
         if resp.status_code >= 500:
-            st.breaker.failure(time.monotonic())
+            st.breaker.probe_failed(time.monotonic())
             return
-        st.breaker.success()
-        if st.model.site.remote:
+        st.breaker.probe_ok(time.monotonic())
+        if st.model.site.remote and probed_at >= st.quiet_until:
             st.model.rtt_s.update(time.perf_counter() - sent)
         self.metrics.probes.labels(name).inc()
+
+
+def _transport(site) -> httpx.AsyncHTTPTransport:
+    """A warm pool per site; a direct one's streams hand the upload watch their socket."""
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
+    if site.via == "relay":
+        return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
+    transport = httpx.AsyncHTTPTransport(limits=limits)
+    pool = transport._pool  # httpcore's pool: its network backend is a public parameter
+    if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
+        pool._network_backend = watch_backend(pool._network_backend)
+    return transport
+
+
+_HOT = frozenset(COMPLETION_PATHS)
+
+
+class _App:
+    """The gateway's ASGI 3 app (an object with an async ``__call__``, as servers expect)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.router.dispatch(scope, receive, send)
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
