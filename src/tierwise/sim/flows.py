@@ -35,6 +35,7 @@ __all__ = ["TRANSPORTS", "FlowSpec", "jain_index", "run_flows"]
 
 TRANSPORTS = ("tcp", "relay")
 _TOP_UP_BYTES = 1 << 20  # a duration flow's writes: at least this much ahead of the sender
+_CHECK_BYTES = 1 << 16  # a duration flow's supply is checked every this many delivered bytes
 _MAX_SAMPLES = 4096  # time-series points kept per run (the interval doubles past this)
 
 
@@ -102,6 +103,7 @@ class _Flow:
     meter: _FlowLink
     delivered: int = 0  # in-order bytes by the flow's end (all of them for a sized flow)
     done_s: float | None = None
+    next_check: int = 0  # delivered bytes at which a duration flow's supply is checked
 
 
 def run_flows(
@@ -194,9 +196,11 @@ def _on_delivered(sim: Simulator, state: _Flow) -> Callable[[int], None]:
                 if isinstance(end, RelayEnd):
                     end.stop()
             return
-        unsent, window = _unsent_bytes(end)
-        if unsent < 2 * window + _TOP_UP_BYTES // 2:
-            _write(end, _TOP_UP_BYTES, False)
+        if n >= state.next_check:  # every 64 kB: far less than the half-MiB margin
+            state.next_check = n + _CHECK_BYTES
+            unsent, window = _unsent_bytes(end)
+            if unsent < 2 * window + _TOP_UP_BYTES // 2:
+                _write(end, _TOP_UP_BYTES, False)
 
     return delivered
 
