@@ -2,7 +2,9 @@
 
 The issue's request case (354,640 B up, 1,000 B down; the processing time is
 left out because the simulated gateway answers at once) on a warm session, at
-0 %, 3.6 % and 14 % random loss in both directions, and a bulk transfer. The
+0 %, 3.6 % and 14 % random loss in both directions (with the uplink's FEC
+overhead), and a bulk transfer on a new session and on a warm one (three
+requests first, as a deployed session would have measured the path). The
 floor is ``RTT + up/rate + down/rate``. Synthetic time, so the figures do not
 depend on the machine's load; the CPU seconds (both ends, one process) do.
 

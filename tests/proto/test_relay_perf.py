@@ -115,3 +115,17 @@ def test_loss_meter_estimates_before_its_first_window() -> None:
             meter.on_packet(pn)
     assert meter.loss == pytest.approx(4 / 31, abs=0.02)
     assert meter.windows == 0
+
+
+def test_packets_acknowledged_late_do_not_read_as_a_burst() -> None:
+    """A block recovered at once (old packets acked together) is not an ACK train of the path."""
+    from tierwise.proto.relay.connection import _Sent
+
+    conn = RelayConnection(KEY, is_client=True)
+    conn._in_flight = 1 << 20  # more is in flight: the train stays open
+    first = _Sent(100, 0.5, 1350, True, delivered_s=0.5, first_sent_s=0.5)
+    conn._on_packet_acked(first, 1.0)  # the round's first ACK starts a train
+    for pn in range(20):  # sent at 0.3 s, recovered and acknowledged together at 1.0005 s
+        old = _Sent(pn, 0.3, 1350, True, delivered_s=0.3, first_sent_s=0.3)
+        conn._on_packet_acked(old, 1.0005)
+    assert conn.rate.btl_bw_bytes_per_s < 1e6  # not 20 × 1350 B / 0.5 ms = 54 MB/s

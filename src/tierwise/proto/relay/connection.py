@@ -220,7 +220,7 @@ class RelayConnection:
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
         self._round_delivered = 0
         self._app_limited_until = 0
-        self._train: tuple[float, int, float] | None = None
+        self._train: tuple[float, int, float] | None = None  # first ACK's time, bytes, sent_s
         self._next_send_s = 0.0
         self._pto_count = 0
         self._last_eliciting_s: float | None = None
@@ -592,7 +592,7 @@ class RelayConnection:
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
             self.rate.on_round_end()
-            self._train = (now, self._delivered, p.sent_s)
+            self._train = (now, 0, p.sent_s)
         if self._in_flight <= 0:
             self._train = None
 
@@ -605,18 +605,20 @@ class RelayConnection:
         The flag says the train arrived clearly slower than it was sent: the
         path queued it, so its rate is the bottleneck's (packet-pair probing).
         Packets acknowledged by the train's first ACK do not count: they arrived
-        before its clock started (counting them overstated a short train by ≈ 12 %).
+        before its clock started (counting them overstated a short train by ≈ 12 %);
+        nor do packets sent before the train's first one and acknowledged late
+        (recovered by FEC or retransmission): they would read as a burst.
         """
         interval = max(now - p.delivered_s, p.sent_s - p.first_sent_s)
         rate = (self._delivered - p.delivered) / interval if interval > 0 else 0.0
         if self._train is None:
-            self._train = (now, self._delivered, p.sent_s)
+            self._train = (now, 0, p.sent_s)
             return rate, False
-        start_s, start_delivered, start_sent_s = self._train
-        if now <= start_s:  # acknowledged with the train's first packet: before its clock ran
-            self._train = (start_s, self._delivered, max(start_sent_s, p.sent_s))
-            return rate, False
-        nbytes = self._delivered - start_delivered
+        start_s, nbytes, start_sent_s = self._train
+        if now <= start_s or p.sent_s < start_sent_s:
+            return rate, False  # acked with the train's first ACK, or an older packet acked late
+        nbytes += p.size
+        self._train = (start_s, nbytes, start_sent_s)
         sent_dt = p.sent_s - start_sent_s
         dt = max(now - start_s, sent_dt)
         queued = False
