@@ -131,6 +131,7 @@ def test_gateway_killed_mid_transfer(key: Path, paced_source: int) -> None:
                 p.wait()
 
 
+@pytest.mark.slow
 def test_idle_session_after_gateway_restart(key: Path, paced_source: int) -> None:
     """A gateway restarted while the session idles: the next stream is carried, not failed."""
     gport, sport = free_port(socket.SOCK_DGRAM), free_port()
