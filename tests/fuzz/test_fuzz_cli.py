@@ -47,7 +47,7 @@ from tests.fuzz.mutate import (
 CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "60"))
 CALC_CASES = int(os.environ.get("TIERWISE_FUZZ_CALC_CASES", "40"))
 LAB_CASES = int(os.environ.get("TIERWISE_FUZZ_LAB_CASES", "20"))
-RELAY_CASES = int(os.environ.get("TIERWISE_FUZZ_RELAY_CASES", "30"))
+RELAY_CASES = int(os.environ.get("TIERWISE_FUZZ_RELAY_CASES", "20"))
 SEED = int(os.environ.get("TIERWISE_FUZZ_SEED", "0"))
 TIME_LIMIT_S = float(os.environ.get("TIERWISE_FUZZ_TIME_LIMIT", "10"))
 MEMORY_LIMIT_BYTES = 2 * 2**30

@@ -150,7 +150,7 @@ def test_config_file_gives_every_setting(key: Path, tmp_path: Path) -> None:
     assert got["udp_buffer"] == 65536
 
 
-@pytest.mark.parametrize("wrong_key", [False, True])
+@pytest.mark.parametrize("wrong_key", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_unanswered_gateway_is_one_line_in_bounded_time(
     key: Path, tmp_path: Path, wrong_key: bool
 ) -> None:

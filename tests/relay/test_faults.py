@@ -131,6 +131,7 @@ def test_gateway_killed_mid_transfer(key: Path, paced_source: int) -> None:
                 p.wait()
 
 
+@pytest.mark.slow
 def test_idle_session_after_gateway_restart(key: Path, paced_source: int) -> None:
     """A gateway restarted while the session idles: the next stream is carried, not failed."""
     gport, sport = free_port(socket.SOCK_DGRAM), free_port()
@@ -207,3 +208,53 @@ def test_service_sees_a_reset_when_the_client_session_is_lost(stack: Stack) -> N
         app.close()
         sink.close()
     assert outcome == ["reset"]
+
+
+@pytest.mark.slow
+def test_client_killed_mid_upload_resets_the_service(key: Path) -> None:
+    """Client SIGKILLed mid-upload: the service gets an RST after the gateway's 12 s idle."""
+    from tierwise.relay.gateway import IDLE_TIMEOUT_S
+
+    sink = socket.create_server(("127.0.0.1", 0))
+    sink.settimeout(30)
+    outcome: list[tuple[str, float]] = []
+
+    def read_all() -> None:
+        conn, _ = sink.accept()
+        try:
+            while conn.recv(65536):
+                pass
+            outcome.append(("clean EOF", time.monotonic()))
+        except ConnectionResetError:
+            outcome.append(("reset", time.monotonic()))
+        finally:
+            conn.close()
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
+               f"127.0.0.1:{sink.getsockname()[1]}", "--key-file", str(key))  # fmt: skip
+    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
+               "--key-file", str(key), "--log-level", "warning")  # fmt: skip
+    try:
+        wait_port(sport)
+        app = socket.create_connection(("127.0.0.1", sport), timeout=10)
+        app.sendall(b"\x05\x01\x00")
+        app.recv(2)
+        app.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", sink.getsockname()[1]))
+        assert app.recv(10)[1] == 0
+        app.sendall(bytes(300_000))
+        time.sleep(0.3)
+        cl.kill()
+        killed_s = time.monotonic()
+        reader.join(IDLE_TIMEOUT_S + 10)
+        app.close()
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        sink.close()
+    assert [o for o, _ in outcome] == ["reset"]
+    assert outcome[0][1] - killed_s < IDLE_TIMEOUT_S + 3

@@ -131,4 +131,4 @@ def test_socks_reply_does_not_wait_for_a_timer(stack: Stack) -> None:
             s.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", stack.http_port))
             assert s.recv(10)[:2] == b"\x05\x00"
             slowest_s = max(slowest_s, time.monotonic() - t0)
-    assert slowest_s < 1.0
+    assert slowest_s < 3.0  # the bug was a 5 s wait, in about one request of five

@@ -6,6 +6,8 @@ import socket
 import struct
 import time
 
+import pytest
+
 from tests.relay.conftest import Stack
 from tierwise.relay.udp import decode_addr, encode_addr
 
@@ -130,6 +132,24 @@ def test_a_full_queue_drops_instead_of_blocking(stack: Stack) -> None:
             got += 1
         dropped = stack.client.counters["udp_dropped_full"]
         assert dropped > 0 and got > 0 and got + dropped <= 200
+    finally:
+        app.close()
+        ctl.close()
+
+
+def test_names_are_resolved_at_the_gateway(stack: Stack) -> None:
+    """A datagram to an allowed name is resolved by the gateway; the reply names the address."""
+    first = socket.getaddrinfo("localhost", stack.udp_port, type=socket.SOCK_DGRAM)[0][4][0]
+    if first != "127.0.0.1":
+        pytest.skip(f"localhost resolves to {first} first here; the echo server is on 127.0.0.1")
+    stack.gateway._allow.add(("localhost", stack.udp_port))
+    ctl, relay = associate(stack)
+    app = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    app.bind(("127.0.0.1", 0))
+    try:
+        for payload in (b"first: resolved", b"second: cached"):
+            app.sendto(datagram("localhost", stack.udp_port, payload), relay)
+            assert receive(app) == ("127.0.0.1", stack.udp_port, payload)
     finally:
         app.close()
         ctl.close()

@@ -208,10 +208,10 @@ def gateway(
         list[str] | None, typer.Option(help="Allowed destination HOST:PORT (repeatable).")
     ] = None,
     max_sessions: Annotated[
-        int | None, typer.Option(help="Most client sessions at once [default: 64].")
+        int | None, typer.Option(help="Most client sessions at once (default 64).")
     ] = None,
     max_streams: Annotated[
-        int | None, typer.Option(help="Most open streams per session [default: 1024].")
+        int | None, typer.Option(help="Most open streams per session (default 1024).")
     ] = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
@@ -255,11 +255,13 @@ def client(
         Path | None, typer.Option(help="File holding the SOCKS5 password.")
     ] = None,
     connect_timeout: Annotated[
-        str | None, typer.Option(help="Give up if the gateway has not answered [default: 10 s].")
+        str | None, typer.Option(help="Give up if the gateway has not answered (default 10 s).")
     ] = None,
     udp_buffer: Annotated[
         int | None,
-        typer.Option(help="Bytes of UDP ASSOCIATE datagrams queued before dropping [1 MiB]."),
+        typer.Option(
+            help="Bytes of UDP ASSOCIATE datagrams queued before dropping (default 1 MiB)."
+        ),
     ] = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,

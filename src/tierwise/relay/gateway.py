@@ -46,6 +46,9 @@ READ_AHEAD_BYTES = 1 << 20
 MAX_ASSOCIATIONS = 256  # UDP ASSOCIATE streams at once (each holds two sockets)
 UDP_BUFFER_BYTES = 1 << 20
 GENERAL_FAILURE = 1
+# A client says something at least every keep-alive (5 s): this much silence means it is
+# gone, and its streams are reset towards the services (not after the proto's 30 s).
+IDLE_TIMEOUT_S = 12.0
 
 
 @dataclass
@@ -66,7 +69,8 @@ class Gateway(asyncio.DatagramProtocol):
         config: RelayConfig | None = None,
         max_sessions: int = 64,
     ) -> None:
-        self.key, self.allow, self.config = key, allow, config or RelayConfig()
+        config = config or RelayConfig(idle_timeout_s=IDLE_TIMEOUT_S)
+        self.key, self.allow, self.config = key, allow, config
         self._allow = {(canonical_host(host), port) for host, port in allow}
         self.counters: Counter[str] = Counter()
         self.associations = 0

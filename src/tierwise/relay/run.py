@@ -14,7 +14,7 @@ import signal
 from tierwise.errors import ScenarioError
 from tierwise.proto.relay import RelayConfig
 from tierwise.relay.client import REDIAL_S, Client
-from tierwise.relay.gateway import Gateway
+from tierwise.relay.gateway import IDLE_TIMEOUT_S, Gateway
 from tierwise.relay.socks import serve_forward, serve_socks
 
 __all__ = ["fetch_stats", "run_client", "run_gateway"]
@@ -49,7 +49,7 @@ async def run_gateway(
     max_streams: int = 1024,
 ) -> None:
     loop = asyncio.get_running_loop()
-    config = RelayConfig(max_streams=max_streams)
+    config = RelayConfig(max_streams=max_streams, idle_timeout_s=IDLE_TIMEOUT_S)
     gateway = Gateway(key, allow, config=config, max_sessions=max_sessions)
     try:
         transport, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=listen)
