@@ -17,6 +17,7 @@ import logging
 import os
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 from distributed import Client, LocalCluster
@@ -52,13 +53,15 @@ def timed(client: Client, axes: list[str], runs: int) -> tuple[float, float, obj
 
 def cluster(workers: int) -> tuple[LocalCluster, Client]:
     """A local cluster of ``workers`` single-threaded processes, warmed up."""
-    c = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
+    with warnings.catch_warnings():  # another job's cluster holds :8787: the routes move on
+        warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+        c = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
     client = Client(c)
     client.run(_warm)  # imports and a first simulation: both clusters start warm
     return c, client
