@@ -474,7 +474,7 @@ def sweep(
 
         map_axes(run, keys)
     elif keys is not None:
-        raise ScenarioError("--map draws the page's choice map: give --html too", source="--map")
+        raise ScenarioError("it chooses the page's map axes: give --html too", source="--map")
     use_dask = scheduler is not None or needs_dask(run.base.scenario())
     with dask_client(scheduler, workers) if use_dask else contextlib.nullcontext() as client:
         run.client = client
