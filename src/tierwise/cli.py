@@ -455,6 +455,11 @@ def sweep(
     from tierwise.plan.sweep_table import open_sweep, task_points
 
     keys = [k.strip() for k in map_keys.split(",")] if map_keys is not None else None
+    if scheduler is not None and workers is not None:
+        raise ScenarioError(
+            "sizes a local cluster; --scheduler names an existing one: give one of them",
+            source="--workers",
+        )
     for path, option, suffixes in (
         (out_file, "--out", (".parquet", ".pq")),
         (csv, "--csv", (".csv",)),

@@ -543,6 +543,10 @@ SWEEP_CASES = {
         "task.rounds,site.cloud.uplink".split("|"),
         ["--map", "two different varied keys", "task.rounds,site.cloud.uplink"],
     ),
+    "workers with scheduler": (
+        ["--vary", "task.rounds=1,2", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+        ["--workers", "--scheduler"],
+    ),
     "bad scheduler address": (
         ["--vary", "task.rounds=1,2", "--scheduler", "nowhere"],
         ["--scheduler", "nowhere"],
