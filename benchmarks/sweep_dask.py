@@ -42,13 +42,14 @@ def _warm() -> None:
     plan_file(SIM)
 
 
-def timed(client: Client, axes: list[str], runs: int) -> tuple[float, float, object]:
-    """(wall s, worker CPU s, rows) of one sweep on ``client``'s warm cluster."""
-    cpu0 = sum(client.run(_cpu_s).values())
+def timed(client: Client, axes: list[str], runs: int) -> tuple[float, list[float], object]:
+    """(wall s, each worker's CPU s, rows) of one sweep on ``client``'s warm cluster."""
+    cpu0 = client.run(_cpu_s)
     start = time.perf_counter()
     frame = sweep(SIM, axes, [f"site.cloud.runs={runs}"], client=client)
     wall = time.perf_counter() - start
-    return wall, sum(client.run(_cpu_s).values()) - cpu0, frame
+    cpu = [v - cpu0[k] for k, v in client.run(_cpu_s).items()]
+    return wall, cpu, frame
 
 
 def cluster(workers: int) -> tuple[LocalCluster, Client]:
@@ -77,7 +78,7 @@ def main() -> None:
     axes = [f"site.cloud.loss=0..0.1:{args.points // 2}", "site.cloud.rtt=50 ms,150 ms"]
     (c1, one), (c2, two) = cluster(1), cluster(2)
     print(f"{args.points} simulated points × {args.runs} seeds; load {os.getloadavg()[0]:.1f}")
-    ratios = []
+    ratios, splits = [], []
     try:
         for r in range(args.repeat):
             one_a, cpu_a, frame_1 = timed(one, axes, args.runs)
@@ -85,16 +86,22 @@ def main() -> None:
             one_b, cpu_b, _ = timed(one, axes, args.runs)
             assert frame_1["time_s"].equals(frame_2["time_s"]), "rows differ between clusters"
             ratios.append(min(one_a, one_b) / two_s)
-            # cores the workers actually got: CPU seconds over wall seconds (2.0 = two cores)
+            # how the work split: one worker's CPU seconds over the busier of the two
+            # workers' (2.0 = even, no overhead); a worker slowed by other jobs steals
+            # fewer tasks, so contention skews this too, but less than wall time
+            splits.append(min(cpu_a[0], cpu_b[0]) / max(cpu_2))
             print(
                 f"round {r + 1}: 1 worker {one_a:.2f} s, {one_b:.2f} s; 2 workers {two_s:.2f} s;"
                 f" speed-up {ratios[-1]:.2f}×; cores used: 1 worker "
-                f"{(cpu_a + cpu_b) / (one_a + one_b):.2f}, 2 workers {cpu_2 / two_s:.2f}"
+                f"{(cpu_a[0] + cpu_b[0]) / (one_a + one_b):.2f}, 2 workers "
+                f"{sum(cpu_2) / two_s:.2f}; CPU split {splits[-1]:.2f}×, 2-worker CPU "
+                f"{sum(cpu_2) / min(cpu_a[0], cpu_b[0]):.2f}× one worker's"
             )
     finally:
         for obj in (one, two, c1, c2):
             obj.close()
     print(f"speed-up: median {statistics.median(ratios):.2f}×, best {max(ratios):.2f}×")
+    print(f"CPU split: median {statistics.median(splits):.2f}×")
 
 
 if __name__ == "__main__":
