@@ -74,7 +74,12 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=200)
     ap.add_argument("--runs", type=int, default=8, help="seeds per point")
     ap.add_argument("--repeat", type=int, default=3, help="rounds of 1 → 2 → 1 workers")
+    ap.add_argument("--profile", action="store_true", help="keep the workers' profiler on")
     args = ap.parse_args()
+    if not args.profile:
+        import dask
+
+        dask.config.set({"distributed.worker.profile.enabled": False})
     axes = [f"site.cloud.loss=0..0.1:{args.points // 2}", "site.cloud.rtt=50 ms,150 ms"]
     (c1, one), (c2, two) = cluster(1), cluster(2)
     print(f"{args.points} simulated points × {args.runs} seeds; load {os.getloadavg()[0]:.1f}")
