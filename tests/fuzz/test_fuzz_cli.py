@@ -215,11 +215,6 @@ def _preloaded() -> None:
     import tierwise.report.sweep_view
     import tierwise.sim.run  # noqa: F401
 
-    try:  # the sweep's --scheduler cases connect with it: import it once, not per case
-        import distributed  # noqa: F401
-    except ImportError:
-        pass
-
 
 def test_outcome_checks_can_fail() -> None:
     """The contract check itself flags a traceback, a long line, a null time and a timeout."""
