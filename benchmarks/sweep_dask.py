@@ -17,6 +17,7 @@ import logging
 import os
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 from distributed import Client, LocalCluster
@@ -41,24 +42,27 @@ def _warm() -> None:
     plan_file(SIM)
 
 
-def timed(client: Client, axes: list[str], runs: int) -> tuple[float, float, object]:
-    """(wall s, worker CPU s, rows) of one sweep on ``client``'s warm cluster."""
-    cpu0 = sum(client.run(_cpu_s).values())
+def timed(client: Client, axes: list[str], runs: int) -> tuple[float, list[float], object]:
+    """(wall s, each worker's CPU s, rows) of one sweep on ``client``'s warm cluster."""
+    cpu0 = client.run(_cpu_s)
     start = time.perf_counter()
     frame = sweep(SIM, axes, [f"site.cloud.runs={runs}"], client=client)
     wall = time.perf_counter() - start
-    return wall, sum(client.run(_cpu_s).values()) - cpu0, frame
+    cpu = [v - cpu0[k] for k, v in client.run(_cpu_s).items()]
+    return wall, cpu, frame
 
 
 def cluster(workers: int) -> tuple[LocalCluster, Client]:
     """A local cluster of ``workers`` single-threaded processes, warmed up."""
-    c = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
+    with warnings.catch_warnings():  # another job's cluster holds :8787: the routes move on
+        warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+        c = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
     client = Client(c)
     client.run(_warm)  # imports and a first simulation: both clusters start warm
     return c, client
@@ -70,11 +74,16 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=200)
     ap.add_argument("--runs", type=int, default=8, help="seeds per point")
     ap.add_argument("--repeat", type=int, default=3, help="rounds of 1 → 2 → 1 workers")
+    ap.add_argument("--profile", action="store_true", help="keep the workers' profiler on")
     args = ap.parse_args()
+    if not args.profile:
+        import dask
+
+        dask.config.set({"distributed.worker.profile.enabled": False})
     axes = [f"site.cloud.loss=0..0.1:{args.points // 2}", "site.cloud.rtt=50 ms,150 ms"]
     (c1, one), (c2, two) = cluster(1), cluster(2)
     print(f"{args.points} simulated points × {args.runs} seeds; load {os.getloadavg()[0]:.1f}")
-    ratios = []
+    ratios, splits = [], []
     try:
         for r in range(args.repeat):
             one_a, cpu_a, frame_1 = timed(one, axes, args.runs)
@@ -82,16 +91,22 @@ def main() -> None:
             one_b, cpu_b, _ = timed(one, axes, args.runs)
             assert frame_1["time_s"].equals(frame_2["time_s"]), "rows differ between clusters"
             ratios.append(min(one_a, one_b) / two_s)
-            # cores the workers actually got: CPU seconds over wall seconds (2.0 = two cores)
+            # how the work split: one worker's CPU seconds over the busier of the two
+            # workers' (2.0 = even, no overhead); a worker slowed by other jobs steals
+            # fewer tasks, so contention skews this too, but less than wall time
+            splits.append(min(cpu_a[0], cpu_b[0]) / max(cpu_2))
             print(
                 f"round {r + 1}: 1 worker {one_a:.2f} s, {one_b:.2f} s; 2 workers {two_s:.2f} s;"
                 f" speed-up {ratios[-1]:.2f}×; cores used: 1 worker "
-                f"{(cpu_a + cpu_b) / (one_a + one_b):.2f}, 2 workers {cpu_2 / two_s:.2f}"
+                f"{(cpu_a[0] + cpu_b[0]) / (one_a + one_b):.2f}, 2 workers "
+                f"{sum(cpu_2) / two_s:.2f}; CPU split {splits[-1]:.2f}×, 2-worker CPU "
+                f"{sum(cpu_2) / min(cpu_a[0], cpu_b[0]):.2f}× one worker's"
             )
     finally:
         for obj in (one, two, c1, c2):
             obj.close()
     print(f"speed-up: median {statistics.median(ratios):.2f}×, best {max(ratios):.2f}×")
+    print(f"CPU split: median {statistics.median(splits):.2f}×")
 
 
 if __name__ == "__main__":

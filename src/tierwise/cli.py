@@ -485,6 +485,11 @@ def sweep(
     from tierwise.plan.sweep_table import open_sweep, task_points
 
     keys = [k.strip() for k in map_keys.split(",")] if map_keys is not None else None
+    if scheduler is not None and workers is not None:
+        raise ScenarioError(
+            "sizes a local cluster; --scheduler names an existing one: give one of them",
+            source="--workers",
+        )
     for path, option, suffixes in (
         (out_file, "--out", (".parquet", ".pq")),
         (csv, "--csv", (".csv",)),
@@ -504,7 +509,7 @@ def sweep(
 
         map_axes(run, keys)
     elif keys is not None:
-        raise ScenarioError("--map draws the page's choice map: give --html too", source="--map")
+        raise ScenarioError("it chooses the page's map axes: give --html too", source="--map")
     use_dask = scheduler is not None or needs_dask(run.base.scenario())
     with dask_client(scheduler, workers) if use_dask else contextlib.nullcontext() as client:
         run.client = client

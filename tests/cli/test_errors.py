@@ -597,11 +597,15 @@ SWEEP_CASES = {
         ["--out", "no writable directory"],
     ),
     "html suffix": (["--vary", "task.rounds=1,2", "--html", "s.png"], ["--html", ".html"]),
-    "map without html": (["--vary", "task.rounds=1,2", "--map", "a,b"], ["--map", "--html"]),
+    "map without html": (["--vary", "task.rounds=1,2", "--map", "a,b"], ["--map: ", "--html"]),
     "map unknown key": (
         "--vary|task.rounds=1,2|--vary|site.cloud.rtt=1 ms,2 ms|--html|{tmp}/p.html|--map|"
         "task.rounds,site.cloud.uplink".split("|"),
-        ["--map", "two different varied keys"],
+        ["--map", "two different varied keys", "task.rounds,site.cloud.uplink"],
+    ),
+    "workers with scheduler": (
+        ["--vary", "task.rounds=1,2", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+        ["--workers", "--scheduler"],
     ),
     "bad scheduler address": (
         ["--vary", "task.rounds=1,2", "--scheduler", "nowhere"],

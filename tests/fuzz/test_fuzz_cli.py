@@ -214,7 +214,9 @@ def _preloaded() -> None:
     import tierwise.catalog
     import tierwise.cli
     import tierwise.plan.planner
+    import tierwise.plan.sweep_lines
     import tierwise.plan.sweep_table
+    import tierwise.report.html
     import tierwise.report.jsonout
     import tierwise.report.plan_view
     import tierwise.report.sim_view
@@ -327,7 +329,8 @@ def test_fuzz_sweep(tmp_path: Path) -> None:
         work.mkdir()
         args = [a.replace("{dir}", str(work)) for a in make_sweep_case(index, SEED)]
         out = Path(args[args.index("--out") + 1]) if "--out" in args else None
-        outcome = run_forked(args, work, TIME_LIMIT_S * 2)
+        # a vectorised sweep, Parquet and the page's threshold searches: seconds, not one
+        outcome = run_forked(args, work, TIME_LIMIT_S * 3)
         found = sweep_problems(outcome, out)
         if outcome.code == 2 and len(outcome.stderr.splitlines()) != 1:
             found.append(f"{len(outcome.stderr.splitlines())} stderr lines")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,16 +19,16 @@ COLUMNS = ["point", "site", "time_s", "time_p99_s", "feasible", "meets_deadline"
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(
+    with warnings.catch_warnings():  # another job's cluster holds :8787: the routes move on
+        warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+        cluster = distributed.LocalCluster(
             n_workers=2,
             threads_per_worker=1,
             processes=False,
             protocol="tcp",
             dashboard_address=None,
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+        )
+    with cluster, distributed.Client(cluster) as c:
         yield c
 
 

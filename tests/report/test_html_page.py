@@ -121,23 +121,34 @@ def test_sweep_page_in_chromium(browser, tmp_path):
 
 
 def _check_drawn_lines(page, z: np.ndarray) -> None:
-    """Every drawn threshold point lies between two map cells of different winners."""
+    """Every drawn threshold step lies between two map cells of different winners.
+
+    Each row's threshold is drawn as a step across its cell: two points with the same
+    uplink whose RTTs straddle the row's RTT (a null point where a row has none).
+    """
     traces = page.evaluate(
         "document.getElementById('choice').data.slice(1).map(t => [t.x, t.y, t.name])"
     )
     uplinks = np.array(page.evaluate("document.getElementById('choice').data[0].x"))
-    rtts = list(page.evaluate("document.getElementById('choice').data[0].y"))
+    rtts = np.array(page.evaluate("document.getElementById('choice').data[0].y"))
     assert len(traces) == (len(np.unique(z)) > 1)  # one line for two regions, none for one
-    points = 0
+    steps = 0
     for xs, ys, name in traces:
         assert " | " in name
-        for x, y in zip(xs, ys, strict=True):
-            if x is None:
+        k = 0
+        while k < len(xs):
+            if xs[k] is None:
+                k += 1
                 continue
-            row, j = rtts.index(y), int(np.searchsorted(uplinks, x)) - 1
-            assert uplinks[j] < x <= uplinks[j + 1] and z[row, j] != z[row, j + 1]
-            points += 1
-    assert points == int((z[:, 1:] != z[:, :-1]).sum())
+            (x0, y0), (x1, y1) = (xs[k], ys[k]), (xs[k + 1], ys[k + 1])
+            assert x0 == x1 and y0 < y1
+            inside = np.nonzero((rtts > y0) & (rtts < y1))[0]
+            assert inside.size == 1  # the step spans exactly one row's cell
+            row, j = int(inside[0]), int(np.searchsorted(uplinks, x0)) - 1
+            assert uplinks[j] < x0 <= uplinks[j + 1] and z[row, j] != z[row, j + 1]
+            steps += 1
+            k += 2
+    assert steps == int((z[:, 1:] != z[:, :-1]).sum())
 
 
 def test_console_error_check_can_fail(browser, tmp_path):

@@ -41,7 +41,11 @@ def dask_client(
         with client:
             yield client
         return
-    with warnings.catch_warnings():
+    import dask
+
+    # the workers' statistical profiler samples every 10 ms (CPU in proportion to wall
+    # time) for a dashboard that is not started: nothing would read it
+    with warnings.catch_warnings(), dask.config.set({"distributed.worker.profile.enabled": False}):
         # the scheduler's HTTP routes move off a busy :8787 on their own; no dashboard is
         # started, so the warning says nothing the user can act on
         warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)

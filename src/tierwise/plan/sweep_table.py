@@ -107,7 +107,7 @@ def tables(run: SweepRun, progress: bool = False) -> Iterator[pa.Table]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     console = Console(stderr=True)
-    if not console.is_terminal:  # a pipe or a file gets no bar (and no stray blank line)
+    if not (console.is_terminal or console.is_jupyter):  # a pipe or file: no bar, no blank line
         for block in run.blocks():
             yield block_table(run, block, sites)
         return

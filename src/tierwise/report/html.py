@@ -1,7 +1,8 @@
 """The what-if page: one self-contained HTML file (plotly, its JavaScript embedded).
 
-A sweep's page shows, over the first two varied keys, the *choice map* (which site
-wins where, with the lines where the choice flips), each site's time as a map, and
+A sweep's page shows, over two varied keys (the first two, or ``--map KEY,KEY``), the
+*choice map* (which site wins where, with the planner's own threshold lines where the
+choice flips: :mod:`tierwise.plan.sweep_lines`), each site's time as a map, and
 the time–energy–cost Pareto front with every option's numbers on hover; a slider
 per further varied key moves all three through the grid. ``tierwise plan --html``
 writes the page of one scenario: where each site's time goes and its Pareto front.
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, clip
 
 __all__ = ["MAX_PAGE_POINTS", "map_axes", "plan_page", "sweep_data", "sweep_page"]
 
@@ -78,8 +79,8 @@ def map_axes(run: Any, keys: Sequence[str] | None = None) -> list[int]:
     unknown = [k for k in keys if k not in varied]
     if unknown or len(keys) != 2 or keys[0] == keys[1]:
         raise ScenarioError(
-            f"--map expects two different varied keys (of {', '.join(varied)}), got "
-            + ",".join(keys)[:120],
+            f"expected two different varied keys (of {clip(', '.join(varied), 160)}), "
+            f"got {clip(','.join(keys), 80)}",
             source="--map",
         )
     return [varied.index(k) for k in keys]

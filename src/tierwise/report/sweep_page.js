@@ -50,21 +50,31 @@ function thresholdLines() {
     const key = pair + '|' + (count[at] - 1);
     (byKey[key] = byKey[key] || {})[c[1]] = c[2];
   });
-  const names = ['none', ...D.sites];
+  const names = ['none', ...D.sites], across = L.axis === 'y' ? X : Y, edge = edges(across);
   return Object.entries(byKey).map(([key, at]) => {
+    // a step per row: the row's threshold held across its cell, so the line never
+    // suggests a threshold between two rows that the planner did not compute
     const [a, b] = key.split('|').map(Number), xs = [], ys = [];
     for (let i = 0; i < rowsN; i++) {
-      const v = at[i] === undefined ? null : at[i];
-      const other = L.axis === 'y' ? X.values[i] : Y.values[i];
-      if (L.axis === 'y') { xs.push(v === null ? null : other); ys.push(v); }
-      else { xs.push(v); ys.push(v === null ? null : other); }
+      const pts = at[i] === undefined ? [[null, null]] : [[edge[i], at[i]], [edge[i + 1], at[i]]];
+      pts.forEach(([o, v]) => { if (L.axis === 'y') { xs.push(o); ys.push(v); } else { xs.push(v); ys.push(o); } });
     }
     return {type: 'scatter', mode: 'lines+markers', x: xs, y: ys, connectgaps: false,
-            line: {color: '#000', width: 2}, marker: {size: 4, color: '#000'}, showlegend: false,
+            line: {color: '#000', width: 2}, marker: {size: 3, color: '#000'}, showlegend: false,
             name: names[a + 1] + ' | ' + names[b + 1],
             hovertemplate: 'planner threshold: ' + names[a + 1] + ' | ' + names[b + 1] +
                            '<br>x=%{x}<br>y=%{y}<extra></extra>'};
   });
+}
+function edges(a) {
+  // cell edges of a numeric axis (midpoints; geometric on a log axis), as the heatmap draws
+  const v = a.values, n = v.length, mid = (p, q) => a.log ? Math.sqrt(p * q) : (p + q) / 2;
+  if (!a.numeric) return [...Array(n + 1).keys()].map(i => i - 0.5);  // category positions
+  if (n < 2) return [v[0], v[0]];  // one row: the line is its marker
+  const out = [a.log ? v[0] * v[0] / mid(v[0], v[1]) : 2 * v[0] - mid(v[0], v[1])];
+  for (let i = 0; i + 1 < n; i++) out.push(mid(v[i], v[i + 1]));
+  out.push(a.log ? v[n - 1] * v[n - 1] / mid(v[n - 2], v[n - 1]) : 2 * v[n - 1] - mid(v[n - 2], v[n - 1]));
+  return out;
 }
 function paretoFigure() {
   const hasCost = D.cost.some(v => v);
