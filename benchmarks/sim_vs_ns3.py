@@ -170,6 +170,11 @@ def measure(cells: list[tuple[str, str]], args: argparse.Namespace) -> list[dict
     return rows
 
 
+def _seconds(value: float | None) -> str:
+    """A completion time, or what it means that ns-3 reported none."""
+    return "did not finish" if value is None else f"{value:.3f}"
+
+
 def report(rows: list[dict], args: argparse.Namespace) -> None:
     """A markdown table per hot path: completions, events, walls, both ratios."""
     print(
@@ -193,7 +198,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
             )
             print(
                 f"| {r['cc']} | {REGIME_TITLES[r['regime']]} "
-                f"| {r['ours_s']:.3f} / {r['ns3_s']:.3f} "
+                f"| {r['ours_s']:.3f} / {_seconds(r['ns3_s'])} "
                 f"| {r['ours_events']:,} / {r['ns3_events']:,} "
                 f"| {r[p + '_wall']:.3f} / {r['ns3_wall']:.3f} | **{r[p + '_ratio']:.2f}** "
                 f"| {whole} |"

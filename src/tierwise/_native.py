@@ -15,7 +15,6 @@ With no build (no manifest) it does nothing but one ``stat``: start-up stays lea
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from types import ModuleType
@@ -74,6 +73,8 @@ class _PureFinder:
     def find_spec(name: str, path: object = None, target: ModuleType | None = None) -> object:
         if name not in HOT_MODULES:
             return None
+        import importlib.util  # only when the finder is in use: `import tierwise` stays lean
+
         return importlib.util.spec_from_file_location(name, source_path(name))
 
 
