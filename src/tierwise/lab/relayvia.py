@@ -151,7 +151,10 @@ def _tail(path: str, nbytes: int = 400) -> str:
         return "no log"
 
 
-def _spawn(namespace: str, argv: list[str], log: str, env: dict[str, str] | None = None):
+def _spawn(
+    namespace: str, argv: list[str], log: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``argv`` in ``namespace``, output to ``log``; it dies with this process."""
     with open(log, "ab") as out:
         return subprocess.Popen(
             netns.exec_argv(namespace, argv),
