@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierwise.route.upload import MIN_BYTES, SlowUpload, UploadWatch, tcp_bytes_acked
+from tierwise.route.upload import (
+    MIN_BYTES,
+    SlowUpload,
+    UploadWatch,
+    tcp_bytes_acked,
+    tcp_in_flight_bytes,
+)
 
 MB = 1_000_000
 
@@ -72,6 +78,7 @@ def test_bytes_acked_counts_what_the_peer_received() -> None:
             conn.sendall(b"k")
             client.recv(1)  # the peer has read everything: all of it is acknowledged
             assert tcp_bytes_acked(client) - base == 300_000
+            assert tcp_in_flight_bytes(client) == 0  # nothing left unacknowledged
 
 
 def _drain(conn: socket.socket, size: int) -> None:

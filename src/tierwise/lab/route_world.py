@@ -1,18 +1,17 @@
 """``tierwise lab route``: predictive routing against static, lowest-latency and an oracle.
 
-On loopback, not in network namespaces: the lab's path builds a client and one
-server namespace, and growing it to N servers is left for later (issue 11). Three
-``tierwise lab model-server`` processes stand in for a device, an edge and a cloud
-site; each waits out its path (``--rtt``, ``--uplink``) before serving, outside
-``Server-Timing``, so the gateway sees those as network. One recorded mix — text
-prompts and image uploads — is sent one request at a time through ``tierwise route``
-under each strategy (a fresh gateway each), with the same world changes at the same
-request numbers: cloud uplink 80 → 3 Mbit/s, then the edge down for a stretch, then
-the device's decode 3× slower.
-
-The oracle knows the world: per request, the shortest of the sites' true times
-(RTT + bytes / uplink + tokens × step; the servers are deterministic) plus the
-median loopback overhead measured in the predictive run. No root needed.
+By default in network namespaces (root): a client and three model servers behind
+emulated paths, kernel TCP, the world changed live — see :mod:`tierwise.lab.route_netns`.
+With ``--loopback`` (no root) as before: three ``tierwise lab model-server``
+processes on loopback stand in for a device, an edge and a cloud site; each waits
+out its path (``--rtt``, ``--uplink``) before serving, outside ``Server-Timing``, so
+the gateway sees those as network. One recorded mix — text prompts and image
+uploads — is sent one request at a time through ``tierwise route`` under each
+strategy (a fresh gateway each), with the same world changes at the same request
+numbers: cloud uplink 80 → 3 Mbit/s, then the edge down for a stretch, then the
+device's decode 3× slower. On loopback the oracle is computed (RTT + bytes / uplink
++ tokens × step; the servers are deterministic) plus the median loopback overhead
+measured in the predictive run.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from typing import Any
 
 import httpx
@@ -206,7 +207,10 @@ class Router:
         except ScenarioError as exc:
             return _error(400, str(exc), "invalid_request_error")
         now = time.monotonic()
-        preds = [predict(st.model, shape, st.breaker.benched(now)) for st in self.sites.values()]
+        preds = [
+            _behind_backlog(predict(st.model, shape, st.breaker.benched(now)), st.quiet_until - now)
+            for st in self.sites.values()
+        ]
         order, reason = self._choose(preds, shape, now)
         if (pinned := request.headers.get(SITE_HEADER)) is not None:
             if pinned not in self.sites:
@@ -569,6 +573,17 @@ async def _aiter_and_close(resp: httpx.Response):
             yield chunk
     finally:
         await resp.aclose()
+
+
+def _behind_backlog(pred: Prediction, wait_s: float) -> Prediction:
+    """A site whose path still drains a dropped upload: every byte waits behind it."""
+    if wait_s <= 0:
+        return pred
+    o = pred.option
+    option = dc_replace(
+        o, time_s=o.time_s + wait_s, breakdown_s={**o.breakdown_s, "backlog": wait_s}
+    )
+    return dc_replace(pred, option=option, expected_s=pred.expected_s + wait_s)
 
 
 def _forward_headers(request: Request) -> dict[str, str]:

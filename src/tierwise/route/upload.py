@@ -51,7 +51,8 @@ def tcp_in_flight_bytes(sock: Any) -> int:
     """Bytes sent but not yet acknowledged (``tcpi_unacked`` segments × ``tcpi_snd_mss``)."""
     try:
         info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 256)
-        mss, unacked = struct.unpack_from("=II", info, 16)
+        (mss,) = struct.unpack_from("=I", info, 16)  # tcpi_snd_mss
+        (unacked,) = struct.unpack_from("=I", info, 24)  # tcpi_unacked (after tcpi_rcv_mss)
     except (OSError, AttributeError, struct.error):
         return 0
     return mss * unacked
