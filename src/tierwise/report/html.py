@@ -115,22 +115,30 @@ def sweep_data(frame: Any, run: Any, keys: Sequence[str] | None = None) -> dict[
 
 
 def _lines(frame: Any, run: Any, on_map: list[int], axes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The planner's threshold lines in the page's units (see :mod:`plan.sweep_lines`)."""
-    from tierwise.plan.sweep_lines import threshold_lines
+    """The planner's threshold lines in the page's units (see :mod:`plan.sweep_lines`):
+    the first searched axis's as ``axis``/``crossings``, any other map axis's in ``also``."""
+    from tierwise.plan.sweep_lines import map_lines
 
     sites = run.sites()
     winner = np.full(run.size, -1)
     picked = frame[frame["chosen"].astype(bool)]
     code = picked["site"].astype(str).map({s: i for i, s in enumerate(sites)}).to_numpy()
     winner[picked["point"].to_numpy()] = code
-    found = threshold_lines(run, winner.reshape(run.shape), on_map)
-    if found.axis is None or not axes[on_map.index(found.axis)]["numeric"]:
-        return {"axis": None, "crossings": [], "note": found.note}
+    found = map_lines(run, winner.reshape(run.shape), on_map)
+    notes = "; ".join(f.note for f in found if f.note) or None
+    sets = [_line_set(run, on_map, axes, f) for f in found if f.axis is not None]
+    if not sets:
+        return {"axis": None, "crossings": [], "note": notes}
+    return {**sets[0], "also": sets[1:], "note": notes}
+
+
+def _line_set(run: Any, on_map: list[int], axes: list[dict[str, Any]], found: Any) -> dict:
+    """One searched axis's crossings, ``at`` in the axis's display unit."""
     info = axes[on_map.index(found.axis)]
     si = np.asarray(run.axes[found.axis].values, dtype=float)
     k = int(np.argmax(si != 0))
     f = info["values"][k] / si[k] if si[k] else 1.0  # display unit per SI unit
-    crossings = [[r, row, float(f"{at * f:.6g}"), a, b] for r, row, at, a, b in found.crossings]
+    crossings = [[r, row, float(f"{at * f:.10g}"), a, b] for r, row, at, a, b in found.crossings]
     return {"axis": "x" if on_map.index(found.axis) == 0 else "y", "crossings": crossings}
 
 
