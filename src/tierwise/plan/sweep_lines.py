@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 MAX_LINE_ROWS = 2_000  # scenarios re-planned for uplink lines (~5 ms each); beyond: no lines
-MAX_PLANNER_CALLS = 3_000  # whole-scenario plans per map for any other key; beyond: thinned
+MAX_PLANNER_CALLS = 10_000  # whole-scenario plans per map (~0.5 ms each); beyond: thinned
 _REL_TOL = 1e-10  # a continuous flip is bisected until its bracket is this narrow (relative)
 _UPLINK = re.compile(r"^site\.([^.]+)\.uplink$")
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
