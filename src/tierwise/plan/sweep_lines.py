@@ -101,11 +101,13 @@ def threshold_lines(
     map_axes: Sequence[int],
     axis: int | None = None,
     max_calls: int = MAX_PLANNER_CALLS,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Lines:
     """The planner's flip points along one map axis between every pair of cells with
     different winners (``axis``: default :func:`search_axis`'s pick).
 
-    ``winner`` is the site code chosen at each grid point (−1: none), shape ``run.shape``.
+    ``winner`` is the site code chosen at each grid point (−1: none), shape ``run.shape``;
+    ``progress(done, total)`` follows the rows searched.
     """
     if axis is None:
         axis, note = search_axis(run, map_axes, winner)
@@ -124,7 +126,10 @@ def threshold_lines(
     step = 1 if uplink else _thinning(run.axes[axis], rows, max_calls)
     lines.note = _note(run.axes[axis].key, lines.integer, step, len(rows), max_calls)
     rest_shape = [len(run.axes[i].texts) for i in rest]
-    for combo, cells, along in rows[::step]:
+    todo = rows[::step]
+    for done, (combo, cells, along) in enumerate(todo):
+        if progress is not None:
+            progress(done, len(todo))
         texts = [run.axes[i].override(j) for i, j in zip(fixed, combo, strict=True)]
         r = int(np.ravel_multi_index(combo[len(other) :], rest_shape)) if rest else 0
         row = combo[0] if other else 0
@@ -138,16 +143,21 @@ def threshold_lines(
     return lines
 
 
-def map_lines(run: Any, winner: np.ndarray, map_axes: Sequence[int]) -> list[Lines]:
+def map_lines(
+    run: Any,
+    winner: np.ndarray,
+    map_axes: Sequence[int],
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Lines]:
     """Threshold lines along each numeric map axis (the first: :func:`search_axis`'s pick),
-    MAX_PLANNER_CALLS shared between them."""
+    MAX_PLANNER_CALLS shared between them (``progress``: see :func:`threshold_lines`)."""
     first, note = search_axis(run, map_axes, winner)
     if first is None:
         return [Lines(None, note=note)]
     more = [i for i in map_axes if i != first and run.axes[i].numeric]
     axes = [first, *(i for i in more if _unit_of(run.axes[i]) is not None)]
     share = MAX_PLANNER_CALLS // len(axes)
-    return [threshold_lines(run, winner, map_axes, i, share) for i in axes]
+    return [threshold_lines(run, winner, map_axes, i, share, progress) for i in axes]
 
 
 def _note(key: str, integer: bool, step: int, rows: int, max_calls: int) -> str | None:
