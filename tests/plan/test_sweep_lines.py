@@ -191,3 +191,20 @@ def test_simulated_scenarios_get_no_lines_and_a_note():
     run = open_sweep(sim, ["site.edge.uplink=1..50 Mbit/s:log:3", "site.cloud.rtt=50 ms,150 ms"])
     lines = threshold_lines(run, np.zeros(run.shape, dtype=int), [0, 1])
     assert lines.axis is None and "simulated" in lines.note
+
+
+def test_probability_targets_get_no_lines_and_a_note(tmp_path):
+    """With [decision] probability the choice needs Monte Carlo per step: no lines, said why."""
+    text = (
+        bundled_example("deployment")
+        .read_text()
+        .replace('objective = "energy"', 'objective = "energy"\nprobability = 0.99')
+    )
+    assert "probability = 0.99" in text
+    text += "\n[variability]\ntrials = 200\nseed = 7\n[variability.site.cloud]\n"
+    text += 'uplink = { dist = "choice", values = ["2 Mbit/s", "10 Mbit/s"] }\n'
+    path = tmp_path / "odds.toml"
+    path.write_text(text)
+    run = open_sweep(str(path), ["task.rounds=5,40", "site.cloud.rtt=50 ms,150 ms"])
+    lines = threshold_lines(run, np.array([[0, 0], [1, 1]]), [0, 1])
+    assert lines.axis is None and "probability" in lines.note

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, TierwiseError
 from tierwise.plan.resolve import resolve_site
 
 __all__ = [
@@ -81,6 +81,11 @@ def search_axis(
         return None, (
             f"no threshold lines: site {simulated[0]} is simulated, and re-simulating it "
             "at every bisection step of every map row is too costly"
+        )
+    if scn.variability is not None and scn.decision.probability is not None:
+        return None, (
+            "no threshold lines: the choice depends on Monte Carlo odds ([decision] "
+            "probability), and re-running them at every bisection step is too costly"
         )
     numeric = [i for i in map_axes if run.axes[i].numeric and _unit_of(run.axes[i]) is not None]
     for i in numeric:
@@ -138,7 +143,11 @@ def threshold_lines(
                 at = _flip(_choice_at(run, texts, m[1]), *run.axes[axis].array()[[j, j + 1]])
                 right = int(along[j + 1])
             else:
-                at, right = planner_flip(run, texts, axis, j, int(along[j]))
+                try:
+                    at, right = planner_flip(run, texts, axis, j, int(along[j]))
+                except TierwiseError as exc:  # a value between two valid ones that is not
+                    lines.note = f"a threshold line point was left out: {exc}"
+                    continue
             lines.crossings.append((r, row, at, int(along[j]), right))
     return lines
 
