@@ -93,7 +93,7 @@ def search_axis(
         if m is not None and scn.site_named(m[1]).remote:
             return i, None
     if not numeric:
-        return None, "no threshold lines: neither map axis is numeric"
+        return None, "no threshold lines: neither map axis is numeric (with one unit)"
     if winner is None or len(numeric) == 1:
         return numeric[0], None
     changes = [int((np.diff(winner, axis=i) != 0).sum()) for i in numeric]
@@ -227,16 +227,15 @@ def _log(axis: Any) -> bool:
 
 
 def _unit_of(axis: Any) -> tuple[str, float] | None:
-    """(unit text, text number per SI unit) of a numeric axis's ``--set`` texts, or None."""
-    si = axis.array()
-    for text, v in zip(axis.texts, si, strict=True):
-        m = _NUMBER.match(text)
-        if m is None:
-            return None
-        if v != 0:
+    """(unit text, text number per SI unit) of a numeric axis whose ``--set`` texts share
+    one unit (as the page plots them), or None."""
+    parts = [_NUMBER.match(t) for t in axis.texts]
+    if not all(parts) or len({m[2] for m in parts if m}) != 1:
+        return None
+    for m, v in zip(parts, axis.array(), strict=True):
+        if m is not None and v != 0:
             return m[2], float(m[1]) / float(v)
-    m = _NUMBER.match(axis.texts[0])
-    return (m[2], 1.0) if m else None
+    return parts[0][2], 1.0  # type: ignore[index]
 
 
 def planner_flip(run: Any, texts: list[str], axis: int, j: int, left: int) -> tuple[float, int]:

@@ -135,7 +135,8 @@ def _lines(
     with _line_bar(progress) as step:
         found = map_lines(run, winner.reshape(run.shape), on_map, step)
     notes = "; ".join(f.note for f in found if f.note) or None
-    sets = [_line_set(run, on_map, axes, f) for f in found if f.axis is not None]
+    drawn = [f for f in found if f.axis is not None and axes[on_map.index(f.axis)]["numeric"]]
+    sets = [_line_set(run, on_map, axes, f) for f in drawn]
     if not sets:
         return {"axis": None, "crossings": [], "note": notes}
     return {**sets[0], "also": sets[1:], "note": notes}
