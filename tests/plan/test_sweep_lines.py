@@ -208,3 +208,20 @@ def test_probability_targets_get_no_lines_and_a_note(tmp_path):
     run = open_sweep(str(path), ["task.rounds=5,40", "site.cloud.rtt=50 ms,150 ms"])
     lines = threshold_lines(run, np.array([[0, 0], [1, 1]]), [0, 1])
     assert lines.axis is None and "probability" in lines.note
+
+
+@pytest.mark.parametrize(
+    "axes",
+    [
+        ("site.cloud.loss=0..0.1:5", "task.rounds=5,10,20,40"),  # linear × integer
+        ("decision.weights.time=0..10:5", "task.deadline=10..100 s:log:6"),  # unitless × log
+        ("task.rounds=5,10,20", "task.upload=1..1e12 B:log:4"),  # integer × log size
+    ],
+)
+def test_any_two_numeric_keys_get_the_planners_flips(axes):
+    """Other numeric keys, linear, log and integer: every point passes the planner's check."""
+    _, run, winner = _run(DEPLOYMENT, axes)
+    found = map_lines(run, winner, [0, 1])
+    total = sum(_check_set(DEPLOYMENT, axes, f) for f in found)
+    changes = sum(int((np.diff(winner, axis=f.axis) != 0).sum()) for f in found)
+    assert total == changes > 0

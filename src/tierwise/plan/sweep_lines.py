@@ -149,6 +149,8 @@ def threshold_lines(
                     lines.note = f"a threshold line point was left out: {exc}"
                     continue
             lines.crossings.append((r, row, at, int(along[j]), right))
+    if lines.integer and step == 1 and not lines.crossings:
+        lines.note = None  # nothing drawn, nothing to explain
     return lines
 
 
