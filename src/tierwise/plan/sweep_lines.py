@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,7 @@ def threshold_lines(
             return Lines(None, note=note)
     m = _UPLINK.match(run.axes[axis].key)
     uplink = m is not None and run.base.scenario().site_named(m[1]).remote
+    m = m if uplink else None
     other = [i for i in map_axes if i != axis]
     rest = [i for i in range(len(run.axes)) if i not in map_axes]
     fixed = other + rest
@@ -138,20 +139,31 @@ def threshold_lines(
         texts = [run.axes[i].override(j) for i, j in zip(fixed, combo, strict=True)]
         r = int(np.ravel_multi_index(combo[len(other) :], rest_shape)) if rest else 0
         row = combo[0] if other else 0
-        for j in cells:
-            if uplink:
-                at = _flip(_choice_at(run, texts, m[1]), *run.axes[axis].array()[[j, j + 1]])
-                right = int(along[j + 1])
-            else:
-                try:
-                    at, right = planner_flip(run, texts, axis, j, int(along[j]))
-                except TierwiseError as exc:  # a value between two valid ones that is not
-                    lines.note = f"a threshold line point was left out: {exc}"
-                    continue
-            lines.crossings.append((r, row, at, int(along[j]), right))
+        for at, left, right in _search_row(run, texts, axis, cells, along, m and m[1]):
+            lines.crossings.append((r, row, at, left, right))
+    if len(lines.crossings) < sum(len(c) for _, c, _ in todo):
+        lines.note = "some threshold line points were left out (the planner refused them)"
     if lines.integer and step == 1 and not lines.crossings:
         lines.note = None  # nothing drawn, nothing to explain
     return lines
+
+
+def _search_row(
+    run: Any, texts: list[str], axis: int, cells: Any, along: Any, uplink_site: str | None
+) -> Iterator[tuple[float, int, int]]:
+    """(flip, left site, right site) of each winner change in one row of the map."""
+    if uplink_site:
+        choice_at = _choice_at(run, texts, uplink_site)
+        values = run.axes[axis].array()
+        for j in cells:
+            yield _flip(choice_at, values[j], values[j + 1]), int(along[j]), int(along[j + 1])
+        return
+    for j in cells:
+        try:
+            at, right = planner_flip(run, texts, axis, j, int(along[j]))
+        except TierwiseError:  # a value between two valid grid values that is not
+            continue
+        yield at, int(along[j]), right
 
 
 def map_lines(
