@@ -564,7 +564,9 @@ def _sweep_out(
     if page is not None:
         import pyarrow as pa
 
-        _write_text(page, sweep_page(pa.concat_tables(kept).to_pandas(), run, keys=keys))
+        _write_text(
+            page, sweep_page(pa.concat_tables(kept).to_pandas(), run, keys=keys, progress=True)
+        )
     written = [str(p) for p in (out_file, csv, page) if p is not None]
     render_sweep(out, tally, run.notes, written)
 

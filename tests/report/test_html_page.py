@@ -123,32 +123,40 @@ def test_sweep_page_in_chromium(browser, tmp_path):
 def _check_drawn_lines(page, z: np.ndarray) -> None:
     """Every drawn threshold step lies between two map cells of different winners.
 
-    Each row's threshold is drawn as a step across its cell: two points with the same
-    uplink whose RTTs straddle the row's RTT (a null point where a row has none).
+    Lines searched along the uplink (x) hold each RTT row's threshold across its cell:
+    two points with the same uplink whose RTTs straddle the row's RTT; lines searched
+    along the RTT (y) likewise per uplink column (a null point where a row has none).
     """
     traces = page.evaluate(
-        "document.getElementById('choice').data.slice(1).map(t => [t.x, t.y, t.name])"
+        "document.getElementById('choice').data.slice(1)"
+        ".map(t => [t.x, t.y, t.name, t.legendgroup])"
     )
-    uplinks = np.array(page.evaluate("document.getElementById('choice').data[0].x"))
-    rtts = np.array(page.evaluate("document.getElementById('choice').data[0].y"))
-    assert len(traces) == (len(np.unique(z)) > 1)  # one line for two regions, none for one
-    steps = 0
-    for xs, ys, name in traces:
-        assert " | " in name
+    grid = {
+        "x": np.array(page.evaluate("document.getElementById('choice').data[0].x")),
+        "y": np.array(page.evaluate("document.getElementById('choice').data[0].y")),
+    }
+    found = {"x": 0, "y": 0}
+    for xs, ys, name, group in traces:
+        assert " | " in name and group in ("along-x", "along-y")
+        along = group[-1]
+        at, across = (xs, ys) if along == "x" else (ys, xs)
+        cells = z if along == "x" else z.T  # rows: the other axis; columns: along
+        other = grid["y" if along == "x" else "x"]
         k = 0
-        while k < len(xs):
-            if xs[k] is None:
+        while k < len(at):
+            if at[k] is None:
                 k += 1
                 continue
-            (x0, y0), (x1, y1) = (xs[k], ys[k]), (xs[k + 1], ys[k + 1])
-            assert x0 == x1 and y0 < y1
-            inside = np.nonzero((rtts > y0) & (rtts < y1))[0]
+            assert at[k] == at[k + 1] and across[k] < across[k + 1]
+            inside = np.nonzero((other > across[k]) & (other < across[k + 1]))[0]
             assert inside.size == 1  # the step spans exactly one row's cell
-            row, j = int(inside[0]), int(np.searchsorted(uplinks, x0)) - 1
-            assert uplinks[j] < x0 <= uplinks[j + 1] and z[row, j] != z[row, j + 1]
-            steps += 1
+            row, j = int(inside[0]), int(np.searchsorted(grid[along], at[k])) - 1
+            assert grid[along][j] < at[k] <= grid[along][j + 1]
+            assert cells[row, j] != cells[row, j + 1]
+            found[along] += 1
             k += 2
-    assert steps == int((z[:, 1:] != z[:, :-1]).sum())
+    assert found["x"] == int((z[:, 1:] != z[:, :-1]).sum())
+    assert found["y"] == int((z[1:, :] != z[:-1, :]).sum())
 
 
 def test_console_error_check_can_fail(browser, tmp_path):

@@ -10,10 +10,11 @@ writes the page of one scenario: where each site's time goes and its Pareto fron
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -86,8 +87,11 @@ def map_axes(run: Any, keys: Sequence[str] | None = None) -> list[int]:
     return [varied.index(k) for k in keys]
 
 
-def sweep_data(frame: Any, run: Any, keys: Sequence[str] | None = None) -> dict[str, Any]:
-    """Everything the sweep page plots, as plain JSON-ready lists (map axes first)."""
+def sweep_data(
+    frame: Any, run: Any, keys: Sequence[str] | None = None, progress: bool = False
+) -> dict[str, Any]:
+    """Everything the sweep page plots, as plain JSON-ready lists (map axes first);
+    ``progress``: see :func:`sweep_page`."""
     shape = run.shape if run.axes else (1,)
     sites = run.sites()
     n_axes = max(1, len(run.axes))
@@ -110,27 +114,59 @@ def sweep_data(frame: Any, run: Any, keys: Sequence[str] | None = None) -> dict[
         axes = _axis_info([run.axes[i] for i in order])
     else:
         axes = [{"key": "-", "values": [0], "texts": ["-"]}]
-    lines = _lines(frame, run, on_map, axes) if run.axes else {"axis": None, "crossings": []}
+    lines: dict[str, Any] = {"axis": None, "crossings": []}
+    if run.axes:
+        lines = _lines(frame, run, on_map, axes, progress)
     return {"sites": sites, "axes": axes, "winner": winner.tolist(), "lines": lines, **per_site}
 
 
-def _lines(frame: Any, run: Any, on_map: list[int], axes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The planner's threshold lines in the page's units (see :mod:`plan.sweep_lines`)."""
-    from tierwise.plan.sweep_lines import threshold_lines
+def _lines(
+    frame: Any, run: Any, on_map: list[int], axes: list[dict[str, Any]], progress: bool = False
+) -> dict[str, Any]:
+    """The planner's threshold lines in the page's units (see :mod:`plan.sweep_lines`):
+    the first searched axis's as ``axis``/``crossings``, any other map axis's in ``also``."""
+    from tierwise.plan.sweep_lines import map_lines
 
     sites = run.sites()
     winner = np.full(run.size, -1)
     picked = frame[frame["chosen"].astype(bool)]
     code = picked["site"].astype(str).map({s: i for i, s in enumerate(sites)}).to_numpy()
     winner[picked["point"].to_numpy()] = code
-    found = threshold_lines(run, winner.reshape(run.shape), on_map)
-    if found.axis is None or not axes[on_map.index(found.axis)]["numeric"]:
-        return {"axis": None, "crossings": [], "note": found.note}
+    with _line_bar(progress) as step:
+        found = map_lines(run, winner.reshape(run.shape), on_map, step)
+    notes = "; ".join(f.note for f in found if f.note) or None
+    drawn = [f for f in found if f.axis is not None and axes[on_map.index(f.axis)]["numeric"]]
+    sets = [_line_set(run, on_map, axes, f) for f in drawn]
+    if not sets:
+        return {"axis": None, "crossings": [], "note": notes}
+    return {**sets[0], "also": sets[1:], "note": notes}
+
+
+@contextlib.contextmanager
+def _line_bar(enabled: bool) -> Iterator[Any]:
+    """A transient stderr bar over the rows the line search plans (on a terminal only)."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("threshold lines (rows)", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _line_set(run: Any, on_map: list[int], axes: list[dict[str, Any]], found: Any) -> dict:
+    """One searched axis's crossings, ``at`` in the axis's display unit."""
     info = axes[on_map.index(found.axis)]
     si = np.asarray(run.axes[found.axis].values, dtype=float)
     k = int(np.argmax(si != 0))
     f = info["values"][k] / si[k] if si[k] else 1.0  # display unit per SI unit
-    crossings = [[r, row, float(f"{at * f:.6g}"), a, b] for r, row, at, a, b in found.crossings]
+    crossings = [[r, row, float(f"{at * f:.10g}"), a, b] for r, row, at, a, b in found.crossings]
     return {"axis": "x" if on_map.index(found.axis) == 0 else "y", "crossings": crossings}
 
 
@@ -162,8 +198,15 @@ body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
 """
 
 
-def sweep_page(frame: Any, run: Any, title: str = "", keys: Sequence[str] | None = None) -> str:
-    """The sweep's page (a self-contained HTML string); ``keys``: the choice map's two axes."""
+def sweep_page(
+    frame: Any,
+    run: Any,
+    title: str = "",
+    keys: Sequence[str] | None = None,
+    progress: bool = False,
+) -> str:
+    """The sweep's page (a self-contained HTML string); ``keys``: the choice map's two axes;
+    ``progress``: a stderr bar over the threshold-line search (on a terminal)."""
     if run.size > MAX_PAGE_POINTS:
         raise ScenarioError(
             f"the page embeds at most {MAX_PAGE_POINTS:,} points; this grid has {run.size:,}"
@@ -171,7 +214,7 @@ def sweep_page(frame: Any, run: Any, title: str = "", keys: Sequence[str] | None
             source="--html",
         )
     map_axes(run, keys)  # a bad --map fails before the lines are searched
-    data = sweep_data(frame, run, keys)
+    data = sweep_data(frame, run, keys, progress)
     title = title or f"tierwise sweep — {run.base.source}"
     body = """<div id="sliders"></div>
 <div class="row"><div id="choice" class="plot"></div><div id="pareto" class="plot"></div></div>

@@ -40,9 +40,14 @@ function choiceFigure() {
   ];
 }
 function thresholdLines() {
-  // the planner's flip points (report/html.py _lines): one polyline per pair of sites
-  // and per crossing of that pair within a row, broken where a row has none
-  const L = D.lines || {}, r = offset() / BLOCK, rowsN = L.axis === 'y' ? NX : NY;
+  // the planner's flip points (report/html.py _lines), searched along one map axis per
+  // set (L.axis, then each of L.also): one polyline per pair of sites and per crossing
+  // of that pair within a row, broken where a row has none
+  const L = D.lines || {};
+  return [L, ...(L.also || [])].filter(s => s.axis).flatMap(lineSet);
+}
+function lineSet(L) {
+  const r = offset() / BLOCK, rowsN = L.axis === 'y' ? NX : NY;
   const byKey = {}, count = {};
   (L.crossings || []).filter(c => c[0] === r).forEach(c => {
     const pair = c[3] + '|' + c[4], at = pair + '@' + c[1];
@@ -61,7 +66,7 @@ function thresholdLines() {
     }
     return {type: 'scatter', mode: 'lines+markers', x: xs, y: ys, connectgaps: false,
             line: {color: '#000', width: 2}, marker: {size: 3, color: '#000'}, showlegend: false,
-            name: names[a + 1] + ' | ' + names[b + 1],
+            name: names[a + 1] + ' | ' + names[b + 1], legendgroup: 'along-' + L.axis,
             hovertemplate: 'planner threshold: ' + names[a + 1] + ' | ' + names[b + 1] +
                            '<br>x=%{x}<br>y=%{y}<extra></extra>'};
   });
