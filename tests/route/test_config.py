@@ -51,19 +51,6 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     assert missing.code == 2 and "file not found" in missing.stderr
 
 
-def test_relay_without_socks_support_is_one_line(tmp_path: Path) -> None:
-    """A relay site needs SOCKS5 in httpx; without it the gateway says so and exits 2."""
-    import importlib.util
-
-    if importlib.util.find_spec("socksio") is not None:
-        pytest.skip("socksio is installed here")
-    relay = 'tier = "cloud"\nvia = "relay"\nrelay = "127.0.0.1:1080"'
-    cfg = tmp_path / "route.toml"
-    cfg.write_text(EXAMPLE.read_text().replace('tier = "cloud"', relay))
-    run = run_cli("route", "--config", str(cfg))
-    assert run.code == 2 and run.stderr.count("\n") == 1 and "site.cloud.via" in run.stderr
-
-
 def test_strategy_is_validated(tmp_path: Path) -> None:
     """decision.strategy takes predictive, static or lowest-latency."""
     bad = tmp_path / "route.toml"

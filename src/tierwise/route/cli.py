@@ -6,7 +6,6 @@ uvicorn, httpx, numpy through the planner) loads when a command runs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
@@ -60,13 +59,6 @@ def serve(config: Path, port: int | None = None) -> None:
     router = Router(cfg, models)
     for s in cfg.site:
         s.api_key()  # an unset key variable is a config error now, not at the first request
-        if s.via == "relay" and importlib.util.find_spec("socksio") is None:
-            raise ScenarioError(
-                'via = "relay" reaches the relay client over SOCKS5, which needs '
-                "pip install 'httpx[socks]'",
-                source=str(config),
-                path=f"site.{s.name}.via",
-            )
     g = cfg.gateway
     from tierwise.listen import listen_socket
 
