@@ -226,7 +226,9 @@ class Gateway(asyncio.DatagramProtocol):
         self._streams.pop((session.conn.connection_id, sid), None)
 
     def close(self) -> None:
-        for session in self.sessions.values():
+        """Close every session; closing one delivers its ``ConnectionTerminated``, which
+        removes it from ``sessions``, so iterate over a copy."""
+        for session in list(self.sessions.values()):
             session.conn.close_session()
             session.transmit()
             session.close()
