@@ -104,15 +104,10 @@ class Client:
                 self._probe()
 
     def _probe(self) -> None:
-        """Send one datagram that asks for an answer.
-
-        The proto has no public PING, so this resets a stream id never used: the gateway
-        ignores a RESET of a stream it does not know, but acknowledges the packet (and
-        learns our address); unanswered, the session ends after ``dead_peer_s``.
-        """
+        """Send one PING: the gateway acknowledges it (and learns our address); unanswered,
+        the session ends after ``dead_peer_s``."""
         assert self.session is not None
-        conn = self.session.conn
-        conn.reset(conn.open_stream(), code=0)
+        self.session.conn.ping()
         self.session.transmit()
 
     async def _dial(self) -> asyncio.DatagramTransport:
