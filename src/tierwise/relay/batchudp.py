@@ -189,7 +189,7 @@ async def open_batch_endpoint(
     try:
         sock.setblocking(False)
         if local_addr is not None:
-            sock.bind(local_addr)
+            sock.bind(infos[0][4] if remote_addr is None else local_addr)
         if remote_addr is not None:
             sock.connect(infos[0][4])
     except OSError:
