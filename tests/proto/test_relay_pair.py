@@ -159,6 +159,41 @@ def test_stream_limit_refuses_extra_streams() -> None:
     assert net.gateway.stats.streams_refused == 1
 
 
+def test_queued_control_frames_leave_at_the_pacing_rate() -> None:
+    """Hundreds of RESETs beyond one burst go out paced, not at the next unrelated timer."""
+    slow = 2e5
+    net = Net(Path(delay_s=0.05, rate_bytes_per_s=slow), Path(delay_s=0.05, rate_bytes_per_s=slow))
+    net.run(1.0, lambda: net.client.established)
+    sids = [net.client.open_stream() for _ in range(300)]
+    for sid in sids:
+        net.client.send(sid, b"hello")
+    net.run(net.now + 1, lambda: len(net.gateway.stream_ids) == len(sids))
+    net.gateway.send(sids[0], b"x" * 300_000)  # a measured, finite pacing rate
+    net.run(net.now + 5, lambda: len(net.received["client"].get(sids[0], b"")) >= 300_000)
+    net.run(net.now + 0.5)
+    start = net.now
+    for sid in net.gateway.stream_ids:
+        net.gateway.reset(sid, code=3)
+    net.run(start)  # the first burst leaves; the rest are queued behind the pacer
+    timer = net.gateway.get_timer()
+    assert timer is not None and timer - start < 0.01  # the next pacing slot, not a PTO
+    net.run(start + 10, lambda: len(net.resets["client"]) == len(sids))
+    assert len(net.resets["client"]) == len(sids)
+    assert net.now - start < 0.25
+
+
+def test_ping_is_acknowledged_and_opens_no_stream() -> None:
+    """A PING elicits an ACK from the peer and leaves the stream counters alone."""
+    net = Net(Path(delay_s=0.05), Path(delay_s=0.05))
+    net.run(1.0, lambda: net.client.established)
+    net.run(net.now + 0.5)
+    received = net.client.stats.packets_received
+    net.client.ping()
+    net.run(net.now + 0.2)
+    assert net.client.stats.packets_received == received + 1
+    assert net.client.stats.streams_opened == net.gateway.stats.streams_opened == 0
+
+
 def test_flow_control_bounds_the_receiver() -> None:
     """A sender never has more than the stream window outstanding beyond what was delivered."""
     config = RelayConfig(stream_window_bytes=64_000, session_window_bytes=256_000)

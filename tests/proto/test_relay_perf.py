@@ -129,3 +129,26 @@ def test_packets_acknowledged_late_do_not_read_as_a_burst() -> None:
         old = _Sent(pn, 0.3, 1350, True, delivered_s=0.3, first_sent_s=0.3)
         conn._on_packet_acked(old, 1.0005)
     assert conn.rate.btl_bw_bytes_per_s < 1e6  # not 20 × 1350 B / 0.5 ms = 54 MB/s
+
+
+@pytest.mark.slow
+def test_relay_leaves_cubic_its_share_in_a_shallow_queue() -> None:
+    """A relay flow next to CUBIC in a 1-BDP queue neither starves it nor floods the queue."""
+    from tierwise.sim.run import run_sim_file
+    from tierwise.sim.scenario import SimFile
+
+    flows = [{"cc": "cubic", "duration": "12 s"}, {"transport": "relay", "duration": "12 s"}]
+    sim = SimFile.model_validate(
+        {
+            "path": {"uplink": "20 Mbit/s", "downlink": "20 Mbit/s", "rtt": "100 ms"}
+            | {"queue_packets": 205},
+            "tcp": {"mss": "1168 B", "header": "54 B", "ack": "54 B"},
+            "flow": flows,
+            "run": {"seed": 1},
+        }
+    )
+    tcp, relay = run_sim_file(sim)["first_run"]["flows"]
+    packets = relay["delivered_bytes"] / 1200
+    assert tcp["share"] > 0.2  # 1.4 % when a train's rate read 12 % above the path
+    assert relay["retransmissions"] < 0.02 * packets  # 89,075 in 30 s then
+    assert tcp["goodput_bytes_per_s"] + relay["goodput_bytes_per_s"] > 0.8 * 2.5e6

@@ -177,3 +177,45 @@ def test_unanswered_gateway_is_one_line_in_bounded_time(
     assert out.returncode == 2 and out.stdout == "", out.stderr
     assert out.stderr.count("\n") == 1 and "no answer from" in out.stderr
     assert "same key" in out.stderr and elapsed_s < 8.0
+
+
+def test_sigterm_with_several_sessions_exits_cleanly(key: Path) -> None:
+    """A gateway holding several sessions exits 0 on SIGTERM, with no traceback."""
+    import asyncio
+
+    from tierwise.relay.client import Client
+
+    gport = free_port(socket.SOCK_DGRAM)
+    gw = start(
+        "gateway",
+        "--listen",
+        f"127.0.0.1:{gport}",
+        "--allow",
+        "127.0.0.1:9",
+        "--key-file",
+        str(key),
+    )
+    try:
+        ready_line(gw, "gateway listening")
+
+        async def sessions() -> None:
+            secret = bytes.fromhex(key.read_text().strip())
+            clients = [Client(secret, ("127.0.0.1", gport)) for _ in range(4)]
+            for client in clients:
+                await client.start()
+            for client in clients:
+                await asyncio.wait_for(client.ready.wait(), 10)
+            gw.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.5)
+            for client in clients:
+                client.close()
+
+        asyncio.run(sessions())
+        assert gw.wait(15) == 0
+        assert gw.stderr is not None
+        err = gw.stderr.read()
+        assert "Traceback" not in err and "changed size" not in err, err
+    finally:
+        if gw.poll() is None:
+            gw.kill()
+            gw.wait()

@@ -25,6 +25,7 @@ from tierwise.proto.relay import (
     StreamDataReceived,
     StreamReset,
 )
+from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
@@ -50,10 +51,15 @@ class _Dialer(asyncio.DatagramProtocol):
         self.owner = owner
 
     def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.datagrams_received([(data, addr)])
+
+    def datagrams_received(self, batch: list[tuple[bytes, tuple]]) -> None:
         session = self.owner.session
         if session is not None:
             self.owner.last_rx_s = session.now()
-            session.datagram_received(data, addr)
+            for data, addr in batch:
+                session.receive(data, addr)
+            session.transmit()
 
 
 class Client:
@@ -104,23 +110,14 @@ class Client:
                 self._probe()
 
     def _probe(self) -> None:
-        """Send one datagram that asks for an answer.
-
-        The proto has no public PING, so this resets a stream id never used: the gateway
-        ignores a RESET of a stream it does not know, but acknowledges the packet (and
-        learns our address); unanswered, the session ends after ``dead_peer_s``.
-        """
+        """Send one PING: the gateway acknowledges it (and learns our address); unanswered,
+        the session ends after ``dead_peer_s``."""
         assert self.session is not None
-        conn = self.session.conn
-        conn.reset(conn.open_stream(), code=0)
+        self.session.conn.ping()
         self.session.transmit()
 
     async def _dial(self) -> asyncio.DatagramTransport:
-        loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_datagram_endpoint(
-            lambda: _Dialer(self), remote_addr=self.gateway
-        )
-        return transport
+        return await open_batch_endpoint(_Dialer(self), remote_addr=self.gateway)
 
     async def rebind(self) -> None:
         """Move the session to a new local UDP port (as a NAT rebinding or a roaming host would)."""

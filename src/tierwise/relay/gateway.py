@@ -86,16 +86,30 @@ class Gateway(asyncio.DatagramProtocol):
         self.transport = transport  # type: ignore[assignment]
 
     def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.datagrams_received([(data, addr)])
+
+    def datagrams_received(self, batch: list[tuple[bytes, tuple]]) -> None:
+        """Feed a batch to its sessions, then let each session that got some send once."""
+        busy: dict[int, Session] = {}
+        for data, addr in batch:
+            session = self._receive(data, addr)
+            if session is not None:
+                busy[id(session)] = session
+        for session in busy.values():
+            session.transmit()
+
+    def _receive(self, data: bytes, addr: tuple) -> Session | None:
+        """One datagram; the session it fed, if it still has to transmit."""
         try:
             kind, cid, _ = wire.parse_header(data)
         except wire.FrameError:
             self.dropped += 1
-            return
+            return None
         session = self.sessions.get(cid)
         if session is None:
             if kind != wire.HELLO or len(self.sessions) >= self.max_sessions:
                 self.dropped += 1
-                return
+                return None
             # A HELLO that fails its check leaves a connection untouched: keep it for the
             # next one, so forged HELLOs cost an AEAD check, not a new connection (~80 µs).
             conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
@@ -104,13 +118,14 @@ class Gateway(asyncio.DatagramProtocol):
             if not conn.established:
                 self._spare = conn
                 self.dropped += 1
-                return
+                return None
             session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
             self.sessions[cid] = session
             log.info("session %s from %s:%s", cid.hex(), *addr[:2])
             session.transmit()
-            return
-        session.datagram_received(data, addr)
+            return None
+        session.receive(data, addr)
+        return session
 
     def _on_event(self, session: Session, event: Event) -> None:
         cid = session.conn.connection_id
@@ -226,7 +241,9 @@ class Gateway(asyncio.DatagramProtocol):
         self._streams.pop((session.conn.connection_id, sid), None)
 
     def close(self) -> None:
-        for session in self.sessions.values():
+        """Close every session; closing one delivers its ``ConnectionTerminated``, which
+        removes it from ``sessions``, so iterate over a copy."""
+        for session in list(self.sessions.values()):
             session.conn.close_session()
             session.transmit()
             session.close()

@@ -48,6 +48,8 @@ class Pipe:
     def __init__(self, session: Session, stream_id: int, writer: asyncio.StreamWriter) -> None:
         self.session, self.stream_id, self.writer = session, stream_id, writer
         self.closed = asyncio.Event()
+        self._out = bytearray()
+        self._eof = self._flush_due = False
 
     async def pump(self, reader: asyncio.StreamReader) -> None:
         """TCP → relay until EOF (then FIN) or an error (then reset)."""
@@ -68,22 +70,37 @@ class Pipe:
         self.session.transmit()
 
     def deliver(self, data: bytes, end_stream: bool) -> None:
-        """Relay → TCP; a socket that is gone resets the stream instead of raising."""
+        """Relay → TCP, written once per event-loop turn (one ``send`` for a whole batch)."""
+        if self.writer.is_closing():
+            return
+        self._out += data
+        self._eof = self._eof or end_stream
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write what the batch delivered; a socket that is gone resets the stream."""
+        self._flush_due = False
+        data, self._out = bytes(self._out), bytearray()
         if self.writer.is_closing():
             return
         try:
-            self.writer.write(data)
-            if end_stream and self.writer.can_write_eof():
+            if data:
+                self.writer.write(data)
+            if self._eof and self.writer.can_write_eof():
                 self.writer.write_eof()
         except OSError:
             conn = self.session.conn
             if self.stream_id in conn.stream_ids:
                 conn.reset(self.stream_id, code=1)
+                self.session.transmit()
             self.abort()
             return
-        if end_stream:
+        if self._eof:
             self.closed.set()
 
     def abort(self) -> None:
+        self._out.clear()
         self.writer.transport.abort()
         self.closed.set()

@@ -13,6 +13,7 @@ import signal
 
 from tierwise.errors import ScenarioError
 from tierwise.proto.relay import RelayConfig
+from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.client import REDIAL_S, Client
 from tierwise.relay.gateway import IDLE_TIMEOUT_S, Gateway
 from tierwise.relay.socks import serve_forward, serve_socks
@@ -48,11 +49,10 @@ async def run_gateway(
     max_sessions: int = 64,
     max_streams: int = 1024,
 ) -> None:
-    loop = asyncio.get_running_loop()
     config = RelayConfig(max_streams=max_streams, idle_timeout_s=IDLE_TIMEOUT_S)
     gateway = Gateway(key, allow, config=config, max_sessions=max_sessions)
     try:
-        transport, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=listen)
+        transport = await open_batch_endpoint(gateway, local_addr=listen)
     except OSError as exc:
         raise ScenarioError(f"cannot listen on {listen[0]}:{listen[1]}: {exc.strerror}") from exc
     log.info("gateway listening on udp %s:%s; allowed: %s", *listen, sorted(allow))

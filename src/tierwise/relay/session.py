@@ -34,14 +34,22 @@ class Session:
         return self.loop.time()
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        self.conn.receive_datagram(data, addr, self.now())
+        self.receive(data, addr)
         self.transmit()
 
+    def receive(self, data: bytes, addr: Any) -> None:
+        """Feed one datagram without sending: a batch's owner calls :meth:`transmit` once."""
+        self.conn.receive_datagram(data, addr, self.now())
+
     def transmit(self) -> None:
-        """Send what is due, deliver events, re-arm the timer."""
-        now = self.now()
-        for data, addr in self.conn.datagrams_to_send(now):
-            self.transport.sendto(data, addr)
+        """Send what is due (as one batch where the transport can), deliver events, re-arm."""
+        datagrams = self.conn.datagrams_to_send(self.now())
+        send_many = getattr(self.transport, "send_many", None)
+        if send_many is not None:
+            send_many(datagrams)
+        else:
+            for data, addr in datagrams:
+                self.transport.sendto(data, addr)
         while (event := self.conn.next_event()) is not None:
             self.on_event(self, event)
         self._arm()

@@ -288,6 +288,11 @@ class RelayConnection:
         stream = self._streams.get(stream_id)
         return stream.send.buffered_bytes if stream else 0
 
+    def ping(self) -> None:
+        """Ask the peer for an acknowledgement (a liveness probe; no stream is touched)."""
+        if self.state is State.ESTABLISHED:
+            self._control.append(Ping())
+
     def close_session(self, code: int = 0) -> None:
         """End the session: a CLOSE frame goes out, then nothing more."""
         if self.state is State.ESTABLISHED:
@@ -718,7 +723,8 @@ class RelayConnection:
             times.append(self._last_recv_s + self.config.idle_timeout_s)
             times.append(self._dead_at())
         if self.established:
-            if self._repairs or (self._sendable_stream() and self._cwnd_room()):
+            # Control frames (RESET, MAX_DATA, PING, ...) wait only for the pacer.
+            if self._repairs or self._control or (self._sendable_stream() and self._cwnd_room()):
                 times.append(self._next_send_s)
             if self._fec.open:
                 times.append(self._block_deadline())

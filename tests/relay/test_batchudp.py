@@ -1,0 +1,90 @@
+"""The batching UDP endpoint on real loopback sockets: batches in, GSO runs out, fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from tierwise.relay.batchudp import MAX_BATCH, BatchTransport, open_batch_endpoint
+
+
+class Recorder(asyncio.DatagramProtocol):
+    """Records each batch it is handed."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[bytes, tuple]]] = []
+        self.got = asyncio.Event()
+
+    def datagrams_received(self, batch: list[tuple[bytes, tuple]]) -> None:
+        self.batches.append(batch)
+        self.got.set()
+
+    @property
+    def datagrams(self) -> list[bytes]:
+        return [data for batch in self.batches for data, _ in batch]
+
+
+def _peer() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    sock.settimeout(2)
+    return sock
+
+
+def test_queued_datagrams_arrive_as_one_batch() -> None:
+    """Datagrams waiting in the socket are handed over in one call, bounded per wake-up."""
+
+    async def run() -> list[list[tuple[bytes, tuple]]]:
+        proto = Recorder()
+        transport = await open_batch_endpoint(proto, local_addr=("127.0.0.1", 0))
+        port = transport.get_extra_info("sockname")[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            for i in range(MAX_BATCH + 10):  # sent before the loop can read any
+                tx.sendto(i.to_bytes(2, "big") * 100, ("127.0.0.1", port))
+        while len(proto.datagrams) < MAX_BATCH + 10:
+            proto.got.clear()
+            await asyncio.wait_for(proto.got.wait(), 2)
+        transport.close()
+        return proto.batches
+
+    batches = asyncio.run(run())
+    assert [len(b) for b in batches] == [MAX_BATCH, 10]
+    flat = [data for batch in batches for data, _ in batch]
+    assert flat == [i.to_bytes(2, "big") * 100 for i in range(MAX_BATCH + 10)]
+
+
+def _send_and_read(datagrams: list[bytes]) -> tuple[list[bytes], bool]:
+    """Send with ``send_many`` to a plain socket; what it read, and whether GSO stayed on."""
+
+    async def run() -> bool:
+        transport = await open_batch_endpoint(Recorder(), local_addr=("127.0.0.1", 0))
+        assert isinstance(transport, BatchTransport)
+        transport.send_many([(d, peer.getsockname()) for d in datagrams])
+        await asyncio.sleep(0)
+        gso = transport.gso
+        transport.close()
+        return gso
+
+    with _peer() as peer:
+        gso = asyncio.run(run())
+        return [peer.recv(65535) for _ in datagrams], gso
+
+
+def test_equal_size_runs_arrive_as_separate_datagrams() -> None:
+    """A GSO run (equal sizes, a shorter last one) reaches the peer datagram by datagram."""
+    datagrams = [bytes([i]) * 1200 for i in range(20)] + [b"tail" * 10, b"x" * 1300]
+    got, _ = _send_and_read(datagrams)
+    assert got == datagrams
+
+
+def test_a_run_the_kernel_refuses_falls_back_to_single_sends(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A run larger than one UDP send (EMSGSIZE): each datagram is sent on its own."""
+    datagrams = [bytes([i % 256]) * 1000 for i in range(70)]
+
+    def whole(datagrams: list, i: int) -> int:  # one run of 70 kB: more than one UDP send takes
+        return len(datagrams)
+
+    monkeypatch.setattr(BatchTransport, "_run_end", staticmethod(whole))
+    got, gso = _send_and_read(datagrams)
+    assert got == datagrams and gso is False
