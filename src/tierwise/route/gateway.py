@@ -399,7 +399,8 @@ class Router:
         st.quiet_until = time.monotonic() + slow.drain_s
         self.metrics.requests.labels(name, "slow upload").inc()
         mbit = slow.rate_bytes_per_s * 8e-6
-        return Attempt(name, f"slow upload ({mbit:.1f} Mbit/s)", time.perf_counter() - sent)
+        outcome = f"slow upload ({mbit:.1f} Mbit/s, {slow.drain_s:.2f} s backlog)"
+        return Attempt(name, outcome, time.perf_counter() - sent)
 
     def _failed(self, st: SiteState, name: str, outcome: str, sent: float) -> Attempt:
         now = time.monotonic()
