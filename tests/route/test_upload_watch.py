@@ -105,3 +105,47 @@ def test_run_returns_the_answer_or_raises_and_cancels() -> None:
             await asyncio.wait_for(w.run(forever()), 5)
 
     asyncio.run(both())
+
+
+def test_a_watched_body_is_paced_by_its_acknowledgements() -> None:
+    """A peer that stops reading holds a watched body to ~64 kB unacknowledged, not a
+    whole send buffer (real kernel TCP); once it reads, the whole body goes."""
+    import fcntl
+    import struct
+    import termios
+    import time
+
+    import httpcore
+
+    from tierwise.route.upload import CURRENT, MIN_AHEAD_BYTES, PIECE_BYTES, watch_backend
+
+    size = 4 * MB
+
+    async def main(server: socket.socket) -> None:
+        stream = await watch_backend(httpcore.AnyIOBackend()).connect_tcp(*server.getsockname())
+        sock = stream.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MB)  # room for ~0.4 MB
+        conn, _ = server.accept()
+        w = UploadWatch(size, rtt_s=0.001, rest_s=0.0, switch_s=10.0)
+        w.started = time.perf_counter()
+        token = CURRENT.set(w)
+        try:
+            task = asyncio.ensure_future(stream.write(bytes(size)))
+        finally:
+            CURRENT.reset(token)
+        await asyncio.sleep(0.5)
+        queued = struct.unpack("i", fcntl.ioctl(sock, termios.TIOCOUTQ, b"\0" * 4))[0]
+        assert not task.done() and 0 < queued <= MIN_AHEAD_BYTES + PIECE_BYTES
+        reader = threading.Thread(target=lambda: _drain(conn, size))
+        reader.start()
+        await asyncio.wait_for(task, 20)
+        reader.join(20)
+        assert w.written == size
+        conn.close()
+        await stream.aclose()
+
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the peer's window
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        asyncio.run(main(server))

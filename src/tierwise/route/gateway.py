@@ -62,6 +62,9 @@ DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEAD
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
+SUSPECT_PROBE_S = 0.5  # a failing or benched site is probed this often at first,
+SUSPECT_BACKOFF = 1.5  # each failed probe stretches the gap by this factor,
+PROBE_TICK_S = 0.1  # up to the probe interval; the loop looks this often
 LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
 
 
@@ -112,6 +115,9 @@ class SiteState:
     headers: dict[str, str]
     last_used: float = 0.0
     quiet_until: float = 0.0  # a dropped upload's bytes still queue on the path until then
+    suspect_at: float = math.inf  # the next quick probe of a failing site (inf: not suspect)
+    suspect_gap_s: float = SUSPECT_PROBE_S
+    probing: bool = False
     urls: dict[str, httpx.URL] = field(default_factory=dict)
 
     def url(self, path: str) -> httpx.URL:
@@ -393,10 +399,13 @@ class Router:
         st.quiet_until = time.monotonic() + slow.drain_s
         self.metrics.requests.labels(name, "slow upload").inc()
         mbit = slow.rate_bytes_per_s * 8e-6
-        return Attempt(name, f"slow upload ({mbit:.1f} Mbit/s)", time.perf_counter() - sent)
+        outcome = f"slow upload ({mbit:.1f} Mbit/s, {slow.drain_s:.2f} s backlog)"
+        return Attempt(name, outcome, time.perf_counter() - sent)
 
     def _failed(self, st: SiteState, name: str, outcome: str, sent: float) -> Attempt:
-        st.breaker.failure(time.monotonic())
+        now = time.monotonic()
+        st.breaker.failure(now)
+        st.suspect_at, st.suspect_gap_s = min(st.suspect_at, now + SUSPECT_PROBE_S), SUSPECT_PROBE_S
         st.model.failure_p = 0.8 * st.model.failure_p + 0.2
         self.metrics.requests.labels(name, "failed").inc()
         return Attempt(name, outcome, time.perf_counter() - sent)
@@ -457,6 +466,7 @@ class Router:
         ok = a.response is not None and a.response.status_code < 400
         if ok:
             st.breaker.success()
+            st.suspect_at = math.inf
             st.model.failure_p *= 0.8
             actual = a.timing.end_s
             st.model.error_rel.update(abs(actual - pred.option.time_s) / max(actual, 1e-9))
@@ -513,30 +523,60 @@ class Router:
         )
 
     async def _probe_loop(self) -> None:
-        """Light probes (``GET /v1/models``) to idle and benched sites keep estimates fresh
-        and re-admit a benched site as soon as it answers again."""
+        """Light probes (``GET /v1/models``) keep idle sites' estimates fresh and bring a
+        failing site back quickly: a site that failed is probed every 0.5 s, the gap
+        stretching 1.5× per failed probe up to the probe interval, and the first probe
+        that answers re-admits it on trial (half-open) — so a restarted server is used
+        again within about half a second of coming back (§12.5.3: recover from a
+        disconnect), while a site that stays down costs a probe per interval."""
         interval = self.cfg.gateway.probe_interval
+        probes: set[asyncio.Task] = set()
         while True:
             now = time.monotonic()
-            due = [(n, st) for n, st in self.sites.items() if now - st.last_used >= interval]
-            await asyncio.gather(*(self._probe(n, st) for n, st in due))
-            await asyncio.sleep(interval / 2)
+            for name, st in self.sites.items():
+                idle = now - st.last_used >= interval
+                if not st.probing and (idle or now >= st.suspect_at):
+                    st.probing = True
+                    task = asyncio.create_task(self._probe(name, st))
+                    probes.add(task)
+                    task.add_done_callback(probes.discard)
+            try:
+                await asyncio.sleep(min(PROBE_TICK_S, interval / 2))
+            except asyncio.CancelledError:
+                for task in probes:
+                    task.cancel()
+                raise
 
     async def _probe(self, name: str, st: SiteState) -> None:
+        try:
+            ok, rtt_s, probed_at = await self._probe_once(st)
+        finally:
+            st.probing = False
+        now = time.monotonic()
+        if not ok:
+            st.breaker.probe_failed(now)
+            if not math.isinf(st.suspect_at):  # back off, bounded by the probe interval
+                interval = self.cfg.gateway.probe_interval
+                st.suspect_gap_s = min(st.suspect_gap_s * SUSPECT_BACKOFF, interval)
+                st.suspect_at = now + st.suspect_gap_s
+            return
+        st.breaker.probe_ok(now)
+        if not math.isinf(st.suspect_at):  # back: its past failures no longer predict
+            st.model.failure_p *= 0.5
+            st.suspect_at, st.suspect_gap_s = math.inf, SUSPECT_PROBE_S
+        if st.model.site.remote and probed_at >= st.quiet_until:
+            st.model.rtt_s.update(rtt_s)
+        self.metrics.probes.labels(name).inc()
+
+    async def _probe_once(self, st: SiteState) -> tuple[bool, float, float]:
+        """One ``GET /v1/models``: whether it answered, its time, when it was sent."""
         st.last_used = probed_at = time.monotonic()
         sent = time.perf_counter()
         try:
             resp = await st.client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
         except httpx.HTTPError:
-            st.breaker.probe_failed(time.monotonic())
-            return
-        if resp.status_code >= 500:
-            st.breaker.probe_failed(time.monotonic())
-            return
-        st.breaker.probe_ok(time.monotonic())
-        if st.model.site.remote and probed_at >= st.quiet_until:
-            st.model.rtt_s.update(time.perf_counter() - sent)
-        self.metrics.probes.labels(name).inc()
+            return False, 0.0, probed_at
+        return resp.status_code < 500, time.perf_counter() - sent, probed_at
 
 
 def _transport(site) -> httpx.AsyncHTTPTransport:

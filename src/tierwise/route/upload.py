@@ -12,6 +12,14 @@ server time is longer than the next site's whole time (with a margin), finishing
 cannot be sooner: the upload is dropped (:class:`SlowUpload`), the rate becomes an
 upper bound on the site's uplink, and the request fails over at once.
 
+The body is written in pieces, never more than about three round trips' worth of
+acknowledged bytes ahead of the acknowledgements (:meth:`UploadWatch.room`; at least
+64 kB): on a healthy path that cap stays above slow start's window and costs nothing,
+on a collapsed one it keeps the path's queue short — so a dropped upload leaves a
+small backlog behind it (a few tenths of a second at 3 Mbit/s instead of the whole
+congestion window the path's queue let grow), and what is in flight when it is
+dropped (``tcpi_unacked``) predicts that backlog's drain.
+
 The socket comes from a thin wrapper round httpcore's network backend
 (:func:`watch_backend`): a stream's first write while a watch is current (a context
 variable set per attempt) hands the watch its socket.
@@ -41,6 +49,10 @@ _TCP_INFO = getattr(socket, "TCP_INFO", 11)
 _BYTES_ACKED = struct.Struct("=Q")
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 _BYTES_ACKED_OFFSET = 120  # struct tcp_info.tcpi_bytes_acked (Linux ≥ 4.1)
+PIECE_BYTES = 32 * 1024  # the body goes to the socket in pieces this large
+MIN_AHEAD_BYTES = 64 * 1024  # the least written-but-unacknowledged allowance
+AHEAD_RTTS = 3  # the allowance: the bytes acknowledged over the last RTT, times this
+ROOM_POLL_S = 0.01  # how often a held-back write looks at the acknowledgements again
 
 CURRENT: contextvars.ContextVar[UploadWatch | None] = contextvars.ContextVar(
     "tierwise_upload_watch", default=None
@@ -93,6 +105,7 @@ class UploadWatch:
     acked: list[int] = field(default_factory=list)
     uploaded: bool = False
     rate_bytes_per_s: float = 0.0
+    written: int = 0  # bytes handed to the socket since :meth:`attach`
 
     def attach(self, sock: Any) -> None:
         """The connection's socket, before the request's first byte is written."""
@@ -122,6 +135,21 @@ class UploadWatch:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+
+    async def room(self) -> None:
+        """Wait until the bytes written but not yet acknowledged are under the allowance:
+        ``AHEAD_RTTS`` × what was acknowledged over the last round trip (≥ 64 kB)."""
+        while self.sock is not None and not self.uploaded:
+            acked = tcp_bytes_acked(self.sock)
+            if acked is None:
+                return
+            acked -= self.base_acked
+            t = time.perf_counter() - self.started
+            _, before = self._sample_at(t - max(self.rtt_s, STEP_S))
+            ahead = max(MIN_AHEAD_BYTES, AHEAD_RTTS * (acked - before))
+            if self.written - acked < ahead:
+                return
+            await asyncio.sleep(ROOM_POLL_S)
 
     def abort(self) -> None:
         """Make the connection's close a reset: the kernel drops what it still holds of
@@ -184,7 +212,14 @@ def watch_backend(inner: Any) -> Any:
             watch = CURRENT.get()
             if watch is not None and watch.sock is None:
                 watch.attach(self.stream.get_extra_info("socket"))
-            await self.stream.write(buffer, timeout)
+            if watch is None or watch.sock is None:
+                await self.stream.write(buffer, timeout)
+                return
+            for start in range(0, len(buffer), PIECE_BYTES):  # paced by acknowledgements
+                await watch.room()
+                piece = buffer[start : start + PIECE_BYTES]
+                await self.stream.write(piece, timeout)
+                watch.written += len(piece)
 
         async def aclose(self) -> None:
             await self.stream.aclose()
