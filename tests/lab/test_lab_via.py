@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli
-from tests.lab.conftest import lab
+from tests.lab.conftest import lab, run_lab_cli
 from tierwise.errors import ScenarioError
 from tierwise.lab.experiment import RequestExperiment, serial_floor_s
 from tierwise.lab.relayvia import (
@@ -141,8 +141,14 @@ def test_bulk_over_the_relay_counts_cpu_per_gb() -> None:
 
 
 @lab
-@pytest.mark.skipif(KCPTUN_MISSING is None, reason="kcptun is installed here")
-def test_missing_kcptun_is_one_line() -> None:
-    """Without the kcptun package, --via kcptun exits 2 naming the package to install."""
-    run = run_cli("lab", "request", "--via", "kcptun", "--runs", "1")
-    assert run.code == 2 and "apt-get install -y kcptun" in run.stderr
+def test_missing_kcptun_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Without kcptun on PATH, --via kcptun exits 2 naming the package, before any path."""
+    import shutil
+
+    for tool in ("ip", "ss", "sysctl"):
+        found = shutil.which(tool)
+        if found is not None:
+            (tmp_path / tool).symlink_to(found)
+    run = run_lab_cli("lab", "request", "--via", "kcptun", "--runs", "1", PATH=str(tmp_path))
+    assert run.code == 2 and "apt-get install -y kcptun" in run.stderr, run.stderr
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1

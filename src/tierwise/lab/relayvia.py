@@ -151,7 +151,10 @@ def _tail(path: str, nbytes: int = 400) -> str:
         return "no log"
 
 
-def _spawn(namespace: str, argv: list[str], log: str, env: dict[str, str] | None = None):
+def _spawn(
+    namespace: str, argv: list[str], log: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``argv`` in ``namespace``, output to ``log``; it dies with this process."""
     with open(log, "ab") as out:
         return subprocess.Popen(
             netns.exec_argv(namespace, argv),
@@ -243,14 +246,21 @@ def _start_kcptun(
 
 
 def _wait_listening(path: Path, tunnel: Tunnel) -> None:
-    """Until the client end accepts connections on its local port."""
+    """Until the client end listens on its local port.
+
+    Asked of ``ss`` in the client namespace, not by connecting: a probe connection
+    would open a stream through the tunnel to the service and load it with a transfer.
+    """
     deadline = time.monotonic() + READY_TIMEOUT_S
+    argv = netns.exec_argv(path.client_ns, ["ss", "-Hltn", f"sport = :{tunnel.port}"])
     while True:
         tunnel.check_alive()
-        with contextlib.closing(path.socket("client")) as sock:
-            sock.settimeout(1.0)
-            if sock.connect_ex((tunnel.host, tunnel.port)) == 0:
-                return
+        try:
+            listening = subprocess.run(argv, capture_output=True, text=True, timeout=5).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LabError(f"`{' '.join(argv)}` failed: {exc}") from exc
+        if listening.strip():
+            return
         if time.monotonic() > deadline:
             raise LabError(f"the {tunnel.via} client did not listen within {READY_TIMEOUT_S:g} s")
         time.sleep(0.1)

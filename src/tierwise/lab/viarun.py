@@ -240,14 +240,24 @@ class _Source:
         return self.listener.getsockname()
 
     def _serve(self) -> None:
-        chunk = memoryview(bytes(range(256)) * (BULK_CHUNK_BYTES // 256))
-        with contextlib.suppress(OSError):
-            while True:
+        """Accept until closed; every connection is fed by its own thread.
+
+        One per connection: a tunnel's readiness probe (connect, close) reaches this
+        server too, and the transfer must not wait behind it or die with it.
+        """
+        while True:
+            try:
                 conn, _ = self.listener.accept()
-                with conn:
-                    left = self.size_bytes
-                    while left > 0:
-                        left -= conn.send(chunk[: min(left, BULK_CHUNK_BYTES)])
+            except OSError:
+                return
+            threading.Thread(target=self._feed, args=(conn,), daemon=True).start()
+
+    def _feed(self, conn: socket.socket) -> None:
+        chunk = memoryview(bytes(range(256)) * (BULK_CHUNK_BYTES // 256))
+        with conn, contextlib.suppress(OSError):
+            left = self.size_bytes
+            while left > 0:
+                left -= conn.send(chunk[: min(left, BULK_CHUNK_BYTES)])
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
