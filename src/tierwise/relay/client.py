@@ -80,6 +80,7 @@ class Client:
         self._watchdog: asyncio.Task | None = None
         self._closed = False
         self.counters: Counter[str] = Counter()
+        self.reachable: set[tuple[str, int]] = set()  # destinations the gateway accepted
 
     async def start(self) -> None:
         self._transport = await self._dial()
@@ -241,13 +242,51 @@ class Client:
         port: int,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        on_status: Callable[[int], None] = lambda status: None,
+        on_status: Callable[[int], None] | None = None,
     ) -> int:
-        """Carry one TCP connection to ``host:port``; ``on_status`` hears the gateway first."""
+        """Carry one TCP connection to ``host:port`` with no extra round trip.
+
+        The stream-open leaves at once and the application's bytes follow it
+        without waiting for the gateway's status byte. Without ``on_status``
+        (``--forward``), and for SOCKS when the gateway has already accepted
+        ``host:port`` once (:attr:`reachable`), the application is never held
+        back: a refused destination then shows as a reset connection. The
+        first SOCKS CONNECT to a destination waits for the status, so a refused
+        one still gets its SOCKS error code.
+        """
+        if on_status is not None and (host, port) not in self.reachable:
+            return await self._proxy_checked(host, port, reader, writer, on_status)
+        if not await self._wait_ready():
+            if on_status is not None:
+                on_status(GENERAL_FAILURE)
+            return GENERAL_FAILURE
+        if on_status is not None:
+            on_status(OK)  # optimistic (RFC 1928 §6 allows any bound address: 0.0.0.0:0)
+        sid, session, queue = await self.open(host, port)
+        pipe = Pipe(session, sid, writer)
+        gate = _StatusGate(self, pipe, (host, port))
+        self._handlers[sid] = gate
+        while not queue.empty():
+            gate(queue.get_nowait())
+        await pipe.pump(reader)
+        await pipe.closed.wait()
+        self._handlers.pop(sid, None)
+        return OK if gate.status in (None, OK) else gate.status
+
+    async def _proxy_checked(
+        self,
+        host: str,
+        port: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_status: Callable[[int], None],
+    ) -> int:
+        """Wait for the gateway's status, then carry the connection (a SOCKS code on refusal)."""
         status, sid, session, queue, first = await self._open_checked(host, port)
         on_status(status)
         if status != OK:
             return status
+        self.reachable.add((host, port))
         assert session is not None and queue is not None
         pipe = Pipe(session, sid, writer)
         pipe.deliver(first.data[1:], first.end_stream)  # type: ignore[union-attr]
@@ -301,6 +340,42 @@ async def _until_eof(reader: asyncio.StreamReader) -> None:
             pass
     except (ConnectionError, OSError):
         pass
+
+
+class _StatusGate:
+    """A stream's events to its pipe, the gateway's status byte taken off the front.
+
+    A status other than OK (or a stream that ends or is reset before one) resets the
+    stream at both ends and aborts the application's connection with an RST.
+    """
+
+    def __init__(self, client: Client, pipe: Pipe, target: tuple[str, int]) -> None:
+        self.client, self.pipe, self.target = client, pipe, target
+        self.status: int | None = None
+
+    def __call__(self, event: Event) -> None:
+        if self.status is not None or not isinstance(event, StreamDataReceived):
+            if self.status is None:
+                self.status = GENERAL_FAILURE
+            _to_pipe(self.pipe, event)
+            return
+        if not event.data and not event.end_stream:
+            return
+        self.status = event.data[0] if event.data else GENERAL_FAILURE
+        if self.status == OK:
+            self.client.reachable.add(self.target)
+            if len(event.data) > 1 or event.end_stream:
+                self.pipe.deliver(event.data[1:], event.end_stream)
+            return
+        self.client.reachable.discard(self.target)
+        log.warning(
+            "stream to %s:%s refused by the gateway (status %d): reset", *self.target, self.status
+        )
+        conn = self.pipe.session.conn
+        if self.pipe.stream_id in conn.stream_ids:
+            conn.reset(self.pipe.stream_id, code=0)
+            self.pipe.session.transmit()
+        abort_with_rst(self.pipe)
 
 
 def _to_pipe(pipe: Pipe, event: Event) -> None:
