@@ -27,7 +27,7 @@ from tierwise.proto.relay import (
 )
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
-from tierwise.relay.session import Session
+from tierwise.relay.session import Session, widen_buffers
 from tierwise.relay.udp import UDP_HOST, ClientAssociation
 
 __all__ = ["Client"]
@@ -121,6 +121,7 @@ class Client:
         transport, _ = await loop.create_datagram_endpoint(
             lambda: _Dialer(self), remote_addr=self.gateway
         )
+        widen_buffers(transport)
         return transport
 
     async def rebind(self) -> None:
