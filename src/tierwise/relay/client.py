@@ -42,6 +42,7 @@ DEAD_PEER_S = 1.0  # a restarted gateway is noticed this fast, and the session r
 UDP_BUFFER_BYTES = 1 << 20
 PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
 REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
+REPLAY_BYTES = 1 << 20  # what a stream keeps of its application's bytes until the status
 SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
 
 
@@ -81,6 +82,7 @@ class Client:
         self._closed = False
         self.counters: Counter[str] = Counter()
         self.reachable: set[tuple[str, int]] = set()  # destinations the gateway accepted
+        self._moves: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         self._transport = await self._dial()
@@ -347,14 +349,53 @@ class _StatusGate:
     """A stream's events to its pipe, the gateway's status byte taken off the front.
 
     A status other than OK (or a stream that ends or is reset before one) resets the
-    stream at both ends and aborts the application's connection with an RST.
+    stream at both ends and aborts the application's connection with an RST. Until
+    the status arrives the gate keeps what the application sent (up to
+    ``REPLAY_BYTES``): if the session ends first (a restarted gateway), the stream is
+    opened once more on the next session and those bytes sent again, as the
+    status-first client did; beyond that bound the application sees a reset.
     """
 
     def __init__(self, client: Client, pipe: Pipe, target: tuple[str, int]) -> None:
         self.client, self.pipe, self.target = client, pipe, target
         self.status: int | None = None
+        self.sent: bytearray | None = bytearray()
+        self.fin = False
+        pipe.tap = self._tap
+
+    def _tap(self, data: bytes, fin: bool) -> None:
+        if self.sent is None:
+            return
+        self.sent += data
+        self.fin = self.fin or fin
+        if len(self.sent) > REPLAY_BYTES:
+            self.sent = None
+
+    async def _move(self) -> None:
+        """Open the stream again on the next session and send what the application sent."""
+        client, pipe, sent = self.client, self.pipe, self.sent
+        self.sent = None  # once only
+        assert sent is not None
+        if client._closed or not await client._wait_ready():
+            abort_with_rst(pipe)
+            return
+        sid, session, queue = await client.open(*self.target)
+        pipe.session, pipe.stream_id = session, sid
+        if sent or self.fin:
+            session.conn.send(sid, bytes(sent), end_stream=self.fin)
+            session.transmit()
+        client._handlers[sid] = self
+        pipe.movable.set()
+        while not queue.empty():
+            self(queue.get_nowait())
 
     def __call__(self, event: Event) -> None:
+        if event is SESSION_LOST and self.status is None and self.sent is not None:
+            self.pipe.movable.clear()
+            task = asyncio.get_running_loop().create_task(self._move())
+            self.client._moves.add(task)
+            task.add_done_callback(self.client._moves.discard)
+            return
         if self.status is not None or not isinstance(event, StreamDataReceived):
             if self.status is None:
                 self.status = GENERAL_FAILURE
@@ -363,6 +404,7 @@ class _StatusGate:
         if not event.data and not event.end_stream:
             return
         self.status = event.data[0] if event.data else GENERAL_FAILURE
+        self.sent = None
         if self.status == OK:
             self.client.reachable.add(self.target)
             if len(event.data) > 1 or event.end_stream:
