@@ -75,6 +75,7 @@ TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending 
 PACKET_THRESHOLD = 3  # RFC 9002 §6.1.1
 TIME_THRESHOLD = 9 / 8
 DEAD_PEER_PTOS = 6  # silence that ends a session (with dead_peer_s): this many probe timeouts
+DEAD_PEER_MAX_FACTOR = 3.0  # ... but at most 3 × dead_peer_s (a queue-inflated RTT on a busy host)
 PTO_MAX_S = 2.0  # cap on the probe backoff, so a path back from a blackout is used soon
 HELLO_RETRY_S = 0.5
 HELLO_RETRY_MAX_S = 4.0
@@ -731,8 +732,9 @@ class RelayConnection:
         """When unanswered data means the peer is gone: silence measured in probe timeouts.
 
         The peer has said nothing since our oldest unacknowledged packet left, for
-        ``dead_peer_s`` and for at least ``DEAD_PEER_PTOS`` probe timeouts (RFC 9002
-        §6.2.1, rttvar included, so a lossy, jittery path gets longer). A lossy path
+        ``dead_peer_s`` and for ``DEAD_PEER_PTOS`` probe timeouts (RFC 9002 §6.2.1,
+        rttvar included, so a lossy, jittery path gets longer), at most
+        ``DEAD_PEER_MAX_FACTOR × dead_peer_s`` (a dead peer is still noticed). A lossy path
         keeps answering: every datagram that arrives restarts the count, and a
         silence that long spans several probes (this end's PTOs; the client's
         watchdog probes every 0.25 s), all of whose answers would have to be lost —
@@ -742,7 +744,8 @@ class RelayConnection:
         if dead is None or not self._sent or self._last_recv_s is None:
             return None
         oldest_s = next(iter(self._sent.values())).sent_s
-        silence_s = max(dead, DEAD_PEER_PTOS * self._rtt.pto_s(self.config.max_ack_delay_s))
+        probes_s = DEAD_PEER_PTOS * self._rtt.pto_s(self.config.max_ack_delay_s)
+        silence_s = max(dead, min(probes_s, DEAD_PEER_MAX_FACTOR * dead))
         return max(self._last_recv_s, oldest_s) + silence_s
 
     def handle_timer(self, now: float) -> None:
