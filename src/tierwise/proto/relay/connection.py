@@ -984,7 +984,9 @@ class RelayConnection:
             self._delivered,
             self._delivered_s,
             self._first_sent_s,
-            self._app_limited_until > self._delivered,
+            # app-limited also when nothing else waits to be sent (a lone MAX_DATA after a
+            # reply): its ACK measures one small packet per RTT, not the path (BBR's rule)
+            self._app_limited_until > self._delivered or not self._sendable_stream(),
             None if repair is not None else _OPEN_BLOCK,
         )
         self._in_flight += size
