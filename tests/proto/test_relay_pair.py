@@ -271,3 +271,23 @@ def test_hundred_megabytes_at_fourteen_percent_loss() -> None:
     net.on_gateway_stream = lambda s, data: net.gateway.send(s, b"ok", end_stream=True)
     net.run(600, all_done(net, expected))
     assert exact(net, expected)
+
+
+def test_dead_peer_rule_spares_a_lossy_path_and_ends_a_silent_one() -> None:
+    """dead_peer_s = 1 s: 14 % loss each way never ends the session; a dead gateway does."""
+    from tierwise.proto.relay.connection import State
+
+    # seed 20: the old rule (1 s without an answer) ended this session at its 2nd request
+    net = Net(Path(loss=0.14), Path(loss=0.14), seed=20, config=RelayConfig(dead_peer_s=1.0))
+    for _ in range(8):
+        expected = request_response(net, [(2000, 1000)] * 3)
+        net.run(net.now + 30, all_done(net, expected))
+        assert net.client.state is not State.CLOSED, f"session ended at t={net.now:.2f} s"
+        assert exact(net, expected)
+        net.run(net.now + 0.5)
+    net.down = Path(blackouts=[(net.now, net.now + 100)])
+    net.gateway = RelayConnection(KEY, is_client=False)  # restarted: knows no session
+    request_response(net, [(10_000, 10)])
+    start = net.now
+    net.run(start + 10, lambda: net.client.state is State.CLOSED)
+    assert net.client.state is State.CLOSED and net.now - start < 3.0

@@ -143,3 +143,15 @@ def test_fec_sends_nothing_without_loss_or_stream_data() -> None:
 def test_fec_sizing_matches_the_chapter() -> None:
     """§12.3.3: 14 % loss over 245 symbols needs 63 repair symbols."""
     assert repair_symbols_needed(245, 0.14, 0.999) == 63
+
+
+def test_rate_estimate_survives_idle_rounds() -> None:
+    """An app-limited sample after many idle rounds does not replace the measured rate."""
+    from tierwise.proto.relay.rate import BW_WINDOW_ROUNDS, RateController, RateSample
+
+    rate = RateController(1350)
+    rate.on_sample(RateSample(12.5e6, 0.2, app_limited=False), now=1.0)
+    for _ in range(3 * BW_WINDOW_ROUNDS):
+        rate.on_round_end()
+    rate.on_sample(RateSample(372.0, 1.45, app_limited=True), now=30.0)  # one packet after idle
+    assert rate.btl_bw_bytes_per_s == 12.5e6

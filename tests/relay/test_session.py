@@ -58,3 +58,25 @@ def test_a_deadline_moved_earlier_re_arms_at_once() -> None:
             transport.close()
 
     asyncio.run(run())
+
+
+def test_session_sockets_get_wide_kernel_buffers() -> None:
+    """The session socket's receive buffer is 8 MB (as root), not rmem_default's 208 KB."""
+    import os
+
+    from tierwise.relay.session import SOCKET_BUFFER_BYTES, widen_buffers
+
+    async def widen() -> int:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(
+            asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0)
+        )
+        try:
+            return widen_buffers(transport)
+        finally:
+            transport.close()
+
+    got = asyncio.run(widen())
+    with open("/proc/sys/net/core/rmem_max") as f:
+        cap = int(f.read())
+    assert got == SOCKET_BUFFER_BYTES if os.geteuid() == 0 else got >= min(cap, 1 << 17)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import shutil
 import subprocess
@@ -132,3 +133,46 @@ def test_socks_reply_does_not_wait_for_a_timer(stack: Stack) -> None:
             assert s.recv(10)[:2] == b"\x05\x00"
             slowest_s = max(slowest_s, time.monotonic() - t0)
     assert slowest_s < 3.0  # the bug was a 5 s wait, in about one request of five
+
+
+class _Delayed:
+    """The client's datagrams reach the gateway ``delay_s`` late (a long path, one way)."""
+
+    def __init__(self, inner: asyncio.DatagramTransport, delay_s: float) -> None:
+        self.inner, self.delay_s = inner, delay_s
+        self.loop = asyncio.get_running_loop()
+
+    def sendto(self, data: bytes, addr: object = None) -> None:
+        self.loop.call_later(self.delay_s, self.inner.sendto, bytes(data), addr)
+
+
+def test_new_connection_costs_no_extra_round_trip(stack: Stack) -> None:
+    """--forward and a known SOCKS destination: the request rides with the stream-open."""
+    from tierwise.relay.client import Client
+    from tierwise.relay.socks import serve_forward, serve_socks
+
+    delay_s = 0.3
+
+    async def up() -> tuple[int, int, list]:
+        client = Client(bytes(range(32)), ("127.0.0.1", stack.gateway_port))
+        await client.start()
+        await client.ready.wait()
+        assert client.session is not None
+        client.session.transport = _Delayed(client.session.transport, delay_s)  # type: ignore[assignment]
+        fwd = await serve_forward(client, ("127.0.0.1", 0), ("127.0.0.1", stack.http_port))
+        socks = await serve_socks(client, "127.0.0.1", 0)
+        return fwd.sockets[0].getsockname()[1], socks.sockets[0].getsockname()[1], [fwd, socks]
+
+    fport, sport, servers = stack.call(up())
+    url = f"http://127.0.0.1:{stack.http_port}/100"
+    try:
+        for argv in (["curl", "-sS", f"http://127.0.0.1:{fport}/100"],
+                     ["curl", "-sS", "-x", f"socks5h://127.0.0.1:{sport}", url]):  # fmt: skip
+            argv[2:2] = ["--max-time", "10", "-o", "/dev/null", "-w", "%{time_total}"]
+            warm = subprocess.run(argv, capture_output=True, text=True, check=True)
+            took = subprocess.run(argv, capture_output=True, text=True, check=True)
+            # one trip to the gateway; waiting for its status first would be two (0.6 s)
+            assert float(took.stdout) < 1.6 * delay_s, (argv, warm.stdout, took.stdout)
+    finally:
+        for server in servers:
+            stack.loop.call_soon_threadsafe(server.close)

@@ -28,7 +28,7 @@ from tierwise.proto.relay import (
 from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
-from tierwise.relay.session import Session
+from tierwise.relay.session import Session, widen_buffers
 from tierwise.relay.udp import UDP_HOST, ClientAssociation
 
 __all__ = ["Client"]
@@ -43,6 +43,7 @@ DEAD_PEER_S = 1.0  # a restarted gateway is noticed this fast, and the session r
 UDP_BUFFER_BYTES = 1 << 20
 PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
 REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
+REPLAY_BYTES = 1 << 20  # what a stream keeps of its application's bytes until the status
 SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
 
 
@@ -86,6 +87,8 @@ class Client:
         self._watchdog: asyncio.Task | None = None
         self._closed = False
         self.counters: Counter[str] = Counter()
+        self.reachable: set[tuple[str, int]] = set()  # destinations the gateway accepted
+        self._moves: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         self._transport = await self._dial()
@@ -117,7 +120,9 @@ class Client:
         self.session.transmit()
 
     async def _dial(self) -> asyncio.DatagramTransport:
-        return await open_batch_endpoint(_Dialer(self), remote_addr=self.gateway)
+        transport = await open_batch_endpoint(_Dialer(self), remote_addr=self.gateway)
+        widen_buffers(transport)
+        return transport
 
     async def rebind(self) -> None:
         """Move the session to a new local UDP port (as a NAT rebinding or a roaming host would)."""
@@ -238,13 +243,51 @@ class Client:
         port: int,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        on_status: Callable[[int], None] = lambda status: None,
+        on_status: Callable[[int], None] | None = None,
     ) -> int:
-        """Carry one TCP connection to ``host:port``; ``on_status`` hears the gateway first."""
+        """Carry one TCP connection to ``host:port`` with no extra round trip.
+
+        The stream-open leaves at once and the application's bytes follow it
+        without waiting for the gateway's status byte. Without ``on_status``
+        (``--forward``), and for SOCKS when the gateway has already accepted
+        ``host:port`` once (:attr:`reachable`), the application is never held
+        back: a refused destination then shows as a reset connection. The
+        first SOCKS CONNECT to a destination waits for the status, so a refused
+        one still gets its SOCKS error code.
+        """
+        if on_status is not None and (host, port) not in self.reachable:
+            return await self._proxy_checked(host, port, reader, writer, on_status)
+        if not await self._wait_ready():
+            if on_status is not None:
+                on_status(GENERAL_FAILURE)
+            return GENERAL_FAILURE
+        if on_status is not None:
+            on_status(OK)  # optimistic (RFC 1928 §6 allows any bound address: 0.0.0.0:0)
+        sid, session, queue = await self.open(host, port)
+        pipe = Pipe(session, sid, writer)
+        gate = _StatusGate(self, pipe, (host, port))
+        self._handlers[sid] = gate
+        while not queue.empty():
+            gate(queue.get_nowait())
+        await pipe.pump(reader)
+        await pipe.closed.wait()
+        self._handlers.pop(sid, None)
+        return OK if gate.status in (None, OK) else gate.status
+
+    async def _proxy_checked(
+        self,
+        host: str,
+        port: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_status: Callable[[int], None],
+    ) -> int:
+        """Wait for the gateway's status, then carry the connection (a SOCKS code on refusal)."""
         status, sid, session, queue, first = await self._open_checked(host, port)
         on_status(status)
         if status != OK:
             return status
+        self.reachable.add((host, port))
         assert session is not None and queue is not None
         pipe = Pipe(session, sid, writer)
         pipe.deliver(first.data[1:], first.end_stream)  # type: ignore[union-attr]
@@ -298,6 +341,82 @@ async def _until_eof(reader: asyncio.StreamReader) -> None:
             pass
     except (ConnectionError, OSError):
         pass
+
+
+class _StatusGate:
+    """A stream's events to its pipe, the gateway's status byte taken off the front.
+
+    A status other than OK (or a stream that ends or is reset before one) resets the
+    stream at both ends and aborts the application's connection with an RST. Until
+    the status arrives the gate keeps what the application sent (up to
+    ``REPLAY_BYTES``): if the session ends first (a restarted gateway), the stream is
+    opened once more on the next session and those bytes sent again, as the
+    status-first client did; beyond that bound the application sees a reset.
+    """
+
+    def __init__(self, client: Client, pipe: Pipe, target: tuple[str, int]) -> None:
+        self.client, self.pipe, self.target = client, pipe, target
+        self.status: int | None = None
+        self.sent: bytearray | None = bytearray()
+        self.fin = False
+        pipe.tap = self._tap
+
+    def _tap(self, data: bytes, fin: bool) -> None:
+        if self.sent is None:
+            return
+        self.sent += data
+        self.fin = self.fin or fin
+        if len(self.sent) > REPLAY_BYTES:
+            self.sent = None
+
+    async def _move(self) -> None:
+        """Open the stream again on the next session and send what the application sent."""
+        client, pipe, sent = self.client, self.pipe, self.sent
+        self.sent = None  # once only
+        assert sent is not None
+        if client._closed or not await client._wait_ready():
+            abort_with_rst(pipe)
+            return
+        sid, session, queue = await client.open(*self.target)
+        pipe.session, pipe.stream_id = session, sid
+        if sent or self.fin:
+            session.conn.send(sid, bytes(sent), end_stream=self.fin)
+            session.transmit()
+        client._handlers[sid] = self
+        pipe.movable.set()
+        while not queue.empty():
+            self(queue.get_nowait())
+
+    def __call__(self, event: Event) -> None:
+        if event is SESSION_LOST and self.status is None and self.sent is not None:
+            self.pipe.movable.clear()
+            task = asyncio.get_running_loop().create_task(self._move())
+            self.client._moves.add(task)
+            task.add_done_callback(self.client._moves.discard)
+            return
+        if self.status is not None or not isinstance(event, StreamDataReceived):
+            if self.status is None:
+                self.status = GENERAL_FAILURE
+            _to_pipe(self.pipe, event)
+            return
+        if not event.data and not event.end_stream:
+            return
+        self.status = event.data[0] if event.data else GENERAL_FAILURE
+        self.sent = None
+        if self.status == OK:
+            self.client.reachable.add(self.target)
+            if len(event.data) > 1 or event.end_stream:
+                self.pipe.deliver(event.data[1:], event.end_stream)
+            return
+        self.client.reachable.discard(self.target)
+        log.warning(
+            "stream to %s:%s refused by the gateway (status %d): reset", *self.target, self.status
+        )
+        conn = self.pipe.session.conn
+        if self.pipe.stream_id in conn.stream_ids:
+            conn.reset(self.pipe.stream_id, code=0)
+            self.pipe.session.transmit()
+        abort_with_rst(self.pipe)
 
 
 def _to_pipe(pipe: Pipe, event: Event) -> None:

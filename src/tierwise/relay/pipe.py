@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 
 from tierwise.relay.session import Session
 
@@ -50,21 +51,32 @@ class Pipe:
         self.closed = asyncio.Event()
         self._out = bytearray()
         self._eof = self._flush_due = False
+        self.movable = asyncio.Event()  # cleared while the stream moves to a new session
+        self.movable.set()
+        self.tap: Callable[[bytes, bool], None] | None = None  # hears what is sent (and FIN)
 
     async def pump(self, reader: asyncio.StreamReader) -> None:
         """TCP → relay until EOF (then FIN) or an error (then reset)."""
-        conn = self.session.conn
         try:
             while data := await reader.read(READ_BYTES):
+                await self.movable.wait()
+                conn = self.session.conn
                 if self.stream_id not in conn.stream_ids:
                     return
                 conn.send(self.stream_id, data)
+                if self.tap is not None:
+                    self.tap(data, False)
                 self.session.transmit()
                 while conn.send_buffered_bytes(self.stream_id) > SEND_BUFFER_MAX:
                     await asyncio.sleep(0.005)
+            await self.movable.wait()
+            conn = self.session.conn
             if self.stream_id in conn.stream_ids:
                 conn.close(self.stream_id)
+                if self.tap is not None:
+                    self.tap(b"", True)
         except (ConnectionError, OSError):
+            conn = self.session.conn
             if self.stream_id in conn.stream_ids:
                 conn.reset(self.stream_id, code=1)
         self.session.transmit()

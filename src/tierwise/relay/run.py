@@ -16,6 +16,7 @@ from tierwise.proto.relay import RelayConfig
 from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.client import REDIAL_S, Client
 from tierwise.relay.gateway import IDLE_TIMEOUT_S, Gateway
+from tierwise.relay.session import widen_buffers
 from tierwise.relay.socks import serve_forward, serve_socks
 
 __all__ = ["fetch_stats", "run_client", "run_gateway"]
@@ -55,6 +56,7 @@ async def run_gateway(
         transport = await open_batch_endpoint(gateway, local_addr=listen)
     except OSError as exc:
         raise ScenarioError(f"cannot listen on {listen[0]}:{listen[1]}: {exc.strerror}") from exc
+    widen_buffers(transport)
     log.info("gateway listening on udp %s:%s; allowed: %s", *listen, sorted(allow))
     stop = _stop_event()
     await stop.wait()

@@ -8,12 +8,45 @@ hands events to the owner (``on_event``).
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
 from tierwise.proto.relay import Event, RelayConnection
 
-__all__ = ["Session"]
+__all__ = ["SOCKET_BUFFER_BYTES", "Session", "widen_buffers"]
+
+log = logging.getLogger("tierwise.relay.session")
+# A session socket's kernel buffers: a request or a pacing burst arrives faster than
+# Python drains it; the default (rmem_default, 208 KB here) overflowed in the lab, and
+# the kernel dropped 21 % of a no-loss run's datagrams (Udp RcvbufErrors) unseen.
+SOCKET_BUFFER_BYTES = 8 << 20  # ≈ BDP of 333 Mbit/s × 200 ms
+_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux values
+_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
+
+
+def widen_buffers(transport: asyncio.BaseTransport, nbytes: int = SOCKET_BUFFER_BYTES) -> int:
+    """Ask for ``nbytes`` of receive and send buffer on ``transport``'s UDP socket.
+
+    As root ``SO_RCVBUFFORCE`` passes ``net.core.rmem_max``; otherwise the kernel caps
+    the request there (a warning says so). Returns the receive buffer the kernel gave.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    for force, plain in ((_RCVBUFFORCE, socket.SO_RCVBUF), (_SNDBUFFORCE, socket.SO_SNDBUF)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, force, nbytes)
+        except OSError:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, plain, nbytes)
+            except OSError:
+                pass
+    got = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2  # Linux reports double
+    if got < nbytes:
+        log.warning("UDP receive buffer %d B, not %d B: raise net.core.rmem_max", got, nbytes)
+    return got
 
 
 class Session:

@@ -74,6 +74,8 @@ TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
 TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending did was queued
 PACKET_THRESHOLD = 3  # RFC 9002 §6.1.1
 TIME_THRESHOLD = 9 / 8
+DEAD_PEER_PTOS = 6  # silence that ends a session (with dead_peer_s): this many probe timeouts
+DEAD_PEER_MAX_FACTOR = 3.0  # ... but at most 3 × dead_peer_s (a queue-inflated RTT on a busy host)
 PTO_MAX_S = 2.0  # cap on the probe backoff, so a path back from a blackout is used soon
 HELLO_RETRY_S = 0.5
 HELLO_RETRY_MAX_S = 4.0
@@ -733,12 +735,24 @@ class RelayConnection:
         return min((t for t in times if t is not None), default=None)
 
     def _dead_at(self) -> float | None:
-        """When unanswered data means the peer is gone (``dead_peer_s`` after it was sent)."""
+        """When unanswered data means the peer is gone: silence measured in probe timeouts.
+
+        The peer has said nothing since our oldest unacknowledged packet left, for
+        ``dead_peer_s`` and for ``DEAD_PEER_PTOS`` probe timeouts (RFC 9002 §6.2.1,
+        rttvar included, so a lossy, jittery path gets longer), at most
+        ``DEAD_PEER_MAX_FACTOR × dead_peer_s`` (a dead peer is still noticed). A lossy path
+        keeps answering: every datagram that arrives restarts the count, and a
+        silence that long spans several probes (this end's PTOs; the client's
+        watchdog probes every 0.25 s), all of whose answers would have to be lost —
+        at 14 % loss each way that is < 0.3 % (was ~26 % for a 1 s rule, two probes).
+        """
         dead = self.config.dead_peer_s
         if dead is None or not self._sent or self._last_recv_s is None:
             return None
         oldest_s = next(iter(self._sent.values())).sent_s
-        return max(self._last_recv_s, oldest_s) + dead
+        probes_s = DEAD_PEER_PTOS * self._rtt.pto_s(self.config.max_ack_delay_s)
+        silence_s = max(dead, min(probes_s, DEAD_PEER_MAX_FACTOR * dead))
+        return max(self._last_recv_s, oldest_s) + silence_s
 
     def handle_timer(self, now: float) -> None:
         """Act on whatever deadline has passed (sending happens in :meth:`datagrams_to_send`)."""
@@ -752,8 +766,8 @@ class RelayConnection:
             return
         dead_at = self._dead_at()
         if dead_at is not None and now + _EPS_S >= dead_at:
-            dead = self.config.dead_peer_s
-            self._terminate(0, f"the peer did not answer for {dead:g} s")
+            silence_s = now - max(self._last_recv_s or 0.0, next(iter(self._sent.values())).sent_s)
+            self._terminate(0, f"the peer did not answer for {silence_s:.2g} s")
             return
         if self._loss_time is not None and now + _EPS_S >= self._loss_time:
             self._detect_lost(now)
@@ -976,7 +990,9 @@ class RelayConnection:
             self._delivered,
             self._delivered_s,
             self._first_sent_s,
-            self._app_limited_until > self._delivered,
+            # app-limited also when nothing else waits to be sent (a lone MAX_DATA after a
+            # reply): its ACK measures one small packet per RTT, not the path (BBR's rule)
+            self._app_limited_until > self._delivered or not self._sendable_stream(),
             None if repair is not None else _OPEN_BLOCK,
         )
         self._in_flight += size

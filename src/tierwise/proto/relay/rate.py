@@ -131,7 +131,10 @@ class RateController:
     def on_round_end(self) -> None:
         """A round trip has passed (the caller tracks delivered packets)."""
         self.round += 1
-        while self._bw and self._bw[0][0] < self.round - BW_WINDOW_ROUNDS:
+        # The newest estimate never expires: the rounds of an idle or app-limited session
+        # measure nothing new, and an empty filter would take the first sample after idle
+        # (one packet over the idle gap, 372 B/s in the lab) and pace the next request at it.
+        while len(self._bw) > 1 and self._bw[0][0] < self.round - BW_WINDOW_ROUNDS:
             self._bw.popleft()
         floor = (self.min_rtt_s or 0.0) * (1 + QUEUE_SLACK) + QUEUE_SLACK_S
         self._braking = self._round_rtt_min > floor
