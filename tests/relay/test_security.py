@@ -142,8 +142,8 @@ def refused_or_reset(port: int, target_port: int) -> bool:
         code = s.recv(10)[1]
         if code != 0:
             return code == 1
-        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        try:
+        try:  # the reset may come before the request is even written
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
             s.recv(100)  # a FIN (b"") or data would pass for a clean end
             return False
         except ConnectionResetError:
