@@ -704,3 +704,25 @@ def test_relay_option_errors(tmp_path: Path, args, config: str, key: str, needle
         (tmp_path / "relay.toml").write_text(config)
         extra += ("--config", str(tmp_path / "relay.toml"))
     assert_one_line_error(run_cli(*args, *extra, "--check"), *needles)
+
+
+@pytest.mark.slow
+def test_scheduler_address_that_is_not_dask_is_one_line(tmp_path: Path) -> None:
+    """A --scheduler address where an HTTP server answers (the dashboard's port, a proxy):
+    one line naming the address, not a traceback from Dask reading HTTP as frame lengths."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"tcp://127.0.0.1:{server.server_address[1]}"
+        run = run_cli(
+            "sweep", SIM_SWEEP, "--vary", "site.cloud.loss=0..0.1:2", "--scheduler", address,
+            "--out", str(tmp_path / "s.parquet"),
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert_one_line_error(run, "--scheduler", address, "Dask scheduler")
+    assert list(tmp_path.iterdir()) == []

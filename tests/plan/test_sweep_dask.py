@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -86,3 +90,86 @@ def test_monte_carlo_sweep_runs_on_dask_with_the_planners_p99(client, tmp_path):
     cloud = on_dask[(on_dask["point"] == 3) & (on_dask["site"] == "cloud")]
     assert cloud["time_p99_s"].item() == p.monte_carlo["sites"]["cloud"]["p99_s"]
     assert cloud["time_p99_s"].item() > cloud["time_s"].item()
+
+
+def _dask_process(*args: str) -> subprocess.Popen:
+    """A ``dask scheduler`` or ``dask worker`` of this interpreter, as its own process."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "from dask.__main__ import main; main()", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen, limit_s: float = 30) -> None:
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end and proc.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no scheduler on :{port}")
+
+
+@pytest.mark.slow
+def test_scheduler_without_workers_is_one_line(cli, tmp_path):
+    """A scheduler no worker has joined would hold the sweep forever: one line instead."""
+    port = _free_port()
+    scheduler = _dask_process("scheduler", "--host", "127.0.0.1", "--port", str(port),
+                              "--no-dashboard")  # fmt: skip
+    try:
+        _wait_listening(port, scheduler)
+        out = tmp_path / "s.parquet"
+        run = cli("sweep", SIM, "--vary", AXES[0], "--scheduler", f"tcp://127.0.0.1:{port}",
+                  "--out", str(out))  # fmt: skip
+    finally:
+        scheduler.kill()
+        scheduler.wait()
+    assert run.code == 2, run
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "no workers" in run.stderr and f"127.0.0.1:{port}" in run.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_scheduler_lost_mid_sweep_is_one_line_and_writes_nothing(cli, tmp_path):
+    """The scheduler dies while points run: one line naming --scheduler, exit 2, and no
+    Parquet file with part of the rows (an older file of that name is left as it was)."""
+    port = _free_port()
+    scheduler = _dask_process("scheduler", "--host", "127.0.0.1", "--port", str(port),
+                              "--no-dashboard")  # fmt: skip
+    worker = None
+    try:
+        _wait_listening(port, scheduler)
+        worker = _dask_process("worker", f"tcp://127.0.0.1:{port}", "--nthreads", "1",
+                               "--no-dashboard")  # fmt: skip
+        out = tmp_path / "s.parquet"
+        out.write_text("an earlier result\n")
+        sweep_cli = subprocess.Popen(
+            [sys.executable, "-c", "from tierwise.cli import main; main()", "sweep", SIM,
+             "--vary", "site.cloud.loss=0..0.1:400", "--runs", "200",
+             "--scheduler", f"tcp://127.0.0.1:{port}", "--out", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        time.sleep(12)  # connected, tasks running (the whole sweep takes minutes)
+        assert sweep_cli.poll() is None, sweep_cli.communicate()
+        scheduler.kill()
+        stdout, stderr = sweep_cli.communicate(timeout=60)
+    finally:
+        for proc in (scheduler, worker):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    assert sweep_cli.returncode == 2, (stdout, stderr)
+    assert stdout == "" and "Traceback" not in stderr, stderr
+    assert stderr.count("\n") == 1 and stderr.startswith("error: --scheduler"), stderr
+    assert "nothing was written" in stderr
+    assert out.read_text() == "an earlier result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.parquet"]

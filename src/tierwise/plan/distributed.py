@@ -12,11 +12,12 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, clip, shown
 
 __all__ = ["CONNECT_TIMEOUT_S", "dask_client"]
 
 CONNECT_TIMEOUT_S = 5  # a scheduler that does not answer within this is unreachable
+WORKER_WAIT_S = 10  # a scheduler with no worker after this long cannot run the sweep
 
 
 @contextlib.contextmanager
@@ -31,14 +32,25 @@ def dask_client(
             "simulated sweeps need dask.distributed: pip install 'tierwise[sweep]'",
             source="--scheduler",
         ) from None
+    _quiet()
     if address is not None:
+        _probe(address)
         try:
             client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
-        except (OSError, TimeoutError, ValueError) as exc:
+        except (Exception, MemoryError) as exc:
             raise ScenarioError(
-                f"cannot reach the Dask scheduler at {address}: {exc}", source="--scheduler"
+                f"cannot reach the Dask scheduler at {shown(address)}: {_first_line(exc)}",
+                source="--scheduler",
             ) from None
         with client:
+            try:  # a scheduler without workers would hold every task, and the sweep, forever
+                client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+            except (TimeoutError, OSError):
+                raise ScenarioError(
+                    f"the Dask scheduler at {shown(address)} has no workers (none joined "
+                    f"within {WORKER_WAIT_S} s; start some with: dask worker {address})",
+                    source="--scheduler",
+                ) from None
             yield client
         return
     import dask
@@ -58,6 +70,70 @@ def dask_client(
         )
     with cluster, Client(cluster) as client:
         yield client
+
+
+def _quiet() -> None:
+    """Keep ``distributed``'s own log lines (reconnect attempts, closing comms) off the
+    terminal: what goes wrong reaches the user as one line from tierwise."""
+    import logging
+
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]
+    for name in ["distributed", *names]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message as one short line (a library's text can span several)."""
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    return clip(lines[0], 160)
+
+
+def _probe(address: str) -> None:
+    """Check ``address`` is a Dask scheduler: a ``tcp://HOST:PORT`` that finishes Dask's
+    handshake within the timeout.
+
+    ``distributed`` bounds the TCP connect but not the handshake that follows: a peer
+    that accepts and then says nothing (an HTTP server waiting for a request line, a
+    dashboard port, a proxy) keeps ``Client(address)`` waiting forever, and one that
+    answers with other bytes makes it read them as a frame length (a multi-exabyte
+    allocation). Both become one line here, before any client is made.
+    """
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    def refuse(why: str) -> ScenarioError:
+        return ScenarioError(f"{shown(address)}: {why}", source="--scheduler")
+
+    try:
+        protocol, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise refuse(f"expected tcp://HOST:PORT ({_first_line(exc)})") from None
+    if protocol != "tcp":
+        raise refuse(f"only tcp:// scheduler addresses are supported, not {protocol}://")
+    if not host or not 1 <= int(port) <= 65535:
+        raise refuse("expected tcp://HOST:PORT with a host and a port in 1–65535")
+
+    async def handshake() -> None:
+        comm = await connect(address, timeout=CONNECT_TIMEOUT_S)
+        await comm.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(handshake(), CONNECT_TIMEOUT_S + 1))
+    except (OSError, ValueError) as exc:  # refused, unresolvable, timed out connecting
+        if str(exc):
+            raise refuse(f"cannot reach the Dask scheduler: {_first_line(exc)}") from None
+        raise refuse(
+            f"connected, but no Dask scheduler answered within {CONNECT_TIMEOUT_S} s "
+            "(a scheduler listens on port 8786; 8787 is its dashboard)"
+        ) from None
+    except (Exception, MemoryError):
+        raise refuse(
+            "connected, but what answered is not a Dask scheduler "
+            "(a scheduler listens on port 8786; 8787 is its dashboard)"
+        ) from None
 
 
 def needs_dask(scn: Any) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.catalog import Catalog
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, clip
 from tierwise.plan import network as net
 from tierwise.plan.cost import (
     deadline_first,
@@ -282,6 +282,29 @@ def vector_block(
 # ------------------------------------------------------------------ point by point
 
 
+def _collected(future: Any, points: int, total: int) -> Block:
+    """A Dask task's block, or one line naming the cluster when the cluster failed it.
+
+    A scheduler that goes away, a worker killed again and again (out of memory) or a
+    lost connection cancel the futures: the sweep stops with nothing written, and says
+    so, instead of a traceback from ``distributed``. An error raised by the planning
+    itself comes through unchanged.
+    """
+    from concurrent.futures import CancelledError
+
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except (CancelledError, KilledWorker, OSError, TimeoutError) as exc:
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        raise ScenarioError(
+            f"the Dask cluster failed a task of {points} point(s) of {total:,}: "
+            f"{clip(lines[0].rstrip('.'), 160)}; nothing was written",
+            source="--scheduler",
+        ) from None
+
+
 def plan_points(
     base: Base, catalog: Catalog, overrides: Sequence[Sequence[str]], points: np.ndarray
 ) -> Block:
@@ -386,7 +409,7 @@ class SweepRun:
             if costs is not None:
                 yield vector_block(costs[0], costs[1], self._columns(idx), points, self.base.source)
             elif futures:
-                yield futures.pop((*texts, str(points[0]))).result()
+                yield _collected(futures.pop((*texts, str(points[0]))), points.size, self.size)
             else:
                 job = self._overrides(texts, idx, points)
                 yield plan_points(self.base, self.catalog, job, points)

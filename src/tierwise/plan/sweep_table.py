@@ -12,8 +12,10 @@ the scenario's SHA-256, the command and the axes, so a result can be reproduced.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,12 +129,20 @@ def tables(run: SweepRun, progress: bool = False) -> Iterator[pa.Table]:
 def write_tables(
     chunks: Iterable[pa.Table], meta: dict[str, str], parquet: Path | None, csv: Path | None
 ) -> int:
-    """Stream ``chunks`` into a Parquet and/or CSV file; return the rows written."""
+    """Stream ``chunks`` into a Parquet and/or CSV file; return the rows written.
+
+    Rows go to hidden temporary files beside the targets, which take the targets' names
+    only once every chunk is in: a sweep that fails or is interrupted half-way (a lost
+    Dask scheduler, Ctrl-C, a full disk) leaves no file with part of the rows, and an
+    existing file of that name untouched.
+    """
     import pyarrow.parquet as pq
 
     writers: list[Any] = []
+    staged: list[tuple[Path, Path]] = []  # (temporary, target)
     rows = 0
     option = "--out"
+    done = False
     try:
         for table in chunks:
             table = table.replace_schema_metadata(meta)
@@ -140,26 +150,43 @@ def write_tables(
                 if parquet is not None:
                     # dictionary pages only where values repeat (sites, grid axes)
                     repeat = [n for n in table.column_names if n in meta.get("dictionary", "")]
+                    staged.append((_staging(parquet), parquet))
                     writers.append(
-                        pq.ParquetWriter(str(parquet), table.schema, use_dictionary=repeat)
+                        pq.ParquetWriter(str(staged[-1][0]), table.schema, use_dictionary=repeat)
                     )
                 if csv is not None:
                     option = "--csv"
-                    writers.append(_CsvWriter(csv, table, meta))
+                    staged.append((_staging(csv), csv))
+                    writers.append(_CsvWriter(staged[-1][0], table, meta))
                 option = "--out" if parquet is not None else "--csv"
             for w in writers:
                 w.write_table(
                     table if isinstance(w, pq.ParquetWriter) else table.cast(_plain(table.schema))
                 )
             rows += table.num_rows
+        for w in writers:
+            w.close()
+        writers = []
+        for tmp, target in staged:
+            os.replace(tmp, target)
+        done = True
     except OSError as exc:
         raise ScenarioError(
             f"cannot write the sweep: {exc.strerror or exc}", source=option
         ) from exc
     finally:
         for w in writers:
-            w.close()
+            with contextlib.suppress(Exception):
+                w.close()
+        if not done:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
     return rows
+
+
+def _staging(target: Path) -> Path:
+    """A hidden temporary name beside ``target`` (same directory: the rename is atomic)."""
+    return target.with_name(f".{target.name}.{os.getpid()}.partial")
 
 
 class _CsvWriter:
