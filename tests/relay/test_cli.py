@@ -69,6 +69,26 @@ def test_keygen_writes_a_private_key(key: Path) -> None:
     assert len(bytes.fromhex(key.read_text().strip())) == 32
 
 
+def test_keygen_redirected_to_a_file_makes_it_private(tmp_path: Path) -> None:
+    """`tierwise relay keygen > relay.key` (the issue's own command): the shell creates the
+    file with the umask's 0644, keygen makes it 0600, and the gateway accepts it."""
+    path = tmp_path / "relay.key"
+    with path.open("w") as out:  # what the shell's `>` does
+        path.chmod(0o644)
+        subprocess.run([*CLI, "relay", "keygen"], stdout=out, check=True)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert len(bytes.fromhex(path.read_text().strip())) == 32
+    check = subprocess.run(
+        [*CLI, "relay", "gateway", "--allow", "127.0.0.1:9", "--key-file", str(path), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
+    piped = subprocess.run([*CLI, "relay", "keygen"], capture_output=True, text=True, check=True)
+    assert len(bytes.fromhex(piped.stdout.strip())) == 32
+
+
 def test_key_readable_by_others_is_refused(key: Path) -> None:
     """A 0644 key file is one line on stderr and exit 2."""
     key.chmod(0o644)

@@ -196,9 +196,30 @@ def keygen(
 
     key = generate_key()
     if out is None:
+        _private_stdout()
         sys.stdout.write(key + "\n")
     else:
         write_key(out, key)
+
+
+def _private_stdout() -> None:
+    """``keygen > relay.key``: the shell created the file with the umask's mode (0644
+    mostly), which the gateway and client rightly refuse for a key; when standard output
+    is a regular file, make it 0600 before the key goes in."""
+    import os
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fchmod(fd, 0o600)
+    except (OSError, ValueError, AttributeError) as exc:  # not a real file, or not ours
+        if isinstance(exc, PermissionError):
+            raise ScenarioError(
+                "standard output is a file this user cannot make private (chmod 600); "
+                "write the key with --out FILE instead",
+                source="keygen",
+            ) from None
 
 
 @relay_app.command()
