@@ -54,6 +54,9 @@ _DECIMAL = {
     "Y": 1e24, "Z": 1e21, "E": 1e18, "P": 1e15, "T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3,
     "m": 1e-3, "µ": 1e-6, "μ": 1e-6, "u": 1e-6, "n": 1e-9, "p": 1e-12, "f": 1e-15,
 }  # fmt: skip
+_HUGE_SECOND_PREFIXES = {
+    "M": "mega", "G": "giga", "T": "tera", "P": "peta", "E": "exa", "Z": "zetta", "Y": "yotta",
+}  # fmt: skip
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 _LONG_DECIMAL = {
     "yotta": 1e24, "exa": 1e18, "peta": 1e15, "tera": 1e12, "giga": 1e9, "mega": 1e6,
@@ -132,6 +135,8 @@ def _units() -> dict[str, tuple[float, str]]:
             for prefix, scale in prefixes.items():
                 if information and 0 < scale < 1:
                     continue  # milli- or micro-bits are never meant
+                if kind == "time" and table_names is _SYMBOLS and scale >= 1e6:
+                    continue  # nor mega-seconds: '10 Ms' is '10 ms' mistyped, 1e9 times off
                 for plural in plurals:
                     table.setdefault(prefix + name + plural, (factor * scale, kind))
     for name, (factor, kind) in _UNPREFIXED.items():
@@ -223,6 +228,10 @@ def _unknown_unit(value: str, number: str, unit: str, kind: str) -> str:
     if unit.startswith("m") and _is_information(rest):
         noun = "bytes" if rest.startswith("B") else "bits"
         return f"{base}: milli-{noun} are never meant; did you mean '{number} M{_canonical(rest)}'?"
+    if unit[:1] in _HUGE_SECOND_PREFIXES and unit[1:] in ("s", "sec"):
+        name = _HUGE_SECOND_PREFIXES[unit[0]]
+        hint = f"; did you mean '{number} ms'?" if unit[0] == "M" else " (write s, min or h)"
+        return f"{base}: {name}seconds are never meant{hint}"
     if unit.startswith("K") and not unit.startswith("Ki") and _lookup("k" + rest) is not None:
         if _is_information("k" + rest):
             one = _canonical(rest)
