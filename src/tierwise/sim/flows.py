@@ -10,7 +10,8 @@ sender, then stops writing). Reported per flow: goodput (bytes delivered in orde
 over its active time), share of the total, queueing delay of its data packets at
 the bottleneck (mean, median, p99), completion time and retransmissions; Jain's
 fairness index over the goodputs, ``(Σx)² / (n·Σx²)`` (1 = equal shares); and a
-time series (delivered bytes per flow, queueing delay) sampled every RTT for plots.
+time series (delivered bytes per flow, queueing delay, and each TCP sender's window,
+flight, pacing rate, smoothed RTT and BBR's model) sampled every RTT for plots.
 """
 
 from __future__ import annotations
@@ -265,6 +266,7 @@ class _Sampler:
         self.times_s: list[float] = []
         self.queue_s: list[float] = []
         self.delivered: list[list[int]] = []
+        self.senders: list[list[tuple[float | None, ...]]] = []
         self.last_s = max(st.spec.end_s if st.spec.size_bytes is None else math.inf for st in state)
         sim.at(0.0, self._tick)
 
@@ -273,8 +275,10 @@ class _Sampler:
         self.times_s.append(now)
         self.queue_s.append(max(0.0, self.link.free_at - now))
         self.delivered.append([st.delivered for st in self.state])
+        self.senders.append([_sender_state(st.end) for st in self.state])
         if len(self.times_s) >= 2 * _MAX_SAMPLES:
             del self.times_s[1::2], self.queue_s[1::2], self.delivered[1::2]
+            del self.senders[1::2]
             self.interval_s *= 2
         active = any(st.done_s is None and now < st.spec.end_s for st in self.state)
         if active and now < self.last_s:
@@ -285,4 +289,37 @@ class _Sampler:
             "time_s": self.times_s,
             "queue_delay_s": self.queue_s,
             "delivered_bytes": [list(col) for col in zip(*self.delivered, strict=True)],
+            **{
+                key: [[row[k] for row in col] for col in zip(*self.senders, strict=True)]
+                for k, key in enumerate(_SENDER_KEYS)
+            },
         }
+
+
+# Per flow and sample: the TCP sender's window, flight, pacing rate and smoothed RTT,
+# and BBR's model (bottleneck bandwidth, RTprop); None where a flow has no such value.
+_SENDER_KEYS = (
+    "cwnd_bytes",
+    "in_flight_bytes",
+    "pacing_bytes_per_s",
+    "srtt_s",
+    "btlbw_bytes_per_s",
+    "min_rtt_s",
+)
+
+
+def _sender_state(end: TransferEnd | RelayEnd) -> tuple[float | None, ...]:
+    """One sample of ``_SENDER_KEYS`` for a flow (all None for a relay flow)."""
+    if isinstance(end, RelayEnd):
+        return (None,) * len(_SENDER_KEYS)
+    s = end.sender
+    cc = s.cc
+    min_rtt = getattr(cc, "min_rtt", None)
+    return (
+        s.cwnd,
+        s.flight,
+        cc.pacing_rate,  # type: ignore[union-attr]
+        s.srtt,
+        getattr(cc, "btlbw", None),
+        min_rtt if min_rtt is not None and math.isfinite(min_rtt) else None,
+    )
