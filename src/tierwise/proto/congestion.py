@@ -252,6 +252,9 @@ BBR_MIN_PIPE_CWND_SEGMENTS = 4  # draft-02 BBRMinPipeCwnd
 BBR_PACING_MARGIN = 0.01  # pace 1 % under BtlBw: Linux bbr_pacing_margin_percent
 BBR_DEFAULT_RTT_S = 0.001  # draft-02 BBRInitPacingRate: 1 ms before any RTT sample
 BBR_HIGH_GAIN = 2 / math.log(2)  # ≈ 2.885: Linux tcp_bbr.c bbr_high_gain (Startup pacing and cwnd)
+# draft-cardwell-iccrg-bbr-congestion-control-00 §4.2.3.2 BBRInflight: gain · BDP + 3 send
+# quanta. The pacer here releases one segment at a time, so its send quantum is one segment.
+BBR_QUANTA = 3
 
 
 class BbrState(Enum):
@@ -313,8 +316,9 @@ class Bbr(CongestionController):
     down to one BDP); ProbeRTT (cwnd 4 segments for 200 ms and a round) when RTprop
     is 10 s old. Loss does not lower the rate or the window (BBRv1); a retransmission
     timeout collapses the window to one segment and restores it when recovered.
-    Not modelled: restart from idle, long-term bandwidth sampling, the quantisation
-    budget (the pacer here sends single segments).
+    Window and phase targets are draft-00's BBRInflight: ``gain · BDP`` plus three send
+    quanta (one segment each: the pacer here sends single segments). Not modelled:
+    restart from idle, long-term bandwidth sampling, Linux's ACK-aggregation headroom.
     """
 
     name = "bbr"
@@ -359,6 +363,13 @@ class Bbr(CongestionController):
             return gain * self.initial_cwnd
         return gain * self.btlbw * self.min_rtt
 
+    def inflight(self, gain: float = 1.0) -> float:
+        """draft-00 BBRInflight: ``gain · BDP`` plus 3 send quanta (one segment each here),
+        the headroom a pacer's bursts need; the initial window before there is an estimate."""
+        if not self.btlbw or math.isinf(self.min_rtt):
+            return gain * self.initial_cwnd
+        return gain * self.btlbw * self.min_rtt + BBR_QUANTA * self.mss
+
     def _save_cwnd(self) -> None:
         """Remember the window to restore after an RTO episode or ProbeRTT (Linux bbr_save_cwnd)."""
         if self._rto_recovery or self.state is BbrState.PROBE_RTT:
@@ -396,7 +407,7 @@ class Bbr(CongestionController):
         delivery_rate: float | None,
     ) -> None:
         """Move cwnd toward ``cwnd_gain · BDP`` (BBRv1 BBRSetCwnd, Linux bbr_set_cwnd)."""
-        target = max(self.bdp(self.cwnd_gain), BBR_MIN_PIPE_CWND_SEGMENTS * self.mss)
+        target = max(self.inflight(self.cwnd_gain), BBR_MIN_PIPE_CWND_SEGMENTS * self.mss)
         if self.full_bw_reached:
             self.cwnd = min(self.cwnd + acked, target)
         elif self.cwnd < target or self._delivered < self.initial_cwnd:
@@ -463,7 +474,7 @@ class Bbr(CongestionController):
     def _check_drain(self, now: float, in_flight: int) -> None:
         if self.state is BbrState.STARTUP and self.full_bw_reached:
             self._enter(BbrState.DRAIN, now)
-        if self.state is BbrState.DRAIN and in_flight <= self.bdp():
+        if self.state is BbrState.DRAIN and in_flight <= self.inflight():
             self._enter(BbrState.PROBE_BW, now)
 
     def _update_cycle_phase(self, sample: RateSample, now: float, in_flight: int) -> None:
@@ -473,9 +484,10 @@ class Bbr(CongestionController):
         full_length = now - self._cycle_at > self.min_rtt
         gain = self.pacing_gain
         if gain > 1:
-            advance = full_length and (sample.lost > 0 or sample.prior_in_flight >= self.bdp(gain))
+            reached = sample.prior_in_flight >= self.inflight(gain)
+            advance = full_length and (sample.lost > 0 or reached)
         elif gain < 1:
-            advance = full_length or sample.prior_in_flight <= self.bdp()
+            advance = full_length or sample.prior_in_flight <= self.inflight()
         else:
             advance = full_length
         if advance:
