@@ -86,12 +86,18 @@ def speed(n: int, seconds: float, repeat: int) -> None:
 
 
 # (controllers, seconds, queue packets): the share cross-checks, one-BDP queue = 205
+# ns-3's TcpBbr is BBRv1 (Startup at 2/ln 2 for pacing and cwnd): ours is "bbr-linux".
 SHARE_CASES = [
     (("cubic", "cubic"), 30.0, 205),
     (("cubic", "cubic"), 120.0, 205),
-    (("cubic", "bbr"), 30.0, 205),
-    (("cubic", "bbr"), 60.0, 1025),
+    (("cubic", "bbr-linux"), 30.0, 205),
+    (("cubic", "bbr-linux"), 60.0, 1025),
+    (("cubic", "bbr-linux"), 240.0, 615),
 ]
+
+
+def _ns3_cc(cc: str) -> str:
+    return "bbr" if cc.startswith("bbr") else cc
 
 
 def shares(plot: Path | None) -> None:
@@ -105,7 +111,7 @@ def shares(plot: Path | None) -> None:
             mine = [f["share"] for f in r["flows"]]
             peer = None
             if available():
-                t, _ = theirs(20.0, queue, flows)
+                t, _ = theirs(20.0, queue, [(_ns3_cc(cc), 0.0, seconds) for cc in pair])
                 total = sum(f["goodput_bytes_per_s"] for f in t["flows"]) or 1.0
                 peer = [f["goodput_bytes_per_s"] / total for f in t["flows"]]
             rows.append((pair, seconds, queue, mine, peer))
