@@ -233,7 +233,8 @@ def _trace_figure(pair: tuple, rows: list, folder: Path, queue: int, seconds: fl
         pts = [r for r in rows if r[1] == f]
         ts = [r[0] for r in pts]
         top.plot(ts, [r[2] for r in pts], color=colour, label=f"{pair[f]}, tierwise.sim")
-        top.plot(ts, [r[4] for r in pts], color=colour, ls="--", label=f"{pair[f]}, ns-3 3.37")
+        peer = "TcpBbr" if pair[f].startswith("bbr") else "TcpCubic"
+        top.plot(ts, [r[4] for r in pts], color=colour, ls="--", label=f"{peer}, ns-3 3.37")
         bottom.plot(ts, [r[3] for r in pts], color=colour)
         bottom.plot(ts, [r[5] for r in pts], color=colour, ls="--")
     top.set_ylabel("goodput (Mbit/s)")
