@@ -93,3 +93,11 @@ def test_series_holds_each_senders_window_and_bbrs_model():
     assert 0 < max(s["btlbw_bytes_per_s"][1]) <= PAYLOAD_RATE * 1.001  # never above the link
     assert min(v for v in s["min_rtt_s"][1] if v is not None) >= RTT_S
     assert max(s["srtt_s"][0][-5:]) > RTT_S
+
+
+def test_series_leaves_out_the_senders_state_past_sixteen_flows():
+    """Memory stays bounded: 17 flows get delivered bytes in the series, no sender state."""
+    flows = [FlowSpec("cubic", 0.0, duration_s=0.3) for _ in range(17)]
+    s = run_flows(_path(queue_packets=BDP_PACKETS), TCP, flows, series=True)["series"]
+    assert len(s["delivered_bytes"]) == 17
+    assert "cwnd_bytes" not in s
