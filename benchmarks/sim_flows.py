@@ -18,7 +18,7 @@ CUBIC against BBR traced side by side (every 100 ms: each flow's goodput, cwnd,
 pacing rate and the queue, ours from ``run_flows(series=True)``, ns-3's from its
 ``--traceFile``), printed every --step seconds and plotted:
 
-    python benchmarks/sim_flows.py --trace 615:90 [--bbr bbr-linux] [--plot docs/img]
+    python benchmarks/sim_flows.py --trace 615:90 [--bbr bbr-v1] [--plot docs/img]
 """
 
 from __future__ import annotations
@@ -86,13 +86,13 @@ def speed(n: int, seconds: float, repeat: int) -> None:
 
 
 # (controllers, seconds, queue packets): the share cross-checks, one-BDP queue = 205
-# ns-3's TcpBbr is BBRv1 (Startup at 2/ln 2 for pacing and cwnd): ours is "bbr-linux".
+# ns-3's TcpBbr implements draft-00 (BBRv1's gains, no pacing margin): ours is "bbr-v1".
 SHARE_CASES = [
     (("cubic", "cubic"), 30.0, 205),
     (("cubic", "cubic"), 120.0, 205),
-    (("cubic", "bbr-linux"), 30.0, 205),
-    (("cubic", "bbr-linux"), 60.0, 1025),
-    (("cubic", "bbr-linux"), 240.0, 615),
+    (("cubic", "bbr-v1"), 30.0, 205),
+    (("cubic", "bbr-v1"), 60.0, 1025),
+    (("cubic", "bbr-v1"), 240.0, 615),
 ]
 
 
@@ -259,7 +259,7 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, help="with --shares: save flows-ns3.png/.svg here")
     ap.add_argument("--profile", action="store_true", help="cProfile one run of ours")
     ap.add_argument("--trace", metavar="QUEUE:SECONDS", help="CUBIC against BBR, traced")
-    ap.add_argument("--bbr", default="bbr-linux", help="with --trace: our BBR controller")
+    ap.add_argument("--bbr", default="bbr-v1", help="with --trace: our BBR controller")
     ap.add_argument("--step", type=float, default=5.0, help="with --trace: table step (s)")
     a = ap.parse_args()
     if a.profile:

@@ -423,3 +423,14 @@ def test_bbr_under_random_loss_is_far_faster_than_newreno(loss, speedup):
     assert clean < bbr.time_s < 1.05 * clean / (1 - loss) ** 2
     assert newreno.time_s > speedup * bbr.time_s
     assert bbr.up["retransmissions"] >= bbr.up["link_lost"] > 0
+
+
+def test_bbr_v1_paces_at_btlbw_with_no_margin():
+    """bbr-v1 (draft-00): ProbeBW cruise paces at exactly 1 × BtlBw, with BBRv1's gains."""
+    v1 = make_controller("bbr-v1", mss=MSS, initial_window=10)
+    assert isinstance(v1, Bbr)
+    assert (v1.pacing_margin, v1.gains[BbrState.STARTUP]) == (0.0, (2 / math.log(2),) * 2)
+    v1.full_bw_reached, v1.pacing_gain = True, 1.0
+    v1._btlbw.update(1, 2e6)
+    v1._set_pacing_rate()
+    assert v1.pacing_rate == 2e6

@@ -10,7 +10,8 @@ Model-based controllers also get ``on_rate_sample`` first, with the ACK's
 
 Registered: ``slowstart`` (the reference's §12.3.2 model: +1 segment per
 acknowledged segment, no ssthresh), ``newreno`` (RFC 5681/6582), ``cubic``
-(RFC 9438), ``bbr`` (BBR-style, §12.3.3). ``make_controller`` raises
+(RFC 9438), ``bbr`` (BBR-style, §12.3.3), ``bbr-linux`` (Linux's BBRv1 gains) and
+``bbr-v1`` (draft-00: those gains, no pacing margin). ``make_controller`` raises
 :class:`LocalProtocolError` for an unknown name, listing the known ones.
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "Bbr",
     "BbrLinux",
     "BbrState",
+    "BbrV1",
     "CongestionController",
     "Cubic",
     "NewReno",
@@ -324,6 +326,7 @@ class Bbr(CongestionController):
     name = "bbr"
     grows_in_recovery = True
     gains: ClassVar[dict[BbrState, tuple[float, float]]] = _BBR_GAINS  # (pacing, cwnd)
+    pacing_margin: ClassVar[float] = BBR_PACING_MARGIN  # pace this fraction under BtlBw
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)
@@ -454,7 +457,7 @@ class Bbr(CongestionController):
             self.pacing_rate = self.pacing_gain * self.initial_cwnd / rtt
 
     def _set_pacing_rate(self) -> None:
-        rate = self.pacing_gain * self.btlbw * (1 - BBR_PACING_MARGIN)
+        rate = self.pacing_gain * self.btlbw * (1 - self.pacing_margin)
         current = self.pacing_rate
         if rate and (self.full_bw_reached or current is None or rate > current):
             self.pacing_rate = rate
@@ -527,7 +530,18 @@ class BbrLinux(Bbr):
     gains: ClassVar[dict[BbrState, tuple[float, float]]] = _BBR_LINUX_GAINS
 
 
+class BbrV1(BbrLinux):
+    """BBRv1 as draft-cardwell-iccrg-bbr-congestion-control-00 specifies it: BBRv1's gains
+    (:class:`BbrLinux`) and pacing at ``pacing_gain · BtlBw`` with no margin
+    (BBRSetPacingRateWithGain; Linux added its 1 % margin later, draft-02 kept it). ns-3
+    3.37's ``TcpBbr`` implements this draft; the ns-3 cross-checks compare with it.
+    """
+
+    name = "bbr-v1"
+    pacing_margin: ClassVar[float] = 0.0
+
+
 # Registered by calls, not decorators: the optional mypyc build compiles only
 # undecorated classes to native ones.
-for _cls in (SlowStartOnly, NewReno, Cubic, Bbr, BbrLinux):
+for _cls in (SlowStartOnly, NewReno, Cubic, Bbr, BbrLinux, BbrV1):
     register(_cls)
