@@ -13,6 +13,12 @@ ratio is ours over theirs, in CPU time per data packet.
 Two CUBIC flows and CUBIC against BBR, ours against ns-3 on goodput shares:
 
     python benchmarks/sim_flows.py --shares [--plot docs/img]
+
+CUBIC against BBR traced side by side (every 100 ms: each flow's goodput, cwnd,
+pacing rate and the queue, ours from ``run_flows(series=True)``, ns-3's from its
+``--traceFile``), printed every --step seconds and plotted:
+
+    python benchmarks/sim_flows.py --trace 615:90 [--bbr bbr-v1] [--plot docs/img]
 """
 
 from __future__ import annotations
@@ -80,12 +86,18 @@ def speed(n: int, seconds: float, repeat: int) -> None:
 
 
 # (controllers, seconds, queue packets): the share cross-checks, one-BDP queue = 205
+# ns-3's TcpBbr implements draft-00 (BBRv1's gains, no pacing margin): ours is "bbr-v1".
 SHARE_CASES = [
     (("cubic", "cubic"), 30.0, 205),
     (("cubic", "cubic"), 120.0, 205),
-    (("cubic", "bbr"), 30.0, 205),
-    (("cubic", "bbr"), 60.0, 1025),
+    (("cubic", "bbr-v1"), 30.0, 205),
+    (("cubic", "bbr-v1"), 60.0, 1025),
+    (("cubic", "bbr-v1"), 240.0, 615),
 ]
+
+
+def _ns3_cc(cc: str) -> str:
+    return "bbr" if cc.startswith("bbr") else cc
 
 
 def shares(plot: Path | None) -> None:
@@ -99,7 +111,7 @@ def shares(plot: Path | None) -> None:
             mine = [f["share"] for f in r["flows"]]
             peer = None
             if available():
-                t, _ = theirs(20.0, queue, flows)
+                t, _ = theirs(20.0, queue, [(_ns3_cc(cc), 0.0, seconds) for cc in pair])
                 total = sum(f["goodput_bytes_per_s"] for f in t["flows"]) or 1.0
                 peer = [f["goodput_bytes_per_s"] / total for f in t["flows"]]
             rows.append((pair, seconds, queue, mine, peer))
@@ -141,6 +153,103 @@ def _share_figure(rows: list, folder: Path) -> None:
         )
 
 
+def _ns3_trace(path: Path) -> dict[int, dict[float, dict[str, float]]]:
+    """ns-3's per-flow samples: flow → time (rounded to 0.1 s) → column → value."""
+    import csv
+
+    out: dict[int, dict[float, dict[str, float]]] = {}
+    with path.open(encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            t = round(float(row["time_s"]), 1)
+            out.setdefault(int(row["flow"]), {})[t] = {k: float(v) for k, v in row.items()}
+    return out
+
+
+def trace(case: str, bbr: str, step_s: float, plot: Path | None) -> None:
+    """CUBIC against ``bbr`` over ``QUEUE:SECONDS``: ours and ns-3's time series."""
+    import tempfile
+
+    queue, seconds = int(case.split(":")[0]), float(case.split(":")[1])
+    pair = ("cubic", bbr)
+    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
+    r = run_flows(path, TCP, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in pair], series=True)
+    s = r["series"]
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / "ns3.csv"
+        t = run_ns3_flows(
+            [(cc, 0.0, seconds) for cc in ("cubic", "bbr")],
+            queue_packets=queue,
+            trace_file=csv_path,
+        )
+        ns3 = _ns3_trace(csv_path)
+    total = sum(f["goodput_bytes_per_s"] for f in t["flows"])
+    print(
+        f"CUBIC + {bbr} (ns-3: TcpBbr), queue {queue}, {seconds:g} s: BBR share ours "
+        f"{r['flows'][1]['share']:.3f}, ns-3 {t['flows'][1]['goodput_bytes_per_s'] / total:.3f}"
+    )
+    print("| t (s) | flow | ours Mbit/s | ours cwnd (pkts) | ns-3 Mbit/s | ns-3 cwnd (pkts) |")
+    print("|---|---|---|---|---|---|")
+    rows = _trace_rows(s, ns3, step_s, seconds)
+    for t_s, f, mine, cwnd, theirs, their_cwnd in rows:
+        print(
+            f"| {t_s:g} | {pair[f]} | {mine:.1f} | {cwnd:.0f} | {theirs:.1f} | {their_cwnd:.0f} |"
+        )
+    if plot is not None:
+        _trace_figure(pair, rows, plot, queue, seconds)
+
+
+def _trace_rows(s: dict, ns3: dict, step_s: float, seconds: float) -> list[tuple]:
+    """(t, flow, our Mbit/s, our cwnd, ns-3 Mbit/s, ns-3 cwnd) every ``step_s``."""
+    times = s["time_s"]
+
+    def at(t: float) -> int:
+        return min(range(len(times)), key=lambda k: abs(times[k] - t))
+
+    rows = []
+    t_s = step_s
+    while t_s <= seconds + 1e-9:
+        i, j = at(t_s), at(t_s - step_s)
+        for f in (0, 1):
+            mine = (s["delivered_bytes"][f][i] - s["delivered_bytes"][f][j]) * 8 / step_s / 1e6
+            a, b = ns3[f].get(round(t_s, 1)), ns3[f].get(round(t_s - step_s, 1))
+            theirs = (
+                (a["delivered_bytes"] - b["delivered_bytes"]) * 8 / step_s / 1e6 if a and b else 0.0
+            )
+            cwnd = s["cwnd_bytes"][f][i] / TCP.mss
+            rows.append((t_s, f, mine, cwnd, theirs, a["cwnd_bytes"] / TCP.mss if a else 0.0))
+        t_s = round(t_s + step_s, 9)
+    return rows
+
+
+def _trace_figure(pair: tuple, rows: list, folder: Path, queue: int, seconds: float) -> None:
+    """Goodput and cwnd of both flows against time, ours (solid) and ns-3's (dashed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 5.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for f, colour in ((0, "tab:blue"), (1, "tab:orange")):
+        pts = [r for r in rows if r[1] == f]
+        ts = [r[0] for r in pts]
+        top.plot(ts, [r[2] for r in pts], color=colour, label=f"{pair[f]}, tierwise.sim")
+        peer = "TcpBbr" if pair[f].startswith("bbr") else "TcpCubic"
+        top.plot(ts, [r[4] for r in pts], color=colour, ls="--", label=f"{peer}, ns-3 3.37")
+        bottom.plot(ts, [r[3] for r in pts], color=colour)
+        bottom.plot(ts, [r[5] for r in pts], color=colour, ls="--")
+    top.set_ylabel("goodput (Mbit/s)")
+    top.legend(fontsize="small", ncols=2)
+    top.set_title(f"CUBIC against BBR, 20 Mbit/s, 100 ms, queue {queue} packets")
+    bottom.set_ylabel("cwnd (packets)")
+    bottom.set_xlabel("time (s)")
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"flows-bbr-trace-{queue}"
+    for suffix in ("png", "svg"):
+        fig.savefig(
+            folder / f"{stem}.{suffix}", dpi=150, metadata={"Date": None} if suffix == "svg" else {}
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--flows", type=int, default=64)
@@ -149,6 +258,9 @@ def main() -> None:
     ap.add_argument("--shares", action="store_true", help="the ns-3 share cross-check instead")
     ap.add_argument("--plot", type=Path, help="with --shares: save flows-ns3.png/.svg here")
     ap.add_argument("--profile", action="store_true", help="cProfile one run of ours")
+    ap.add_argument("--trace", metavar="QUEUE:SECONDS", help="CUBIC against BBR, traced")
+    ap.add_argument("--bbr", default="bbr-v1", help="with --trace: our BBR controller")
+    ap.add_argument("--step", type=float, default=5.0, help="with --trace: table step (s)")
     a = ap.parse_args()
     if a.profile:
         import cProfile
@@ -158,6 +270,8 @@ def main() -> None:
         prof = cProfile.Profile()
         prof.runcall(ours, 100.0, 1023, flows)
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    elif a.trace:
+        trace(a.trace, a.bbr, a.step, a.plot)
     elif a.shares:
         shares(a.plot)
     else:

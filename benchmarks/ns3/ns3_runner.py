@@ -205,10 +205,16 @@ def run_ns3_flows(
     segment: int = 1168,
     initial_cwnd: int = 10,
     seed: int = 1,
+    hystart: bool = True,
+    trace_file: str | os.PathLike[str] | None = None,
     timeout: float = 1800.0,
 ) -> dict[str, Any]:
     """Competing bulk flows ``(cc, start_s, duration_s)`` over one bottleneck (a dumbbell:
-    one sender node per flow); per-flow delivered bytes and goodput, wall times."""
+    one sender node per flow); per-flow delivered bytes and goodput, wall times.
+
+    ``hystart`` is TcpCubic's HyStart (ns-3's default on; tierwise's CUBIC has none);
+    ``trace_file`` receives every 100 ms one CSV row per flow (delivered bytes, cwnd,
+    bytes in flight, pacing rate, last RTT, congestion state, bottleneck queue)."""
     import time
 
     spec = ",".join(f"{_cc_name(cc)}:{start!r}:{duration!r}" for cc, start, duration in flows)
@@ -222,7 +228,10 @@ def run_ns3_flows(
         f"--segment={int(segment)}",
         f"--iw={int(initial_cwnd)}",
         f"--seed={int(seed)}",
+        f"--hystart={int(hystart)}",
     ]
+    if trace_file is not None:
+        args.append(f"--traceFile={os.fspath(trace_file)}")
     t0 = time.perf_counter()
     r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0

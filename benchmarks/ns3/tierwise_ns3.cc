@@ -472,6 +472,12 @@ struct FlowRun
     uint64_t rxAtEnd = 0;
     uint64_t recoveries = 0; // CA_RECOVERY entries of the sender
     uint64_t timeouts = 0;   // CA_LOSS entries (RTO expiries) of the sender
+    // the sender's latest traced values, for the --traceFile samples
+    uint32_t cwnd = 0;
+    uint32_t inflight = 0;
+    double pacingBps = 0;
+    double rttS = 0;
+    int caState = 0;
 };
 
 std::vector<FlowRun> g_flows;
@@ -484,8 +490,57 @@ FlowSinkRx(uint32_t i, Ptr<const Packet> p, const Address&)
 }
 
 void
+FlowCwnd(uint32_t i, uint32_t, uint32_t n)
+{
+    g_flows[i].cwnd = n;
+}
+
+void
+FlowInflight(uint32_t i, uint32_t, uint32_t n)
+{
+    g_flows[i].inflight = n;
+}
+
+void
+FlowPacing(uint32_t i, DataRate, DataRate n)
+{
+    g_flows[i].pacingBps = n.GetBitRate();
+}
+
+void
+FlowRtt(uint32_t i, Time, Time n)
+{
+    g_flows[i].rttS = n.GetSeconds();
+}
+
+// --traceFile in flows mode: every sample period, one CSV row per flow
+// (time_s,flow,delivered_bytes,cwnd_bytes,inflight_bytes,pacing_bps,rtt_s,ca_state,queue_packets)
+void
+FlowSample(Ptr<Queue<Packet>> queue, Time period)
+{
+    uint32_t q = queue->GetNPackets();
+    for (uint32_t i = 0; i < g_flows.size(); i++)
+    {
+        const FlowRun& f = g_flows[i];
+        std::fprintf(g_trace,
+                     "%.6f,%u,%llu,%u,%u,%.0f,%.6f,%d,%u\n",
+                     NowS(),
+                     i,
+                     (unsigned long long)f.rxBytes,
+                     f.cwnd,
+                     f.inflight,
+                     f.pacingBps,
+                     f.rttS,
+                     f.caState,
+                     q);
+    }
+    Simulator::Schedule(period, &FlowSample, queue, period);
+}
+
+void
 FlowCongState(uint32_t i, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t n)
 {
+    g_flows[i].caState = n;
     if (n == TcpSocketState::CA_RECOVERY)
     {
         g_flows[i].recoveries++;
@@ -503,6 +558,13 @@ HookFlowSocket(uint32_t i, Ptr<BulkSendApplication> app)
     if (t)
     {
         t->TraceConnectWithoutContext("CongState", MakeBoundCallback(&FlowCongState, i));
+        if (g_trace)
+        {
+            t->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&FlowCwnd, i));
+            t->TraceConnectWithoutContext("BytesInFlight", MakeBoundCallback(&FlowInflight, i));
+            t->TraceConnectWithoutContext("PacingRate", MakeBoundCallback(&FlowPacing, i));
+            t->TraceConnectWithoutContext("RTT", MakeBoundCallback(&FlowRtt, i));
+        }
     }
 }
 
@@ -632,6 +694,14 @@ RunFlows(std::chrono::steady_clock::time_point t0,
                             DynamicCast<BulkSendApplication>(sa.Get(0)));
         stop = std::max(stop, f.start + f.duration);
     }
+    if (g_trace)
+    {
+        std::fprintf(g_trace,
+                     "time_s,flow,delivered_bytes,cwnd_bytes,inflight_bytes,pacing_bps,rtt_s,"
+                     "ca_state,queue_packets\n");
+        Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(bottleneck.Get(0));
+        Simulator::Schedule(Seconds(0), &FlowSample, dev->GetQueue(), MilliSeconds(100));
+    }
     Simulator::Stop(Seconds(stop) + NanoSeconds(1));
     auto t1 = std::chrono::steady_clock::now();
     Simulator::Run();
@@ -723,7 +793,8 @@ main(int argc, char* argv[])
     std::string traceFile;
     cmd.AddValue("traceFile",
                  "write the sender's cwnd/ssthresh/inflight/rtt/rto/state changes as CSV "
-                 "(time_s,what,value)",
+                 "(time_s,what,value); in flows mode, every 100 ms one row per flow "
+                 "(delivered bytes, cwnd, inflight, pacing rate, RTT, state, queue)",
                  traceFile);
     cmd.AddValue("padBytes",
                  "add the airtime of N extra bytes after every packet (PPP InterframeGap), "
@@ -739,7 +810,10 @@ main(int argc, char* argv[])
             std::cerr << "error: cannot open " << traceFile << "\n";
             return 2;
         }
-        std::fprintf(g_trace, "time_s,what,value\n");
+        if (mode != "flows") // flows mode writes its own per-flow samples
+        {
+            std::fprintf(g_trace, "time_s,what,value\n");
+        }
     }
     if (rateDown.empty())
     {

@@ -274,18 +274,18 @@ def test_bbr_probe_bw_cycles_one_phase_per_min_rtt():
 
 
 def test_bbr_probe_up_waits_for_the_flight_and_probe_down_ends_early():
-    """1.25 holds until the flight reaches 1.25 BDP; 0.75 ends once the flight is one BDP."""
+    """1.25 holds until the flight reaches 1.25 BDP + 3 quanta; 0.75 ends at one BDP + 3."""
     bbr, feed = bbr_in_probe_bw()
     bdp = 1e6 * 0.1
     now = 0.5
     while bbr.pacing_gain != 1.25:
         now += 0.11
         feed.ack(now, 1e6, in_flight=int(bdp))
-    feed.ack(now + 0.2, 1e6, prior_in_flight=int(1.2 * bdp))
+    feed.ack(now + 0.2, 1e6, prior_in_flight=int(1.25 * bdp))  # short of the 3 quanta
     assert bbr.pacing_gain == 1.25
-    feed.ack(now + 0.21, 1e6, prior_in_flight=int(1.25 * bdp))
+    feed.ack(now + 0.21, 1e6, prior_in_flight=int(1.25 * bdp) + 3 * MSS)
     assert bbr.pacing_gain == 0.75
-    feed.ack(now + 0.22, 1e6, prior_in_flight=int(bdp))
+    feed.ack(now + 0.22, 1e6, prior_in_flight=int(bdp) + 3 * MSS)
     assert bbr.pacing_gain == 1.0
 
 
@@ -296,13 +296,13 @@ def test_bbr_pacing_is_gain_times_btlbw_less_one_percent():
 
 
 def test_bbr_cwnd_is_two_bdp_and_at_least_four_segments():
-    """cwnd moves to 2 × BtlBw × RTprop, never below 4 segments."""
+    """cwnd moves to 2 × BtlBw × RTprop + 3 quanta (draft-00 BBRInflight), ≥ 4 segments."""
     bbr, feed = bbr_in_probe_bw(btlbw=1e6, min_rtt=0.1)
     for i in range(400):
         feed.ack(0.6 + i * 1e-4, 1e6, new_round=False)
-    assert bbr.cwnd == pytest.approx(2 * 1e6 * 0.1)
-    small, feed = bbr_in_probe_bw(btlbw=1e4, min_rtt=0.1)
-    feed.ack(0.6, 1e4, new_round=False)
+    assert bbr.cwnd == pytest.approx(2 * 1e6 * 0.1 + 3 * MSS)
+    small, feed = bbr_in_probe_bw(btlbw=1e3, min_rtt=0.1)
+    feed.ack(0.6, 1e3, new_round=False)
     assert small.cwnd == 4 * MSS
 
 
@@ -334,7 +334,7 @@ def test_bbr_probe_rtt_after_ten_seconds_without_a_new_min():
     for i in range(300):
         feed.ack(0.6 + i * 1e-4, 1e6, new_round=False)
     cwnd = bbr.cwnd
-    assert cwnd == 2 * 1e6 * 0.1
+    assert cwnd == 2 * 1e6 * 0.1 + 3 * MSS
     feed.ack(10.5, 1e6, rtt=0.12, in_flight=50 * MSS, new_round=False)
     assert bbr.state is BbrState.PROBE_BW  # RTprop last refreshed at 0.63 s
     feed.ack(10.7, 1e6, rtt=0.12, in_flight=50 * MSS, new_round=False)
@@ -423,3 +423,14 @@ def test_bbr_under_random_loss_is_far_faster_than_newreno(loss, speedup):
     assert clean < bbr.time_s < 1.05 * clean / (1 - loss) ** 2
     assert newreno.time_s > speedup * bbr.time_s
     assert bbr.up["retransmissions"] >= bbr.up["link_lost"] > 0
+
+
+def test_bbr_v1_paces_at_btlbw_with_no_margin():
+    """bbr-v1 (draft-00): ProbeBW cruise paces at exactly 1 × BtlBw, with BBRv1's gains."""
+    v1 = make_controller("bbr-v1", mss=MSS, initial_window=10)
+    assert isinstance(v1, Bbr)
+    assert (v1.pacing_margin, v1.gains[BbrState.STARTUP]) == (0.0, (2 / math.log(2),) * 2)
+    v1.full_bw_reached, v1.pacing_gain = True, 1.0
+    v1._btlbw.update(1, 2e6)
+    v1._set_pacing_rate()
+    assert v1.pacing_rate == 2e6

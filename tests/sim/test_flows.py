@@ -78,3 +78,26 @@ def test_flow_spec_needs_one_of_size_and_duration(kw):
     """A flow with neither or both of size and duration, or a bad value, is refused."""
     with pytest.raises(SimulationError):
         FlowSpec("cubic", **kw)
+
+
+def test_series_holds_each_senders_window_and_bbrs_model():
+    """series: per-flow cwnd, flight and RTT; BBR's bandwidth estimate, never above the link."""
+    flows = [FlowSpec("cubic", 0.0, duration_s=3.0), FlowSpec("bbr", 0.0, duration_s=3.0)]
+    s = run_flows(_path(queue_packets=BDP_PACKETS), TCP, flows, series=True)["series"]
+    n = len(s["time_s"])
+    for key in ("cwnd_bytes", "in_flight_bytes", "srtt_s", "btlbw_bytes_per_s", "min_rtt_s"):
+        assert [len(col) for col in s[key]] == [n, n]
+    assert s["cwnd_bytes"][0][0] == 10 * 1168  # IW 10 at t = 0
+    assert all(v is None for v in s["btlbw_bytes_per_s"][0])  # CUBIC has no such model
+    assert all(v is None for v in s["pacing_bytes_per_s"][0])
+    assert 0 < max(s["btlbw_bytes_per_s"][1]) <= PAYLOAD_RATE * 1.001  # never above the link
+    assert min(v for v in s["min_rtt_s"][1] if v is not None) >= RTT_S
+    assert max(s["srtt_s"][0][-5:]) > RTT_S
+
+
+def test_series_leaves_out_the_senders_state_past_sixteen_flows():
+    """Memory stays bounded: 17 flows get delivered bytes in the series, no sender state."""
+    flows = [FlowSpec("cubic", 0.0, duration_s=0.3) for _ in range(17)]
+    s = run_flows(_path(queue_packets=BDP_PACKETS), TCP, flows, series=True)["series"]
+    assert len(s["delivered_bytes"]) == 17
+    assert "cwnd_bytes" not in s

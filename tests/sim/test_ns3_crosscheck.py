@@ -84,3 +84,54 @@ def test_ns3_bbr_alone_collapses_in_a_one_bdp_queue_and_ours_does_not():
     ours = run_flows(path, tcp, [FlowSpec("bbr", 0.0, duration_s=10.0)])["flows"][0]
     assert theirs["goodput_bytes_per_s"] < 0.2 * link_bytes_per_s
     assert ours["goodput_bytes_per_s"] > 0.9 * link_bytes_per_s
+
+
+def _bbr_share(delivered: list[list[float]], times: list[float], a_s: float, b_s: float) -> float:
+    """The second flow's share of the bytes both delivered between ``a_s`` and ``b_s``."""
+    i = min(range(len(times)), key=lambda k: abs(times[k] - a_s))
+    j = min(range(len(times)), key=lambda k: abs(times[k] - b_s))
+    got = [col[j] - col[i] for col in delivered]
+    return got[1] / sum(got)
+
+
+def _ns3_series(csv_path: Path) -> tuple[list[float], list[list[float]]]:
+    """(times, delivered bytes per flow) from ns-3's flows-mode trace."""
+    import csv
+
+    times: list[float] = []
+    delivered: list[list[float]] = [[], []]
+    with csv_path.open(encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            flow = int(row["flow"])
+            if flow == 0:
+                times.append(float(row["time_s"]))
+            delivered[flow].append(float(row["delivered_bytes"]))
+    return times, delivered
+
+
+def test_cubic_against_bbr_shares_like_ns3_in_a_three_bdp_queue(tmp_path):
+    """CUBIC against BBRv1, 180 s over a 3-BDP queue (no RTO in either): BBR's share of the
+    first 30 s and of the converged 120–180 s each within 5 points of ns-3's."""
+    from ns3_runner import run_ns3_flows
+
+    from tierwise.sim.flows import FlowSpec, run_flows
+
+    seconds, queue = 180.0, 615
+    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
+    tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
+    # ns-3's TcpBbr implements draft-00 (BBRv1's gains, no pacing margin): our "bbr-v1"
+    flows = [FlowSpec(cc, 0.0, duration_s=seconds) for cc in ("cubic", "bbr-v1")]
+    ours = run_flows(path, tcp, flows, series=True)
+    theirs = run_ns3_flows(
+        [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
+        queue_packets=queue,
+        trace_file=tmp_path / "ns3.csv",
+    )
+    assert [f["timeouts"] for f in ours["flows"]] == [0, 0]
+    assert [f["timeouts"] for f in theirs["flows"]] == [0, 0]
+    s = ours["series"]
+    times, delivered = _ns3_series(tmp_path / "ns3.csv")
+    for a_s, b_s in ((0.0, 30.0), (120.0, 180.0)):
+        mine = _bbr_share(s["delivered_bytes"], s["time_s"], a_s, b_s)
+        peer = _bbr_share(delivered, times, a_s, b_s)
+        assert mine == pytest.approx(peer, abs=0.05), (a_s, b_s)

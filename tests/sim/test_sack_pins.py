@@ -72,15 +72,15 @@ PINS: dict[str, tuple[str, int, str]] = {
         5432,
         "66c9f76d687db0e3bb66bca67a3b2c32f880cef674a37dc888800269f9d15f12",
     ),
-    "bbr-1%": (
-        "2.2957315533808593",
-        6758,
-        "6fe506eb808bee32667b543fb83b084cce09fc959b7e5a17a5d1712207d1368e",
+    "bbr-1%": (  # re-pinned for BBR's draft-00 send quanta (BBRInflight)
+        "2.2702301121956476",
+        7073,
+        "4f8e3e13160c4b2d779e1686daa9ab70c0995b92daf468a415b236a07d68e4e9",
     ),
     "bbr-linux-ge": (
-        "2.1906647092476983",
-        6673,
-        "b0995d8ce5bfdc5155c0a30bb510309b31449180276256dde203f77ea5ecacf8",
+        "2.1902450300406873",
+        6666,
+        "023cb1a436a58ac74402260cacb83d5942864283b9157ee67e14141298cd0200",
     ),
     "newreno-delack-queue50": (
         "10.67635440000001",
@@ -93,9 +93,9 @@ PINS: dict[str, tuple[str, int, str]] = {
         "d8b2b11ec23fdbd7b72dc3d4641a3d83c51bf31d68a936294dd55cc92cf3a87a",
     ),
     "bbr-2%-huge-queue": (
-        "5.304879681488562",
-        24899,
-        "91d9427933289d0a577d1dcfc9b3d9d540cc6a44e69bc56160742d14903bcde4",
+        "5.285245147056322",
+        25237,
+        "13584761b9ee1fea298b709781923816b17254a36b4f31769702d492ed1c50a3",
     ),
     "bbr-linux-iw300-handshake": (
         "1.379817199999966",

@@ -10,7 +10,8 @@ Model-based controllers also get ``on_rate_sample`` first, with the ACK's
 
 Registered: ``slowstart`` (the reference's §12.3.2 model: +1 segment per
 acknowledged segment, no ssthresh), ``newreno`` (RFC 5681/6582), ``cubic``
-(RFC 9438), ``bbr`` (BBR-style, §12.3.3). ``make_controller`` raises
+(RFC 9438), ``bbr`` (BBR-style, §12.3.3), ``bbr-linux`` (Linux's BBRv1 gains) and
+``bbr-v1`` (draft-00: those gains, no pacing margin). ``make_controller`` raises
 :class:`LocalProtocolError` for an unknown name, listing the known ones.
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "Bbr",
     "BbrLinux",
     "BbrState",
+    "BbrV1",
     "CongestionController",
     "Cubic",
     "NewReno",
@@ -252,6 +254,9 @@ BBR_MIN_PIPE_CWND_SEGMENTS = 4  # draft-02 BBRMinPipeCwnd
 BBR_PACING_MARGIN = 0.01  # pace 1 % under BtlBw: Linux bbr_pacing_margin_percent
 BBR_DEFAULT_RTT_S = 0.001  # draft-02 BBRInitPacingRate: 1 ms before any RTT sample
 BBR_HIGH_GAIN = 2 / math.log(2)  # ≈ 2.885: Linux tcp_bbr.c bbr_high_gain (Startup pacing and cwnd)
+# draft-cardwell-iccrg-bbr-congestion-control-00 §4.2.3.2 BBRInflight: gain · BDP + 3 send
+# quanta. The pacer here releases one segment at a time, so its send quantum is one segment.
+BBR_QUANTA = 3
 
 
 class BbrState(Enum):
@@ -313,13 +318,15 @@ class Bbr(CongestionController):
     down to one BDP); ProbeRTT (cwnd 4 segments for 200 ms and a round) when RTprop
     is 10 s old. Loss does not lower the rate or the window (BBRv1); a retransmission
     timeout collapses the window to one segment and restores it when recovered.
-    Not modelled: restart from idle, long-term bandwidth sampling, the quantisation
-    budget (the pacer here sends single segments).
+    Window and phase targets are draft-00's BBRInflight: ``gain · BDP`` plus three send
+    quanta (one segment each: the pacer here sends single segments). Not modelled:
+    restart from idle, long-term bandwidth sampling, Linux's ACK-aggregation headroom.
     """
 
     name = "bbr"
     grows_in_recovery = True
     gains: ClassVar[dict[BbrState, tuple[float, float]]] = _BBR_GAINS  # (pacing, cwnd)
+    pacing_margin: ClassVar[float] = BBR_PACING_MARGIN  # pace this fraction under BtlBw
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)
@@ -359,6 +366,13 @@ class Bbr(CongestionController):
             return gain * self.initial_cwnd
         return gain * self.btlbw * self.min_rtt
 
+    def inflight(self, gain: float = 1.0) -> float:
+        """draft-00 BBRInflight: ``gain · BDP`` plus 3 send quanta (one segment each here),
+        the headroom a pacer's bursts need; the initial window before there is an estimate."""
+        if not self.btlbw or math.isinf(self.min_rtt):
+            return gain * self.initial_cwnd
+        return gain * self.btlbw * self.min_rtt + BBR_QUANTA * self.mss
+
     def _save_cwnd(self) -> None:
         """Remember the window to restore after an RTO episode or ProbeRTT (Linux bbr_save_cwnd)."""
         if self._rto_recovery or self.state is BbrState.PROBE_RTT:
@@ -396,7 +410,7 @@ class Bbr(CongestionController):
         delivery_rate: float | None,
     ) -> None:
         """Move cwnd toward ``cwnd_gain · BDP`` (BBRv1 BBRSetCwnd, Linux bbr_set_cwnd)."""
-        target = max(self.bdp(self.cwnd_gain), BBR_MIN_PIPE_CWND_SEGMENTS * self.mss)
+        target = max(self.inflight(self.cwnd_gain), BBR_MIN_PIPE_CWND_SEGMENTS * self.mss)
         if self.full_bw_reached:
             self.cwnd = min(self.cwnd + acked, target)
         elif self.cwnd < target or self._delivered < self.initial_cwnd:
@@ -443,7 +457,7 @@ class Bbr(CongestionController):
             self.pacing_rate = self.pacing_gain * self.initial_cwnd / rtt
 
     def _set_pacing_rate(self) -> None:
-        rate = self.pacing_gain * self.btlbw * (1 - BBR_PACING_MARGIN)
+        rate = self.pacing_gain * self.btlbw * (1 - self.pacing_margin)
         current = self.pacing_rate
         if rate and (self.full_bw_reached or current is None or rate > current):
             self.pacing_rate = rate
@@ -463,7 +477,7 @@ class Bbr(CongestionController):
     def _check_drain(self, now: float, in_flight: int) -> None:
         if self.state is BbrState.STARTUP and self.full_bw_reached:
             self._enter(BbrState.DRAIN, now)
-        if self.state is BbrState.DRAIN and in_flight <= self.bdp():
+        if self.state is BbrState.DRAIN and in_flight <= self.inflight():
             self._enter(BbrState.PROBE_BW, now)
 
     def _update_cycle_phase(self, sample: RateSample, now: float, in_flight: int) -> None:
@@ -473,9 +487,10 @@ class Bbr(CongestionController):
         full_length = now - self._cycle_at > self.min_rtt
         gain = self.pacing_gain
         if gain > 1:
-            advance = full_length and (sample.lost > 0 or sample.prior_in_flight >= self.bdp(gain))
+            reached = sample.prior_in_flight >= self.inflight(gain)
+            advance = full_length and (sample.lost > 0 or reached)
         elif gain < 1:
-            advance = full_length or sample.prior_in_flight <= self.bdp()
+            advance = full_length or sample.prior_in_flight <= self.inflight()
         else:
             advance = full_length
         if advance:
@@ -515,7 +530,18 @@ class BbrLinux(Bbr):
     gains: ClassVar[dict[BbrState, tuple[float, float]]] = _BBR_LINUX_GAINS
 
 
+class BbrV1(BbrLinux):
+    """BBRv1 as draft-cardwell-iccrg-bbr-congestion-control-00 specifies it: BBRv1's gains
+    (:class:`BbrLinux`) and pacing at ``pacing_gain · BtlBw`` with no margin
+    (BBRSetPacingRateWithGain; Linux added its 1 % margin later, draft-02 kept it). ns-3
+    3.37's ``TcpBbr`` implements this draft; the ns-3 cross-checks compare with it.
+    """
+
+    name = "bbr-v1"
+    pacing_margin: ClassVar[float] = 0.0
+
+
 # Registered by calls, not decorators: the optional mypyc build compiles only
 # undecorated classes to native ones.
-for _cls in (SlowStartOnly, NewReno, Cubic, Bbr, BbrLinux):
+for _cls in (SlowStartOnly, NewReno, Cubic, Bbr, BbrLinux, BbrV1):
     register(_cls)

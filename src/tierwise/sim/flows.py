@@ -10,7 +10,9 @@ sender, then stops writing). Reported per flow: goodput (bytes delivered in orde
 over its active time), share of the total, queueing delay of its data packets at
 the bottleneck (mean, median, p99), completion time and retransmissions; Jain's
 fairness index over the goodputs, ``(Σx)² / (n·Σx²)`` (1 = equal shares); and a
-time series (delivered bytes per flow, queueing delay) sampled every RTT for plots.
+time series (delivered bytes per flow, queueing delay, and in runs of up to 16 flows
+each TCP sender's window, flight, pacing rate, smoothed RTT and BBR's model) sampled
+every RTT for plots.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ TRANSPORTS = ("tcp", "relay")
 _TOP_UP_BYTES = 1 << 20  # a duration flow's writes: at least this much ahead of the sender
 _CHECK_BYTES = 1 << 16  # a duration flow's supply is checked every this many delivered bytes
 _MAX_SAMPLES = 4096  # time-series points kept per run (the interval doubles past this)
+_MAX_SENDER_FLOWS = 16  # senders' state is sampled only in runs of at most this many flows
 
 
 @dataclass(frozen=True)
@@ -258,13 +261,16 @@ def _retransmissions(end: TransferEnd | RelayEnd) -> int:
 
 class _Sampler:
     """Every ``interval_s``: each flow's delivered bytes and the bottleneck's queueing
-    delay; stops once no flow is active (so it never keeps a finished run alive)."""
+    delay, and with at most ``_MAX_SENDER_FLOWS`` flows each sender's state (one flat
+    array of floats per sample, NaN for none: at most 16 × 6 × 8,192 values); stops once
+    no flow is active (so it never keeps a finished run alive)."""
 
     def __init__(self, sim: Simulator, link: Link, state: list[_Flow], interval_s: float) -> None:
         self.sim, self.link, self.state, self.interval_s = sim, link, state, interval_s
         self.times_s: list[float] = []
         self.queue_s: list[float] = []
         self.delivered: list[list[int]] = []
+        self.senders: list[array] | None = [] if len(state) <= _MAX_SENDER_FLOWS else None
         self.last_s = max(st.spec.end_s if st.spec.size_bytes is None else math.inf for st in state)
         sim.at(0.0, self._tick)
 
@@ -273,16 +279,67 @@ class _Sampler:
         self.times_s.append(now)
         self.queue_s.append(max(0.0, self.link.free_at - now))
         self.delivered.append([st.delivered for st in self.state])
+        if self.senders is not None:
+            row = array("d")
+            for st in self.state:
+                row.extend(_sender_state(st.end))
+            self.senders.append(row)
         if len(self.times_s) >= 2 * _MAX_SAMPLES:
             del self.times_s[1::2], self.queue_s[1::2], self.delivered[1::2]
+            if self.senders is not None:
+                del self.senders[1::2]
             self.interval_s *= 2
         active = any(st.done_s is None and now < st.spec.end_s for st in self.state)
         if active and now < self.last_s:
             self.sim.at(now + self.interval_s, self._tick)
 
     def result(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "time_s": self.times_s,
             "queue_delay_s": self.queue_s,
             "delivered_bytes": [list(col) for col in zip(*self.delivered, strict=True)],
         }
+        if self.senders is not None:
+            width = len(_SENDER_KEYS)
+            for k, key in enumerate(_SENDER_KEYS):
+                out[key] = [
+                    [
+                        None if math.isnan(v) else v
+                        for v in (row[f * width + k] for row in self.senders)
+                    ]
+                    for f in range(len(self.state))
+                ]
+        return out
+
+
+# Per flow and sample: the TCP sender's window, flight, pacing rate and smoothed RTT,
+# and BBR's model (bottleneck bandwidth, RTprop); None where a flow has no such value.
+_SENDER_KEYS = (
+    "cwnd_bytes",
+    "in_flight_bytes",
+    "pacing_bytes_per_s",
+    "srtt_s",
+    "btlbw_bytes_per_s",
+    "min_rtt_s",
+)
+
+
+def _sender_state(end: TransferEnd | RelayEnd) -> tuple[float, ...]:
+    """One sample of ``_SENDER_KEYS`` for a flow, NaN where it has no such value (all
+    NaN for a relay flow)."""
+    nan = math.nan
+    if isinstance(end, RelayEnd):
+        return (nan,) * len(_SENDER_KEYS)
+    s = end.sender
+    cc = s.cc
+    pacing = cc.pacing_rate  # type: ignore[union-attr]
+    btlbw = getattr(cc, "btlbw", None)
+    min_rtt = getattr(cc, "min_rtt", None)
+    return (
+        float(s.cwnd),
+        float(s.flight),
+        nan if pacing is None else pacing,
+        nan if s.srtt is None else s.srtt,
+        nan if btlbw is None else btlbw,
+        min_rtt if min_rtt is not None and math.isfinite(min_rtt) else nan,
+    )
