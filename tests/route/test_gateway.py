@@ -50,13 +50,17 @@ def served(app, port: int) -> Iterator[str]:
 
 
 def gateway(
-    sites: list[dict], tmp_path: Path, probe_interval: str = "0.5 s", **more: str
+    sites: list[dict],
+    tmp_path: Path,
+    probe_interval: str = "0.5 s",
+    strategy: str = "predictive",
+    **more: str,
 ) -> tuple[Router, int]:
     log = str(tmp_path / "d.jsonl")
     cfg = RouteConfig.model_validate(
         {
             "site": sites,
-            "decision": {"hysteresis": 0.0},
+            "decision": {"hysteresis": 0.0, "strategy": strategy},
             "gateway": {"decisions_log": log, "probe_interval": probe_interval, **more},
         }
     )
