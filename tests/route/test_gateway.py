@@ -33,9 +33,11 @@ CHUNKS = [
 
 
 @contextlib.contextmanager
-def served(app, port: int) -> Iterator[str]:
-    """Run an ASGI app with uvicorn in a thread on ``port``; yield its URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+def served(app, port: int, config: uvicorn.Config | None = None) -> Iterator[str]:
+    """Run an ASGI app with uvicorn in a thread on ``port`` (or as ``config`` says);
+    yield its URL."""
+    config = config or uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

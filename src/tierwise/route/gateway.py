@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import math
 import time
@@ -52,7 +53,7 @@ from tierwise.route.request import (
     parse_deadline,
     requested_output_tokens,
 )
-from tierwise.route.upload import MIN_BYTES, SlowUpload, UploadWatch, watch_backend
+from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
 __all__ = ["Breaker", "Router"]
 
@@ -284,6 +285,8 @@ class Router:
         headers = _forward_headers(request)
         attempts: list[Attempt] = []
         queue = order[: self.cfg.decision.max_attempts]
+        if len(queue) == 1 or not self.predicted_attempts:  # nothing to hedge
+            return await self._in_turn(request, body, shape, by_site, queue, record, t0)
         running: dict[asyncio.Task, tuple[str, float]] = {}
         hedge_at = math.inf
         while queue or running:
@@ -305,16 +308,38 @@ class Router:
             )
             for task in done:
                 running.pop(task)
-                a = task.result()
+                a = self._settled(task.result(), shape)
                 attempts.append(a)
-                if a.outcome == "timeout":
-                    learn_timeout(self.sites[a.site].model, shape, a.time_s)
-                    self._latency_sample(a.site, a.time_s)  # at least this long
                 if a.response is not None:
                     attempts += await self._cancel(running, shape)
                     return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
-                self.metrics.failovers.inc()
         return self._no_site(record, attempts)
+
+    async def _in_turn(self, request, body, shape, by_site, queue, record, t0) -> Response:
+        """The sites one after another, each awaited in this task — when there is nothing
+        to hedge (one candidate, or the common router): no task per attempt."""
+        headers = _forward_headers(request)
+        attempts: list[Attempt] = []
+        for name in queue:
+            budget_s = self._budget_s(shape, t0)
+            if budget_s <= 0:
+                break
+            a = self._settled(
+                await self._attempt(name, request.url.path, headers, body, budget_s), shape
+            )
+            attempts.append(a)
+            if a.response is not None:
+                return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
+        return self._no_site(record, attempts)
+
+    def _settled(self, a: Attempt, shape: RequestShape) -> Attempt:
+        """Learn what an ended attempt tells before the next site is tried."""
+        if a.outcome == "timeout":
+            learn_timeout(self.sites[a.site].model, shape, a.time_s)
+            self._latency_sample(a.site, a.time_s)  # its latency was at least this
+        if a.response is None:
+            self.metrics.failovers.inc()
+        return a
 
     def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
@@ -374,15 +399,12 @@ class Router:
         st = self.sites[name]
         st.last_used = time.monotonic()
         t = Timing()
-        events: dict[str, float] = {}
-
-        async def trace(event: str, info: dict) -> None:
-            events[event] = time.perf_counter()
-
+        connects: list[float] = []  # the backend notes a new connection's connect time here
+        token = CONNECTS.set(connects)
         sent = time.perf_counter()
         req = httpx.Request(
             "POST", st.url(path), content=body, headers={**st.headers, **headers},
-            extensions={"timeout": httpx.Timeout(timeout).as_dict(), "trace": trace},
+            extensions={"timeout": _timeout(timeout)},
         )  # fmt: skip
         try:
             resp = await self._send(st, req, timeout, watch)
@@ -392,10 +414,10 @@ class Router:
             return self._failed(st, name, "timeout", sent)
         except httpx.TransportError as exc:
             return self._failed(st, name, f"connection error ({type(exc).__name__})", sent)
+        finally:
+            CONNECTS.reset(token)
         t.headers_s = time.perf_counter() - sent
-        if "connection.connect_tcp.started" in events:
-            done = events.get("connection.connect_tcp.complete", sent)
-            t.connect_s = done - events["connection.connect_tcp.started"]
+        t.connect_s = connects[0] if connects else None
         if resp.status_code >= 500:
             await resp.aclose()
             return self._failed(st, name, f"{resp.status_code} from site", sent)
@@ -621,6 +643,16 @@ def _transport(site) -> httpx.AsyncHTTPTransport:
 
 
 _HOT = frozenset(COMPLETION_PATHS)
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout_cached(timeout_s: float) -> dict[str, float | None]:
+    return httpx.Timeout(timeout_s).as_dict()
+
+
+def _timeout(timeout_s: float) -> dict[str, float | None]:
+    """httpcore's timeout extension for ``timeout_s`` (the same few values, cached)."""
+    return _timeout_cached(round(timeout_s, 3))
 
 
 class _App:
