@@ -35,6 +35,7 @@ from tierwise.route.config import RouteConfig
 from tierwise.route.estimate import Adaptive
 from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
 from tierwise.route.metrics import Metrics
+from tierwise.route.netio import AsyncioBackend
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
     Prediction,
@@ -631,14 +632,15 @@ class Router:
 
 
 def _transport(site) -> httpx.AsyncHTTPTransport:
-    """A warm pool per site; a direct one's streams hand the upload watch their socket."""
+    """A warm pool per site; a direct one's streams run on plain asyncio protocols
+    (:mod:`tierwise.route.netio`) and hand the upload watch their socket."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
     if site.via == "relay":
         return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
     transport = httpx.AsyncHTTPTransport(limits=limits)
     pool = transport._pool  # httpcore's pool: its network backend is a public parameter
     if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
-        pool._network_backend = watch_backend(pool._network_backend)
+        pool._network_backend = watch_backend(AsyncioBackend())
     return transport
 
 
