@@ -1,8 +1,10 @@
 """Benchmark: what the route gateway adds to a request, and 200 concurrent streams.
 
 One ``tierwise lab model-server`` and one ``tierwise route`` gateway in front of it,
-both real processes on loopback, and for reference a bare pass-through proxy (the
-same starlette + uvicorn + httpx hop with no prediction, learning, log or metrics).
+both real processes on loopback, and for reference a bare pass-through proxy (a
+plain starlette + uvicorn + httpx hop with no prediction, learning, log or metrics,
+and none of the gateway's transport work: its own httpcore network backend and one
+write per small message, :mod:`tierwise.route.netio`, :mod:`tierwise.route.wire`).
 Part 1 alternates the same non-streaming request sent directly, through the bare
 proxy and through the gateway (one warm keep-alive client each) and compares
 medians. Part 2 opens 200 streaming requests at once through the gateway, several

@@ -8,7 +8,8 @@ system call. On the gateway's hot path that was a measurable share of a hop. Thi
 backend is the same contract — ``read``/``write`` with a timeout, the same httpcore
 exceptions, ``get_extra_info`` — over an :class:`asyncio.Protocol`: bytes arrive by
 callback, a read that finds them returns without yielding, and ``is_readable`` (the
-keep-alive check) is a look at state the event loop already keeps.
+keep-alive check) looks at the state the loop keeps and then polls the socket once
+(the loop may not have delivered a FIN the kernel already has).
 
 Flow control: writes wait for the transport's ``resume_writing`` above its high-water
 mark (as anyio does), and reading pauses once ``READ_HIGH_BYTES`` are buffered
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import socket
 from collections import deque
 from collections.abc import Iterable
@@ -159,7 +161,7 @@ class _Stream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         t = self.p.transport
         if info == "is_readable":  # the keep-alive check: closed or unexpected bytes
-            return self.p.eof or bool(self.p.chunks)
+            return self.p.eof or bool(self.p.chunks) or _readable(t.get_extra_info("socket"))
         if info == "ssl_object":
             return t.get_extra_info("ssl_object")
         if info == "client_addr":
@@ -169,6 +171,19 @@ class _Stream(httpcore.AsyncNetworkStream):
         if info == "socket":
             return t.get_extra_info("socket")
         return None
+
+
+def _readable(sock: Any) -> bool:
+    """Whether the kernel holds bytes or a FIN for ``sock`` the loop has not delivered yet.
+
+    The loop's own state lags under load (200 streams kept the gateway's loop seconds
+    behind), and a pooled connection the server closed meanwhile must not be reused:
+    one poll, as httpcore's own check does, closes that window."""
+    if sock is None or sock.fileno() < 0:
+        return True
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
