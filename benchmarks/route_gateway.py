@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import subprocess
 import sys
@@ -152,10 +153,14 @@ def main() -> None:
             took = time.perf_counter() - t0
             print(f"round {i + 1}: {ok} ok, {failed} failed in {took:.2f} s; "
                   f"gateway RSS {rss_mib(gw.pid):.1f} MiB")  # fmt: skip
+        for rec in read_log(tmp / "d.jsonl"):  # why a request failed, from the gateway's log
+            if rec.get("outcome") != "ok" or rec.get("stream_error"):
+                print("not ok:", rec.get("outcome"), rec.get("stream_error"), rec.get("attempts"))
     finally:
         for proc in (px, gw, server):
             proc.terminate()
             proc.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
