@@ -1,8 +1,10 @@
 """Benchmark: what the route gateway adds to a request, and 200 concurrent streams.
 
 One ``tierwise lab model-server`` and one ``tierwise route`` gateway in front of it,
-both real processes on loopback, and for reference a bare pass-through proxy (the
-same starlette + uvicorn + httpx hop with no prediction, learning, log or metrics).
+both real processes on loopback, and for reference a bare pass-through proxy (a
+plain starlette + uvicorn + httpx hop with no prediction, learning, log or metrics,
+and none of the gateway's transport work: its own httpcore network backend and one
+write per small message, :mod:`tierwise.route.netio`, :mod:`tierwise.route.wire`).
 Part 1 alternates the same non-streaming request sent directly, through the bare
 proxy and through the gateway (one warm keep-alive client each) and compares
 medians. Part 2 opens 200 streaming requests at once through the gateway, several
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import subprocess
 import sys
@@ -150,10 +153,14 @@ def main() -> None:
             took = time.perf_counter() - t0
             print(f"round {i + 1}: {ok} ok, {failed} failed in {took:.2f} s; "
                   f"gateway RSS {rss_mib(gw.pid):.1f} MiB")  # fmt: skip
+        for rec in read_log(tmp / "d.jsonl"):  # why a request failed, from the gateway's log
+            if rec.get("outcome") != "ok" or rec.get("stream_error"):
+                print("not ok:", rec.get("outcome"), rec.get("stream_error"), rec.get("attempts"))
     finally:
         for proc in (px, gw, server):
             proc.terminate()
             proc.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +54,46 @@ def test_unknown_strategy_is_one_line_exit_2() -> None:
     """A strategy the gateway does not have is refused before anything starts."""
     run = run_cli("lab", "route", "--strategies", "predictive,dice")
     assert run.code == 2 and run.stderr.count("\n") == 1 and "dice" in run.stderr
+
+
+def _lab_route(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    """``tierwise lab route --loopback`` with its scratch space under ``tmp_path``."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, "-c", "from tierwise.cli import main; main()", "lab", "route"]
+    return subprocess.Popen(
+        [*cmd, "--loopback", "--requests", "20", *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_scratch_removed_after_a_run_and_the_figures_kept(tmp_path: Path) -> None:
+    """A finished run leaves no tierwise-lab-route-* behind; its --json stays."""
+    out = tmp_path / "keep" / "figures.json"
+    out.parent.mkdir()
+    proc = _lab_route(tmp_path, "--strategies", "predictive", "--json", str(out))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"predictive"} and figures["predictive"]["failed"] == 0
+
+
+@pytest.mark.slow
+def test_scratch_removed_on_interrupt(tmp_path: Path) -> None:
+    """Ctrl-C mid-run: exit 130, the scratch directory and the servers are gone."""
+    proc = _lab_route(tmp_path, "--strategies", "static")
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("tierwise-lab-route-*/static.jsonl")):
+        assert proc.poll() is None and time.monotonic() < deadline, "run did not start"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_into_a_missing_directory_is_refused_first(tmp_path: Path) -> None:
+    """--json into a directory that does not exist: exit 2 before anything runs."""
+    run = run_cli("lab", "route", "--loopback", "--json", str(tmp_path / "no" / "f.json"))
+    assert run.code == 2 and run.stderr.count("\n") == 1 and "--json" in run.stderr

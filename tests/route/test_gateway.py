@@ -33,9 +33,11 @@ CHUNKS = [
 
 
 @contextlib.contextmanager
-def served(app, port: int) -> Iterator[str]:
-    """Run an ASGI app with uvicorn in a thread on ``port``; yield its URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+def served(app, port: int, config: uvicorn.Config | None = None) -> Iterator[str]:
+    """Run an ASGI app with uvicorn in a thread on ``port`` (or as ``config`` says);
+    yield its URL."""
+    config = config or uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -50,13 +52,17 @@ def served(app, port: int) -> Iterator[str]:
 
 
 def gateway(
-    sites: list[dict], tmp_path: Path, probe_interval: str = "0.5 s", **more: str
+    sites: list[dict],
+    tmp_path: Path,
+    probe_interval: str = "0.5 s",
+    strategy: str = "predictive",
+    **more: str,
 ) -> tuple[Router, int]:
     log = str(tmp_path / "d.jsonl")
     cfg = RouteConfig.model_validate(
         {
             "site": sites,
-            "decision": {"hysteresis": 0.0},
+            "decision": {"hysteresis": 0.0, "strategy": strategy},
             "gateway": {"decisions_log": log, "probe_interval": probe_interval, **more},
         }
     )

@@ -107,9 +107,11 @@ def test_run_returns_the_answer_or_raises_and_cancels() -> None:
     asyncio.run(both())
 
 
-def test_a_watched_body_is_paced_by_its_acknowledgements() -> None:
+@pytest.mark.parametrize("backend", ["anyio", "asyncio"])
+def test_a_watched_body_is_paced_by_its_acknowledgements(backend: str) -> None:
     """A peer that stops reading holds a watched body to ~64 kB unacknowledged, not a
-    whole send buffer (real kernel TCP); once it reads, the whole body goes."""
+    whole send buffer (real kernel TCP); once it reads, the whole body goes — over
+    httpcore's anyio backend and over the gateway's own (tierwise.route.netio)."""
     import fcntl
     import struct
     import termios
@@ -117,12 +119,14 @@ def test_a_watched_body_is_paced_by_its_acknowledgements() -> None:
 
     import httpcore
 
+    from tierwise.route.netio import AsyncioBackend
     from tierwise.route.upload import CURRENT, MIN_AHEAD_BYTES, PIECE_BYTES, watch_backend
 
     size = 4 * MB
 
     async def main(server: socket.socket) -> None:
-        stream = await watch_backend(httpcore.AnyIOBackend()).connect_tcp(*server.getsockname())
+        inner = httpcore.AnyIOBackend() if backend == "anyio" else AsyncioBackend()
+        stream = await watch_backend(inner).connect_tcp(*server.getsockname())
         sock = stream.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MB)  # room for ~0.4 MB
         conn, _ = server.accept()

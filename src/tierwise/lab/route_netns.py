@@ -315,16 +315,14 @@ def run_ns_world(
 ) -> tuple[dict[str, list[dict]], list[bytes], Fits]:
     """The mix (1–8 MB image uploads) under each strategy and the measured oracle."""
     import json
-    import tempfile
 
     from rich.progress import Progress
 
-    from tierwise.lab.route_world import workload
+    from tierwise.lab.route_world import scratch_dir, workload
 
     mix = workload(requests, seed, image_bytes=(750_000, 6_000_000), image_share=0.25)
     bodies = [json.dumps(b).encode() for b in mix]
-    tmp = FsPath(tempfile.mkdtemp(prefix="tierwise-lab-route-"))
-    with NsWorld() as world, Progress(transient=True) as progress:
+    with scratch_dir() as tmp, NsWorld() as world, Progress(transient=True) as progress:
         fits = calibrate_world(world, tmp)
         runs = {s: run_ns_strategy(world, s, bodies, tmp, progress) for s in strategies}
         runs["oracle"] = run_ns_strategy(world, "oracle", bodies, tmp, progress, fits)

@@ -16,9 +16,11 @@ measured in the predictive run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -150,22 +152,32 @@ def _start_sites() -> tuple[list[subprocess.Popen[bytes]], dict[str, str]]:
 
 def run_world(requests: int, seed: int, strategies: list[str]) -> tuple[dict, list[bytes]]:
     """Run the mix under each strategy; the decisions-log records per strategy, and bodies."""
-    import tempfile
-
     from rich.progress import Progress
 
     bodies = [json.dumps(b).encode() for b in workload(requests, seed)]
-    tmp = Path(tempfile.mkdtemp(prefix="tierwise-lab-route-"))
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        procs, urls = _start_sites()
-        with Progress(transient=True) as progress:
-            runs = {s: run_strategy(s, urls, bodies, tmp, progress) for s in strategies}
+        with scratch_dir() as tmp:
+            procs, urls = _start_sites()
+            with Progress(transient=True) as progress:
+                runs = {s: run_strategy(s, urls, bodies, tmp, progress) for s in strategies}
     finally:
         for p in procs:
             p.terminate()
             p.wait(10)
     return runs, bodies
+
+
+@contextlib.contextmanager
+def scratch_dir() -> Iterator[Path]:
+    """A ``tierwise-lab-route-*`` directory for the gateways' configs and decisions logs,
+    removed on every exit — normal, error, Ctrl-C or SIGTERM (which the CLI raises as an
+    interrupt). What the user asked to keep (``--json``, ``--plot``) is written elsewhere,
+    after the records have been read."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tierwise-lab-route-") as name:
+        yield Path(name)
 
 
 STRATEGIES = ("predictive", "static", "lowest-latency")
@@ -202,9 +214,13 @@ def lab_route_command(
             raise ScenarioError(
                 f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}", source="--strategies"
             )
+    if json_to is not None and not _dir_exists(json_to):
+        raise ScenarioError("no such directory for the figures", source=f"--json {json_to}")
     if loopback:
         runs, bodies = run_world(requests, seed, chosen)
-        report(runs, bodies)
+        figures = report(runs, bodies)
+        if json_to is not None:
+            json_to.write_text(json.dumps(figures, indent=1) + "\n")
         if plot_to is not None:
             plot(runs, bodies, plot_to)
         return
@@ -221,8 +237,17 @@ def lab_route_command(
         ns_plot(runs, plot_to)
 
 
-def report(runs: dict[str, list[dict]], bodies: list[bytes]) -> None:
-    """Print totals against the oracle, agreement, failures, prediction error, follow."""
+def _dir_exists(file: Path) -> bool:
+    """Whether ``file``'s directory exists (checked before a run of minutes, not after)."""
+    try:
+        return file.resolve().parent.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def report(runs: dict[str, list[dict]], bodies: list[bytes]) -> dict[str, dict]:
+    """Print totals against the oracle, agreement, failures, prediction error, follow;
+    return them per strategy (what ``--json`` writes)."""
     import statistics
 
     n = len(bodies)
@@ -242,22 +267,36 @@ def report(runs: dict[str, list[dict]], bodies: list[bytes]) -> None:
     oracle = sum(true_time_s(best[i], world(i, n), len(b)) for i, b in enumerate(bodies))
     oracle += overhead * n
     print(f"{n} requests; oracle total {oracle:.2f} s (incl. {overhead * 1e3:.1f} ms/request)")
-    for name, recs in runs.items():
-        total = sum(r.get("total_s", 0.0) for r in recs)
-        agree = sum(r["order"][:1] == [best[i]] for i, r in enumerate(recs))
-        errors = [
-            abs(r["actual_s"] - r["predicted"][r["chosen"]]["time_s"]) / r["actual_s"]
-            for r in recs[10:]
-            if r.get("chosen")
-        ]
-        failed = recs[0]["client_failed"] if recs else "?"
+    out = {name: _figures(recs, best, oracle, n) for name, recs in runs.items()}
+    for name, row in out.items():
         print(
-            f"{name:15s} total {total:7.2f} s ({total / oracle:5.2f}× oracle), "
-            f"first choice = oracle's {agree}/{n}, client failures {failed}, "
-            f"median |pred err| after 10: {statistics.median(errors) * 100:.1f} %"
+            f"{name:15s} total {row['total_s']:7.2f} s ({row['vs_oracle']:5.2f}× oracle), "
+            f"first choice = oracle's {row['agree']}/{n}, client failures {row['failed']}, "
+            f"median |pred err| after 10: {row['median_error'] * 100:.1f} %"
         )
-    for name, recs in runs.items():
-        print(name, "follow:", follow(recs, best, n))
+    for name, row in out.items():
+        print(name, "follow:", row["follow"])
+    return out
+
+
+def _figures(recs: list[dict], best: list[str], oracle_s: float, n: int) -> dict:
+    """One strategy's figures against the computed oracle."""
+    import statistics
+
+    total = sum(r.get("total_s", 0.0) for r in recs)
+    errors = [
+        abs(r["actual_s"] - r["predicted"][r["chosen"]]["time_s"]) / r["actual_s"]
+        for r in recs[10:]
+        if r.get("chosen")
+    ]
+    return {
+        "total_s": total,
+        "vs_oracle": total / oracle_s,
+        "agree": sum(r["order"][:1] == [best[i]] for i, r in enumerate(recs)),
+        "failed": recs[0]["client_failed"] if recs else 0,
+        "median_error": statistics.median(errors) if errors else float("nan"),
+        "follow": follow(recs, best, n),
+    }
 
 
 def plot(runs: dict[str, list[dict]], bodies: list[bytes], stem: Path) -> None:

@@ -77,7 +77,8 @@ class RouteDecision(_Strict):
     strategy: Literal["predictive", "static", "lowest-latency"] = Field(
         "predictive",
         description="predictive: live estimates; static: the priors only (the offline plan); "
-        "lowest-latency: an EWMA of each site's past latency (the common router)",
+        "lowest-latency: an EWMA of each site's past latency (the common router: the "
+        "whole body, failover only on a connection error, a 5xx or gateway.timeout)",
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import math
 import time
@@ -34,6 +35,7 @@ from tierwise.route.config import RouteConfig
 from tierwise.route.estimate import Adaptive
 from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
 from tierwise.route.metrics import Metrics
+from tierwise.route.netio import AsyncioBackend
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
     Prediction,
@@ -52,7 +54,7 @@ from tierwise.route.request import (
     parse_deadline,
     requested_output_tokens,
 )
-from tierwise.route.upload import MIN_BYTES, SlowUpload, UploadWatch, watch_backend
+from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
 __all__ = ["Breaker", "Router"]
 
@@ -146,6 +148,10 @@ class Router:
         self.models = {m.site.name: m for m in models}
         self.priors = copy.deepcopy(self.models)  # the static strategy's never-updated copy
         self.latency: dict[str, float] = {}  # the lowest-latency strategy's EWMA per site
+        # lowest-latency is the common router: no prediction drives its attempts (no upload
+        # watch, no hedge at 3× the prediction) — it fails over on a connection error, a
+        # 5xx or the fixed timeout (gateway.timeout, within the request's deadline) only
+        self.predicted_attempts = cfg.decision.strategy != "lowest-latency"
         self.sites: dict[str, SiteState] = {}
         self.previous: dict[str, str] = {}
         self.output_tokens: dict[str, Adaptive] = {}
@@ -280,6 +286,8 @@ class Router:
         headers = _forward_headers(request)
         attempts: list[Attempt] = []
         queue = order[: self.cfg.decision.max_attempts]
+        if len(queue) == 1 or not self.predicted_attempts:  # nothing to hedge
+            return await self._in_turn(request, body, shape, by_site, queue, record, t0)
         running: dict[asyncio.Task, tuple[str, float]] = {}
         hedge_at = math.inf
         while queue or running:
@@ -295,20 +303,44 @@ class Router:
                 running[asyncio.create_task(coro)] = (name, time.perf_counter())
                 hedge_at = time.perf_counter() + self._patience_s(by_site[name], next_s)
             wait_s = max(hedge_at - time.perf_counter(), 0.0) if queue else None
+            wait_s = None if wait_s is not None and math.isinf(wait_s) else wait_s
             done, _ = await asyncio.wait(
                 running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
             )
             for task in done:
                 running.pop(task)
-                a = task.result()
+                a = self._settled(task.result(), shape)
                 attempts.append(a)
-                if a.outcome == "timeout":
-                    learn_timeout(self.sites[a.site].model, shape, a.time_s)
                 if a.response is not None:
                     attempts += await self._cancel(running, shape)
                     return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
-                self.metrics.failovers.inc()
         return self._no_site(record, attempts)
+
+    async def _in_turn(self, request, body, shape, by_site, queue, record, t0) -> Response:
+        """The sites one after another, each awaited in this task — when there is nothing
+        to hedge (one candidate, or the common router): no task per attempt."""
+        headers = _forward_headers(request)
+        attempts: list[Attempt] = []
+        for name in queue:
+            budget_s = self._budget_s(shape, t0)
+            if budget_s <= 0:
+                break
+            a = self._settled(
+                await self._attempt(name, request.url.path, headers, body, budget_s), shape
+            )
+            attempts.append(a)
+            if a.response is not None:
+                return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
+        return self._no_site(record, attempts)
+
+    def _settled(self, a: Attempt, shape: RequestShape) -> Attempt:
+        """Learn what an ended attempt tells before the next site is tried."""
+        if a.outcome == "timeout":
+            learn_timeout(self.sites[a.site].model, shape, a.time_s)
+            self._latency_sample(a.site, a.time_s)  # its latency was at least this
+        if a.response is None:
+            self.metrics.failovers.inc()
+        return a
 
     def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
@@ -338,19 +370,24 @@ class Router:
             return self.cfg.gateway.timeout
         return min(self.cfg.gateway.timeout, shape.deadline_s - (time.perf_counter() - t0))
 
-    @staticmethod
-    def _patience_s(pred: Prediction, next_s: float) -> float:
+    def _patience_s(self, pred: Prediction, next_s: float) -> float:
         """When to start the next site beside this one: 3× its prediction (+1 s at least),
         and not before the next site's whole predicted time (``next_s``) — starting it
-        sooner could not end sooner."""
+        sooner could not end sooner. Never for the common router (:attr:`predicted_attempts`
+        false): it waits for an error or the fixed timeout."""
+        if not self.predicted_attempts:
+            return math.inf
         t = pred.option.time_s
         return max(3.0 * t, t + 1.0, next_s)
 
     def _upload_watch(
         self, name: str, body: bytes, pred: Prediction, next_s: float
     ) -> UploadWatch | None:
-        """Watch a large upload to a remote site when another site is left to try."""
+        """Watch a large upload to a remote site when another site is left to try (not for
+        the common router, which has no prediction to watch against)."""
         m = self.sites[name].model
+        if not self.predicted_attempts:
+            return None
         if math.isinf(next_s) or not m.site.remote or len(body) < MIN_BYTES:
             return None
         upload_s = len(body) / max(m.up_rate.value, 1.0)
@@ -363,35 +400,45 @@ class Router:
         st = self.sites[name]
         st.last_used = time.monotonic()
         t = Timing()
-        events: dict[str, float] = {}
-
-        async def trace(event: str, info: dict) -> None:
-            events[event] = time.perf_counter()
-
+        connects: list[float] = []  # the backend notes a new connection's connect time here
+        token = CONNECTS.set(connects)
         sent = time.perf_counter()
         req = httpx.Request(
             "POST", st.url(path), content=body, headers={**st.headers, **headers},
-            extensions={"timeout": httpx.Timeout(timeout).as_dict(), "trace": trace},
+            extensions={"timeout": _timeout(timeout)},
         )  # fmt: skip
-        try:  # the transport itself: no cookies, auth, redirects or hooks to run per request
-            send = st.transport.handle_async_request(req)
-            resp = await (watch.run(send) if watch is not None else send)
+        try:
+            resp = await self._send(st, req, timeout, watch)
         except SlowUpload as slow:
             return self._slow_upload(st, name, slow, sent)
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):
             return self._failed(st, name, "timeout", sent)
         except httpx.TransportError as exc:
             return self._failed(st, name, f"connection error ({type(exc).__name__})", sent)
+        finally:
+            CONNECTS.reset(token)
         t.headers_s = time.perf_counter() - sent
-        if "connection.connect_tcp.started" in events:
-            done = events.get("connection.connect_tcp.complete", sent)
-            t.connect_s = done - events["connection.connect_tcp.started"]
+        t.connect_s = connects[0] if connects else None
         if resp.status_code >= 500:
             await resp.aclose()
             return self._failed(st, name, f"{resp.status_code} from site", sent)
         t.server = parse_server_timing(resp.headers.get("server-timing"))
         started = time.monotonic() - (time.perf_counter() - sent)
         return Attempt(name, "ok", t.headers_s, resp, t, sent, started)
+
+    async def _send(
+        self, st: SiteState, req: httpx.Request, timeout: float, watch: UploadWatch | None
+    ) -> httpx.Response:
+        """Send through the pool's transport itself (no cookies, auth, redirects or hooks to
+        run per request). The common router's fixed timeout bounds the whole attempt up to
+        the answer's headers; a predicted attempt is bounded by its patience instead."""
+        send = st.transport.handle_async_request(req)
+        if watch is not None:
+            return await watch.run(send)
+        if self.predicted_attempts:
+            return await send
+        async with asyncio.timeout(timeout):
+            return await send
 
     def _slow_upload(self, st: SiteState, name: str, slow: SlowUpload, sent: float) -> Attempt:
         """An upload given up on: not a failure of the site, but a bound on its uplink."""
@@ -475,8 +522,7 @@ class Router:
             if shape.output_learned and a.timing.tokens_out:
                 self.output_tokens[shape.path].update(a.timing.tokens_out)
             self.previous[shape.path] = a.site
-            last = self.latency.get(a.site, actual)
-            self.latency[a.site] = last + LATENCY_ALPHA * (actual - last)
+            self._latency_sample(a.site, actual)
         record["chosen"] = a.site
         record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
         record["actual_s"] = a.timing.end_s
@@ -486,6 +532,12 @@ class Router:
         record["estimates"] = {a.site: st.model.estimates()}
         self.metrics.observe(a.site, record, pred, st.model, st.breaker)
         self._write(record)
+
+    def _latency_sample(self, name: str, latency_s: float) -> None:
+        """The lowest-latency strategy's EWMA of a site's past latency (a timed-out
+        attempt's elapsed time counts too: its latency was at least that)."""
+        last = self.latency.get(name, latency_s)
+        self.latency[name] = last + LATENCY_ALPHA * (latency_s - last)
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.log is not None:
@@ -580,18 +632,29 @@ class Router:
 
 
 def _transport(site) -> httpx.AsyncHTTPTransport:
-    """A warm pool per site; a direct one's streams hand the upload watch their socket."""
+    """A warm pool per site; a direct one's streams run on plain asyncio protocols
+    (:mod:`tierwise.route.netio`) and hand the upload watch their socket."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
     if site.via == "relay":
         return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
     transport = httpx.AsyncHTTPTransport(limits=limits)
     pool = transport._pool  # httpcore's pool: its network backend is a public parameter
     if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
-        pool._network_backend = watch_backend(pool._network_backend)
+        pool._network_backend = watch_backend(AsyncioBackend())
     return transport
 
 
 _HOT = frozenset(COMPLETION_PATHS)
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout_cached(timeout_s: float) -> dict[str, float | None]:
+    return httpx.Timeout(timeout_s).as_dict()
+
+
+def _timeout(timeout_s: float) -> dict[str, float | None]:
+    """httpcore's timeout extension for ``timeout_s`` (the same few values, cached)."""
+    return _timeout_cached(round(timeout_s, 3))
 
 
 class _App:

@@ -38,7 +38,14 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SlowUpload", "UploadWatch", "tcp_bytes_acked", "tcp_in_flight_bytes", "watch_backend"]
+__all__ = [
+    "CONNECTS",
+    "SlowUpload",
+    "UploadWatch",
+    "tcp_bytes_acked",
+    "tcp_in_flight_bytes",
+    "watch_backend",
+]
 
 STEP_S = 0.05  # how often the watch samples the socket
 MIN_BYTES = 256 * 1024  # smaller bodies are over before a rate is measurable
@@ -57,6 +64,9 @@ ROOM_POLL_S = 0.01  # how often a held-back write looks at the acknowledgements 
 CURRENT: contextvars.ContextVar[UploadWatch | None] = contextvars.ContextVar(
     "tierwise_upload_watch", default=None
 )
+CONNECTS: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
+    "tierwise_connects", default=None
+)  # an attempt's list: a new connection's TCP connect time (s) is appended to it
 
 
 def tcp_in_flight_bytes(sock: Any) -> int:
@@ -201,11 +211,16 @@ def watch_backend(inner: Any) -> Any:
     their socket on the first write of a request."""
     import httpcore
 
+    from tierwise.route.wire import HeldHead
+
     class Stream(httpcore.AsyncNetworkStream):
         def __init__(self, stream: Any) -> None:
             self.stream = stream
+            self.head = HeldHead()  # a small request's head and body go in one write
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            if held := self.head.release():
+                await self.stream.write(held, timeout)
             return await self.stream.read(max_bytes, timeout)
 
         async def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -213,8 +228,11 @@ def watch_backend(inner: Any) -> Any:
             if watch is not None and watch.sock is None:
                 watch.attach(self.stream.get_extra_info("socket"))
             if watch is None or watch.sock is None:
-                await self.stream.write(buffer, timeout)
+                for data in self.head.take(buffer):
+                    await self.stream.write(data, timeout)
                 return
+            if held := self.head.release():
+                await self.stream.write(held, timeout)
             for start in range(0, len(buffer), PIECE_BYTES):  # paced by acknowledgements
                 await watch.room()
                 piece = buffer[start : start + PIECE_BYTES]
@@ -232,7 +250,14 @@ def watch_backend(inner: Any) -> Any:
 
     class Backend(httpcore.AsyncNetworkBackend):
         async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
-            return Stream(await inner.connect_tcp(*args, **kwargs))
+            started = time.perf_counter()
+            stream = await inner.connect_tcp(*args, **kwargs)
+            if (connects := CONNECTS.get()) is not None:
+                connects.append(time.perf_counter() - started)
+            with contextlib.suppress(OSError, AttributeError):  # asyncio sets it; be sure
+                sock = stream.get_extra_info("socket")
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return Stream(stream)
 
         async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
             return Stream(await inner.connect_unix_socket(*args, **kwargs))
