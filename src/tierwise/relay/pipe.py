@@ -17,6 +17,7 @@ import asyncio
 import struct
 from collections.abc import Callable
 
+from tierwise.relay import trace
 from tierwise.relay.session import Session
 
 __all__ = ["NOT_ALLOWED", "OK", "REFUSED", "UNREACHABLE", "Pipe", "encode_target", "parse_target"]
@@ -64,6 +65,7 @@ class Pipe:
                 if self.stream_id not in conn.stream_ids:
                     return
                 conn.send(self.stream_id, data)
+                trace.event("tcp_read", self.stream_id, len(data))
                 if self.tap is not None:
                     self.tap(data, False)
                 self.session.transmit()
@@ -100,6 +102,7 @@ class Pipe:
         try:
             if data:
                 self.writer.write(data)
+                trace.event("tcp_write", self.stream_id, len(data), int(self._eof))
             if self._eof and self.writer.can_write_eof():
                 self.writer.write_eof()
         except OSError:

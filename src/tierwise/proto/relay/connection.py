@@ -321,6 +321,11 @@ class RelayConnection:
         self.stats.streams_opened += 1
         return stream
 
+    @property
+    def in_flight_bytes(self) -> int:
+        """Bytes sent and neither acknowledged nor declared lost."""
+        return self._in_flight
+
     def snapshot(self) -> dict[str, float | int | str]:
         """Measurements and counters, SI units in the key names."""
         return {
