@@ -26,7 +26,7 @@ from pathlib import Path as FsPath
 
 from tierwise.lab.experiment import RequestExperiment, serial_floor_s
 from tierwise.lab.path import Path
-from tierwise.lab.relayvia import open_tunnel, upload_body
+from tierwise.lab.relayvia import open_tunnel, process_cpu_s, upload_body
 from tierwise.lab.service import ModelService, ServiceConfig
 from tierwise.lab.viarun import _request, _warm
 
@@ -103,11 +103,16 @@ def main() -> None:
         target = (path.server_addr, svc.port)
         with open_tunnel("relay", path, target, req.rtt_s, req.rate_bytes_per_s) as tunnel:
             _warm(path, tunnel, body, None)
+            emulator = path._emulator.pid if path._emulator else None
+            cpu0 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
             events = [_request(path, tunnel, body, None).events for _ in range(args.runs)]
+            cpu1 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
             pids = {end: p.pid for end, p in tunnel.processes.items()}
     del os.environ["TIERWISE_RELAY_TRACE"]
     rows = traces(prefix, pids)
     print(f"floor {floor * 1e3:.1f} ms; load average {os.getloadavg()[0]:.2f}")
+    cpu_ms = {end: round((cpu1[end] - cpu0[end]) / args.runs * 1e3, 1) for end in cpu0}
+    print(f"CPU ms per request (user + system): {cpu_ms}")
     for ev in events:
         b = breakdown(ev, rows["client"], rows["server"])
         print(f"{b['app_last_byte'] / (floor * 1e3):.3f} x floor", b)

@@ -84,8 +84,16 @@ class Pipe:
         self.session.transmit()
 
     def deliver(self, data: bytes, end_stream: bool) -> None:
-        """Relay → TCP, written once per event-loop turn (one ``send`` for a whole batch)."""
+        """Relay → TCP, written once per event-loop turn (one ``send`` for a whole batch).
+
+        Bytes for an application socket that is gone (closed, or broken by a failed
+        write) reset the stream: the peer stops sending into it and its end sees an
+        error, never an orderly close after bytes nobody read.
+        """
         if self.writer.is_closing():
+            if data:
+                self._reset_stream()
+                self.closed.set()
             return
         self._out += data
         self._eof = self._eof or end_stream
@@ -98,6 +106,9 @@ class Pipe:
         self._flush_due = False
         data, self._out = bytes(self._out), bytearray()
         if self.writer.is_closing():
+            if data:
+                self._reset_stream()
+                self.closed.set()
             return
         try:
             if data:
@@ -106,14 +117,17 @@ class Pipe:
             if self._eof and self.writer.can_write_eof():
                 self.writer.write_eof()
         except OSError:
-            conn = self.session.conn
-            if self.stream_id in conn.stream_ids:
-                conn.reset(self.stream_id, code=1)
-                self.session.transmit()
+            self._reset_stream()
             self.abort()
             return
         if self._eof:
             self.closed.set()
+
+    def _reset_stream(self) -> None:
+        conn = self.session.conn
+        if self.stream_id in conn.stream_ids:
+            conn.reset(self.stream_id, code=1)
+            self.session.transmit()
 
     def abort(self) -> None:
         self._out.clear()
