@@ -113,9 +113,32 @@ def main() -> None:
     print(f"floor {floor * 1e3:.1f} ms; load average {os.getloadavg()[0]:.2f}")
     cpu_ms = {end: round((cpu1[end] - cpu0[end]) / args.runs * 1e3, 1) for end in cpu0}
     print(f"CPU ms per request (user + system): {cpu_ms}")
+    parts = []
     for ev in events:
         b = breakdown(ev, rows["client"], rows["server"])
         print(f"{b['app_last_byte'] / (floor * 1e3):.3f} x floor", b)
+        parts.append(segments(b, req))
+    print("ms per segment, less its share of the floor (median, min, max):")
+    for name in parts[0]:
+        values = sorted(p[name] for p in parts)
+        median, low, high = values[len(values) // 2], values[0], values[-1]
+        print(f"  {name:<34} {median:7.1f}  (min {low:.1f}, max {high:.1f})")
+
+
+def segments(b: dict, req: RequestExperiment) -> dict[str, float]:
+    """The request cut at the trace's milestones; each minus what the floor gives it (ms)."""
+    one_way_ms, proc_ms = req.rtt_s / 2 * 1e3, req.processing_s * 1e3
+    upload_ms = req.size_bytes / req.rate_bytes_per_s * 1e3
+    return {
+        "client: connect -> first datagram": b["client_tx_first"],
+        "uplink delay - RTT/2": b["gw_rx_first"] - b["client_tx_first"] - one_way_ms,
+        "upload at gateway - S/B": b["gw_rx_last"] - b["gw_rx_first"] - upload_ms,
+        "gateway: last in -> last write": b["gw_write_last"] - b["gw_rx_last"],
+        "service - T_proc": b["gw_service_answer"] - b["gw_write_last"] - proc_ms,
+        "downlink - RTT/2": b["client_rx_last"] - b["gw_service_answer"] - one_way_ms,
+        "client: last in -> app's last byte": b["app_last_byte"] - b["client_rx_last"],
+        "total - floor": b["app_last_byte"] - serial_floor_s(req) * 1e3,
+    }
 
 
 if __name__ == "__main__":

@@ -434,6 +434,8 @@ class RelayConnection:
         self.state = State.ESTABLISHED
         self._hello_at = None
         self._last_recv_s = now
+        if self.is_client:  # the keep-alive clock starts now: an unused session must live too
+            self._last_eliciting_s = now
         self._events.append(HandshakeCompleted())
 
     def _on_data(self, data: bytes, pn: int, addr: Addr, now: float, recovered: bool) -> None:
