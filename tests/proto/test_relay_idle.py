@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tierwise.proto.relay import RelayConfig
 from tierwise.sim.relay import Net, Path, all_done, request_response
 
 
@@ -37,4 +38,18 @@ def test_idle_session_survives_loss_after_a_request() -> None:
         net.run(20.0, stop=all_done(net, expected))
         assert all_done(net, expected)()
         net.run(net.now + 300.0, stop=_either_closed(net))
+        assert "closed" not in (net.client.state.value, net.gateway.state.value), seed
+
+
+def test_dead_peer_rule_leaves_an_idle_lossy_session_alone() -> None:
+    """dead_peer_s = 1 s (the client's): at 14 % loss each way, keep-alive PINGs whose answers
+    are lost do not end an idle session (seed 15 ended after 7.6 s idle before the fix)."""
+    config = RelayConfig(dead_peer_s=1.0)
+    for seed in range(12, 18):
+        net = Net(Path(delay_s=0.1, loss=0.14), Path(delay_s=0.1, loss=0.14), seed=seed,
+                  config=config)  # fmt: skip
+        expected = request_response(net, [(354_640, 1_000)])
+        net.run(20.0, stop=all_done(net, expected))
+        assert all_done(net, expected)()
+        net.run(net.now + 60.0, stop=_either_closed(net))
         assert "closed" not in (net.client.state.value, net.gateway.state.value), seed
