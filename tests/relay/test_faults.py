@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from tests.relay.test_cli import CLI, free_port, ready_line, start, wait_port
 from tierwise.relay.udp import encode_addr
 
 CHUNK_BYTES = 32 * 1024
+EAGER_BYTES = 8 << 20  # what the eager source sends to every connection
 
 
 @functools.cache
@@ -258,3 +260,72 @@ def test_client_killed_mid_upload_resets_the_service(key: Path) -> None:
         sink.close()
     assert [o for o, _ in outcome] == ["reset"]
     assert outcome[0][1] - killed_s < IDLE_TIMEOUT_S + 3
+
+
+@dataclass
+class EagerSource:
+    port: int
+    outcomes: list[str]  # per connection, in accept order: "sent" or the sender's error
+
+
+@pytest.fixture
+def eager_source() -> Iterator[EagerSource]:
+    """A TCP server that sends ``EAGER_BYTES`` to every connection at once, then closes."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+    source = EagerSource(server.getsockname()[1], [])
+
+    def serve(conn: socket.socket, index: int) -> None:
+        with conn:
+            try:
+                conn.sendall(pattern(EAGER_BYTES))
+                source.outcomes[index] = "sent"
+            except OSError as exc:
+                source.outcomes[index] = type(exc).__name__
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            source.outcomes.append("sending")
+            args = (conn, len(source.outcomes) - 1)
+            threading.Thread(target=serve, args=args, daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield source
+    stop.set()
+    thread.join(2)
+    server.close()
+
+
+def socks_open(socks_port: int, target_port: int) -> socket.socket:
+    """A connection through SOCKS5 CONNECT to ``127.0.0.1:target_port``, reply read."""
+    s = socket.create_connection(("127.0.0.1", socks_port), timeout=30)
+    s.sendall(b"\x05\x01\x00")
+    assert s.recv(2) == b"\x05\x00"
+    s.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", target_port))
+    assert s.recv(10)[1] == 0
+    return s
+
+
+def test_stream_whose_application_left_is_reset_not_drained(
+    stack: Stack, eager_source: EagerSource
+) -> None:
+    """An application that closes at once (a readiness probe) while the service keeps
+    sending: the service sees an error instead of its bytes vanishing, and a stream next
+    to it still arrives byte-exact (the lab once saw an orderly EOF after 1,000,679 B)."""
+    stack.gateway._allow.add(("127.0.0.1", eager_source.port))
+    socks_open(stack.socks_port, eager_source.port).close()  # the application leaves
+    with socks_open(stack.socks_port, eager_source.port) as s:
+        got = bytearray()
+        while chunk := s.recv(1 << 16):
+            got += chunk
+    assert len(got) == EAGER_BYTES and got == pattern(EAGER_BYTES)
+    deadline = time.monotonic() + 10
+    while eager_source.outcomes[0] == "sending" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert eager_source.outcomes[0] in ("ConnectionResetError", "BrokenPipeError")

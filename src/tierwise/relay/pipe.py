@@ -17,6 +17,7 @@ import asyncio
 import struct
 from collections.abc import Callable
 
+from tierwise.relay import trace
 from tierwise.relay.session import Session
 
 __all__ = ["NOT_ALLOWED", "OK", "REFUSED", "UNREACHABLE", "Pipe", "encode_target", "parse_target"]
@@ -64,6 +65,7 @@ class Pipe:
                 if self.stream_id not in conn.stream_ids:
                     return
                 conn.send(self.stream_id, data)
+                trace.event("tcp_read", self.stream_id, len(data))
                 if self.tap is not None:
                     self.tap(data, False)
                 self.session.transmit()
@@ -82,8 +84,16 @@ class Pipe:
         self.session.transmit()
 
     def deliver(self, data: bytes, end_stream: bool) -> None:
-        """Relay → TCP, written once per event-loop turn (one ``send`` for a whole batch)."""
+        """Relay → TCP, written once per event-loop turn (one ``send`` for a whole batch).
+
+        Bytes for an application socket that is gone (closed, or broken by a failed
+        write) reset the stream: the peer stops sending into it and its end sees an
+        error, never an orderly close after bytes nobody read.
+        """
         if self.writer.is_closing():
+            if data:
+                self._reset_stream()
+                self.closed.set()
             return
         self._out += data
         self._eof = self._eof or end_stream
@@ -96,21 +106,28 @@ class Pipe:
         self._flush_due = False
         data, self._out = bytes(self._out), bytearray()
         if self.writer.is_closing():
+            if data:
+                self._reset_stream()
+                self.closed.set()
             return
         try:
             if data:
                 self.writer.write(data)
+                trace.event("tcp_write", self.stream_id, len(data), int(self._eof))
             if self._eof and self.writer.can_write_eof():
                 self.writer.write_eof()
         except OSError:
-            conn = self.session.conn
-            if self.stream_id in conn.stream_ids:
-                conn.reset(self.stream_id, code=1)
-                self.session.transmit()
+            self._reset_stream()
             self.abort()
             return
         if self._eof:
             self.closed.set()
+
+    def _reset_stream(self) -> None:
+        conn = self.session.conn
+        if self.stream_id in conn.stream_ids:
+            conn.reset(self.stream_id, code=1)
+            self.session.transmit()
 
     def abort(self) -> None:
         self._out.clear()

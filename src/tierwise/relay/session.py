@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tierwise.proto.relay import Event, RelayConnection
+from tierwise.relay import trace
 
 __all__ = ["SOCKET_BUFFER_BYTES", "Session", "widen_buffers"]
 
@@ -62,6 +63,7 @@ class Session:
         self.loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        self._trace = trace.enabled()
 
     def now(self) -> float:
         return self.loop.time()
@@ -73,10 +75,14 @@ class Session:
     def receive(self, data: bytes, addr: Any) -> None:
         """Feed one datagram without sending: a batch's owner calls :meth:`transmit` once."""
         self.conn.receive_datagram(data, addr, self.now())
+        if self._trace:
+            trace.event("rx", len(data))
 
     def transmit(self) -> None:
         """Send what is due (as one batch where the transport can), deliver events, re-arm."""
         datagrams = self.conn.datagrams_to_send(self.now())
+        if self._trace and datagrams:
+            self._trace_tx(datagrams)
         send_many = getattr(self.transport, "send_many", None)
         if send_many is not None:
             send_many(datagrams)
@@ -86,6 +92,21 @@ class Session:
         while (event := self.conn.next_event()) is not None:
             self.on_event(self, event)
         self._arm()
+
+    def _trace_tx(self, datagrams: list[tuple[bytes, Any]]) -> None:
+        """One ``tx`` line: count, bytes, pacing rate, window, estimate, in flight, repairs."""
+        rate, conn = self.conn.rate, self.conn
+        numbers = (rate.pacing_rate_bytes_per_s, rate.cwnd_bytes, rate.btl_bw_bytes_per_s)
+        trace.event(
+            "tx",
+            len(datagrams),
+            sum(len(d) for d, _ in datagrams),
+            *(f"{x:.0f}" for x in numbers),
+            conn.in_flight_bytes,
+            conn.stats.repair_packets_sent,
+            int(rate.startup),
+            int(rate.app_limited),
+        )
 
     def _arm(self) -> None:
         """Arm the connection's next deadline; a timer already due no later is kept.

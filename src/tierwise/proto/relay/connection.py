@@ -226,6 +226,7 @@ class RelayConnection:
         self._next_send_s = 0.0
         self._pto_count = 0
         self._last_eliciting_s: float | None = None
+        self._active_s: float | None = None  # when open streams first sent data (dead-peer rule)
         self._loss_time: float | None = None
         self._fec = FecEncoder(CODES[c.fec_code], c.fec_max_k, c.fec_target)
         self._fec_rx = FecDecoder()
@@ -320,6 +321,11 @@ class RelayConnection:
         self._streams[sid] = stream
         self.stats.streams_opened += 1
         return stream
+
+    @property
+    def in_flight_bytes(self) -> int:
+        """Bytes sent and neither acknowledged nor declared lost."""
+        return self._in_flight
 
     def snapshot(self) -> dict[str, float | int | str]:
         """Measurements and counters, SI units in the key names."""
@@ -429,6 +435,8 @@ class RelayConnection:
         self.state = State.ESTABLISHED
         self._hello_at = None
         self._last_recv_s = now
+        if self.is_client:  # the keep-alive clock starts now: an unused session must live too
+            self._last_eliciting_s = now
         self._events.append(HandshakeCompleted())
 
     def _on_data(self, data: bytes, pn: int, addr: Addr, now: float, recovered: bool) -> None:
@@ -745,11 +753,19 @@ class RelayConnection:
         silence that long spans several probes (this end's PTOs; the client's
         watchdog probes every 0.25 s), all of whose answers would have to be lost —
         at 14 % loss each way that is < 0.3 % (was ~26 % for a 1 s rule, two probes).
+
+        Only while streams are open, counted from when the first of them sent data: an
+        idle session's keep-alive PINGs back off and span only three probes in 1.8 s
+        (at 14 % loss each way the rule ended 2 of 20 idle sessions within 300 s); the
+        idle timeout bounds an idle session, and an old PING left unanswered does not
+        condemn the next stream at once.
         """
         dead = self.config.dead_peer_s
-        if dead is None or not self._sent or self._last_recv_s is None:
+        if not self._streams:
+            self._active_s = None
+        if dead is None or not self._sent or self._last_recv_s is None or self._active_s is None:
             return None
-        oldest_s = next(iter(self._sent.values())).sent_s
+        oldest_s = max(next(iter(self._sent.values())).sent_s, self._active_s)
         probes_s = DEAD_PEER_PTOS * self._rtt.pto_s(self.config.max_ack_delay_s)
         silence_s = max(dead, min(probes_s, DEAD_PEER_MAX_FACTOR * dead))
         return max(self._last_recv_s, oldest_s) + silence_s
@@ -766,7 +782,8 @@ class RelayConnection:
             return
         dead_at = self._dead_at()
         if dead_at is not None and now + _EPS_S >= dead_at:
-            silence_s = now - max(self._last_recv_s or 0.0, next(iter(self._sent.values())).sent_s)
+            oldest_s = max(next(iter(self._sent.values())).sent_s, self._active_s or 0.0)
+            silence_s = now - max(self._last_recv_s or 0.0, oldest_s)
             self._terminate(0, f"the peer did not answer for {silence_s:.2g} s")
             return
         if self._loss_time is not None and now + _EPS_S >= self._loss_time:
@@ -997,6 +1014,8 @@ class RelayConnection:
         )
         self._in_flight += size
         self._last_eliciting_s = now
+        if records and self._active_s is None:
+            self._active_s = now  # streams are sending: the dead-peer rule watches from here
         self.rate.app_limited = self._queued_bytes() + self._in_flight <= self.rate.cwnd_bytes
         rate = self.rate.pacing_rate_bytes_per_s
         slack_s = max(self.config.pacing_quantum_s, BURST_PACKETS * size / rate)

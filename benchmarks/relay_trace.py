@@ -1,0 +1,145 @@
+"""Benchmark: where one lab request's time goes through the relay (root; issue 10).
+
+Brings the lab path up (:class:`tierwise.lab.path.Path`, 200 ms RTT, 100 Mbit/s each
+way unless told), the model service and the relay's two processes with
+``TIERWISE_RELAY_TRACE`` set (``tierwise.relay.trace``), warms the session, then
+times ``--runs`` requests and lines each up with both processes' traces on the
+host's monotonic clock::
+
+    sudo python benchmarks/relay_trace.py [--runs 5] [--loss 0] [--keep DIR]
+
+Per request, in ms from ``connect()``: the client's first and last data datagram
+out, the gateway's first and last datagram in, its first and last write to the
+service (the last carries the FIN), the service's first response byte read by the
+gateway, the client's last datagram in, and the application's last response byte;
+with the pacing rate, window and estimate the client used and the datagrams and
+repairs it sent. The floor is ``R + S/B + T_proc + S_resp/B``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import tempfile
+from pathlib import Path as FsPath
+
+from tierwise.lab.experiment import RequestExperiment, serial_floor_s
+from tierwise.lab.path import Path
+from tierwise.lab.relayvia import open_tunnel, process_cpu_s, upload_body
+from tierwise.lab.service import ModelService, ServiceConfig
+from tierwise.lab.viarun import _request, _warm
+
+
+def read_trace(path: str) -> list[tuple[float, str, list[str]]]:
+    rows = []
+    for line in FsPath(path).read_text().splitlines():
+        t, name, *rest = line.split()
+        rows.append((float(t), name, rest))
+    return rows
+
+
+def traces(prefix: str, pids: dict[str, int]) -> dict[str, list]:
+    """Each end's trace (its process is ``python -c``, so its pid is the child's)."""
+    found = {}
+    for end, pid in pids.items():
+        files = glob.glob(f"{prefix}.*")
+        match = [f for f in files if f.endswith(f".{pid}")] or []
+        found[end] = read_trace(match[0]) if match else []
+    return found
+
+
+def window(rows: list, start: float, stop: float) -> list:
+    return [r for r in rows if start <= r[0] <= stop]
+
+
+def breakdown(ev: dict[str, float], client: list, gateway: list) -> dict[str, float]:
+    """Milliseconds from ``connect_start`` of each milestone of one request."""
+    t0, t1 = ev["connect_start"], ev["last_response"]
+    c, g = window(client, t0, t1 + 0.01), window(gateway, t0, t1 + 0.01)
+    ctx = [r for r in c if r[1] == "tx" and int(r[2][1]) > 600]
+    crx = [r for r in c if r[1] == "rx"]
+    grx = [r for r in g if r[1] == "rx" and int(r[2][0]) > 600]
+    gw = [r for r in g if r[1] == "tcp_write"]
+    gread = [r for r in g if r[1] == "tcp_read"]
+    ms = lambda t: round((t - t0) * 1e3, 1)  # noqa: E731
+    out = {
+        "client_tcp_read_first": ms(next(r[0] for r in c if r[1] == "tcp_read")),
+        "client_tx_first": ms(ctx[0][0]),
+        "client_tx_last": ms(ctx[-1][0]),
+        "gw_rx_first": ms(grx[0][0]),
+        "gw_rx_last": ms(grx[-1][0]),
+        "gw_write_first": ms(gw[0][0]),
+        "gw_write_last": ms(gw[-1][0]),
+        "gw_service_answer": ms(gread[0][0]) if gread else None,
+        "client_rx_last": ms(crx[-1][0]),
+        "app_last_byte": ms(t1),
+        "client_datagrams": sum(int(r[2][0]) for r in ctx),
+        "client_tx_calls": len(ctx),
+        "gw_rx_big": len(grx),
+    }
+    first = ctx[0][2]
+    out.update(pacing_Mbit=round(float(first[2]) * 8e-6, 1), cwnd_kB=round(float(first[3]) / 1e3))
+    out.update(btl_bw_Mbit=round(float(first[4]) * 8e-6, 1), startup=first[7], app_lim=first[8])
+    out["repairs"] = int(ctx[-1][2][6]) - int(first[6])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--loss", type=float, default=0.0)
+    ap.add_argument("--keep", help="copy the raw traces here")
+    args = ap.parse_args()
+    req = RequestExperiment(loss_up=args.loss, loss_down=args.loss, runs=args.runs)
+    floor = serial_floor_s(req)
+    body = upload_body(req.size_bytes, req.seed)
+    work = tempfile.mkdtemp(prefix="tw-trace-")
+    prefix = os.path.join(args.keep or work, "relay")
+    os.environ["TIERWISE_RELAY_TRACE"] = prefix
+    config = ServiceConfig(req.processing_s, req.response_bytes, None, req.cc, digest=True)
+    path = Path(req.path_config())
+    with path, ModelService(path.server_ns, path.server_addr, config) as svc:
+        target = (path.server_addr, svc.port)
+        with open_tunnel("relay", path, target, req.rtt_s, req.rate_bytes_per_s) as tunnel:
+            _warm(path, tunnel, body, None)
+            emulator = path._emulator.pid if path._emulator else None
+            cpu0 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
+            events = [_request(path, tunnel, body, None).events for _ in range(args.runs)]
+            cpu1 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
+            pids = {end: p.pid for end, p in tunnel.processes.items()}
+    del os.environ["TIERWISE_RELAY_TRACE"]
+    rows = traces(prefix, pids)
+    print(f"floor {floor * 1e3:.1f} ms; load average {os.getloadavg()[0]:.2f}")
+    cpu_ms = {end: round((cpu1[end] - cpu0[end]) / args.runs * 1e3, 1) for end in cpu0}
+    print(f"CPU ms per request (user + system): {cpu_ms}")
+    parts = []
+    for ev in events:
+        b = breakdown(ev, rows["client"], rows["server"])
+        print(f"{b['app_last_byte'] / (floor * 1e3):.3f} x floor", b)
+        parts.append(segments(b, req))
+    print("ms per segment, less its share of the floor (median, min, max):")
+    for name in parts[0]:
+        values = sorted(p[name] for p in parts)
+        median, low, high = values[len(values) // 2], values[0], values[-1]
+        print(f"  {name:<34} {median:7.1f}  (min {low:.1f}, max {high:.1f})")
+
+
+def segments(b: dict, req: RequestExperiment) -> dict[str, float]:
+    """The request cut at the trace's milestones; each minus what the floor gives it (ms)."""
+    one_way_ms, proc_ms = req.rtt_s / 2 * 1e3, req.processing_s * 1e3
+    upload_ms = req.size_bytes / req.rate_bytes_per_s * 1e3
+    return {
+        "client: connect -> first datagram": b["client_tx_first"],
+        "uplink delay - RTT/2": b["gw_rx_first"] - b["client_tx_first"] - one_way_ms,
+        "upload at gateway - S/B": b["gw_rx_last"] - b["gw_rx_first"] - upload_ms,
+        "gateway: last in -> last write": b["gw_write_last"] - b["gw_rx_last"],
+        "service - T_proc": b["gw_service_answer"] - b["gw_write_last"] - proc_ms,
+        "downlink - RTT/2": b["client_rx_last"] - b["gw_service_answer"] - one_way_ms,
+        "client: last in -> app's last byte": b["app_last_byte"] - b["client_rx_last"],
+        "total - floor": b["app_last_byte"] - serial_floor_s(req) * 1e3,
+    }
+
+
+if __name__ == "__main__":
+    main()
