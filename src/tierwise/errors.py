@@ -36,6 +36,7 @@ __all__ = [
     "UnitError",
     "clip",
     "did_you_mean",
+    "first_line",
     "shown",
 ]
 
@@ -107,6 +108,13 @@ def shown(value: Any) -> str:
 def clip(text: str, limit: int = SHOWN_CHARS) -> str:
     """``text`` cut to ``limit`` characters (a key or flag as the user typed it)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def first_line(exc: BaseException, limit: int = 160) -> str:
+    """An exception's message as one short line (a library's text can span several, or be
+    empty: then the exception's class name)."""
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    return clip(lines[0], limit)
 
 
 def did_you_mean(word: object, choices: Iterable[str]) -> str:

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from tierwise.errors import ScenarioError, clip, shown
+from tierwise.errors import ScenarioError, first_line, shown
 
 __all__ = ["CONNECT_TIMEOUT_S", "LOCAL_CLUSTER_CONFIG", "dask_client"]
 
@@ -55,7 +55,7 @@ def dask_client(
             client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
         except (Exception, MemoryError) as exc:
             raise ScenarioError(
-                f"cannot reach the Dask scheduler at {shown(address)}: {_first_line(exc)}",
+                f"cannot reach the Dask scheduler at {shown(address)}: {first_line(exc)}",
                 source="--scheduler",
             ) from None
         with client:
@@ -96,12 +96,6 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _first_line(exc: BaseException) -> str:
-    """An exception's message as one short line (a library's text can span several)."""
-    lines = str(exc).strip().splitlines() or [type(exc).__name__]
-    return clip(lines[0], 160)
-
-
 def _probe(address: str) -> None:
     """Check ``address`` is a Dask scheduler: a ``tcp://HOST:PORT`` that finishes Dask's
     handshake within the timeout.
@@ -124,7 +118,7 @@ def _probe(address: str) -> None:
         protocol, location = parse_address(address)
         host, port = parse_host_port(location)
     except (ValueError, TypeError) as exc:
-        raise refuse(f"expected tcp://HOST:PORT ({_first_line(exc)})") from None
+        raise refuse(f"expected tcp://HOST:PORT ({first_line(exc)})") from None
     if protocol != "tcp":
         raise refuse(f"only tcp:// scheduler addresses are supported, not {protocol}://")
     if not host or not 1 <= int(port) <= 65535:
@@ -138,7 +132,7 @@ def _probe(address: str) -> None:
         asyncio.run(asyncio.wait_for(handshake(), CONNECT_TIMEOUT_S + 1))
     except (OSError, ValueError) as exc:  # refused, unresolvable, timed out connecting
         if str(exc):
-            raise refuse(f"cannot reach the Dask scheduler: {_first_line(exc)}") from None
+            raise refuse(f"cannot reach the Dask scheduler: {first_line(exc)}") from None
         raise refuse(
             f"connected, but no Dask scheduler answered within {CONNECT_TIMEOUT_S} s "
             "(a scheduler listens on port 8786; 8787 is its dashboard)"

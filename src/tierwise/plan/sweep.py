@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.catalog import Catalog
-from tierwise.errors import ScenarioError, clip
+from tierwise.errors import ScenarioError, first_line
 from tierwise.plan import network as net
 from tierwise.plan.cost import (
     deadline_first,
@@ -297,10 +297,9 @@ def _collected(future: Any, points: int, total: int) -> Block:
     try:
         return future.result()
     except (CancelledError, KilledWorker, OSError, TimeoutError) as exc:
-        lines = str(exc).strip().splitlines() or [type(exc).__name__]
         raise ScenarioError(
             f"the Dask cluster failed a task of {points} point(s) of {total:,}: "
-            f"{clip(lines[0].rstrip('.'), 160)}; nothing was written",
+            f"{first_line(exc).rstrip('.')}; nothing was written",
             source="--scheduler",
         ) from None
 
