@@ -13,7 +13,7 @@ ArrayLike = float | np.ndarray
 
 def nonneg(name: str, value: ArrayLike) -> ArrayLike:
     """Refuse negative or non-finite ``value``; return it unchanged."""
-    if type(value) is float or type(value) is int:  # scalar fast path (per-request callers)
+    if isinstance(value, float) or type(value) is int:  # scalars (numpy's float64 too)
         if not (math.isfinite(value) and value >= 0):
             raise ModelError(f"{name} must be a finite value ≥ 0, got {_show(value)}")
         return value
@@ -25,7 +25,7 @@ def nonneg(name: str, value: ArrayLike) -> ArrayLike:
 
 def positive(name: str, value: ArrayLike) -> ArrayLike:
     """Refuse zero, negative or NaN ``value`` (+inf is allowed: infinitely fast)."""
-    if type(value) is float or type(value) is int:  # scalar fast path
+    if isinstance(value, float) or type(value) is int:  # scalar fast path
         if not value > 0:  # NaN fails this too
             raise ModelError(f"{name} must be > 0, got {_show(value)}")
         return value

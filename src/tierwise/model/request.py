@@ -30,6 +30,8 @@ def transfer_s(size_bytes: ArrayLike, rate_bytes_per_s: ArrayLike) -> ArrayLike:
     """Send time ``S / B`` of a payload at a constant rate; zero bytes take zero time."""
     nonneg("size", size_bytes)
     positive("rate", rate_bytes_per_s)
+    if isinstance(size_bytes, float | int) and isinstance(rate_bytes_per_s, float | int):
+        return size_bytes / rate_bytes_per_s  # scalars: no array machinery per request
     return np.divide(size_bytes, rate_bytes_per_s)
 
 

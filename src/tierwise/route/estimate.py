@@ -126,7 +126,9 @@ class Adaptive:
     """An EWMA and a Kalman filter side by side; the one with smaller recent error is used.
 
     Before any sample the ``prior`` (the config's value) is the estimate, with
-    ``prior_rel_sd`` relative uncertainty.
+    ``prior_rel_sd`` relative uncertainty. ``value``, ``sd`` and ``chosen`` are read
+    many times per request (every site's prediction) and change only with a sample,
+    so they are worked out then (:meth:`_refresh`), not on each read.
     """
 
     prior: float
@@ -134,6 +136,20 @@ class Adaptive:
     ewma: Ewma = field(default_factory=Ewma)
     kalman: Kalman = field(default_factory=Kalman)
     errors: dict[str, float] = field(default_factory=lambda: {"ewma": 0.0, "kalman": 0.0})
+    value: float = field(init=False, default=0.0)  # the chosen filter's level, or the prior
+    sd: float = field(init=False, default=0.0)  # its predictive standard deviation
+    chosen: str = field(init=False, default="kalman")  # "kalman" or "ewma": smaller recent error
+
+    def __post_init__(self) -> None:
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.chosen = "kalman" if self.errors["kalman"] <= self.errors["ewma"] else "ewma"
+        f = self.filter
+        if f.mean is None:
+            self.value, self.sd = self.prior, abs(self.prior) * self.prior_rel_sd
+        else:
+            self.value, self.sd = f.mean, f.sd
 
     def update(self, z: float) -> None:
         """Score each filter's prediction of ``z``, then feed it to both."""
@@ -145,6 +161,7 @@ class Adaptive:
                 self.errors[name] = 0.9 * self.errors[name] + 0.1 * min(rel, 10.0)
         self.ewma.update(z)
         self.kalman.update(z)
+        self._refresh()
 
     def at_most(self, bound: float) -> None:
         """A censored observation: the quantity is at most ``bound`` (e.g. a rate from a
@@ -158,25 +175,11 @@ class Adaptive:
                 f.guard.run.clear()
         if self.kalman.p < (0.1 * bound) ** 2:
             self.kalman.p = (0.1 * bound) ** 2
-
-    @property
-    def chosen(self) -> str:
-        """``"kalman"`` or ``"ewma"``: the filter whose recent error is smaller."""
-        return "kalman" if self.errors["kalman"] <= self.errors["ewma"] else "ewma"
+        self._refresh()
 
     @property
     def filter(self) -> Ewma | Kalman:
         return self.kalman if self.chosen == "kalman" else self.ewma
-
-    @property
-    def value(self) -> float:
-        f = self.filter
-        return self.prior if f.mean is None else f.mean
-
-    @property
-    def sd(self) -> float:
-        f = self.filter
-        return abs(self.prior) * self.prior_rel_sd if f.mean is None else f.sd
 
     @property
     def samples(self) -> int:

@@ -33,6 +33,7 @@ from starlette.routing import Route
 from tierwise.errors import ScenarioError
 from tierwise.route.config import RouteConfig
 from tierwise.route.estimate import Adaptive
+from tierwise.route.h1 import H1Transport
 from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.netio import AsyncioBackend
@@ -631,16 +632,21 @@ class Router:
         return resp.status_code < 500, time.perf_counter() - sent, probed_at
 
 
-def _transport(site) -> httpx.AsyncHTTPTransport:
-    """A warm pool per site; a direct one's streams run on plain asyncio protocols
-    (:mod:`tierwise.route.netio`) and hand the upload watch their socket."""
+def _transport(site) -> httpx.AsyncBaseTransport:
+    """A warm pool per site. A plain-HTTP site gets :class:`~tierwise.route.h1.H1Transport`
+    (httptools parsing over the :mod:`tierwise.route.netio` backend, which hands the upload
+    watch its socket); an HTTPS site httpcore's pool over the same backend; a site behind
+    the relay httpcore's SOCKS5 proxy pool."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
     if site.via == "relay":
         return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
+    backend = watch_backend(AsyncioBackend())
+    if httpx.URL(site.url).scheme == "http":
+        return H1Transport(backend, limits.max_connections, limits.max_keepalive_connections)
     transport = httpx.AsyncHTTPTransport(limits=limits)
     pool = transport._pool  # httpcore's pool: its network backend is a public parameter
     if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
-        pool._network_backend = watch_backend(AsyncioBackend())
+        pool._network_backend = backend
     return transport
 
 

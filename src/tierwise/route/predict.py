@@ -16,7 +16,7 @@ hysteresis so that near-equal sites do not flap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from tierwise.plan.options import Option, evaluate_option
@@ -64,6 +64,39 @@ class SiteModel:
     down_bytes_per_token: Adaptive
     error_rel: Adaptive = field(default_factory=lambda: Adaptive(0.2))
     failure_p: float = 0.0
+    # The planner's inputs built for the last request, reused while they still hold:
+    # the site with the live estimates, the task, the scenario (pydantic copies cost
+    # more than the evaluation itself, and between two samples they do not change).
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def planner_inputs(self, req: RequestShape, bytes_down: float) -> Scenario:
+        """The scenario ``evaluate_option`` reads for ``req``: this site with its live
+        estimates in place of the priors, the request's bytes and deadline as the task."""
+        memo = self._memo
+        key = (self.rtt_s.value, self.up_rate.value, self.down_rate.value)
+        if memo.get("site_key") != key:
+            relay = {"recovery": "fec", "connection": None} if self.site.via == "relay" else {}
+            memo["site"] = self.site.model_copy(
+                update={
+                    "rtt": key[0],
+                    "uplink": max(key[1], 1.0),
+                    "downlink": max(key[2], 1.0),
+                    **relay,
+                }
+            )
+            memo["site_key"], memo["scenario"] = key, None
+        task_key = (req.bytes_up, bytes_down, req.deadline_s)
+        if memo.get("task_key") != task_key:
+            memo["task"] = _TASK.model_copy(
+                update={"upload": float(req.bytes_up), "download": bytes_down,
+                        "deadline": req.deadline_s}
+            )  # fmt: skip
+            memo["task_key"], memo["scenario"] = task_key, None
+        if memo.get("scenario") is None:
+            memo["scenario"] = _SCENARIO.model_copy(
+                update={"task": memo["task"], "site": [memo["site"]]}
+            )
+        return memo["scenario"]
 
     def estimates(self) -> dict[str, Any]:
         """The live estimates with their uncertainty and the filter each uses (for logs)."""
@@ -156,29 +189,18 @@ def predict(m: SiteModel, req: RequestShape, benched: bool = False) -> Predictio
     s = m.site
     n_out = req.output_tokens
     bytes_down = 400 + n_out * m.down_bytes_per_token.value
-    now = s.model_copy(
-        update={
-            "rtt": m.rtt_s.value,
-            "uplink": max(m.up_rate.value, 1.0),
-            "downlink": max(m.down_rate.value, 1.0),
-            **({"recovery": "fec", "connection": None} if s.via == "relay" else {}),
-        }
-    )
+    scn = m.planner_inputs(req, bytes_down)
     prefill_s = req.prompt_tokens * m.prefill_bound_s * m.prefill_factor.value
     decode_s = n_out * m.step_bound_s * m.decode_factor.value
     reasons = _reasons(s, req, benched)
-    costs = replace(
+    costs = _evolve(
         m.costs,
-        site=now,
+        site=scn.site[0],
         model_s=decode_s,
         prepare_s=m.queue_s.value + prefill_s,
         tokens_per_round=n_out,
         reasons=reasons,
     )
-    task = _TASK.model_copy(
-        update={"upload": float(req.bytes_up), "download": bytes_down, "deadline": req.deadline_s}
-    )
-    scn = _SCENARIO.model_copy(update={"task": task, "site": [now]})
     option = evaluate_option(scn, costs, "route")
     sigma = _sigma(m, req, option, prefill_s, decode_s)
     p_meet = None
@@ -186,6 +208,15 @@ def predict(m: SiteModel, req: RequestShape, benched: bool = False) -> Predictio
         p_meet = normal_cdf((req.deadline_s - option.time_s) / max(sigma, 1e-9))
     expected = option.time_s * (1.0 + m.failure_p)
     return Prediction(s.name, option, sigma, expected, p_meet)
+
+
+def _evolve(obj: Any, **changes: Any) -> Any:
+    """A shallow copy of dataclass instance ``obj`` with ``changes`` — what
+    ``dataclasses.replace`` does, without re-running ``__init__`` over every field
+    (its fields are already checked; this runs for every site of every request)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__, **changes)
+    return new
 
 
 def _reasons(s: RouteSite, req: RequestShape, benched: bool) -> list[str]:
@@ -228,7 +259,7 @@ def pick(
     d = cfg.decision
     options = []
     for p in preds:
-        o = replace(p.option, time_s=p.expected_s)
+        o = _evolve(p.option, time_s=p.expected_s)
         if req.deadline_s is not None:
             o.meets_deadline = (
                 p.p_meet >= d.probability if d.probability else p.expected_s <= req.deadline_s
