@@ -70,6 +70,7 @@ class _Parser:
             self.headers = []
             return
         self.headers_done = True
+        self.keep_alive = self.parser.should_keep_alive()  # a HEAD answer ends here
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -241,16 +242,31 @@ class H1Transport(httpx.AsyncBaseTransport):
             raise _ERRORS[type(exc)](str(exc), request=request) from exc
 
     async def _acquire(self, key, request, connect_timeout, pool_timeout) -> _Connection:
-        now = time.monotonic()
-        idle = self.idle.get(key)
-        while idle:
-            conn = idle.pop()  # the most recently used: warmest, least likely expired
-            self.n_idle -= 1
-            if not conn.stale(now, self.keepalive_expiry):
-                return conn
-            await self._close(key, conn)
-        if self.active >= self.max_connections:
-            await self._wait_for_room(request, pool_timeout)
+        """A pooled connection to ``key`` that is still good, else a new one; with the pool
+        full, an idle connection elsewhere is closed, or the request waits for one to be
+        released or closed (up to the pool timeout)."""
+        deadline = None if pool_timeout is None else time.monotonic() + pool_timeout
+        while True:
+            idle = self.idle.get(key)
+            while idle:
+                conn = idle.pop()  # the most recently used: warmest, least likely expired
+                self.n_idle -= 1
+                if not conn.stale(time.monotonic(), self.keepalive_expiry):
+                    return conn
+                await self._close(key, conn)
+            if self.active < self.max_connections:
+                break
+            if self.n_idle:  # make room: close the longest-idle connection to another origin
+                other = next(k for k, q in self.idle.items() if q)
+                await self._close(other, self._pop_oldest(other))
+                continue
+            self.room.clear()
+            try:
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                async with asyncio.timeout(left):
+                    await self.room.wait()
+            except TimeoutError:
+                raise httpx.PoolTimeout("no connection free in time", request=request) from None
         self.active += 1
         try:
             stream = await self.backend.connect_tcp(key[0], key[1], timeout=connect_timeout)
@@ -260,20 +276,6 @@ class H1Transport(httpx.AsyncBaseTransport):
                 raise _ERRORS[type(exc)](str(exc), request=request) from exc
             raise
         return _Connection(stream)
-
-    async def _wait_for_room(self, request, timeout: float | None) -> None:
-        """Until a connection may be opened: close an idle one, or wait for one to end."""
-        try:
-            async with asyncio.timeout(timeout):
-                while self.active >= self.max_connections:
-                    if self.n_idle:  # make room by closing the longest-idle one
-                        key = next(k for k, q in self.idle.items() if q)
-                        await self._close(key, self._pop_oldest(key))
-                        continue
-                    self.room.clear()
-                    await self.room.wait()
-        except TimeoutError:
-            raise httpx.PoolTimeout("no connection free in time", request=request) from None
 
     def _pop_oldest(self, key) -> _Connection:
         self.n_idle -= 1
@@ -287,6 +289,7 @@ class H1Transport(httpx.AsyncBaseTransport):
         conn.idle_since = time.monotonic()
         self.idle.setdefault(key, deque()).append(conn)
         self.n_idle += 1
+        self.room.set()
 
     def _discard(self, key, conn: _Connection) -> None:
         """Close without waiting (from a body's end, where nothing may block)."""

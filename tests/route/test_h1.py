@@ -1,0 +1,242 @@
+"""The gateway's HTTP/1.1 transport (httptools over the netio backend), against real
+loopback servers that answer in each of the ways HTTP/1.1 allows — and some it does not."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from tierwise.route.h1 import H1Transport
+from tierwise.route.netio import AsyncioBackend
+from tierwise.route.upload import watch_backend
+
+Answer = Callable[[bytes, bytes], list[bytes]]  # (request head, body) -> what to write
+
+
+def ok(body: bytes = b"hello", extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+class Server:
+    """A loopback HTTP/1.1 server: each request's answer comes from ``answer``; it counts
+    connections and requests, and closes a connection when the answer ends with None."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.connections = 0
+        self.requests: list[tuple[bytes, bytes]] = []
+        self.server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> Server:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                body = b""
+                if m := re.search(rb"(?i)content-length: *(\d+)", head):
+                    body = await r.readexactly(int(m.group(1)))
+                elif re.search(rb"(?i)transfer-encoding: *chunked", head):
+                    while (size := int((await r.readuntil(b"\r\n")).strip(), 16)) > 0:
+                        body += (await r.readexactly(size + 2))[:-2]
+                    await r.readuntil(b"\r\n")
+                self.requests.append((head, body))
+                for piece in self.answer(head, body):
+                    if piece is None:
+                        w.close()
+                        return
+                    w.write(piece)
+                    await w.drain()
+                    await asyncio.sleep(0.01)  # pieces arrive apart
+        except (asyncio.IncompleteReadError, ConnectionError):
+            w.close()
+
+
+def transport(**kw) -> H1Transport:
+    return H1Transport(watch_backend(AsyncioBackend()), **kw)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+def test_keep_alive_reuses_one_connection_and_sends_head_and_body() -> None:
+    async def main():
+        async with Server(lambda h, b: [ok(b"echo:" + b)]) as srv:
+            async with httpx.AsyncClient(transport=transport(), base_url=srv.url) as c:
+                answers = [await c.post("/v1/x", content=b"abc%d" % i) for i in range(5)]
+            return srv, answers
+
+    srv, answers = run(main())
+    assert [a.text for a in answers] == [f"echo:abc{i}" for i in range(5)]
+    assert srv.connections == 1
+    head, body = srv.requests[0]
+    assert head.startswith(b"POST /v1/x HTTP/1.1\r\n") and b"content-length: 4" in head.lower()
+    assert body == b"abc0"
+
+
+def test_chunked_and_close_delimited_bodies_and_a_streamed_answer() -> None:
+    events = [b"data: %d\n\n" % i for i in range(4)]
+
+    def answer(head: bytes, body: bytes) -> list:
+        if b"/chunked" in head:
+            head_ = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+            return [head_, *(b"%x\r\n%s\r\n" % (len(e), e) for e in events), b"0\r\n\r\n"]
+        return [b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n", *events, None]
+
+    async def main():
+        async with Server(answer) as srv:
+            async with httpx.AsyncClient(transport=transport(), base_url=srv.url) as c:
+                got = []
+                async with c.stream("POST", "/chunked", content=b"x") as r:
+                    got.append([chunk async for chunk in r.aiter_raw()])
+                closed = await c.get("/close")
+                again = await c.get("/close")
+            return srv, got, closed, again
+
+    srv, got, closed, again = run(main())
+    assert b"".join(got[0]) == b"".join(events) and len(got[0]) > 1  # as it arrived
+    assert closed.content == b"".join(events) and again.content == closed.content
+    assert srv.connections == 2  # the close-delimited answer's connection is not reused
+
+
+def test_a_request_body_streamed_in_chunks() -> None:
+    async def parts():
+        for p in (b"ab", b"cd", b"ef"):
+            yield p
+
+    async def main():
+        async with Server(lambda h, b: [ok(b)]) as srv:
+            async with httpx.AsyncClient(transport=transport(), base_url=srv.url) as c:
+                r = await c.post("/up", content=parts())
+            return srv, r
+
+    srv, r = run(main())
+    assert r.content == b"abcdef"
+    assert b"transfer-encoding: chunked" in srv.requests[0][0].lower()
+
+
+def test_an_answer_not_read_to_its_end_closes_its_connection() -> None:
+    async def main():
+        async with Server(lambda h, b: [ok(b"y" * 200_000)]) as srv:
+            async with httpx.AsyncClient(transport=transport(), base_url=srv.url) as c:
+                async with c.stream("GET", "/big") as r:
+                    first = await r.aiter_raw().__anext__()
+                whole = await c.get("/big")
+            return srv, first, whole
+
+    srv, first, whole = run(main())
+    assert 0 < len(first) < 200_000 and len(whole.content) == 200_000
+    assert srv.connections == 2  # the half-read connection was closed, not pooled
+
+
+def test_interim_answer_head_and_no_content() -> None:
+    def answer(head: bytes, body: bytes) -> list:
+        if head.startswith(b"HEAD"):
+            return [b"HTTP/1.1 200 OK\r\ncontent-length: 999\r\n\r\n"]
+        if b"/204" in head:
+            return [b"HTTP/1.1 204 No Content\r\n\r\n"]
+        return [b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"final")]
+
+    async def main():
+        async with Server(answer) as srv:
+            async with httpx.AsyncClient(transport=transport(), base_url=srv.url) as c:
+                rs = [await c.post("/a", content=b"1"), await c.head("/h"), await c.get("/204")]
+                rs.append(await c.get("/after"))
+            return srv, rs
+
+    srv, rs = run(main())
+    assert [r.status_code for r in rs] == [200, 200, 204, 200]
+    assert rs[0].content == b"final" and rs[1].content == b"" and rs[3].content == b"final"
+    assert srv.connections == 1
+
+
+def test_errors_are_httpx_errors() -> None:
+    """Malformed answer, a close before any answer, a silent server, a refused port."""
+
+    def answer(head: bytes, body: bytes) -> list:
+        if b"/junk" in head:
+            return [b"NOT HTTP AT ALL\r\n\r\n"]
+        if b"/drop" in head:
+            return [None]
+        return []  # silent
+
+    async def main():
+        async with Server(answer) as srv:
+            async with httpx.AsyncClient(transport=transport(), base_url=srv.url) as c:
+                with pytest.raises(httpx.RemoteProtocolError):
+                    await c.get("/junk")
+                with pytest.raises(httpx.RemoteProtocolError):
+                    await c.get("/drop")
+                with pytest.raises(httpx.ReadTimeout):
+                    await c.get("/silent", timeout=0.2)
+                ok_after = srv.connections
+        free = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = free.sockets[0].getsockname()[1]
+        free.close()
+        await free.wait_closed()
+        async with httpx.AsyncClient(transport=transport()) as c:
+            with pytest.raises(httpx.ConnectError):
+                await c.get(f"http://127.0.0.1:{port}/")
+            with pytest.raises(httpx.UnsupportedProtocol):
+                await c.get("https://127.0.0.1:1/")
+        return ok_after
+
+    assert run(main()) == 3  # every failed connection was dropped, none reused
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    def answer(head: bytes, body: bytes) -> list:
+        return [ok(b"once"), None] if b"/once" in head else [ok(b"fine")]
+
+    async def main():
+        async with Server(answer) as srv:
+            async with httpx.AsyncClient(transport=transport(), base_url=srv.url) as c:
+                # The answer says keep-alive, then the server closes the connection.
+                first = await c.get("/once")
+                await asyncio.sleep(0.05)
+                second = await c.get("/next")
+            return srv, first, second
+
+    srv, first, second = run(main())
+    assert (first.text, second.text) == ("once", "fine")
+    assert srv.connections == 2
+
+
+def test_the_pool_bound_waits_then_times_out() -> None:
+    def answer(head: bytes, body: bytes) -> list:
+        return [ok(b"slow")] if b"/slow" in head else [ok(b"quick")]
+
+    async def main():
+        async with Server(answer) as srv:
+            t = transport(max_connections=1)
+            async with httpx.AsyncClient(transport=t, base_url=srv.url) as c:
+                async with c.stream("GET", "/slow") as held:
+                    with pytest.raises(httpx.PoolTimeout):
+                        await c.get("/quick", timeout=httpx.Timeout(5, pool=0.2))
+                    waiting = asyncio.create_task(c.get("/quick"))
+                    await asyncio.sleep(0.1)
+                    assert not waiting.done()
+                    await held.aread()
+                quick = await waiting
+                active = t.active
+            return srv, quick, active
+
+    srv, quick, active = run(main())
+    assert quick.text == "quick" and srv.connections == 1 and active == 1
