@@ -3,12 +3,16 @@
 One ``tierwise lab model-server`` and one ``tierwise route`` gateway in front of it,
 both real processes on loopback, and for reference a bare pass-through proxy (a
 plain starlette + uvicorn + httpx hop with no prediction, learning, log or metrics,
-and none of the gateway's transport work: its own httpcore network backend and one
-write per small message, :mod:`tierwise.route.netio`, :mod:`tierwise.route.wire`).
-Part 1 alternates the same non-streaming request sent directly, through the bare
-proxy and through the gateway (one warm keep-alive client each) and compares
-medians. Part 2 opens 200 streaming requests at once through the gateway, several
-rounds, and counts errors and the gateway's resident memory after each round.
+and none of the gateway's transport work: its httptools HTTP/1.1 transport, its own
+network backend and one write per small message — :mod:`tierwise.route.h1`,
+:mod:`tierwise.route.netio`, :mod:`tierwise.route.wire`).
+A raw TCP forwarder (uvloop, bytes only, no HTTP) is the floor: what one more
+process in the path costs on this machine. Part 1 alternates the same non-streaming
+request sent directly, through the raw forwarder, the bare proxy and the gateway (one
+warm keep-alive client each) and compares medians, with each hop's CPU per request
+(user + system, from /proc) — steadier than latency on a shared machine. Part 2 opens
+200 streaming requests at once through the gateway, several rounds, and counts errors
+and the gateway's resident memory after each round.
 
     python benchmarks/route_gateway.py [--pairs 300] [--concurrent 200] [--rounds 5]
 """
@@ -17,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -43,15 +49,33 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def start(args: list[str], url: str) -> subprocess.Popen[bytes]:
+def start(args: list[str], url: str | None) -> subprocess.Popen[bytes]:
+    """Start ``args``; wait until ``url`` answers (or, with None, until the port is bound)."""
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wait_ready(proc, url)
+    if url is not None:
+        wait_ready(proc, url)
+    else:
+        port = int(args[-2])
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
     return proc
 
 
-def overhead(urls: dict[str, str], pairs: int) -> dict[str, float]:
-    """Median time per path (direct, bare proxy, gateway), alternating, warm clients."""
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def overhead(
+    urls: dict[str, str], pairs: int, pids: dict[str, int]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median time per path and CPU per request of each hop's process, alternating."""
     times: dict[str, list[float]] = {name: [] for name in urls}
+    cpu = dict.fromkeys(pids, 0.0)
     clients = {name: httpx.Client() for name in urls}
     with Progress() as progress:
         task = progress.add_task("alternating rounds", total=pairs)
@@ -60,14 +84,40 @@ def overhead(urls: dict[str, str], pairs: int) -> dict[str, float]:
                 clients[name].post(url + "/v1/chat/completions", json=BODY)
         for _ in range(pairs):
             for name, url in urls.items():
+                c0 = cpu_s(pids[name]) if name in pids else 0.0
                 t0 = time.perf_counter()
                 r = clients[name].post(url + "/v1/chat/completions", json=BODY)
                 times[name].append(time.perf_counter() - t0)
+                if name in pids:
+                    cpu[name] += cpu_s(pids[name]) - c0
                 assert r.status_code == 200, r.text
             progress.advance(task)
     for c in clients.values():
         c.close()
-    return {name: statistics.median(t) for name, t in times.items()}
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    return medians, {name: c / pairs for name, c in cpu.items()}
+
+
+def raw_forwarder(port: int, upstream_port: int) -> None:
+    """The floor: a uvloop TCP forwarder, one upstream connection per client connection."""
+    import uvloop
+
+    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", upstream_port)
+        await asyncio.gather(pump(reader, up_w), pump(up_r, writer), return_exceptions=True)
+
+    async def serve() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port)
+        await server.serve_forever()
+
+    uvloop.run(serve())
 
 
 def bare_proxy(port: int, upstream: str) -> None:
@@ -112,6 +162,9 @@ def main() -> None:
     if sys.argv[1:2] == ["--serve-proxy"]:
         bare_proxy(int(sys.argv[2]), sys.argv[3])
         return
+    if sys.argv[1:2] == ["--serve-raw"]:
+        raw_forwarder(int(sys.argv[2]), int(sys.argv[3]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=300)
     ap.add_argument("--concurrent", type=int, default=200)
@@ -133,14 +186,21 @@ def main() -> None:
     px_port = free_port()
     proxy = f"http://127.0.0.1:{px_port}"
     px = start([sys.executable, __file__, "--serve-proxy", str(px_port), direct], proxy)
+    raw_port = free_port()
+    raw = f"http://127.0.0.1:{raw_port}"
+    fw = start([sys.executable, __file__, "--serve-raw", str(raw_port), str(ms_port)], None)
     try:
-        med = overhead({"direct": direct, "bare proxy": proxy, "gateway": gateway}, args.pairs)
-        d, b, g = med["direct"], med["bare proxy"], med["gateway"]
+        urls = {"direct": direct, "raw forwarder": raw, "bare proxy": proxy, "gateway": gateway}
+        pids = {"raw forwarder": fw.pid, "bare proxy": px.pid, "gateway": gw.pid}
+        med, cpu = overhead(urls, args.pairs, pids)
+        d, r, b, g = (med[k] for k in urls)
         print(
-            f"median direct {d * 1e3:.2f} ms, bare proxy {b * 1e3:.2f} ms, "
-            f"gateway {g * 1e3:.2f} ms: the gateway adds {(g - d) * 1e3:.2f} ms "
-            f"(goal ≤ 2 ms), a bare proxy hop {(b - d) * 1e3:.2f} ms"
+            f"median direct {d * 1e3:.2f} ms, raw forwarder {r * 1e3:.2f} ms, "
+            f"bare proxy {b * 1e3:.2f} ms, gateway {g * 1e3:.2f} ms: "
+            f"the gateway adds {(g - d) * 1e3:.2f} ms (goal ≤ 2 ms), "
+            f"a bare proxy hop {(b - d) * 1e3:.2f} ms, a raw forwarder {(r - d) * 1e3:.2f} ms"
         )
+        print("CPU per request: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in cpu.items()))
         recs = read_log(tmp / "d.jsonl")
         decide = statistics.median(r["decide_s"] for r in recs)
         inside = statistics.median(r["total_s"] - r["actual_s"] for r in recs)
@@ -157,7 +217,7 @@ def main() -> None:
             if rec.get("outcome") != "ok" or rec.get("stream_error"):
                 print("not ok:", rec.get("outcome"), rec.get("stream_error"), rec.get("attempts"))
     finally:
-        for proc in (px, gw, server):
+        for proc in (fw, px, gw, server):
             proc.terminate()
             proc.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
