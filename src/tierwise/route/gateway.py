@@ -258,10 +258,12 @@ class Router:
 
     def _shape(self, request: Request, body: bytes) -> RequestShape:
         data = body_json(body)
-        path = request.url.path
+        path = request.scope["path"]  # not request.url: that builds a URL object
         deadline = parse_deadline(request.headers.get(DEADLINE_HEADER))
         cap = requested_output_tokens(data)
-        learned = self.output_tokens.setdefault(path, Adaptive(DEFAULT_OUTPUT_TOKENS))
+        learned = self.output_tokens.get(path)
+        if learned is None:
+            learned = self.output_tokens[path] = Adaptive(DEFAULT_OUTPUT_TOKENS)
         residency = request.headers.get(RESIDENCY_HEADER) or self.cfg.decision.residency
         return RequestShape(
             path=path,
@@ -300,7 +302,7 @@ class Router:
                     queue = []
                     continue
                 watch = self._upload_watch(name, body, by_site[name], next_s)
-                coro = self._attempt(name, request.url.path, headers, body, budget_s, watch)
+                coro = self._attempt(name, shape.path, headers, body, budget_s, watch)
                 running[asyncio.create_task(coro)] = (name, time.perf_counter())
                 hedge_at = time.perf_counter() + self._patience_s(by_site[name], next_s)
             wait_s = max(hedge_at - time.perf_counter(), 0.0) if queue else None
@@ -326,9 +328,7 @@ class Router:
             budget_s = self._budget_s(shape, t0)
             if budget_s <= 0:
                 break
-            a = self._settled(
-                await self._attempt(name, request.url.path, headers, body, budget_s), shape
-            )
+            a = self._settled(await self._attempt(name, shape.path, headers, body, budget_s), shape)
             attempts.append(a)
             if a.response is not None:
                 return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
