@@ -306,6 +306,7 @@ class Cubic(CongestionController):
         self.epoch: float | None = None
         self.k = 0.0
         self.w_est = 0.0
+        self._alpha = 3 * (1 - self.BETA) / (1 + self.BETA)  # RFC 9438 §4.3 α_cubic
         self._ramp = False
         self.hystart: HyStart | None = HyStart(mss) if self.with_hystart else None
 
@@ -337,12 +338,14 @@ class Cubic(CongestionController):
             self.w_est = w
         t = now - self.epoch + (rtt or 0.0)
         target = self.C * (t - self.k) ** 3 + self.w_max
-        alpha = 3 * (1 - self.BETA) / (1 + self.BETA)
-        self.w_est += alpha * (acked / seg) / (self.cwnd / seg)
+        self.w_est += self._alpha * (acked / seg) / (self.cwnd / seg)
         w = self.cwnd / seg
         if self.w_est > target:
             target = self.w_est
-        step = seg * min(target - w, 0.5 * w) / w * (acked / seg) if target > w else 0.0
+        step = 0.0
+        if target > w:
+            gap, half = target - w, 0.5 * w
+            step = seg * (half if half < gap else gap) / w * (acked / seg)  # min(gap, half)
         if self._ramp:
             # Linux bictcp_update / ns-3 TcpCubic::Update: while W_max is unknown, at
             # least one segment per 20 acknowledged ("cnt" clamped at 20, +5 % per RTT).
