@@ -12,6 +12,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SimulationError
@@ -165,7 +166,9 @@ class Link:
         if self._lossy and self.loss.lost():
             stats.lost += 1
         else:
-            sim.post(free_at + self.prop, deliver, packet)
+            # Simulator.post, inline: one heap entry per packet, numbered as post numbers it.
+            sim._seq = seq = sim._seq + 1
+            heappush(sim._heap, (free_at + self.prop, 0, seq, deliver, (packet,)))
         return True
 
     def _full(self, now: float, wire_bytes: int) -> bool:

@@ -159,8 +159,8 @@ class TransferEnd:
         ack = receiver.receive(seg, self.sim.now)
         if ack is not None:
             self.ack_link.put(ack, ack.wire, self._ack_arrives)
-        # Arm the receiver's delayed-ACK timer.
-        deadline = receiver.get_timer()
+        # Arm the receiver's delayed-ACK timer (its get_timer(), read directly: per packet).
+        deadline = receiver._ack_at
         if deadline is not None and deadline != self._receiver_timer:
             self._receiver_timer = deadline
             self.sim.at(deadline, self._receiver_fires, deadline)
