@@ -181,7 +181,8 @@ class NewReno(CongestionController):
 
 
 # HyStart (Ha & Rhee, "Taming the elephants", 2011) as ns-3 3.37's TcpCubic runs it by
-# default (tcp-cubic.cc:53-88, 166-404), ported from Linux's tcp_cubic.c of 2.6.29-5.6.
+# default (tcp-cubic.cc:53-88, 166-404): its port of Linux's tcp_cubic.c, thresholds as
+# ns-3 has them.
 HYSTART_LOW_WINDOW_SEGMENTS = 16  # ns-3 HyStartLowWindow, Linux hystart_low_window
 HYSTART_ACK_DELTA_S = 0.002  # ns-3 HyStartAckDelta, Linux hystart_ack_delta(_us): 2 ms
 HYSTART_MIN_SAMPLES = 8  # ns-3 HyStartMinSamples, Linux HYSTART_MIN_SAMPLES
@@ -200,12 +201,14 @@ class HyStart:
     the minimum delay since the round began (the window exceeds the path's BDP); the
     *delay* test fires once the minimum RTT of the round's first 8 samples exceeds
     ``delay_min + clamp(delay_min, 4 ms, 1 s)`` (ns-3's thresholds; Linux ≥ 5.7 fires
-    the train at ``delay_min / 2`` and the delay test at ``+ clamp(delay_min / 8, 4 ms,
-    16 ms)``). Runs only while ``cwnd ≥ 16`` segments and not above ssthresh; an RTO
-    forgets the minimum delay and arms it again (ns-3 ``CubicReset``/``HystartReset``).
-    Rounds are counted in bytes: the round begun at an ACK ends when more than the
-    bytes then delivered and in flight have been delivered (ns-3: ``SND.UNA`` passes
-    the ``HighTxMark`` of the round's start; the two agree while nothing is lost).
+    the train at ``delay_min / 2`` — ``delay_min`` when fq paces — and the delay test at
+    ``+ clamp(delay_min / 8, 4 ms, 16 ms)``). Runs only while ``cwnd ≥ 16`` segments
+    and not above ssthresh; an RTO forgets the minimum delay and arms it again (ns-3
+    ``CubicReset``/``HystartReset``). The RTT is each ACK's sample, as in Linux (ns-3
+    hands HyStart its smoothed RTT; docs/validation.md, sim6). Rounds are counted in
+    bytes: the round begun at an ACK ends when more than the bytes then delivered and in
+    flight have been delivered (ns-3: ``SND.UNA`` passes the ``HighTxMark`` of the
+    round's start; the two agree while nothing is lost).
     """
 
     __slots__ = (
