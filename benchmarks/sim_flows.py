@@ -19,6 +19,11 @@ pacing rate and the queue, ours from ``run_flows(series=True)``, ns-3's from its
 ``--traceFile``), printed every --step seconds and plotted:
 
     python benchmarks/sim_flows.py --trace 615:90 [--bbr bbr-v1] [--plot docs/img]
+
+BBR's share per time window, ours with ``cubic-hystart`` and ``cubic`` against ``bbr-v1``,
+ns-3's with TcpCubic's HyStart on (its default) and off (docs/validation.md, sim6):
+
+    python benchmarks/sim_flows.py --windows 1025:60 [--cut 0-10,0-30,30-60,0-60]
 """
 
 from __future__ import annotations
@@ -97,7 +102,55 @@ SHARE_CASES = [
 
 
 def _ns3_cc(cc: str) -> str:
-    return "bbr" if cc.startswith("bbr") else cc
+    return "bbr" if cc.startswith("bbr") else "cubic" if cc.startswith("cubic") else cc
+
+
+def _window_share(delivered: list[list[float]], times: list[float], a_s: float, b_s: float):
+    """The second flow's share of the bytes both delivered between ``a_s`` and ``b_s``."""
+    i = min(range(len(times)), key=lambda k: abs(times[k] - a_s))
+    j = min(range(len(times)), key=lambda k: abs(times[k] - b_s))
+    got = [col[j] - col[i] for col in delivered]
+    return got[1] / (sum(got) or 1)
+
+
+def windows(case: str, cut: str) -> None:
+    """BBR's share per window: ours (cubic-hystart, cubic against bbr-v1) and ns-3's
+    (HyStart on, off), each with its RTO count per flow."""
+    import tempfile
+
+    queue, seconds = int(case.split(":")[0]), float(case.split(":")[1])
+    spans = [tuple(float(x) for x in w.split("-")) for w in cut.split(",")]
+    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
+    columns: dict[str, tuple[list[float], list[int]]] = {}
+    for cubic in ("cubic-hystart", "cubic"):
+        flows = [FlowSpec(cc, 0.0, duration_s=seconds) for cc in (cubic, "bbr-v1")]
+        r = run_flows(path, TCP, flows, series=True)
+        s = r["series"]
+        got = [_window_share(s["delivered_bytes"], s["time_s"], a, b) for a, b in spans]
+        columns[f"ours {cubic}"] = (got, [f["timeouts"] for f in r["flows"]])
+    for hystart in (True, False):
+        with tempfile.TemporaryDirectory() as tmp:
+            csv_path = Path(tmp) / "ns3.csv"
+            t = run_ns3_flows(
+                [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
+                queue_packets=queue,
+                hystart=hystart,
+                trace_file=csv_path,
+            )
+            ns3 = _ns3_trace(csv_path)
+        times = sorted(ns3[0])
+        delivered = [[ns3[f][x]["delivered_bytes"] for x in times] for f in (0, 1)]
+        got = [_window_share(delivered, times, a, b) for a, b in spans]
+        columns[f"ns-3 HyStart {'on' if hystart else 'off'}"] = (
+            got,
+            [f["timeouts"] for f in t["flows"]],
+        )
+    print(f"BBR's share per window, queue {queue} packets, {seconds:g} s (RTOs per flow)")
+    print("| window | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for k, (a, b) in enumerate(spans):
+        print(f"| {a:g}–{b:g} s | " + " | ".join(f"{v[0][k]:.3f}" for v in columns.values()) + " |")
+    print("| RTOs | " + " | ".join(str(v[1]) for v in columns.values()) + " |")
 
 
 def shares(plot: Path | None) -> None:
@@ -261,6 +314,8 @@ def main() -> None:
     ap.add_argument("--trace", metavar="QUEUE:SECONDS", help="CUBIC against BBR, traced")
     ap.add_argument("--bbr", default="bbr-v1", help="with --trace: our BBR controller")
     ap.add_argument("--step", type=float, default=5.0, help="with --trace: table step (s)")
+    ap.add_argument("--windows", metavar="QUEUE:SECONDS", help="BBR's share per window")
+    ap.add_argument("--cut", default="0-10,0-30,30-60,0-60", help="with --windows: windows (s)")
     a = ap.parse_args()
     if a.profile:
         import cProfile
@@ -270,6 +325,8 @@ def main() -> None:
         prof = cProfile.Profile()
         prof.runcall(ours, 100.0, 1023, flows)
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    elif a.windows:
+        windows(a.windows, a.cut)
     elif a.trace:
         trace(a.trace, a.bbr, a.step, a.plot)
     elif a.shares:

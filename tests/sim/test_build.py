@@ -25,7 +25,8 @@ PROBE = """
 import json
 from tierwise.sim.build import active
 from tests_matrix import matrix_outcome
-cells = [(cc, rg) for cc in ("newreno", "cubic", "bbr") for rg in ("huge", "bdp", "loss")]
+ccs = ("newreno", "cubic", "cubic-hystart", "bbr")
+cells = [(cc, rg) for cc in ccs for rg in ("huge", "bdp", "loss")]
 print(json.dumps({"compiled": active(), "cells": [matrix_outcome(*c, 3_000_000) for c in cells]}))
 """
 

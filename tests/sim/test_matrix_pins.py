@@ -21,6 +21,11 @@ PINS: dict[tuple[str, str], tuple[str, int]] = {
     ("cubic", "huge"): ("12.95581999999581", 51384),
     ("cubic", "bdp"): ("12.95581999999581", 51410),
     ("cubic", "loss"): ("229.45692000000977", 52215),
+    # cubic-hystart (added after the speed work, opt-in): HyStart leaves slow start at
+    # 0.73 s; its 5 %-per-RTT floor then meets the one-BDP queue (+0.708 % on cubic there)
+    ("cubic-hystart", "huge"): ("12.95581999999581", 51395),
+    ("cubic-hystart", "bdp"): ("13.047563999995822", 51410),
+    ("cubic-hystart", "loss"): ("229.45692000000977", 52215),
     # BBR re-recorded once its window and phase targets gained draft-00's three send
     # quanta (BBRInflight); before: 13.12970266825611 / 13.130235904619743 / 13.393205714090014
     ("bbr", "huge"): ("13.091641232139168", 76065),

@@ -10,8 +10,9 @@ Model-based controllers also get ``on_rate_sample`` first, with the ACK's
 
 Registered: ``slowstart`` (the reference's §12.3.2 model: +1 segment per
 acknowledged segment, no ssthresh), ``newreno`` (RFC 5681/6582), ``cubic``
-(RFC 9438), ``bbr`` (BBR-style, §12.3.3), ``bbr-linux`` (Linux's BBRv1 gains) and
-``bbr-v1`` (draft-00: those gains, no pacing margin). ``make_controller`` raises
+(RFC 9438), ``cubic-hystart`` (with HyStart, as Linux and ns-3 run it), ``bbr``
+(BBR-style, §12.3.3), ``bbr-linux`` (Linux's BBRv1 gains) and ``bbr-v1`` (draft-00:
+those gains, no pacing margin). ``make_controller`` raises
 :class:`LocalProtocolError` for an unknown name, listing the known ones.
 """
 
@@ -35,6 +36,8 @@ __all__ = [
     "BbrV1",
     "CongestionController",
     "Cubic",
+    "CubicHyStart",
+    "HyStart",
     "NewReno",
     "RateSample",
     "SlowStartOnly",
@@ -177,16 +180,128 @@ class NewReno(CongestionController):
             self.cwnd += self.mss * acked / self.cwnd
 
 
+# HyStart (Ha & Rhee, "Taming the elephants", 2011) as ns-3 3.37's TcpCubic runs it by
+# default (tcp-cubic.cc:53-88, 166-404): its port of Linux's tcp_cubic.c, thresholds as
+# ns-3 has them.
+HYSTART_LOW_WINDOW_SEGMENTS = 16  # ns-3 HyStartLowWindow, Linux hystart_low_window
+HYSTART_ACK_DELTA_S = 0.002  # ns-3 HyStartAckDelta, Linux hystart_ack_delta(_us): 2 ms
+HYSTART_MIN_SAMPLES = 8  # ns-3 HyStartMinSamples, Linux HYSTART_MIN_SAMPLES
+HYSTART_DELAY_MIN_S = 0.004  # ns-3 HyStartDelayMin, Linux HYSTART_DELAY_MIN: 4 ms
+HYSTART_DELAY_MAX_S = 1.0  # ns-3 HyStartDelayMax (Linux clamps at 16 ms)
+# Congestion avoidance before any loss has set W_max grows at least one segment per this
+# many acknowledged: Linux tcp_cubic.c (with HyStart, 2.6.29) and ns-3 CntClamp.
+CUBIC_RAMP_ACKS_PER_SEGMENT = 20
+
+
+class HyStart:
+    """Hybrid slow start: leave slow start (``ssthresh = cwnd``) before the first loss.
+
+    Per round (it ends when a byte sent after it began is acknowledged): the *ACK
+    train* fires once ACKs no more than 2 ms apart have been arriving for longer than
+    the minimum delay since the round began (the window exceeds the path's BDP); the
+    *delay* test fires once the minimum RTT of the round's first 8 samples exceeds
+    ``delay_min + clamp(delay_min, 4 ms, 1 s)`` (ns-3's thresholds; Linux ≥ 5.7 fires
+    the train at ``delay_min / 2`` — ``delay_min`` when fq paces — and the delay test at
+    ``+ clamp(delay_min / 8, 4 ms, 16 ms)``). Runs only while ``cwnd ≥ 16`` segments
+    and not above ssthresh; an RTO forgets the minimum delay and arms it again (ns-3
+    ``CubicReset``/``HystartReset``). The RTT is each ACK's sample, as in Linux (ns-3
+    hands HyStart its smoothed RTT; docs/validation.md, sim6). Rounds are counted in
+    bytes: the round begun at an ACK ends when more than the bytes then delivered and in
+    flight have been delivered (ns-3: ``SND.UNA`` passes the ``HighTxMark`` of the
+    round's start; the two agree while nothing is lost).
+    """
+
+    __slots__ = (
+        "_curr_rtt",
+        "_delivered",
+        "_end",
+        "_last_ack",
+        "_round_start",
+        "_samples",
+        "delay_min",
+        "exits",
+        "found",
+        "low_window",
+    )
+
+    def __init__(self, mss: int) -> None:
+        self.low_window = HYSTART_LOW_WINDOW_SEGMENTS * mss
+        self.delay_min = math.inf  # seconds, the least RTT seen since start or the last RTO
+        self.found = False
+        self.exits = 0  # slow starts ended by HyStart (for traces and tests)
+        self._delivered = 0  # bytes acknowledged (cumulatively or SACKed) so far
+        self._end = 0  # the round ends once _delivered exceeds this
+        self._round_start = -math.inf
+        self._last_ack = -math.inf
+        self._curr_rtt = math.inf
+        self._samples = 0
+
+    def _reset(self, now: float, in_flight: int) -> None:
+        """A new round (ns-3 HystartReset)."""
+        self._round_start = self._last_ack = now
+        self._end = self._delivered + in_flight
+        self._curr_rtt = math.inf
+        self._samples = 0
+
+    def on_ack(
+        self,
+        acked: int,
+        rtt: float | None,
+        now: float,
+        in_flight: int,
+        cwnd: float,
+        ssthresh: float,
+    ) -> bool:
+        """One ACK, before the window grows; True when slow start must end now."""
+        self._delivered += acked
+        exit_now = False
+        if rtt is not None:
+            # ns-3 TcpCubic::PktsAcked: the minimum delay, then the two tests.
+            if rtt < self.delay_min:
+                self.delay_min = rtt
+            if cwnd <= ssthresh and cwnd >= self.low_window and not self.found:
+                exit_now = self._update(now, rtt)
+        if not exit_now and cwnd < ssthresh and self._delivered > self._end:
+            self._reset(now, in_flight)  # ns-3 IncreaseWindow, after PktsAcked
+        return exit_now
+
+    def _update(self, now: float, delay: float) -> bool:
+        """ns-3 TcpCubic::HystartUpdate: True when either test fires."""
+        if now - self._last_ack <= HYSTART_ACK_DELTA_S:
+            self._last_ack = now
+            if now - self._round_start > self.delay_min:
+                self.found = True
+        if self._samples < HYSTART_MIN_SAMPLES:
+            if delay < self._curr_rtt:
+                self._curr_rtt = delay
+            self._samples += 1
+        else:
+            thresh = min(max(self.delay_min, HYSTART_DELAY_MIN_S), HYSTART_DELAY_MAX_S)
+            if self._curr_rtt > self.delay_min + thresh:
+                self.found = True
+        if self.found:
+            self.exits += 1
+        return self.found
+
+    def on_rto(self, now: float, in_flight: int) -> None:
+        """ns-3 CongestionStateSet(CA_LOSS): forget the minimum delay, arm HyStart again."""
+        self.delay_min = math.inf
+        self.found = False
+        self._reset(now, in_flight)
+
+
 class Cubic(CongestionController):
     """RFC 9438 CUBIC: ``W(t) = C(t − K)³ + W_max`` in segments, C = 0.4, β = 0.7.
 
     With the Reno-friendly estimate ``W_est`` (§4.3) and fast convergence (§4.7);
-    slow start is standard (no HyStart).
+    slow start is standard, to the first loss. :class:`CubicHyStart`
+    (``cubic-hystart``) adds :class:`HyStart` as Linux and ns-3 run it.
     """
 
     name = "cubic"
     C: ClassVar[float] = 0.4  # RFC 9438 §5
     BETA: ClassVar[float] = 0.7  # RFC 9438 §4.6
+    with_hystart: ClassVar[bool] = False
 
     def __init__(self, *, mss: int, initial_window: int) -> None:
         super().__init__(mss=mss, initial_window=initial_window)
@@ -194,6 +309,9 @@ class Cubic(CongestionController):
         self.epoch: float | None = None
         self.k = 0.0
         self.w_est = 0.0
+        self._alpha = 3 * (1 - self.BETA) / (1 + self.BETA)  # RFC 9438 §4.3 α_cubic
+        self._ramp = False
+        self.hystart: HyStart | None = HyStart(mss) if self.with_hystart else None
 
     def on_ack(
         self,
@@ -204,6 +322,11 @@ class Cubic(CongestionController):
         in_flight: int,
         delivery_rate: float | None,
     ) -> None:
+        hystart = self.hystart
+        if hystart is not None and hystart.on_ack(
+            acked, rtt, now, in_flight, self.cwnd, self.ssthresh
+        ):
+            self.ssthresh = self.cwnd
         if self.cwnd < self.ssthresh:
             self.cwnd += acked
             return
@@ -211,18 +334,26 @@ class Cubic(CongestionController):
         if self.epoch is None:
             self.epoch = now
             w = self.cwnd / seg
+            # No loss has set W_max (HyStart ended slow start, or an RTO forgot it).
+            self._ramp = self.w_max == 0.0 and self.hystart is not None
             self.w_max = max(self.w_max, w)
             self.k = ((self.w_max - w) / self.C) ** (1 / 3) if self.w_max > w else 0.0
             self.w_est = w
         t = now - self.epoch + (rtt or 0.0)
         target = self.C * (t - self.k) ** 3 + self.w_max
-        alpha = 3 * (1 - self.BETA) / (1 + self.BETA)
-        self.w_est += alpha * (acked / seg) / (self.cwnd / seg)
+        self.w_est += self._alpha * (acked / seg) / (self.cwnd / seg)
         w = self.cwnd / seg
         if self.w_est > target:
             target = self.w_est
+        step = 0.0
         if target > w:
-            self.cwnd += seg * min(target - w, 0.5 * w) / w * (acked / seg)
+            gap, half = target - w, 0.5 * w
+            step = seg * (half if half < gap else gap) / w * (acked / seg)  # min(gap, half)
+        if self._ramp:
+            # Linux bictcp_update / ns-3 TcpCubic::Update: while W_max is unknown, at
+            # least one segment per 20 acknowledged ("cnt" clamped at 20, +5 % per RTT).
+            step = max(step, acked / CUBIC_RAMP_ACKS_PER_SEGMENT)
+        self.cwnd += step
 
     def on_congestion(self, *, now: float, in_flight: int) -> None:
         w = self.cwnd / self.mss
@@ -235,6 +366,24 @@ class Cubic(CongestionController):
         super().on_rto(now=now, in_flight=in_flight)
         self.w_max = 0.0
         self.epoch = None
+        if self.hystart is not None:
+            self.hystart.on_rto(now, in_flight)
+
+
+class CubicHyStart(Cubic):
+    """:class:`Cubic` as Linux's ``tcp_cubic`` and ns-3 3.37's ``TcpCubic`` run it by
+    default: :class:`HyStart` ends slow start (ns-3's thresholds), and congestion
+    avoidance grows at least 5 % per RTT (one segment per 20 acknowledged) until a loss
+    sets ``W_max`` — from HyStart's exit, the cubic curve at ``K = 0`` would otherwise
+    barely move.
+
+    Opt-in: on the issue-14 matrix it moves the one-BDP-queue completion time by 0.7 %
+    (the floor refills the queue to a loss that plain ``cubic`` never reaches), beyond
+    the 0.1 % the pinned cells allow; RFC 9438 §4.10 leaves HyStart optional.
+    """
+
+    name = "cubic-hystart"
+    with_hystart: ClassVar[bool] = True
 
 
 # BBR, after draft-cardwell-iccrg-bbr-congestion-control-02 (the reference's note 5, §12.3.3)
@@ -543,5 +692,5 @@ class BbrV1(BbrLinux):
 
 # Registered by calls, not decorators: the optional mypyc build compiles only
 # undecorated classes to native ones.
-for _cls in (SlowStartOnly, NewReno, Cubic, Bbr, BbrLinux, BbrV1):
+for _cls in (SlowStartOnly, NewReno, Cubic, CubicHyStart, Bbr, BbrLinux, BbrV1):
     register(_cls)

@@ -207,7 +207,11 @@ class Sender:
         """
         out: list[Segment] = []
         cc: CongestionController = self.cc  # type: ignore[assignment]
-        while self._window_open():
+        mss = self.mss
+        while True:
+            cwnd, flight = cc.cwnd, self.flight  # _window_open, inline: per segment
+            if not (flight + mss <= cwnd or (flight == 0 and cwnd > 0)):
+                break
             rate = cc.pacing_rate
             if rate and now < self._next_send_at - _EPS_S:
                 break
@@ -242,32 +246,46 @@ class Sender:
             self._prune_lost()
         if self._lost:
             old = self._lost.popleft()  # stays marked lost: its send-order entry is stale
-            seg = Segment(old.seq, old.length, old.wire, now, True, 0, 0.0)
-            self._by_seq[seg.seq] = seg
+            seq, length, wire, retx = old.seq, old.length, old.wire, True
             self.stats.retransmissions += 1
-            if seg.seq == self.snd_una and self._rto_at is not None:
+            if seq == self.snd_una and self._rto_at is not None:
                 # Linux tcp_xmit_retransmit_queue: resending the head restarts the
                 # timer, so a lost fast retransmission is found by RACK, not by a timeout.
                 self._rto_at = now + self.rto
         elif self.snd_nxt < self.app_limit:
-            length = min(self.mss, self.app_limit - self.snd_nxt)
+            seq = self.snd_nxt
+            length = self.app_limit - seq
+            if self.mss < length:  # min(), spelled out: per segment
+                length = self.mss
             if self.first_flight is not None:
-                length = min(length, self.first_flight - self.snd_nxt)
-            seg = Segment(self.snd_nxt, length, length + self.header, now, False, 0, 0.0)
-            self.snd_nxt += length
-            self._by_seq[seg.seq] = seg
+                length = min(length, self.first_flight - seq)
+            wire, retx = length + self.header, False
+            self.snd_nxt = seq + length
         else:
             return None
         if self.flight == 0:
             self._first_sent_at = self.delivered_at = now
-        seg.delivered, seg.delivered_at = self.delivered, self.delivered_at
-        seg.first_sent_at, seg.app_limited = self._first_sent_at, bool(self._app_limited_until)
-        seg.tx = self._tx
-        self._tx += 1
-        self.flight += seg.length
-        self._by_send.append((seg.tx, seg))
-        self.stats.segments_sent += 1
-        self.stats.bytes_on_wire += seg.wire
+        tx = self._tx
+        # A new record per transmission, with this send's delivery-rate snapshot.
+        seg = Segment(
+            seq,
+            length,
+            wire,
+            now,
+            retx,
+            self.delivered,
+            self.delivered_at,
+            self._first_sent_at,
+            bool(self._app_limited_until),
+            tx,
+        )
+        self._by_seq[seq] = seg
+        self._tx = tx + 1
+        self.flight += length
+        self._by_send.append((tx, seg))
+        stats = self.stats
+        stats.segments_sent += 1
+        stats.bytes_on_wire += wire
         if self._rto_at is None:
             self._rto_at = now + self.rto
         return seg
@@ -351,8 +369,8 @@ class Sender:
         self.delivered_at = now
         # RFC 8985 §6.2 step 2: an ACK faster than min RTT for a retransmission was
         # for the original; it says nothing about what was sent after the retransmission.
-        if not (seg.retx and now - seg.sent_at < self.min_rtt):
-            self._rack_tx = max(self._rack_tx, seg.tx)
+        if not (seg.retx and now - seg.sent_at < self.min_rtt) and seg.tx > self._rack_tx:
+            self._rack_tx = seg.tx
         if self._newest is None or seg.tx > self._newest.tx:
             self._newest = seg
             self._first_sent_at = seg.sent_at
@@ -381,13 +399,16 @@ class Sender:
         """RFC 6298 §2.2–2.3 smoothing; the variance term floored at 200 ms, as Linux does
         (``srtt + max(4·rttvar, TCP_RTO_MIN)``), so a long steady RTT never makes the
         timer fire one RTT after a retransmission."""
-        self.min_rtt = min(self.min_rtt, rtt)
+        if rtt < self.min_rtt:
+            self.min_rtt = rtt
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.rto = min(self.srtt + max(4 * self.rttvar, RTO_MIN_S), RTO_MAX_S)
+        var = 4 * self.rttvar
+        rto = self.srtt + (var if var > RTO_MIN_S else RTO_MIN_S)
+        self.rto = rto if rto < RTO_MAX_S else RTO_MAX_S
 
     def _rate_sample(
         self, now: float, acked: int, lost: int, prior_flight: int, rtt: float | None
@@ -509,6 +530,21 @@ class Receiver:
     def receive(self, seg: Segment, now: float) -> Ack | None:
         """A data segment arrives; return the ACK to send now, if any."""
         gap_before = bool(self._ooo)
+        if not gap_before and seg.seq == self.rcv_nxt:
+            # In order with nothing out of order: the common case, without the scoreboard.
+            self.rcv_nxt = seg.end
+            self._echo = seg.sent_at
+            self._pending += 1
+            if self._pending >= self.ack_every:
+                self._pending = 0
+                self._ack_at = None
+                self.acks_sent += 1
+                if self._recent:
+                    self._recent = []
+                return Ack(self.rcv_nxt, (), seg.sent_at, self.ack_wire)
+            if self._ack_at is None:
+                self._ack_at = now + self.ack_delay
+            return None
         if seg.seq == self.rcv_nxt:
             self.rcv_nxt = seg.end
             end = self._ooo.pop_first_if_starts_at(self.rcv_nxt)

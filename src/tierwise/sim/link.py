@@ -12,6 +12,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SimulationError
@@ -128,6 +129,9 @@ class Link:
         self.loss = loss or NoLoss()
         self._lossy = not isinstance(self.loss, NoLoss)
         self._bounded = queue_bytes != math.inf or queue_packets != math.inf
+        self._counted = queue_packets != math.inf  # departures kept for a packet-count queue
+        # Only a packet count bounds the queue: put() checks it inline (the per-packet path).
+        self._count_only = self._counted and queue_bytes == math.inf
         self.free_at = 0.0
         self._departures: deque[float] = deque()
         self.stats = LinkStats()
@@ -139,7 +143,15 @@ class Link:
         """Queue ``packet``; False if the drop-tail queue is full (the packet is dropped)."""
         sim, stats = self.sim, self.stats
         now = sim.now
-        if self._bounded and self._full(now, wire_bytes):
+        if self._count_only:
+            d = self._departures
+            if len(d) >= self.queue_packets:  # maybe full: forget what has departed
+                while d and d[0] <= now:
+                    d.popleft()
+                if len(d) >= self.queue_packets:
+                    stats.dropped += 1
+                    return False
+        elif self._bounded and self._full(now, wire_bytes):
             stats.dropped += 1
             return False
         free_at = self.free_at
@@ -147,14 +159,16 @@ class Link:
             free_at = now
         free_at += wire_bytes / self.rate
         self.free_at = free_at
-        if self.queue_packets != math.inf:
+        if self._counted:
             self._departures.append(free_at)
         stats.packets += 1
         stats.bytes += wire_bytes
         if self._lossy and self.loss.lost():
             stats.lost += 1
         else:
-            sim.post(free_at + self.prop, deliver, packet)
+            # Simulator.post, inline: one heap entry per packet, numbered as post numbers it.
+            sim._seq = seq = sim._seq + 1
+            heappush(sim._heap, (free_at + self.prop, 0, seq, deliver, (packet,)))
         return True
 
     def _full(self, now: float, wire_bytes: int) -> bool:

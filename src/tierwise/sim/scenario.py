@@ -114,7 +114,7 @@ class PathSection(_Strict):
 
 class TcpSection(_Strict):
     cc: str = "newreno"
-    """Congestion controller: slowstart, newreno, cubic, bbr, bbr-linux, bbr-v1."""
+    """Congestion controller: slowstart, newreno, cubic, cubic-hystart, bbr, bbr-linux, bbr-v1."""
     mss: Size = 1448.0
     """Payload bytes per segment (1 B to 65,535 B)."""
     header: Size = 52.0

@@ -103,7 +103,13 @@ class TransferEnd:
                     put(seg, seg.wire, arrives)
             else:
                 self._trace_batch(now, batch)
-        self._arm_sender()
+        # Arm the sender's timer (lazily: only a deadline that moved earlier adds an event).
+        deadline = sender.get_timer()
+        if deadline is not None and (
+            self._sender_timer is None or deadline < self._sender_timer - 1e-12
+        ):
+            self._sender_timer = deadline
+            self.sim.at(max(deadline, now), self._sender_fires, deadline)
 
     def _trace_batch(self, now: float, batch: list[Segment]) -> None:
         sender, trace = self.sender, self.trace
@@ -114,14 +120,6 @@ class TransferEnd:
             event = "retx" if seg.retx else "send"
             trace.add(now, self.name, event, seg.seq, seg.length, sender.cwnd, flight)
             self.data_link.put(seg, seg.wire, self._segment_arrives)
-
-    def _arm_sender(self) -> None:
-        deadline = self.sender.get_timer()
-        if deadline is None:
-            return
-        if self._sender_timer is None or deadline < self._sender_timer - 1e-12:
-            self._sender_timer = deadline
-            self.sim.at(max(deadline, self.sim.now), self._sender_fires, deadline)
 
     def _sender_fires(self, scheduled: float) -> None:
         if self._sender_timer != scheduled:
@@ -161,19 +159,17 @@ class TransferEnd:
         ack = receiver.receive(seg, self.sim.now)
         if ack is not None:
             self.ack_link.put(ack, ack.wire, self._ack_arrives)
-        self._arm_receiver()
+        # Arm the receiver's delayed-ACK timer (its get_timer(), read directly: per packet).
+        deadline = receiver._ack_at
+        if deadline is not None and deadline != self._receiver_timer:
+            self._receiver_timer = deadline
+            self.sim.at(deadline, self._receiver_fires, deadline)
         if receiver.rcv_nxt != before and self.on_delivered is not None:
             self.on_delivered(receiver.rcv_nxt)
 
     def _send_ack(self, ack: Ack | None) -> None:
         if ack is not None:
             self.ack_link.put(ack, ack.wire, self._ack_arrives)
-
-    def _arm_receiver(self) -> None:
-        deadline = self.receiver.get_timer()
-        if deadline is not None and deadline != self._receiver_timer:
-            self._receiver_timer = deadline
-            self.sim.at(deadline, self._receiver_fires, deadline)
 
     def _receiver_fires(self, scheduled: float) -> None:
         if self._receiver_timer != scheduled:
