@@ -931,10 +931,10 @@ class RelayConnection:
         return [Ack(ranges, delay, self._loss_meter.loss)]
 
     def _stream_frames(self, budget: int, records: list[tuple[int, int, int, bool]]) -> list[Frame]:
-        """Fill a packet, most urgent stream first (priority, then small before bulk)."""
+        """Fill a packet, most urgent stream first (priority, small before bulk, bulk in turns)."""
         credit = self._credit
         ready = [s for s in self._streams.values() if s.send.has_data(credit)]
-        ready.sort(key=lambda s: (s.send.priority, s.send.bulk, s.stream_id))
+        ready.sort(key=_send_order)
         frames: list[Frame] = []
         overhead = wire.stream_frame_overhead()
         for stream in ready:
@@ -944,6 +944,7 @@ class RelayConnection:
                 if not data and not fin:
                     break
                 frames.append(StreamFrame(stream.stream_id, offset, data, fin, send.priority))
+                send.turn = self._pn
                 records.append((stream.stream_id, offset, offset + len(data), fin))
                 budget -= overhead + len(data)
                 credit -= new
@@ -1021,6 +1022,13 @@ class RelayConnection:
         slack_s = max(self.config.pacing_quantum_s, BURST_PACKETS * size / rate)
         start = max(self._next_send_s, now - slack_s)
         self._next_send_s = start + size / rate
+
+
+def _send_order(stream: _Stream) -> tuple[int, bool, int, int]:
+    """Priority first, small streams before bulk ones (§12.3.4); bulk streams take turns."""
+    send = stream.send
+    bulk = send.bulk
+    return send.priority, bulk, send.turn if bulk else 0, stream.stream_id
 
 
 RelayConnection._FRAME_HANDLERS = {
