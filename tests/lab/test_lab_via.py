@@ -134,7 +134,9 @@ def test_bulk_over_the_relay_counts_cpu_per_gb() -> None:
     from tierwise.lab.viarun import ViaBulk, run_via_bulk
 
     exp = ViaBulk(("relay",), (0.0,), 2_000_000, 60.0, 0.05, 100e6 / 8)
-    (row,) = run_via_bulk(exp)["rows"]
+    record = run_via_bulk(exp)
+    (row,) = record["rows"]
+    assert record["emulator"]["0"]["down"]["packets"] > 0  # the path's counters, per level
     assert row["complete"] and row["received_bytes"] == 2_000_000 and row["ended"] == "size"
     assert row["cpu_s_per_gb"]["client"] > 0 and row["cpu_s_per_gb"]["server"] > 0
     assert 0 < row["goodput_over_rate"] <= 1.0

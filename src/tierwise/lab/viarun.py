@@ -270,7 +270,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
     """Every (loss, transport) transfer; the JSON-ready record."""
     netns.require_lab()
     _check_kcptun(exp.vias)
-    rows = []
+    rows, emulator = [], {}
     for loss in exp.losses:
         path = Path(exp.path_config(loss))
         with path:
@@ -283,6 +283,8 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
                         progress(row)
             finally:
                 source.close()
+        # the path's counters over all of this level's transfers (lost, dropped at the queue)
+        emulator[f"{loss:g}"] = {k: vars(v) for k, v in (path.stats or {}).items()}
     return {
         "experiment": "throughput-via",
         "parameters": {
@@ -297,6 +299,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
         },
         "kernel": os.uname().release,
         "rows": rows,
+        "emulator": emulator,
     }
 
 
