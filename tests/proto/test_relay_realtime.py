@@ -102,3 +102,20 @@ def test_bunched_acks_do_not_read_as_a_fast_path() -> None:
     assert 0.7 * path_rate <= spread <= 1.3 * path_rate
     bunched = _burst_and_acks(0.000002)  # the same ACKs, 2 µs apart
     assert bunched <= 1.3 * path_rate
+
+
+def test_bulk_streams_of_one_priority_take_turns() -> None:
+    """Two bulk streams with bytes waiting share the packets; the older one no longer
+    takes them all once both have passed the bulk mark."""
+    client, _ = established(RelayConfig(initial_rate_bytes_per_s=1e9))
+    first, second = client.open_stream(priority=5), client.open_stream(priority=5)
+    client.send(first, bytes(3_000_000))
+    client.send(second, bytes(3_000_000))
+    for stream in (first, second):  # both past the mark, as a probe and a transfer were
+        client._streams[stream].send.next_offset = 1_000_000
+    sent = {first: 0, second: 0}
+    assert len(client.datagrams_to_send(0.2)) >= 40
+    for packet in client._sent.values():
+        for sid, start, end, _fin in packet.streams:
+            sent[sid] += end - start
+    assert min(sent.values()) >= 0.4 * sum(sent.values())
