@@ -130,12 +130,14 @@ def test_kcptun_request_runs_and_its_processes_stop() -> None:
 
 @lab
 def test_bulk_over_the_relay_counts_cpu_per_gb() -> None:
-    """A 2 MB bulk through the relay completes; both ends' CPU per GB is positive."""
+    """A 2 MB bulk through the relay completes (and says so); both ends' CPU per GB is positive."""
     from tierwise.lab.viarun import ViaBulk, run_via_bulk
 
     exp = ViaBulk(("relay",), (0.0,), 2_000_000, 60.0, 0.05, 100e6 / 8)
-    (row,) = run_via_bulk(exp)["rows"]
-    assert row["complete"] and row["received_bytes"] == 2_000_000
+    record = run_via_bulk(exp)
+    (row,) = record["rows"]
+    assert record["emulator"]["0"]["down"]["packets"] > 0  # the path's counters, per level
+    assert row["complete"] and row["received_bytes"] == 2_000_000 and row["ended"] == "size"
     assert row["cpu_s_per_gb"]["client"] > 0 and row["cpu_s_per_gb"]["server"] > 0
     assert 0 < row["goodput_over_rate"] <= 1.0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 from tierwise.relay.batchudp import MAX_BATCH, BatchTransport, open_batch_endpoint
 
@@ -13,10 +14,14 @@ class Recorder(asyncio.DatagramProtocol):
 
     def __init__(self) -> None:
         self.batches: list[list[tuple[bytes, tuple]]] = []
+        self.arrivals: list[list[float]] = []
         self.got = asyncio.Event()
 
-    def datagrams_received(self, batch: list[tuple[bytes, tuple]]) -> None:
+    def datagrams_received(
+        self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
+    ) -> None:
         self.batches.append(batch)
+        self.arrivals.append(arrivals or [])
         self.got.set()
 
     @property
@@ -52,6 +57,35 @@ def test_queued_datagrams_arrive_as_one_batch() -> None:
     assert [len(b) for b in batches] == [MAX_BATCH, 10]
     flat = [data for batch in batches for data, _ in batch]
     assert flat == [i.to_bytes(2, "big") * 100 for i in range(MAX_BATCH + 10)]
+
+
+def test_arrival_times_are_the_kernels_not_the_read() -> None:
+    """A datagram read 100 ms after it arrived is handed over with its arrival time (the
+    kernel's stamp on the loop's clock), so a busy reader's delay is not the path's."""
+
+    async def run() -> tuple[list[float], float, float]:
+        loop = asyncio.get_running_loop()
+        proto = Recorder()
+        transport = await open_batch_endpoint(proto, local_addr=("127.0.0.1", 0))
+        assert isinstance(transport, BatchTransport) and transport.stamps
+        port = transport.get_extra_info("sockname")[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            sent = loop.time()
+            tx.sendto(b"early", ("127.0.0.1", port))
+            time.sleep(0.1)  # the loop is busy: nothing reads the socket meanwhile
+            tx.sendto(b"late", ("127.0.0.1", port))
+        while len(proto.datagrams) < 2:
+            proto.got.clear()
+            await asyncio.wait_for(proto.got.wait(), 2)
+        read = loop.time()
+        transport.close()
+        return [t for batch in proto.arrivals for t in batch], sent, read
+
+    arrivals, sent, read = asyncio.run(run())
+    assert len(arrivals) == 2
+    assert sent - 0.002 <= arrivals[0] <= sent + 0.01
+    assert 0.09 <= arrivals[1] - arrivals[0] <= 0.15
+    assert arrivals[1] <= read
 
 
 def _send_and_read(datagrams: list[bytes]) -> tuple[list[bytes], bool]:

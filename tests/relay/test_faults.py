@@ -6,6 +6,7 @@ can see (a reset connection), never end cleanly after truncated data.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import socket
 import subprocess
@@ -329,3 +330,84 @@ def test_stream_whose_application_left_is_reset_not_drained(
     while eager_source.outcomes[0] == "sending" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert eager_source.outcomes[0] in ("ConnectionResetError", "BrokenPipeError")
+
+
+@dataclass
+class EndlessSource:
+    port: int
+    sent: list[int]  # bytes sent so far, per connection in accept order
+
+
+@pytest.fixture
+def endless_source() -> Iterator[EndlessSource]:
+    """A TCP server that sends to every connection until it breaks (a long download)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+    source = EndlessSource(server.getsockname()[1], [])
+    chunk = pattern(CHUNK_BYTES * 36)[: CHUNK_BYTES * 32]
+
+    def serve(conn: socket.socket, index: int) -> None:
+        with conn, contextlib.suppress(OSError):
+            while not stop.is_set():
+                conn.sendall(chunk)
+                source.sent[index] += len(chunk)
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            source.sent.append(0)
+            args = (conn, len(source.sent) - 1)
+            threading.Thread(target=serve, args=args, daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield source
+    stop.set()
+    thread.join(2)
+    server.close()
+
+
+def _read_into(sock: socket.socket, got: list[int], stop: threading.Event) -> None:
+    with contextlib.suppress(OSError):
+        while not stop.is_set() and (chunk := sock.recv(1 << 16)):
+            got[0] += len(chunk)
+
+
+def test_second_bulk_stream_is_not_starved_by_the_first(
+    stack: Stack, endless_source: EndlessSource
+) -> None:
+    """Two downloads at once: the later one keeps moving while the first runs on.
+
+    Strict order among bulk streams (the lowest stream id first) held a second stream at
+    the 1 MB bulk mark for as long as the first one had bytes, which a bounded reader saw
+    as a transfer that stopped short (the lab's 1,000,679 B with a probe stream beside).
+    """
+    stack.gateway._allow.add(("127.0.0.1", endless_source.port))
+    first, second = [0], [0]
+    stop = threading.Event()
+    with socks_open(stack.socks_port, endless_source.port) as a:
+        reader = threading.Thread(target=_read_into, args=(a, first, stop), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 20
+        while first[0] < 3 << 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first[0] >= 3 << 20, "the first download did not start"
+        with socks_open(stack.socks_port, endless_source.port) as b:
+            b.settimeout(1)
+            deadline = time.monotonic() + 30
+            while second[0] < 4 << 20 and time.monotonic() < deadline:
+                try:
+                    chunk = b.recv(1 << 16)
+                except TimeoutError:
+                    continue
+                assert chunk, "the second download ended early"
+                second[0] += len(chunk)
+            at_end = first[0]
+        stop.set()
+    reader.join(5)
+    assert second[0] >= 4 << 20, f"the second download stalled at {second[0]:,} B"
+    assert at_end > 6 << 20  # the first kept moving too

@@ -162,7 +162,7 @@ def render_via_bulk(console: Console, result: dict) -> None:
         table.add_row(
             f"{r['loss']:g}",
             r["via"],
-            "yes" if r["complete"] else f"{r['received_bytes'] / p['size_bytes']:.0%}",
+            "yes" if r["complete"] else _short(r, p["size_bytes"]),
             f"{r['elapsed_s']:.1f}",
             f"{r['goodput_bytes_per_s'] * 8e-6:.1f}",
             f"{r['goodput_over_rate']:.2f}",
@@ -170,7 +170,15 @@ def render_via_bulk(console: Console, result: dict) -> None:
         )
     console.print(table)
     console.print(
+        "done: a short transfer says how it ended (eof: closed early; reset; bound: still "
+        "running at --duration). "
         "CPU: user + system seconds of each end's process per GB delivered (/proc); direct "
         "has no such process (kernel TCP's work is not counted).",
         soft_wrap=True,
     )
+
+
+def _short(row: dict, size_bytes: int) -> str:
+    """``37% bound``: how much of a short transfer arrived and how it ended."""
+    share = f"{row['received_bytes'] / size_bytes:.0%}"
+    return f"{share} {row['ended']}" if "ended" in row else share

@@ -270,7 +270,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
     """Every (loss, transport) transfer; the JSON-ready record."""
     netns.require_lab()
     _check_kcptun(exp.vias)
-    rows = []
+    rows, emulator = [], {}
     for loss in exp.losses:
         path = Path(exp.path_config(loss))
         with path:
@@ -283,6 +283,8 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
                         progress(row)
             finally:
                 source.close()
+        # the path's counters over all of this level's transfers (lost, dropped at the queue)
+        emulator[f"{loss:g}"] = {k: vars(v) for k, v in (path.stats or {}).items()}
     return {
         "experiment": "throughput-via",
         "parameters": {
@@ -297,13 +299,14 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
         },
         "kernel": os.uname().release,
         "rows": rows,
+        "emulator": emulator,
     }
 
 
 def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
     with open_tunnel(via, path, source.address, exp.rtt_s, exp.rate_bytes_per_s) as tunnel:
         cpu_before = tunnel.cpu_s()
-        received, elapsed = _receive(path, tunnel, exp)
+        received, elapsed, ended = _receive(path, tunnel, exp)
         cpu = {end: s - cpu_before[end] for end, s in tunnel.cpu_s().items()}
         record = tunnel_record(tunnel)
     goodput = received / elapsed if elapsed > 0 else 0.0
@@ -311,6 +314,7 @@ def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
     return {
         "received_bytes": received,
         "complete": received == exp.size_bytes,
+        "ended": ended,
         "elapsed_s": elapsed,
         "goodput_bytes_per_s": goodput,
         "goodput_over_rate": goodput / exp.rate_bytes_per_s,
@@ -320,9 +324,15 @@ def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
     }
 
 
-def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float]:
-    """Connect through the tunnel and read until EOF, the size, or the duration bound."""
+def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float, str]:
+    """Connect through the tunnel and read until EOF, the size, or the duration bound.
+
+    Also how the transfer ended: ``size`` (all of it), ``eof`` (an orderly close before
+    that: a truncation), ``reset`` (the connection broke) or ``bound`` (still running at
+    the duration bound), so a short transfer is never mistaken for a complete one.
+    """
     sock = path.socket("client")
+    ended = "bound"
     with sock:
         if tunnel.via == "direct":
             set_buffers(sock, TUNED_BUFFER_BYTES * 2)
@@ -340,11 +350,17 @@ def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float]:
                 n = sock.recv_into(buf)
             except TimeoutError:
                 break
+            except OSError:
+                ended = "reset"
+                break
             if not n:
+                ended = "eof"
                 break
             received += n
             last = time.perf_counter()
-    return received, last - start
+        if received >= exp.size_bytes:
+            ended = "size"
+    return received, last - start, ended
 
 
 # --- plots ---------------------------------------------------------------------------

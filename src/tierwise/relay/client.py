@@ -54,12 +54,14 @@ class _Dialer(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         self.datagrams_received([(data, addr)])
 
-    def datagrams_received(self, batch: list[tuple[bytes, tuple]]) -> None:
+    def datagrams_received(
+        self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
+    ) -> None:
         session = self.owner.session
         if session is not None:
             self.owner.last_rx_s = session.now()
-            for data, addr in batch:
-                session.receive(data, addr)
+            for i, (data, addr) in enumerate(batch):
+                session.receive(data, addr, arrivals[i] if arrivals else None)
             session.transmit()
 
 

@@ -88,17 +88,19 @@ class Gateway(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         self.datagrams_received([(data, addr)])
 
-    def datagrams_received(self, batch: list[tuple[bytes, tuple]]) -> None:
+    def datagrams_received(
+        self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
+    ) -> None:
         """Feed a batch to its sessions, then let each session that got some send once."""
         busy: dict[int, Session] = {}
-        for data, addr in batch:
-            session = self._receive(data, addr)
+        for i, (data, addr) in enumerate(batch):
+            session = self._receive(data, addr, arrivals[i] if arrivals else None)
             if session is not None:
                 busy[id(session)] = session
         for session in busy.values():
             session.transmit()
 
-    def _receive(self, data: bytes, addr: tuple) -> Session | None:
+    def _receive(self, data: bytes, addr: tuple, at: float | None = None) -> Session | None:
         """One datagram; the session it fed, if it still has to transmit."""
         try:
             kind, cid, _ = wire.parse_header(data)
@@ -124,7 +126,7 @@ class Gateway(asyncio.DatagramProtocol):
             log.info("session %s from %s:%s", cid.hex(), *addr[:2])
             session.transmit()
             return None
-        session.receive(data, addr)
+        session.receive(data, addr, at)
         return session
 
     def _on_event(self, session: Session, event: Event) -> None:

@@ -72,9 +72,13 @@ class Session:
         self.receive(data, addr)
         self.transmit()
 
-    def receive(self, data: bytes, addr: Any) -> None:
-        """Feed one datagram without sending: a batch's owner calls :meth:`transmit` once."""
-        self.conn.receive_datagram(data, addr, self.now())
+    def receive(self, data: bytes, addr: Any, at: float | None = None) -> None:
+        """Feed one datagram without sending: a batch's owner calls :meth:`transmit` once.
+
+        ``at``: when it arrived (the kernel's stamp on the loop's clock), if known.
+        """
+        now = self.now()
+        self.conn.receive_datagram(data, addr, now if at is None else min(at, now))
         if self._trace:
             trace.event("rx", len(data))
 

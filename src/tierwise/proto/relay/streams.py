@@ -15,6 +15,8 @@ from tierwise.proto.rangeset import RangeSet
 __all__ = ["RecvStream", "SendStream", "gaps"]
 
 BULK_BYTES = 1_000_000  # a stream that has sent this much yields to smaller ones (§12.3.4)
+# Bulk streams of one priority share the rate, least recently served first: served by
+# stream id, a second download stopped at this mark for as long as the first had bytes.
 
 
 def gaps(have: RangeSet, start: int, end: int) -> list[tuple[int, int]]:
@@ -49,6 +51,7 @@ class SendStream:
         self.lost = RangeSet()
         self.fin, self.fin_sent, self.fin_acked = False, False, False
         self.reset_code: int | None = None
+        self.turn = 0  # when the sender last served this stream: bulk streams take turns
 
     @property
     def buffered_bytes(self) -> int:

@@ -1,0 +1,121 @@
+"""What a real process does to the sans-IO relay connection: late timers, bunched ACKs.
+
+The simulator fires every timer on time and delivers every ACK at its own instant; an
+event loop on a busy host does neither. These drive a client and a gateway by hand,
+with the times a loaded process would hand them (docs/validation.md, relay6).
+"""
+
+from __future__ import annotations
+
+from tierwise.proto.relay import RelayConfig, RelayConnection
+from tierwise.proto.relay.connection import BURST_PACKETS, LATE_WAKE_CREDIT_S
+
+KEY = bytes(range(32))
+RATE = 10e6  # bytes/s: the pacing rate the tests start from
+GATEWAY, CLIENT = ("gw", 1), ("cl", 2)
+
+
+def allowance(conn: RelayConnection, size: int) -> float:
+    """Packets the pacer lets leave at once after a pause (its burst allowance)."""
+    rate = conn.rate.pacing_rate_bytes_per_s
+    return max(conn.config.pacing_quantum_s * rate / size, BURST_PACKETS) + 1
+
+
+def established(config: RelayConfig | None = None) -> tuple[RelayConnection, RelayConnection]:
+    """A client and a gateway whose handshake completed at t = 0.1 s."""
+    client = RelayConnection(KEY, is_client=True, config=config)
+    gateway = RelayConnection(KEY, is_client=False, config=config)
+    client.connect(GATEWAY, 0.0)
+    for data, _ in client.datagrams_to_send(0.0):
+        gateway.receive_datagram(data, CLIENT, 0.05)
+    for data, _ in gateway.datagrams_to_send(0.05):
+        client.receive_datagram(data, GATEWAY, 0.1)
+    assert client.established and gateway.established
+    return client, gateway
+
+
+def test_a_late_pacing_timer_sends_what_it_slept_through() -> None:
+    """A timer that fires 6 ms late while bulk data waits sends ~6 ms of the pacing rate,
+    not only the burst allowance (which held the lab's relay at a fifth of its rate)."""
+    client, _ = established(RelayConfig(initial_rate_bytes_per_s=RATE))
+    sid = client.open_stream(priority=5)
+    client.send(sid, bytes(4_000_000))
+    first = client.datagrams_to_send(0.2)
+    due = client.get_timer()
+    assert due is not None and due < 0.21
+    late = client.datagrams_to_send(due + 0.006)
+    rate = client.rate.pacing_rate_bytes_per_s
+    size = len(late[0][0])
+    expected = 0.006 * rate / size
+    assert 0.8 * expected <= len(late) <= 1.2 * expected + 2
+    assert len(first) <= allowance(client, size)
+    assert len(late) > 2 * allowance(client, size)  # what it sent before
+
+
+def test_late_credit_is_bounded_and_not_given_after_idle() -> None:
+    """A very late timer sends at most LATE_WAKE_CREDIT_S of the rate; a sender that
+    was idle (nothing to send) gets only the burst allowance when data comes."""
+    client, _ = established(RelayConfig(initial_rate_bytes_per_s=RATE))
+    sid = client.open_stream(priority=5)
+    client.send(sid, bytes(4_000_000))
+    client.datagrams_to_send(0.2)
+    due = client.get_timer()
+    assert due is not None
+    late = client.datagrams_to_send(due + 0.5)
+    rate = client.rate.pacing_rate_bytes_per_s
+    assert len(late) <= LATE_WAKE_CREDIT_S * rate / len(late[0][0]) + 2
+    idle, _ = established(RelayConfig(initial_rate_bytes_per_s=RATE))
+    assert not [d for d, _ in idle.datagrams_to_send(0.2) if len(d) > 1000]
+    sid = idle.open_stream(priority=5)
+    idle.send(sid, bytes(4_000_000))
+    after_idle = idle.datagrams_to_send(0.7)
+    assert len(after_idle) <= allowance(idle, len(after_idle[0][0]))
+
+
+def _burst_and_acks(spacing_s: float) -> float:
+    """The client's estimate after a 32-packet first flight whose ACKs arrive ``spacing_s`` apart.
+
+    The gateway gets the burst at the path's rate (1,378 B per 0.5 ms ≈ 2.8 MB/s) and
+    acknowledges as it does; the client hears the ACKs bunched or spread as told.
+    """
+    client, gateway = established()
+    sid = client.open_stream(priority=5)
+    client.send(sid, bytes(32 * 1300))
+    burst = client.datagrams_to_send(0.2)
+    assert len(burst) >= 32
+    acks = []
+    for i, (data, _) in enumerate(burst):
+        at = 0.25 + 0.0005 * i
+        gateway.receive_datagram(data, CLIENT, at)
+        acks += [d for d, _ in gateway.datagrams_to_send(at)]
+    assert len(acks) >= 16
+    for i, data in enumerate(acks):
+        client.receive_datagram(data, GATEWAY, 0.3 + spacing_s * i)
+    return client.rate.btl_bw_bytes_per_s
+
+
+def test_bunched_acks_do_not_read_as_a_fast_path() -> None:
+    """ACKs that a busy host hands over microseconds apart do not time a train: the
+    estimate stays near the path's rate (spread ACKs measure it as before)."""
+    path_rate = 1378 / 0.0005
+    spread = _burst_and_acks(0.001)  # the ACKs keep the path's spacing
+    assert 0.7 * path_rate <= spread <= 1.3 * path_rate
+    bunched = _burst_and_acks(0.000002)  # the same ACKs, 2 µs apart
+    assert bunched <= 1.3 * path_rate
+
+
+def test_bulk_streams_of_one_priority_take_turns() -> None:
+    """Two bulk streams with bytes waiting share the packets; the older one no longer
+    takes them all once both have passed the bulk mark."""
+    client, _ = established(RelayConfig(initial_rate_bytes_per_s=1e9))
+    first, second = client.open_stream(priority=5), client.open_stream(priority=5)
+    client.send(first, bytes(3_000_000))
+    client.send(second, bytes(3_000_000))
+    for stream in (first, second):  # both past the mark, as a probe and a transfer were
+        client._streams[stream].send.next_offset = 1_000_000
+    sent = {first: 0, second: 0}
+    assert len(client.datagrams_to_send(0.2)) >= 40
+    for packet in client._sent.values():
+        for sid, start, end, _fin in packet.streams:
+            sent[sid] += end - start
+    assert min(sent.values()) >= 0.4 * sum(sent.values())
