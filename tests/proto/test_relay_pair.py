@@ -211,6 +211,46 @@ def test_flow_control_bounds_the_receiver() -> None:
     assert peak <= 64_000 + 16_000
 
 
+def test_credit_on_consume_holds_a_reader_that_stops_to_one_window() -> None:
+    """With credit_on_consume, bytes handed to an application that does not consume
+    them earn the sender no credit: it stops one stream window past what was consumed,
+    and goes on, byte-exact, as the application consumes (the relay's I/O layer reports
+    what its sockets took; a stalled reader must not make it buffer without bound)."""
+    window = 64_000
+    config = RelayConfig(
+        stream_window_bytes=window, session_window_bytes=4 * window, credit_on_consume=True
+    )
+    net = Net(config=config)
+    net.run(1.0, lambda: net.client.established)
+    sid = net.client.open_stream()
+    data = payload("slow reader", 1_000_000)
+    net.client.send(sid, data, end_stream=True)
+    net.run(net.now + 5.0)
+    stalled = len(net.received["gateway"][sid])
+    assert window // 2 <= stalled <= window  # the window, then nothing more
+    consumed = 0
+    while sid not in net.finished["gateway"] and net.now < 60:
+        got = len(net.received["gateway"][sid])
+        assert got - consumed <= window  # never more than a window beyond what was consumed
+        net.gateway.stream_consumed(sid, got - consumed)
+        consumed = got
+        net.run(net.now + 0.05)
+    assert bytes(net.received["gateway"][sid]) == data
+
+
+def test_without_credit_on_consume_delivery_is_credit() -> None:
+    """The default (the simulator's endpoints): credit follows delivery, and
+    stream_consumed does nothing."""
+    config = RelayConfig(stream_window_bytes=64_000, session_window_bytes=256_000)
+    net = Net(config=config)
+    net.run(1.0, lambda: net.client.established)
+    sid = net.client.open_stream()
+    net.client.send(sid, payload("eager", 500_000), end_stream=True)
+    assert net.gateway.stream_consumed(sid, 10) is False
+    net.run(30.0, lambda: sid in net.finished["gateway"])
+    assert bytes(net.received["gateway"][sid]) == payload("eager", 500_000)
+
+
 def test_interactive_stream_overtakes_bulk() -> None:
     """A small urgent stream opened behind a bulk transfer finishes long before it."""
     rate = 10e6 / 8

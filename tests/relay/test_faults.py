@@ -411,3 +411,35 @@ def test_second_bulk_stream_is_not_starved_by_the_first(
     reader.join(5)
     assert second[0] >= 4 << 20, f"the second download stalled at {second[0]:,} B"
     assert at_end > 6 << 20  # the first kept moving too
+
+
+def test_an_application_that_stops_reading_holds_the_relay_to_its_window(
+    stack: Stack, endless_source: EndlessSource
+) -> None:
+    """A download whose application stops reading: the relay stops taking the service's
+    bytes once a stream window waits unread (credit only for what the application's
+    socket took), instead of piling them up in memory; reading again, the bytes come
+    in order and the download goes on."""
+    stack.gateway._allow.add(("127.0.0.1", endless_source.port))
+    with socks_open(stack.socks_port, endless_source.port) as s:
+        samples: list[int] = []
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            samples.append(endless_source.sent[0])
+            if len(samples) >= 5 and samples[-1] == samples[-5] > 0:
+                break  # two seconds without a byte taken from the service
+        held = samples[-1]
+        assert samples[-1] == samples[-5], f"the service kept sending: {samples[-8:]}"
+        # one stream window (16 MB) each side, the gateway's send buffer and the
+        # kernel's socket buffers — not everything the service could send meanwhile
+        assert held <= 64 << 20, f"{held:,} B taken from the service for a reader that stopped"
+        s.settimeout(10)
+        got = bytearray()
+        while len(got) < held + (8 << 20):
+            chunk = s.recv(1 << 20)
+            assert chunk, "the download ended"
+            got += chunk[: held + (8 << 20) - len(got)]
+    period = pattern(CHUNK_BYTES * 36)[: CHUNK_BYTES * 32]
+    whole = period * (len(got) // len(period) + 1)
+    assert got == whole[: len(got)]  # in order, nothing lost or repeated

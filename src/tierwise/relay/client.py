@@ -77,7 +77,11 @@ class Client:
         udp_buffer_bytes: int = UDP_BUFFER_BYTES,
     ) -> None:
         base = config or RelayConfig()
-        self.config = RelayConfig(**{**vars(base), "dead_peer_s": DEAD_PEER_S})
+        # dead_peer_s: see DEAD_PEER_S; credit_on_consume: its pipes report what the
+        # applications' sockets took, so an application that stops reading holds the window
+        self.config = RelayConfig(
+            **{**vars(base), "dead_peer_s": DEAD_PEER_S, "credit_on_consume": True}
+        )
         self.key, self.gateway, self.credentials = key, gateway, credentials
         self.session: Session | None = None
         self._transport: asyncio.DatagramTransport | None = None

@@ -17,6 +17,7 @@ failed HELLO leaves its connection object unused, and the next HELLO reuses it).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 import logging
 from collections import Counter
@@ -70,6 +71,8 @@ class Gateway(asyncio.DatagramProtocol):
         max_sessions: int = 64,
     ) -> None:
         config = config or RelayConfig(idle_timeout_s=IDLE_TIMEOUT_S)
+        # its pipes report what the services' sockets took (a slow service holds the window)
+        config = dataclasses.replace(config, credit_on_consume=True)
         self.key, self.allow, self.config = key, allow, config
         self._allow = {(canonical_host(host), port) for host, port in allow}
         self.counters: Counter[str] = Counter()

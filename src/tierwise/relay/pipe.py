@@ -9,6 +9,11 @@ byte back is a status (the SOCKS5 reply codes of RFC 1928 §6)::
 Bytes flow both ways after that; a half-close (EOF) travels as the stream's FIN,
 and an error on either side resets the stream so the other application sees a
 broken connection, never a silently short one.
+
+Relay → TCP is flow-controlled end to end: the session grants the peer credit for a
+stream's bytes only once the application's socket has taken them (the transport's
+buffer drained below ``CREDIT_BUFFER_BYTES``), so a reader that stops holds the relay
+to one stream window of buffered bytes instead of letting them pile up in memory.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ __all__ = ["NOT_ALLOWED", "OK", "REFUSED", "UNREACHABLE", "Pipe", "encode_target
 OK, NOT_ALLOWED, UNREACHABLE, REFUSED = 0, 2, 4, 5
 READ_BYTES = 64 * 1024
 SEND_BUFFER_MAX = 16 << 20  # stop reading the socket while this much is unacknowledged (2 × BDP)
+CREDIT_BUFFER_BYTES = 256 * 1024  # bytes written count as consumed once the buffer is below this
 _PORT = struct.Struct(">H")
 
 
@@ -49,9 +55,13 @@ class Pipe:
 
     def __init__(self, session: Session, stream_id: int, writer: asyncio.StreamWriter) -> None:
         self.session, self.stream_id, self.writer = session, stream_id, writer
+        session.held.add(stream_id)  # this pipe reports what its socket consumed
         self.closed = asyncio.Event()
         self._out = bytearray()
         self._eof = self._flush_due = False
+        self._written = 0  # written to the socket, not yet reported as consumed
+        self._written_conn: object = None  # the connection those bytes came from
+        self._crediting: asyncio.Task | None = None
         self.movable = asyncio.Event()  # cleared while the stream moves to a new session
         self.movable.set()
         self.tap: Callable[[bytes, bool], None] | None = None  # hears what is sent (and FIN)
@@ -90,8 +100,10 @@ class Pipe:
         write) reset the stream: the peer stops sending into it and its end sees an
         error, never an orderly close after bytes nobody read.
         """
+        self.session.held.add(self.stream_id)  # (again: the stream may have moved)
         if self.writer.is_closing():
             if data:
+                self.session.consumed(self.stream_id, len(data))  # dropped: free the window
                 self._reset_stream()
                 self.closed.set()
             return
@@ -107,6 +119,7 @@ class Pipe:
         data, self._out = bytes(self._out), bytearray()
         if self.writer.is_closing():
             if data:
+                self.session.consumed(self.stream_id, len(data))
                 self._reset_stream()
                 self.closed.set()
             return
@@ -114,14 +127,45 @@ class Pipe:
             if data:
                 self.writer.write(data)
                 trace.event("tcp_write", self.stream_id, len(data), int(self._eof))
+                self._credit(len(data))
             if self._eof and self.writer.can_write_eof():
                 self.writer.write_eof()
         except OSError:
+            self._report()
             self._reset_stream()
             self.abort()
             return
         if self._eof:
             self.closed.set()
+
+    def _credit(self, nbytes: int) -> None:
+        """Count ``nbytes`` written; report them consumed now if the socket keeps up,
+        else once the transport's buffer has drained (a reader that stops holds them)."""
+        self._written += nbytes
+        self._written_conn = self.session.conn
+        if self._crediting is not None:
+            return
+        if self.writer.transport.get_write_buffer_size() <= CREDIT_BUFFER_BYTES:
+            self._report()
+            return
+        self._crediting = asyncio.get_running_loop().create_task(self._credit_when_drained())
+
+    async def _credit_when_drained(self) -> None:
+        try:
+            while self._written:
+                try:
+                    await self.writer.drain()
+                except (ConnectionError, OSError):
+                    pass  # gone: what it held is freed all the same
+                self._report()
+        finally:
+            self._crediting = None
+
+    def _report(self) -> None:
+        """Tell the session what the socket took (not across a session change)."""
+        n, self._written = self._written, 0
+        if n and self._written_conn is self.session.conn:
+            self.session.consumed(self.stream_id, n)
 
     def _reset_stream(self) -> None:
         conn = self.session.conn

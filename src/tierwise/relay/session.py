@@ -13,7 +13,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from tierwise.proto.relay import Event, RelayConnection
+from tierwise.proto.relay import Event, RelayConnection, StreamDataReceived
 from tierwise.relay import trace
 
 __all__ = ["SOCKET_BUFFER_BYTES", "Session", "widen_buffers"]
@@ -60,6 +60,9 @@ class Session:
         on_event: Callable[[Session, Event], None],
     ) -> None:
         self.conn, self.transport, self.on_event = conn, transport, on_event
+        # Streams whose reader reports what it consumed (a Pipe into a socket); for the
+        # others (UDP associations, a stream's first status byte) delivery is consumption.
+        self.held: set[int] = set()
         self.loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
@@ -84,6 +87,22 @@ class Session:
 
     def transmit(self) -> None:
         """Send what is due (as one batch where the transport can), deliver events, re-arm."""
+        self._send_due()
+        credited = False
+        while (event := self.conn.next_event()) is not None:
+            if type(event) is StreamDataReceived and event.stream_id not in self.held:
+                credited |= self.conn.stream_consumed(event.stream_id, len(event.data))
+            self.on_event(self, event)
+        if credited:  # the new credit goes now, not with the next timer
+            self._send_due()
+        self._arm()
+
+    def consumed(self, stream_id: int, nbytes: int) -> None:
+        """A held stream's reader took ``nbytes``: credit the peer (and send it if new)."""
+        if self.conn.stream_consumed(stream_id, nbytes):
+            self.transmit()
+
+    def _send_due(self) -> None:
         datagrams = self.conn.datagrams_to_send(self.now())
         if self._trace and datagrams:
             self._trace_tx(datagrams)
@@ -93,9 +112,6 @@ class Session:
         else:
             for data, addr in datagrams:
                 self.transport.sendto(data, addr)
-        while (event := self.conn.next_event()) is not None:
-            self.on_event(self, event)
-        self._arm()
 
     def _trace_tx(self, datagrams: list[tuple[bytes, Any]]) -> None:
         """One ``tx`` line: count, bytes, pacing rate, window, estimate, in flight, repairs."""

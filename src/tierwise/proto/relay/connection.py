@@ -129,6 +129,11 @@ class RelayConfig:
     rotate_packets: int = ROTATE_PACKETS
     initial_rate_bytes_per_s: float | None = None
     pacing_quantum_s: float = 0.001  # burst allowance of the pacer
+    # Flow-control credit for bytes the application has consumed (stream_consumed), not
+    # for bytes handed to it: an I/O layer that writes into a socket sets this and reports
+    # what the socket took, so a reader that stops bounds what the relay buffers for it
+    # to the windows. Off, credit follows delivery (the simulator's endpoints).
+    credit_on_consume: bool = False
 
     def __post_init__(self) -> None:
         if self.fec_code not in CODES:
@@ -330,7 +335,7 @@ class RelayConnection:
         stream = _Stream(
             sid,
             SendStream(sid, priority, self._peer_stream_window),
-            RecvStream(sid, self.config.stream_window_bytes),
+            RecvStream(sid, self.config.stream_window_bytes, self.config.credit_on_consume),
         )
         self._streams[sid] = stream
         self.stats.streams_opened += 1
@@ -542,16 +547,37 @@ class RelayConnection:
         return self._add_stream(sid, f.priority)
 
     def _after_delivery(self, stream: _Stream, nbytes: int) -> None:
-        limit = stream.recv.credit_update()
-        if limit is not None:
-            self._control.append(MaxStreamData(stream.stream_id, limit))
+        if not self.config.credit_on_consume:
+            self._grant(stream, nbytes)
+        self._maybe_forget(stream)
+
+    def stream_consumed(self, stream_id: int, nbytes: int) -> bool:
+        """The application took ``nbytes`` more of a stream's delivered bytes (with
+        ``credit_on_consume``; otherwise credit follows delivery and this does nothing).
+        True when new credit was queued for the peer: the caller should transmit.
+        Bytes of a stream that is gone still count for the session's window."""
+        if not self.config.credit_on_consume or nbytes <= 0:
+            return False
+        return self._grant(self._streams.get(stream_id), nbytes)
+
+    def _grant(self, stream: _Stream | None, nbytes: int) -> bool:
+        """Raise the stream's and the session's limits for ``nbytes`` more consumed;
+        whether a new limit was queued."""
+        queued = False
+        if stream is not None:
+            stream.recv.consumed = min(stream.recv.consumed + nbytes, stream.recv.delivered)
+            limit = stream.recv.credit_update()
+            if limit is not None:
+                self._control.append(MaxStreamData(stream.stream_id, limit))
+                queued = True
         self._delivered_total += nbytes
         window = self.config.session_window_bytes
         if self._delivered_total + window - self._local_max_data >= window // 4:
             self._local_max_data = self._delivered_total + window
             self._control = [c for c in self._control if not isinstance(c, MaxData)]
             self._control.append(MaxData(self._local_max_data))
-        self._maybe_forget(stream)
+            queued = True
+        return queued
 
     def _maybe_forget(self, stream: _Stream) -> None:
         if stream.send.done and stream.fin_delivered:

@@ -123,10 +123,12 @@ class SendStream:
 class RecvStream:
     """Out-of-order pieces of one stream, handed over in order."""
 
-    def __init__(self, stream_id: int, window: int) -> None:
+    def __init__(self, stream_id: int, window: int, on_consume: bool = False) -> None:
         self.stream_id = stream_id
         self.window = window
+        self.on_consume = on_consume  # credit from what the application consumed
         self.delivered = 0
+        self.consumed = 0  # of the delivered bytes, what the application took
         self.limit = window  # advertised: the peer may send bytes below this offset
         self.highest = 0
         self.received = RangeSet()
@@ -166,7 +168,7 @@ class RecvStream:
         """A new limit to advertise, once a quarter of the window has been consumed."""
         if self.final_size is not None:
             return None
-        new = self.delivered + self.window
+        new = (self.consumed if self.on_consume else self.delivered) + self.window
         if new - self.limit >= self.window // 4:
             self.limit = new
             return new
