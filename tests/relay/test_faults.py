@@ -12,7 +12,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,20 +269,13 @@ class EagerSource:
     outcomes: list[str]  # per connection, in accept order: "sent" or the sender's error
 
 
-@pytest.fixture
-def eager_source() -> Iterator[EagerSource]:
-    """A TCP server that sends ``EAGER_BYTES`` to every connection at once, then closes."""
+@contextlib.contextmanager
+def tcp_source(
+    opened: Callable[[], int], serve: Callable[[socket.socket, int], None], stop: threading.Event
+) -> Iterator[int]:
+    """A loopback TCP server (yields its port): each connection gets an index from
+    ``opened()`` and is served by ``serve(conn, index)`` in its own thread, until ``stop``."""
     server = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-    source = EagerSource(server.getsockname()[1], [])
-
-    def serve(conn: socket.socket, index: int) -> None:
-        with conn:
-            try:
-                conn.sendall(pattern(EAGER_BYTES))
-                source.outcomes[index] = "sent"
-            except OSError as exc:
-                source.outcomes[index] = type(exc).__name__
 
     def accept() -> None:
         server.settimeout(0.1)
@@ -291,16 +284,38 @@ def eager_source() -> Iterator[EagerSource]:
                 conn, _ = server.accept()
             except TimeoutError:
                 continue
-            source.outcomes.append("sending")
-            args = (conn, len(source.outcomes) - 1)
+            args = (conn, opened())
             threading.Thread(target=serve, args=args, daemon=True).start()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield source
-    stop.set()
-    thread.join(2)
-    server.close()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+
+
+@pytest.fixture
+def eager_source() -> Iterator[EagerSource]:
+    """A TCP server that sends ``EAGER_BYTES`` to every connection at once, then closes."""
+    outcomes: list[str] = []
+
+    def opened() -> int:
+        outcomes.append("sending")
+        return len(outcomes) - 1
+
+    def serve(conn: socket.socket, index: int) -> None:
+        with conn:
+            try:
+                conn.sendall(pattern(EAGER_BYTES))
+                outcomes[index] = "sent"
+            except OSError as exc:
+                outcomes[index] = type(exc).__name__
+
+    with tcp_source(opened, serve, threading.Event()) as port:
+        yield EagerSource(port, outcomes)
 
 
 def socks_open(socks_port: int, target_port: int) -> socket.socket:
@@ -341,34 +356,22 @@ class EndlessSource:
 @pytest.fixture
 def endless_source() -> Iterator[EndlessSource]:
     """A TCP server that sends to every connection until it breaks (a long download)."""
-    server = socket.create_server(("127.0.0.1", 0))
+    sent: list[int] = []
     stop = threading.Event()
-    source = EndlessSource(server.getsockname()[1], [])
     chunk = pattern(CHUNK_BYTES * 36)[: CHUNK_BYTES * 32]
+
+    def opened() -> int:
+        sent.append(0)
+        return len(sent) - 1
 
     def serve(conn: socket.socket, index: int) -> None:
         with conn, contextlib.suppress(OSError):
             while not stop.is_set():
                 conn.sendall(chunk)
-                source.sent[index] += len(chunk)
+                sent[index] += len(chunk)
 
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            source.sent.append(0)
-            args = (conn, len(source.sent) - 1)
-            threading.Thread(target=serve, args=args, daemon=True).start()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield source
-    stop.set()
-    thread.join(2)
-    server.close()
+    with tcp_source(opened, serve, stop) as port:
+        yield EndlessSource(port, sent)
 
 
 def _read_into(sock: socket.socket, got: list[int], stop: threading.Event) -> None:
