@@ -14,6 +14,7 @@ events, microseconds per event and each size's CPU time over the previous one's
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy  # noqa: F401  (loaded before timing: a lossy run's first draw would load it)
@@ -44,8 +45,24 @@ def main() -> None:
     ap.add_argument("--cc", default="newreno")
     ap.add_argument("--regimes", default=",".join(REGIMES), help="comma-separated names")
     args = ap.parse_args()
-    sizes = [float(s) for s in args.sizes.split(",")]
+    try:
+        sizes = [float(s) for s in args.sizes.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(not 0 < s < 1e5 for s in sizes):
+        print(
+            f"--sizes: {args.sizes!r} is not a comma-separated list of MB (each > 0)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     names = [n.strip() for n in args.regimes.split(",")]
+    for name in names:
+        if name not in REGIMES:
+            print(
+                f"--regimes: {name!r} is not one of {', '.join(map(repr, REGIMES))}",
+                file=sys.stderr,
+            )
+            sys.exit(2)
     rows = []
     with Progress(transient=True) as progress:
         task = progress.add_task("transfers", total=len(sizes) * len(names))

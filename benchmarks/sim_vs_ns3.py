@@ -244,6 +244,14 @@ def main() -> None:
         sys.exit("ns-3 is not installed: apt-get install -y libns3-dev g++ pkg-config")
     if args.cells:
         cells = [tuple(c.split(":", 1)) for c in args.cells.split(",")]
+        for cell in cells:
+            if len(cell) != 2 or cell[0] not in CONTROLLERS or cell[1] not in REGIMES:
+                print(
+                    f"--cells: {':'.join(cell)!r} is not CC:REGIME with CC one of "
+                    f"{', '.join(CONTROLLERS)} and REGIME one of {', '.join(REGIMES)}",
+                    file=sys.stderr,
+                )
+                sys.exit(2)
     else:
         cells = [(cc, regime) for cc in CONTROLLERS for regime in REGIMES]
     report(measure(cells, args), args)  # type: ignore[arg-type]
