@@ -17,19 +17,23 @@ import argparse
 import json
 from pathlib import Path
 
+from _args import choices_list, positive_int, run
+
 from tierwise.lab.experiment import RequestExperiment
 from tierwise.lab.wire import cold_rounds, save_rounds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cc", default="reno,cubic,bbr")
-    parser.add_argument("--initcwnd", type=int, default=None)
+    parser.add_argument(
+        "--cc", type=choices_list(("reno", "cubic", "bbr")), default="reno,cubic,bbr"
+    )
+    parser.add_argument("--initcwnd", type=positive_int, default=None)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", type=Path, default=None, help="write lab-rounds.png/.svg here")
     args = parser.parse_args()
     exp = RequestExperiment()
-    results = [cold_rounds(exp, cc.strip(), args.initcwnd) for cc in args.cc.split(",")]
+    results = [cold_rounds(exp, cc, args.initcwnd) for cc in args.cc]
     if args.plot is not None:
         title = (
             f"cold {exp.size_bytes:,} B request, RTT {exp.rtt_s * 1e3:g} ms, "
@@ -59,4 +63,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _args import positive_int, run
 from rich.progress import Progress
 
 from tierwise.catalog import load_catalog
@@ -46,8 +47,8 @@ progress = "lost"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=100_000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--trials", type=positive_int, default=100_000)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     args = ap.parse_args()
     text = Path(bundled_example("deployment")).read_text()
     text = text.replace("[decision]", VARIABILITY.format(trials=args.trials) + "\n[decision]")
@@ -91,4 +92,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -18,6 +18,7 @@ from rich.progress import Progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ns3"))
 
+from _args import fraction, positive_int, run
 from ns3_runner import available, run_ns3
 
 from tierwise.proto import CONTROLLERS
@@ -35,9 +36,9 @@ def ours(cc: str, loss: float, seed: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--cc", nargs="+", default=["newreno", "cubic", "bbr"])
-    ap.add_argument("--loss", nargs="+", type=float, default=[0.0, 0.01, 0.14])
+    ap.add_argument("--seeds", type=positive_int, default=3)
+    ap.add_argument("--cc", nargs="+", choices=CONTROLLERS, default=["newreno", "cubic", "bbr"])
+    ap.add_argument("--loss", nargs="+", type=fraction, default=[0.0, 0.01, 0.14])
     args = ap.parse_args()
     if not available():
         sys.exit("ns-3 is not installed: apt-get install -y libns3-dev g++ pkg-config")
@@ -64,4 +65,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -27,6 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _args import positive_int, run
 from rich.console import Console
 from rich.progress import Progress
 
@@ -130,9 +131,9 @@ def bench_rounds(against: Path | None, console: Console) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sites", type=int, default=1000)
+    ap.add_argument("--sites", type=positive_int, default=1000)
     ap.add_argument("--against", type=Path, help="another checkout's src/ to compare with")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--only", choices=["sites", "rounds"])
     args = ap.parse_args()
     console = Console(stderr=True)
@@ -143,4 +144,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from _args import positive_float, positive_int, run
 from rich.progress import Progress
 
 CHUNK = 256 * 1024
@@ -117,8 +118,8 @@ def start_relay(tmp: Path, sink_port: int) -> tuple[list[subprocess.Popen], int]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=100)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--mb", type=positive_float, default=100)
+    parser.add_argument("--repeats", type=positive_int, default=1)
     args = parser.parse_args()
     nbytes = int(args.mb * 1e6)
     server = socket.create_server(("127.0.0.1", 0))
@@ -154,4 +155,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -16,6 +16,7 @@ import os
 import statistics
 import time
 
+from _args import fraction, positive_int, run
 from rich.progress import Progress
 
 from tierwise.proto.fec import repair_symbols_needed
@@ -38,9 +39,9 @@ def one_block(code: int, k: int, r: int, lost: int, symbols: list[bytes]) -> flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--k", type=int, default=128)
-    parser.add_argument("--loss", type=float, default=0.14)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--k", type=positive_int, default=128)
+    parser.add_argument("--loss", type=fraction, default=0.14)
+    parser.add_argument("--repeats", type=positive_int, default=7)
     args = parser.parse_args()
     k = args.k
     r = min(repair_symbols_needed(k, args.loss, 0.999), 256 - k)
@@ -63,4 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

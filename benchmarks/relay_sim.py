@@ -17,6 +17,7 @@ import argparse
 import time
 
 import numpy as np
+from _args import positive_float, positive_int, run
 from rich.progress import Progress
 
 from tierwise.sim.relay import Net, Path, all_done, payload, request_response
@@ -70,8 +71,8 @@ def bulk(loss: float, size: int, warm: bool, progress: Progress) -> tuple[float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=60)
-    parser.add_argument("--bulk-mb", type=float, default=20)
+    parser.add_argument("--requests", type=positive_int, default=60)
+    parser.add_argument("--bulk-mb", type=positive_float, default=20)
     args = parser.parse_args()
     floor = 0.2 + (UP_BYTES + DOWN_BYTES) / RATE_BYTES_PER_S
     rows, bulk_rows = [], []
@@ -95,4 +96,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -24,6 +24,8 @@ import os
 import tempfile
 from pathlib import Path as FsPath
 
+from _args import fraction, positive_int, run
+
 from tierwise.lab.experiment import RequestExperiment, serial_floor_s
 from tierwise.lab.path import Path
 from tierwise.lab.relayvia import open_tunnel, process_cpu_s, upload_body
@@ -87,8 +89,8 @@ def breakdown(ev: dict[str, float], client: list, gateway: list) -> dict[str, fl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--loss", type=float, default=0.0)
+    ap.add_argument("--runs", type=positive_int, default=5)
+    ap.add_argument("--loss", type=fraction, default=0.0)
     ap.add_argument("--keep", help="copy the raw traces here")
     args = ap.parse_args()
     req = RequestExperiment(loss_up=args.loss, loss_down=args.loss, runs=args.runs)
@@ -142,4 +144,4 @@ def segments(b: dict, req: RequestExperiment) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

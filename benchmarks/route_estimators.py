@@ -16,6 +16,8 @@ import argparse
 import random
 import statistics
 
+from _args import positive_int, run
+
 from tierwise.route.estimate import Adaptive, Ewma, Kalman
 
 
@@ -42,7 +44,7 @@ def errors(make, xs: list[float]) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--samples", type=int, default=400)
+    ap.add_argument("--samples", type=positive_int, default=400)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     print(f"{'series':20s} {'EWMA':>8s} {'Kalman':>8s} {'Adaptive':>9s}  (median |error|)")
@@ -56,4 +58,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import httpx
+from _args import positive_int, run
 from rich.progress import Progress
 
 from tierwise.lab.model_server import free_port, wait_ready
@@ -166,9 +167,9 @@ def main() -> None:
         raw_forwarder(int(sys.argv[2]), int(sys.argv[3]))
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=300)
-    ap.add_argument("--concurrent", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--pairs", type=positive_int, default=300)
+    ap.add_argument("--concurrent", type=positive_int, default=200)
+    ap.add_argument("--rounds", type=positive_int, default=5)
     args = ap.parse_args()
     ms_port, gw_port = free_port(), free_port()
     direct, gateway = f"http://127.0.0.1:{ms_port}", f"http://127.0.0.1:{gw_port}"
@@ -224,4 +225,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

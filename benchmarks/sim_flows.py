@@ -40,6 +40,8 @@ from tierwise.sim import PathSpec, TcpSpec
 from tierwise.sim.flows import FlowSpec, run_flows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ns3"))
+from _args import positive_float, positive_int, queue_seconds, run
+from _args import windows as windows_arg
 from ns3_runner import available, run_ns3_flows
 
 MBIT = 125_000.0
@@ -113,13 +115,12 @@ def _window_share(delivered: list[list[float]], times: list[float], a_s: float, 
     return got[1] / (sum(got) or 1)
 
 
-def windows(case: str, cut: str) -> None:
+def windows(case: tuple[int, float], spans: list[tuple[float, float]]) -> None:
     """BBR's share per window: ours (cubic-hystart, cubic against bbr-v1) and ns-3's
     (HyStart on, off), each with its RTO count per flow."""
     import tempfile
 
-    queue, seconds = int(case.split(":")[0]), float(case.split(":")[1])
-    spans = [tuple(float(x) for x in w.split("-")) for w in cut.split(",")]
+    queue, seconds = case
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
     columns: dict[str, tuple[list[float], list[int]]] = {}
     for cubic in ("cubic-hystart", "cubic"):
@@ -218,11 +219,11 @@ def _ns3_trace(path: Path) -> dict[int, dict[float, dict[str, float]]]:
     return out
 
 
-def trace(case: str, bbr: str, step_s: float, plot: Path | None) -> None:
+def trace(case: tuple[int, float], bbr: str, step_s: float, plot: Path | None) -> None:
     """CUBIC against ``bbr`` over ``QUEUE:SECONDS``: ours and ns-3's time series."""
     import tempfile
 
-    queue, seconds = int(case.split(":")[0]), float(case.split(":")[1])
+    queue, seconds = case
     pair = ("cubic", bbr)
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
     r = run_flows(path, TCP, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in pair], series=True)
@@ -305,17 +306,26 @@ def _trace_figure(pair: tuple, rows: list, folder: Path, queue: int, seconds: fl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--flows", type=int, default=64)
-    ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--flows", type=positive_int, default=64)
+    ap.add_argument("--seconds", type=positive_float, default=20.0)
+    ap.add_argument("--repeat", type=positive_int, default=2)
     ap.add_argument("--shares", action="store_true", help="the ns-3 share cross-check instead")
     ap.add_argument("--plot", type=Path, help="with --shares: save flows-ns3.png/.svg here")
     ap.add_argument("--profile", action="store_true", help="cProfile one run of ours")
-    ap.add_argument("--trace", metavar="QUEUE:SECONDS", help="CUBIC against BBR, traced")
+    ap.add_argument(
+        "--trace", type=queue_seconds, metavar="QUEUE:SECONDS", help="CUBIC against BBR, traced"
+    )
     ap.add_argument("--bbr", default="bbr-v1", help="with --trace: our BBR controller")
-    ap.add_argument("--step", type=float, default=5.0, help="with --trace: table step (s)")
-    ap.add_argument("--windows", metavar="QUEUE:SECONDS", help="BBR's share per window")
-    ap.add_argument("--cut", default="0-10,0-30,30-60,0-60", help="with --windows: windows (s)")
+    ap.add_argument("--step", type=positive_float, default=5.0, help="with --trace: table step (s)")
+    ap.add_argument(
+        "--windows", type=queue_seconds, metavar="QUEUE:SECONDS", help="BBR's share per window"
+    )
+    ap.add_argument(
+        "--cut",
+        type=windows_arg,
+        default="0-10,0-30,30-60,0-60",
+        help="with --windows: windows (s)",
+    )
     a = ap.parse_args()
     if a.profile:
         import cProfile
@@ -336,4 +346,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -18,6 +18,7 @@ import sys
 import time
 
 import numpy  # noqa: F401  (loaded before timing: a lossy run's first draw would load it)
+from _args import run as run_main
 from rich.progress import Progress
 
 from tierwise.sim import PathSpec, TcpSpec, run_request
@@ -83,4 +84,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

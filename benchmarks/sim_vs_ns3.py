@@ -38,6 +38,7 @@ from rich.progress import Progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ns3"))
 
+from _args import run
 from ns3_runner import available, run_ns3
 
 from tierwise.sim import PathSpec, TcpSpec, run_request
@@ -258,4 +259,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from _args import positive_int, run
+
 THIS_SRC = Path(__file__).resolve().parent.parent / "src"
 COMMANDS = {"--help": ["--help"], "plan": ["plan"]}
 _LINE = re.compile(r"import time:\s+\d+ \|\s+(\d+) \| ( *)(\S+)")
@@ -60,7 +62,7 @@ def measure(src: Path, args: list[str]) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", type=Path, required=True, help="the peer's src folder")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=positive_int, default=7)
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for name, argv in COMMANDS.items():
@@ -78,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

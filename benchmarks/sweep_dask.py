@@ -34,6 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from _args import positive_int, run
 from distributed import Client, LocalCluster
 
 from tierwise.plan.distributed import LOCAL_CLUSTER_CONFIG
@@ -122,9 +123,9 @@ def cluster(workers: int) -> tuple[LocalCluster, Client]:
 def main() -> None:
     """Dask 1, pool 1, Dask 2, pool 2 and back, ``--repeat`` times; speed-ups of the totals."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--points", type=int, default=200)
-    ap.add_argument("--runs", type=int, default=16, help="seeds per point")
-    ap.add_argument("--repeat", type=int, default=5, help="rounds over the four set-ups")
+    ap.add_argument("--points", type=positive_int, default=200)
+    ap.add_argument("--runs", type=positive_int, default=16, help="seeds per point")
+    ap.add_argument("--repeat", type=positive_int, default=5, help="rounds over the four set-ups")
     ap.add_argument("--profile", action="store_true", help="keep the workers' profiler on")
     args = ap.parse_args()
     logging.getLogger("distributed").setLevel(logging.ERROR)  # no INFO lines as clusters close
@@ -189,4 +190,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

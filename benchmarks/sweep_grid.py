@@ -13,6 +13,7 @@ import argparse
 import time
 
 import numpy as np
+from _args import positive_int, run
 
 from tierwise.catalog import load_catalog
 from tierwise.plan.planner import plan
@@ -29,7 +30,7 @@ AXES = [
 def main() -> None:
     """Time the sweep over the grid and the planner over a sample of it."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sample", type=int, default=200, help="points planned one by one")
+    ap.add_argument("--sample", type=positive_int, default=200, help="points planned one by one")
     args = ap.parse_args()
     path = bundled_example("deployment")
     start = time.perf_counter()
@@ -52,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)
