@@ -160,16 +160,18 @@ class Client:
     def _on_event(self, session: Session, event: Event) -> None:
         if session is not self.session:
             return
-        if isinstance(event, ConnectionTerminated) and self._closed:
-            session.close()
-        elif isinstance(event, ConnectionTerminated):
-            log.warning("session ended (%s); re-opening", event.reason)
+        if isinstance(event, ConnectionTerminated):
+            if not self._closed:
+                log.warning("session ended (%s); re-opening", event.reason)
             self.ready.clear()
+            # closed by us (a drain that ran out) too: streams still open are reset, so
+            # their applications see an error, never a clean end after truncated data
             handlers, self._handlers = self._handlers, {}
             for handler in handlers.values():
                 handler(SESSION_LOST)
             session.close()
-            self._open()
+            if not self._closed:
+                self._open()
         elif isinstance(event, StreamDataReceived | StreamReset):
             handler = self._handlers.get(event.stream_id)
             if handler is not None:

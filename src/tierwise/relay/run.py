@@ -95,6 +95,15 @@ async def run_client(
         server.close()
     await _drain(lambda: bool(client._handlers))
     client.close()
+    await _let_connections_end()
+
+
+async def _let_connections_end(timeout_s: float = 1.0) -> None:
+    """Give the connections just reset a moment to finish: cancelled instead, each
+    would log a traceback (Python 3.11's start_server callback) and close with a FIN."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    if others:
+        await asyncio.wait(others, timeout=timeout_s)
 
 
 async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -> None:
