@@ -234,6 +234,18 @@ class Client:
                 session.transmit()
         return status, sid, session, queue, first
 
+    async def check(self, host: str, port: int) -> int:
+        """The gateway's status for ``host:port`` (it connects there once; the stream is
+        then reset): what a ``--forward`` is checked with when the client starts."""
+        status, sid, session, _, _ = await self._open_checked(host, port)
+        if status == OK and session is not None:
+            self.reachable.add((host, port))
+            self._handlers.pop(sid, None)
+            if sid in session.conn.stream_ids:
+                session.conn.reset(sid, code=0)
+                session.transmit()
+        return status
+
     async def _wait_ready(self) -> bool:
         if self.ready.is_set():
             return True
