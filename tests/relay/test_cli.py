@@ -136,7 +136,10 @@ def test_gateway_restart_stats_and_sigterm(key: Path, http_server: int) -> None:
             text=True,
             check=True,
         )
-        assert json.loads(stats.stdout)["state"] == "established"
+        got = json.loads(stats.stdout)
+        assert got["state"] == "established" and got["srtt_s"] > 0  # the measures:
+        for name in ("bandwidth_bytes_per_s", "loss_in", "loss_out", "fec_overhead", "streams"):
+            assert isinstance(got[name], int | float), name
         gw.kill()
         gw.wait()
         gw = start(*gw_args)
