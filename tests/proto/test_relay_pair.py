@@ -365,3 +365,24 @@ def test_a_session_carries_streams_across_key_rotations() -> None:
     net.run(net.now + 30, all_done(net, expected))
     assert exact(net, expected)
     assert net.client._send_keys.epoch >= 10 and net.gateway._send_keys.epoch >= 10
+
+
+def test_a_new_streams_first_bytes_do_not_wait_behind_older_small_streams() -> None:
+    """Three downloads under the bulk mark keep their streams busy; a later stream's one
+    status byte still leaves next, not after them (the gateway's status byte once waited
+    behind three 2 MB downloads until each had passed 1 MB: 0.4 s and more on loopback)."""
+    rate = 10e6 / 8
+    net = Net(Path(delay_s=0.02, rate_bytes_per_s=rate), Path(delay_s=0.02, rate_bytes_per_s=rate))
+    net.run(1.0, lambda: net.client.established)
+    sids = [net.client.open_stream() for _ in range(4)]
+    for sid in sids:
+        net.client.send(sid, b"?")
+    net.run(net.now + 0.1, lambda: set(sids) <= set(net.gateway.stream_ids))
+    for sid in sids[:3]:
+        net.gateway.send(sid, payload(f"busy {sid}", 900_000))
+    net.run(net.now + 0.2)
+    written_s = net.now
+    net.gateway.send(sids[3], b"\x00")
+    net.run(net.now + 5, lambda: sids[3] in net.received["client"])
+    assert net.received["client"].get(sids[3]) == b"\x00"
+    assert net.now - written_s < 0.1  # one-way delay plus a few packets, not 2 MB's worth

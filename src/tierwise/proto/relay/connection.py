@@ -1121,10 +1121,15 @@ class RelayConnection:
 
 
 def _send_order(stream: _Stream) -> tuple[int, bool, int, int]:
-    """Priority first, small streams before bulk ones (§12.3.4); bulk streams take turns."""
+    """Priority first, small streams before bulk ones (§12.3.4); bulk streams take turns.
+
+    Below the bulk mark the stream that has sent least goes first: ordered by stream
+    id, a new stream's first bytes (the gateway's status byte) waited behind older
+    streams that kept data queued until each had sent ``BULK_BYTES``.
+    """
     send = stream.send
     bulk = send.bulk
-    return send.priority, bulk, send.turn if bulk else 0, stream.stream_id
+    return send.priority, bulk, send.turn if bulk else send.next_offset, stream.stream_id
 
 
 RelayConnection._FRAME_HANDLERS = {
