@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,9 +98,23 @@ def test_key_rotation_follows_the_packet_number() -> None:
     tx, rx = DirectionKeys(KEY, rotate_packets=4), DirectionKeys(KEY, rotate_packets=4)
     boxes = {pn: tx.seal(pn, b"", bytes([pn])) for pn in range(0, 13)}
     assert tx.epoch == 3
-    assert boxes[1][:1] != DirectionKeys(KEY, 4).seal(5, b"", b"\x01")[:1] or True
+    base = ChaCha20Poly1305(KEY)  # epoch 0's key: it opens epoch 0, and nothing later
+    assert base.decrypt(bytes(4) + (1).to_bytes(8, "big"), boxes[1], b"") == b"\x01"
+    with pytest.raises(InvalidTag):
+        base.decrypt(bytes(4) + (5).to_bytes(8, "big"), boxes[5], b"")
     assert all(rx.open(pn, b"", boxes[pn]) == bytes([pn]) for pn in range(4, 13))
     assert rx.open(1, b"", boxes[1]) is None  # epoch 0 was dropped when epoch 2 began
+
+
+def test_a_forged_number_ahead_does_not_move_the_keys_on() -> None:
+    """A datagram of the next epoch that fails authentication leaves the epoch as it was."""
+    tx, rx = DirectionKeys(KEY, rotate_packets=4), DirectionKeys(KEY, rotate_packets=4)
+    boxes = {pn: tx.seal(pn, b"", bytes([pn])) for pn in range(0, 9)}
+    assert rx.open(1, b"", boxes[1]) == b"\x01"
+    assert rx.open(4, b"", bytes(17)) is None and rx.epoch == 0
+    assert rx.open(8, b"", boxes[8]) is None  # two epochs ahead: never tried
+    assert rx.open(5, b"", boxes[5]) == b"\x05" and rx.epoch == 1
+    assert rx.open(2, b"", boxes[2]) == b"\x02"  # the previous epoch is still kept
 
 
 def test_replay_window() -> None:
@@ -107,8 +123,11 @@ def test_replay_window() -> None:
     for pn in (5, 3, 200):
         assert window.fresh(pn)
         window.accept(pn)
-    assert not window.fresh(5) or 5 <= 200 - 100
-    assert not window.fresh(200) and not window.fresh(50) and window.fresh(150)
+    assert not window.fresh(5) and not window.fresh(3)  # seen, and now below the window
+    assert not window.fresh(200) and not window.fresh(50) and not window.fresh(100)
+    assert window.fresh(101) and window.fresh(150) and window.fresh(10**9)
+    window.accept(150)
+    assert not window.fresh(150)
 
 
 @pytest.mark.parametrize("code", sorted(CODES))

@@ -136,7 +136,10 @@ def test_gateway_restart_stats_and_sigterm(key: Path, http_server: int) -> None:
             text=True,
             check=True,
         )
-        assert json.loads(stats.stdout)["state"] == "established"
+        got = json.loads(stats.stdout)
+        assert got["state"] == "established" and got["srtt_s"] > 0  # the issue's measures:
+        for name in ("bandwidth_bytes_per_s", "loss_in", "loss_out", "fec_overhead", "streams"):
+            assert isinstance(got[name], int | float), name
         gw.kill()
         gw.wait()
         gw = start(*gw_args)
@@ -239,3 +242,24 @@ def test_sigterm_with_several_sessions_exits_cleanly(key: Path) -> None:
         if gw.poll() is None:
             gw.kill()
             gw.wait()
+
+
+def test_forward_to_a_refused_destination_is_one_line(key: Path) -> None:
+    """--forward to a destination outside the gateway's --allow: exit 2, one line, at start."""
+    gport = free_port(socket.SOCK_DGRAM)
+    allowed, other = free_port(), free_port()
+    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow", f"127.0.0.1:{allowed}",
+               "--key-file", str(key))  # fmt: skip
+    try:
+        ready_line(gw, "gateway listening")
+        out = subprocess.run(
+            [*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gport}", "--key-file", str(key),
+             "--forward", f"127.0.0.1:{free_port()}=127.0.0.1:{other}", "--log-level", "warning"],
+            capture_output=True, text=True, check=False, timeout=20,
+        )  # fmt: skip
+    finally:
+        gw.kill()
+        gw.wait()
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: --forward:"), out.stderr
+    assert f"127.0.0.1:{other}" in out.stderr and "--allow" in out.stderr

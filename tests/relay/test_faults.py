@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import signal
 import socket
 import subprocess
 import threading
@@ -127,6 +128,34 @@ def test_gateway_killed_mid_transfer(key: Path, paced_source: int) -> None:
         while (result := socks_fetch(sport, paced_source, 10_000, 5)) != "complete":
             assert time.monotonic() - up_s < 2.0, result
         assert time.monotonic() - up_s < 2.0
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.slow
+def test_client_sigterm_drains_then_resets_what_is_left(key: Path, paced_source: int) -> None:
+    """SIGTERM at the client: a short stream completes in the drain; one that outlasts the
+    drain is reset (an error, never a clean end after truncated data); exit 0, no traceback."""
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
+               f"127.0.0.1:{paced_source}", "--key-file", str(key))  # fmt: skip
+    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
+               "--key-file", str(key))  # fmt: skip
+    try:
+        wait_port(sport)
+        with ThreadPoolExecutor(2) as pool:
+            sizes = [1 << 20, 64 << 20]  # ~0.3 s and ~20 s at the source's pace; DRAIN_S = 5
+            futures = [pool.submit(socks_fetch, sport, paced_source, n, 30) for n in sizes]
+            time.sleep(0.2)
+            cl.send_signal(signal.SIGTERM)
+            outcomes = [f.result() for f in futures]
+        assert outcomes[0] == "complete", outcomes
+        assert outcomes[1].startswith("error"), outcomes
+        _, stderr = cl.communicate(timeout=10)
+        assert cl.returncode == 0 and "Traceback" not in stderr, stderr
     finally:
         for p in (gw, cl):
             if p.poll() is None:

@@ -176,3 +176,60 @@ def test_new_connection_costs_no_extra_round_trip(stack: Stack) -> None:
     finally:
         for server in servers:
             stack.loop.call_soon_threadsafe(server.close)
+
+
+def test_connect_by_ipv6_address(stack: Stack) -> None:
+    """A SOCKS5 CONNECT by IPv6 literal (ATYP 4) reaches an allowed [::1] service byte-exact."""
+    import socket
+    import threading
+
+    from tests.relay.conftest import KEY
+    from tierwise.relay.client import Client
+    from tierwise.relay.gateway import Gateway
+    from tierwise.relay.socks import serve_socks
+    from tierwise.relay.udp import encode_addr
+
+    try:
+        service = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback: {exc}")
+    port = service.getsockname()[1]
+
+    def echo() -> None:
+        conn, _ = service.accept()
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+
+    async def up() -> tuple[int, list]:
+        gateway = Gateway(KEY, {("::1", port)})
+        gw, _ = await stack.loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        client = Client(KEY, gw.get_extra_info("sockname"))
+        await client.start()
+        server = await serve_socks(client, "127.0.0.1", 0)
+        return server.sockets[0].getsockname()[1], [server.close, client.close, gw.close]
+
+    socks_port, closers = stack.call(up())
+    body = bytes(range(256)) * 400
+    try:
+        with socket.create_connection(("127.0.0.1", socks_port), timeout=10) as s:
+            s.sendall(b"\x05\x01\x00")
+            assert s.recv(2) == b"\x05\x00"
+            request = b"\x05\x01\x00" + encode_addr("::1", port)
+            assert request[3] == 4  # ATYP: IPv6 address
+            s.sendall(request)
+            assert s.recv(10)[:2] == b"\x05\x00"
+            s.sendall(body)
+            s.shutdown(socket.SHUT_WR)
+            got = bytearray()
+            while chunk := s.recv(65536):
+                got += chunk
+        assert bytes(got) == body
+    finally:
+        for close in closers:
+            stack.loop.call_soon_threadsafe(close)
+        service.close()

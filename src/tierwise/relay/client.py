@@ -160,16 +160,18 @@ class Client:
     def _on_event(self, session: Session, event: Event) -> None:
         if session is not self.session:
             return
-        if isinstance(event, ConnectionTerminated) and self._closed:
-            session.close()
-        elif isinstance(event, ConnectionTerminated):
-            log.warning("session ended (%s); re-opening", event.reason)
+        if isinstance(event, ConnectionTerminated):
+            if not self._closed:
+                log.warning("session ended (%s); re-opening", event.reason)
             self.ready.clear()
+            # closed by us (a drain that ran out) too: streams still open are reset, so
+            # their applications see an error, never a clean end after truncated data
             handlers, self._handlers = self._handlers, {}
             for handler in handlers.values():
                 handler(SESSION_LOST)
             session.close()
-            self._open()
+            if not self._closed:
+                self._open()
         elif isinstance(event, StreamDataReceived | StreamReset):
             handler = self._handlers.get(event.stream_id)
             if handler is not None:
@@ -231,6 +233,18 @@ class Client:
                 session.conn.reset(sid, code=0)
                 session.transmit()
         return status, sid, session, queue, first
+
+    async def check(self, host: str, port: int) -> int:
+        """The gateway's status for ``host:port`` (it connects there once; the stream is
+        then reset): what a ``--forward`` is checked with when the client starts."""
+        status, sid, session, _, _ = await self._open_checked(host, port)
+        if status == OK and session is not None:
+            self.reachable.add((host, port))
+            self._handlers.pop(sid, None)
+            if sid in session.conn.stream_ids:
+                session.conn.reset(sid, code=0)
+                session.transmit()
+        return status
 
     async def _wait_ready(self) -> bool:
         if self.ready.is_set():

@@ -174,6 +174,9 @@ class Pipe:
             self.session.transmit()
 
     def abort(self) -> None:
-        self._out.clear()
+        if self._out:  # delivered but never written: its window is freed all the same
+            dropped = len(self._out)
+            self._out.clear()
+            self.session.consumed(self.stream_id, dropped)
         self.writer.transport.abort()
         self.closed.set()

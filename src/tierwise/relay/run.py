@@ -16,6 +16,7 @@ from tierwise.proto.relay import RelayConfig
 from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.client import REDIAL_S, Client
 from tierwise.relay.gateway import IDLE_TIMEOUT_S, Gateway
+from tierwise.relay.pipe import NOT_ALLOWED, OK
 from tierwise.relay.session import widen_buffers
 from tierwise.relay.socks import serve_forward, serve_socks
 
@@ -78,6 +79,8 @@ async def run_client(
 ) -> None:
     client = Client(key, gateway, credentials=credentials, udp_buffer_bytes=udp_buffer_bytes)
     await _connect(client, gateway, connect_timeout_s)
+    for _, target in forwards:
+        await _check_forward(client, target)
     servers = []
     try:
         if socks is not None:
@@ -95,6 +98,30 @@ async def run_client(
         server.close()
     await _drain(lambda: bool(client._handlers))
     client.close()
+    await _let_connections_end()
+
+
+async def _let_connections_end(timeout_s: float = 1.0) -> None:
+    """Give the connections just reset a moment to finish: cancelled instead, each
+    would log a traceback (Python 3.11's start_server callback) and close with a FIN."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    if others:
+        await asyncio.wait(others, timeout=timeout_s)
+
+
+async def _check_forward(client: Client, target: tuple[str, int]) -> None:
+    """A ``--forward`` to a destination the gateway refuses could never work: one line,
+    exit 2. One the gateway allows but cannot reach yet (a service still starting) is
+    forwarded all the same, with a warning."""
+    status = await client.check(*target)
+    if status == NOT_ALLOWED:
+        client.close()
+        raise ScenarioError(
+            f"the gateway refuses {target[0]}:{target[1]} (not in its --allow list)",
+            path="--forward",
+        )
+    if status != OK:
+        log.warning("--forward %s:%s: the gateway answered status %d", *target, status)
 
 
 async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -> None:

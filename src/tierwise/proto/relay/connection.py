@@ -88,6 +88,11 @@ PTO_MAX_S = 2.0  # cap on the probe backoff, so a path back from a blackout is u
 HELLO_RETRY_S = 0.5
 HELLO_RETRY_MAX_S = 4.0
 REFUSED = 1  # RESET code: too many streams
+# Streams this end reset whose peer's final size has not arrived yet: the peer answers a
+# RESET with its own at once, so only the last RTT's resets (and refusals) wait; past
+# max(this, 4 × max_streams) the oldest is forgotten (its in-flight bytes then stay off the
+# session window). An entry is two ints.
+AWAIT_FINAL_MIN = 1024
 _WINDOWS = struct.Struct(">QQ")
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
@@ -224,6 +229,8 @@ class RelayConnection:
         self._streams: dict[int, _Stream] = {}
         self._next_sid = 0 if is_client else 1
         self._peer_sids = RangeSet()  # peer streams ever opened, as id // 2
+        # streams we reset (or refused) before the peer's final size came: (delivered, highest)
+        self._await_final: dict[int, tuple[int, int]] = {}
         self._control: list[Frame] = []
         self._closing = False
         self._init_transport()
@@ -299,11 +306,22 @@ class RelayConnection:
         self.send(stream_id, b"", end_stream=True)
 
     def reset(self, stream_id: int, code: int = 0) -> None:
-        """Abandon a stream in both directions; the peer gets :class:`StreamReset`."""
+        """Abandon a stream in both directions; the peer gets :class:`StreamReset`.
+
+        Its received bytes not yet delivered, and those still in flight, go back to
+        the session's window when the peer's final size arrives (the peer answers
+        with its own RESET); delivered bytes the application drops unread it reports
+        with :meth:`stream_consumed`.
+        """
         stream = self._stream(stream_id)
         stream.send.reset_code = code
         self._control.append(Reset(stream_id, code, stream.send.next_offset))
         del self._streams[stream_id]
+        recv = stream.recv
+        if recv.final_size is not None:
+            self._settle(recv.final_size, recv.delivered, recv.highest)
+        else:
+            self._await_peer_final(stream_id, recv.delivered, recv.highest)
 
     def send_buffered_bytes(self, stream_id: int) -> int:
         """Bytes written and not yet acknowledged (the I/O layer's back-pressure signal)."""
@@ -524,6 +542,10 @@ class RelayConnection:
                 return
         recv = stream.recv
         before = recv.highest
+        beyond = f.offset + len(f.data) - before
+        if beyond > 0 and self._recv_total + beyond > self._local_max_data:
+            self.stats.dropped_flow_control += 1  # past the session's credit
+            return
         if not recv.receive(f.offset, f.data, f.fin):
             self.stats.dropped_flow_control += 1
             return
@@ -543,6 +565,7 @@ class RelayConnection:
         if len(self._streams) >= self.config.max_streams:
             self.stats.streams_refused += 1
             self._control.append(Reset(sid, REFUSED, 0))
+            self._await_peer_final(sid, 0, 0)
             return None
         return self._add_stream(sid, f.priority)
 
@@ -584,8 +607,35 @@ class RelayConnection:
             self._streams.pop(stream.stream_id, None)
 
     def _on_reset(self, f: Reset, now: float) -> None:
-        if self._streams.pop(f.stream_id, None) is not None:
-            self._events.append(StreamReset(f.stream_id, f.code))
+        """The peer's final size settles the stream's session credit (RFC 9000 §4.5); a
+        stream still open here answers with its own final size, so the peer can too."""
+        sid = f.stream_id
+        stream = self._streams.pop(sid, None)
+        if stream is not None:
+            stream.send.reset_code = f.code
+            self._settle(f.final_size, stream.recv.delivered, stream.recv.highest)
+            self._control.append(Reset(sid, f.code, stream.send.next_offset))
+            self._events.append(StreamReset(sid, f.code))
+        elif (waiting := self._await_final.pop(sid, None)) is not None:
+            self._settle(f.final_size, *waiting)
+        elif sid % 2 != self._next_sid % 2 and not self._peer_sids.contains(sid // 2):
+            # reset before any of its bytes came: settled, and its late frames open nothing
+            self._peer_sids.add(sid // 2, sid // 2 + 1)
+            self._settle(f.final_size, 0, 0)
+            self._control.append(Reset(sid, f.code, 0))
+
+    def _await_peer_final(self, sid: int, delivered: int, highest: int) -> None:
+        self._await_final[sid] = (delivered, highest)
+        if len(self._await_final) > max(AWAIT_FINAL_MIN, 4 * self.config.max_streams):
+            del self._await_final[next(iter(self._await_final))]
+
+    def _settle(self, final_size: int, delivered: int, highest: int) -> None:
+        """A closed stream's final size counts in full: bytes never to be delivered
+        (received out of order, lost, in flight) are credited to the session now."""
+        final_size = max(final_size, highest)
+        self._recv_total += final_size - highest
+        if final_size > delivered:
+            self._grant(None, final_size - delivered)
 
     def _on_max_data(self, f: MaxData, now: float) -> None:
         self._peer_max_data = max(self._peer_max_data, f.limit)
@@ -1071,10 +1121,15 @@ class RelayConnection:
 
 
 def _send_order(stream: _Stream) -> tuple[int, bool, int, int]:
-    """Priority first, small streams before bulk ones (§12.3.4); bulk streams take turns."""
+    """Priority first, small streams before bulk ones (§12.3.4); bulk streams take turns.
+
+    Below the bulk mark the stream that has sent least goes first: ordered by stream
+    id, a new stream's first bytes (the gateway's status byte) waited behind older
+    streams that kept data queued until each had sent ``BULK_BYTES``.
+    """
     send = stream.send
     bulk = send.bulk
-    return send.priority, bulk, send.turn if bulk else 0, stream.stream_id
+    return send.priority, bulk, send.turn if bulk else send.next_offset, stream.stream_id
 
 
 RelayConnection._FRAME_HANDLERS = {

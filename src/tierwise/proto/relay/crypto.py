@@ -43,6 +43,7 @@ KEY_BYTES = 32
 ROTATE_PACKETS = 1 << 24  # far below ChaCha20-Poly1305's usage limit (RFC 9001 §6.6: 2^62)
 REPLAY_WINDOW_PACKETS = 1 << 12  # reordering plus an FEC block, with room to spare
 _NONCE = struct.Struct(">4xQ")
+_KEY_UPDATE = b"tierwise relay v1 key update"
 
 
 def random_bytes(n: int) -> bytes:
@@ -85,6 +86,7 @@ class DirectionKeys:
         self.rotate_packets = rotate_packets
         self._epoch, self._key = 0, key
         self._aeads: dict[int, ChaCha20Poly1305] = {0: ChaCha20Poly1305(key)}
+        self._pending: tuple[int, bytes, ChaCha20Poly1305] | None = None  # next epoch's
 
     @property
     def epoch(self) -> int:
@@ -93,9 +95,14 @@ class DirectionKeys:
     def _aead(self, pn: int) -> ChaCha20Poly1305 | None:
         epoch = pn // self.rotate_packets
         while self._epoch < epoch:
-            self._key = _hkdf(self._key, None, b"tierwise relay v1 key update")
+            pending = self._pending
+            if pending is not None and pending[0] == self._epoch + 1:
+                self._key, aead = pending[1], pending[2]
+            else:
+                self._key = _hkdf(self._key, None, _KEY_UPDATE)
+                aead = ChaCha20Poly1305(self._key)
             self._epoch += 1
-            self._aeads[self._epoch] = ChaCha20Poly1305(self._key)
+            self._aeads[self._epoch] = aead
             self._aeads.pop(self._epoch - 2, None)
         return self._aeads.get(epoch)
 
@@ -106,16 +113,32 @@ class DirectionKeys:
         return aead.encrypt(_NONCE.pack(pn), plaintext, header)
 
     def open(self, pn: int, header: bytes, ciphertext: bytes) -> bytes | None:
-        """The plaintext, or ``None`` if the datagram is not authentic."""
-        if pn // self.rotate_packets > self._epoch + 1:
+        """The plaintext, or ``None`` if the datagram is not authentic.
+
+        A datagram of the next epoch is tried with that epoch's key, but only an
+        authentic one moves the chain on (and forgets the epoch before): a forged
+        number ahead must not make the receiver drop the key in use.
+        """
+        epoch = pn // self.rotate_packets
+        if epoch > self._epoch + 1:
             return None  # never derive keys far ahead for an unauthenticated number
-        aead = self._aead(pn)
+        aead = self._aeads.get(epoch) if epoch <= self._epoch else self._next_aead()
         if aead is None:
             return None
         try:
-            return aead.decrypt(_NONCE.pack(pn), ciphertext, header)
+            plaintext = aead.decrypt(_NONCE.pack(pn), ciphertext, header)
         except InvalidTag:
             return None
+        if epoch > self._epoch:
+            self._aead(pn)
+        return plaintext
+
+    def _next_aead(self) -> ChaCha20Poly1305:
+        """The next epoch's AEAD, derived once and kept until the chain moves on."""
+        if self._pending is None or self._pending[0] != self._epoch + 1:
+            key = _hkdf(self._key, None, _KEY_UPDATE)
+            self._pending = (self._epoch + 1, key, ChaCha20Poly1305(key))
+        return self._pending[2]
 
 
 class ReplayWindow:
