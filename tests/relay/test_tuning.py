@@ -51,10 +51,10 @@ def test_file_values_in_their_unit_or_with_a_unit_and_flags_win() -> None:
         ({"dead_peer_s": 2}, "gateway", "session.dead_peer_s: unknown key (a client-only key)"),
         ({"fec_target": 1.0}, "client", "session.fec_target: 1.0 is out of range"),
         ({"fec_target": "high"}, "client", "session.fec_target: expected a number"),
-        ({"stream_window_bytes": 1000}, "client", "expected 65536 bytes to 1.07374e+09 bytes"),
+        ({"stream_window_bytes": 1000}, "client", "expected 65,536 bytes to 1,073,741,824 bytes"),
         ({"stream_window_bytes": "16 parsecs"}, "client", "unknown unit 'parsecs'"),
         ({"idle_timeout_s": "5 MB"}, "client", "is not a time"),
-        ({"max_datagram_bytes": 1400.5}, "gateway", "expected an integer in [200, 1400]"),
+        ({"max_datagram_bytes": 1400.5}, "gateway", "expected an integer from 200 to 1,400"),
         ({"max_datagram_bytes": True}, "gateway", "expected an integer"),
         ({"fec_code": "raptor"}, "gateway", "expected one of zfec, cauchy"),
         ({"keepalive_s": 20}, "gateway", "must be below idle_timeout_s (12 s)"),
@@ -192,3 +192,12 @@ def test_a_rotation_mismatch_fails_the_handshake_like_a_wrong_key(
         gw.wait()
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "rotate_packets" in out.stderr and "same key" in out.stderr
+
+
+def test_the_readme_lists_every_session_key() -> None:
+    """The README's [session] table names every key, its flag and its default."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for key, tunable in SESSION_KEYS.items():
+        flag = f" (`{FLAGS[key]}`)" if key in FLAGS else ""
+        assert f"| `{key}`{flag} | " in readme, key
+        assert f" | {tunable.default} | " in readme, key

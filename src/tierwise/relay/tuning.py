@@ -143,7 +143,7 @@ def _value(t: Tunable, value: Any, source: str, where: str, *, from_file: bool) 
         if isinstance(value, str) and not from_file and value.strip().isdigit():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise fail(f"an integer in [{t.low:g}, {t.high:g}]")
+            raise fail(f"an integer from {_span(t)}")
         number: float = value
     elif t.kind == "fraction":
         if isinstance(value, str) and not from_file:
@@ -183,6 +183,8 @@ def _quantity(t: Tunable, value: Any, from_file: bool, fail, source: str, where:
 
 def _span(t: Tunable) -> str:
     unit = {"time": " s", "size": " bytes", "rate": " bytes/s"}.get(t.kind, "")
+    if t.kind in ("int", "size", "rate"):
+        return f"{int(t.low):,}{unit} to {int(t.high):,}{unit}"  # type: ignore[arg-type]
     return f"{t.low:g}{unit} to {t.high:g}{unit}"
 
 
