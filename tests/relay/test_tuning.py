@@ -139,7 +139,7 @@ def test_toml_settings_reach_the_running_sessions(
     (tmp_path / "cl.toml").write_text(
         f'gateway = "127.0.0.1:{gport}"\nsocks = "127.0.0.1:{sport}"\nkey_file = "relay.key"\n'
         "[session]\nmax_datagram_bytes = 300\nrotate_packets = 64\nfec_target = 0.95\n"
-        'stream_window_bytes = "2 MiB"\n'
+        'stream_window_bytes = "2 MiB"\ndead_peer_s = "2 s"\n'
     )
     procs = [_start(tmp_path, "gw", "gateway", "--config", str(tmp_path / "gw.toml"))]
     try:
@@ -164,6 +164,7 @@ def test_toml_settings_reach_the_running_sessions(
     session = stats["session"]
     assert session["max_datagram_bytes"] == 300 and session["rotate_packets"] == 64
     assert session["fec_target"] == 0.95 and session["stream_window_bytes"] == 2 << 20
+    assert session["dead_peer_s"] == 2.0 and session["idle_timeout_s"] == 30.0
     # each end's datagrams: a data packet is at most max_datagram_bytes, a repair ≤ 52 more
     assert stats["packets_sent"] > 300 and stats["packets_received"] > 600
     assert stats["bytes_sent"] / stats["packets_sent"] <= 300 + 52
