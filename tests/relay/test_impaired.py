@@ -128,7 +128,9 @@ def exchange(socks_port: int, service_port: int, up: int, down: int, timeout_s: 
             head = s.recv(10)
             if head[1] != 0:
                 return f"error: SOCKS reply {head[1]}"
-            s.sendall(_HEAD.pack(up, down) + data)
+            s.sendall(_HEAD.pack(up, down))
+            for at in range(0, up, 1 << 16):  # the timeout bounds each piece, not the upload:
+                s.sendall(data[at : at + (1 << 16)])  # one sendall's is its whole duration
             got = bytearray()
             while chunk := s.recv(1 << 16):
                 got += chunk

@@ -39,6 +39,27 @@ LogOpt = Annotated[str | None, typer.Option("--log-level", help="debug, info, wa
 CheckOpt = Annotated[
     bool, typer.Option("--check", help="Print the effective settings as JSON and exit.")
 ]
+# the session tunables an operator sets most often; every one is a [session] key (tuning.py)
+StreamWindowOpt = Annotated[
+    str | None,
+    typer.Option("--stream-window", help="Flow-control window per stream (default 16 MiB)."),
+]
+SessionWindowOpt = Annotated[
+    str | None,
+    typer.Option("--session-window", help="Flow-control window of the session (default 32 MiB)."),
+]
+FecTargetOpt = Annotated[
+    str | None,
+    typer.Option("--fec-target", help="FEC recovery target of a request (default 0.999)."),
+]
+IdleOpt = Annotated[
+    str | None,
+    typer.Option("--idle-timeout", help="End a silent session after this (30 s client, 12 s gw)."),
+]
+InitialRateOpt = Annotated[
+    str | None,
+    typer.Option("--initial-rate", help="Pacing rate before the path is measured, e.g. 50Mbit/s."),
+]
 
 # key: (type, (low, high) for integers); the file's keys are these and nothing else
 GATEWAY_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
@@ -48,6 +69,7 @@ GATEWAY_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "log_level": (str, None),
     "max_sessions": (int, (1, 4096)),
     "max_streams": (int, (1, 65536)),
+    "session": (dict, None),  # the session's tunables: tuning.py
 }
 CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "gateway": (str, None),
@@ -59,6 +81,7 @@ CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "log_level": (str, None),
     "connect_timeout": (str, None),
     "udp_buffer": (int, (1024, 64 << 20)),
+    "session": (dict, None),
 }
 CONNECT_TIMEOUT_S = (0.1, 300.0)
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
@@ -107,6 +130,8 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
                 path=key,
             )
         kind, bounds = keys[key]
+        if kind is dict:
+            continue  # [session]: checked by tuning.session_settings
         _check_value(value, kind, bounds, str(path), key)
         if key.endswith("_file"):
             cfg[key] = str(path.parent / value)
@@ -234,6 +259,11 @@ def gateway(
     max_streams: Annotated[
         int | None, typer.Option(help="Most open streams per session (default 1024).")
     ] = None,
+    stream_window: StreamWindowOpt = None,
+    session_window: SessionWindowOpt = None,
+    fec_target: FecTargetOpt = None,
+    idle_timeout: IdleOpt = None,
+    initial_rate: InitialRateOpt = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
     log_level: LogOpt = None,
@@ -241,6 +271,10 @@ def gateway(
 ) -> None:
     """Run the gateway next to the service; it connects only to --allow destinations."""
     cfg = _config(config, GATEWAY_KEYS)
+    tuned = _session(
+        cfg, config, "gateway", stream_window, session_window, fec_target, idle_timeout,
+        initial_rate,
+    )  # fmt: skip
     level = _level(log_level, cfg)
     addr = parse_addr(listen or cfg.get("listen", "0.0.0.0:7443"), "--listen")
     allowed = {parse_addr(a, "--allow") for a in (allow or cfg.get("allow", []))}
@@ -253,7 +287,8 @@ def gateway(
     if check:
         _print_check(
             {"listen": addr, "allow": sorted(allowed), "key_file": path,
-             "max_sessions": sessions, "max_streams": streams, "log_level": level.lower()}
+             "max_sessions": sessions, "max_streams": streams, "log_level": level.lower(),
+             "session": _effective("gateway", tuned, max_streams=streams)}
         )  # fmt: skip
         return
     import asyncio
@@ -261,7 +296,9 @@ def gateway(
     from tierwise.relay.run import run_gateway
 
     _setup(level)
-    asyncio.run(run_gateway(key, addr, allowed, max_sessions=sessions, max_streams=streams))
+    asyncio.run(
+        run_gateway(key, addr, allowed, max_sessions=sessions, max_streams=streams, session=tuned)
+    )
 
 
 @relay_app.command()
@@ -284,6 +321,11 @@ def client(
             help="Bytes of UDP ASSOCIATE datagrams queued before dropping (default 1 MiB)."
         ),
     ] = None,
+    stream_window: StreamWindowOpt = None,
+    session_window: SessionWindowOpt = None,
+    fec_target: FecTargetOpt = None,
+    idle_timeout: IdleOpt = None,
+    initial_rate: InitialRateOpt = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
     log_level: LogOpt = None,
@@ -291,6 +333,10 @@ def client(
 ) -> None:
     """Run the client: a SOCKS5 proxy and forwarded ports over one relay session."""
     cfg = _config(config, CLIENT_KEYS)
+    tuned = _session(
+        cfg, config, "client", stream_window, session_window, fec_target, idle_timeout,
+        initial_rate,
+    )  # fmt: skip
     level = _level(log_level, cfg)
     gw = gateway or cfg.get("gateway")
     if gw is None:
@@ -307,7 +353,8 @@ def client(
         _print_check(
             {"gateway": gw_addr, "socks": socks_addr, "forward": forwards, "key_file": path,
              "user": credentials[0] if credentials else None, "connect_timeout_s": timeout_s,
-             "udp_buffer": buffer, "log_level": level.lower()}
+             "udp_buffer": buffer, "log_level": level.lower(),
+             "session": _effective("client", tuned)}
         )  # fmt: skip
         return
     import asyncio
@@ -318,9 +365,30 @@ def client(
     asyncio.run(
         run_client(
             key, gw_addr, socks_addr, forwards, credentials,
-            connect_timeout_s=timeout_s, udp_buffer_bytes=buffer,
+            connect_timeout_s=timeout_s, udp_buffer_bytes=buffer, session=tuned,
         )
     )  # fmt: skip
+
+
+def _session(cfg: dict, path: Path | None, side: str, *flags: str | None) -> dict:
+    """The ``[session]`` table and the tuning flags, checked (tuning.py)."""
+    from tierwise.relay.tuning import FLAGS, session_settings
+
+    source = str(path) if path is not None else "command line"
+    return session_settings(cfg.get("session"), source, side, dict(zip(FLAGS, flags, strict=True)))
+
+
+def _effective(side: str, tuned: dict, **extra: Any) -> dict:
+    """Every tunable the session will run with (what ``relay stats --json`` shows)."""
+    from tierwise.proto.relay import RelayConfig
+    from tierwise.relay.client import DEAD_PEER_S
+    from tierwise.relay.gateway import IDLE_TIMEOUT_S
+    from tierwise.relay.tuning import effective
+
+    side_defaults = {"dead_peer_s": DEAD_PEER_S} if side == "client" else {
+        "idle_timeout_s": IDLE_TIMEOUT_S}  # fmt: skip
+    config = RelayConfig(**{**side_defaults, **tuned, **extra})
+    return {**effective(config, side), **({"max_streams": config.max_streams} if extra else {})}
 
 
 def _forward(item: str) -> tuple[tuple[str, int], tuple[str, int]]:
@@ -380,6 +448,8 @@ def stats(
     from rich.table import Table
 
     table = Table("measure", "value")
-    for key, value in data.items():
+    rows = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    rows.update({f"session.{k}": v for k, v in data.get("session", {}).items()})
+    for key, value in rows.items():
         table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
     Console().print(table)

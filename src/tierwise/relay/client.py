@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import fields
 
 from tierwise.proto.relay import (
     ConnectionTerminated,
@@ -44,6 +45,9 @@ UDP_BUFFER_BYTES = 1 << 20
 PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
 REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
 REPLAY_BYTES = 1 << 20  # what a stream keeps of its application's bytes until the status
+SESSION_FIELDS = (  # the tunables `relay stats` shows (the [session] keys, tuning.py)
+    *(f.name for f in fields(RelayConfig) if f.name != "credit_on_consume"),
+)
 SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
 
 
@@ -77,10 +81,11 @@ class Client:
         udp_buffer_bytes: int = UDP_BUFFER_BYTES,
     ) -> None:
         base = config or RelayConfig()
-        # dead_peer_s: see DEAD_PEER_S; credit_on_consume: its pipes report what the
-        # applications' sockets took, so an application that stops reading holds the window
+        # dead_peer_s: see DEAD_PEER_S (unless set); credit_on_consume: its pipes report what
+        # the applications' sockets took, so an application that stops reading holds the window
+        dead_peer_s = DEAD_PEER_S if base.dead_peer_s is None else base.dead_peer_s
         self.config = RelayConfig(
-            **{**vars(base), "dead_peer_s": DEAD_PEER_S, "credit_on_consume": True}
+            **{**vars(base), "dead_peer_s": dead_peer_s, "credit_on_consume": True}
         )
         self.key, self.gateway, self.credentials = key, gateway, credentials
         self.session: Session | None = None
@@ -191,7 +196,12 @@ class Client:
 
     def snapshot(self) -> dict:
         base = self.session.conn.snapshot() if self.session else {}
-        return {**base, **{key: self.counters[key] for key in sorted(self.counters)}}
+        config = self.session.conn.config if self.session else self.config
+        return {
+            **base,
+            **{key: self.counters[key] for key in sorted(self.counters)},
+            "session": {k: getattr(config, k) for k in SESSION_FIELDS},
+        }
 
     async def open(self, host: str, port: int) -> tuple[int, Session, asyncio.Queue]:
         """A new stream to ``host:port``; its events arrive on the returned queue."""

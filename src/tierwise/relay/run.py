@@ -50,8 +50,11 @@ async def run_gateway(
     *,
     max_sessions: int = 64,
     max_streams: int = 1024,
+    session: dict | None = None,
 ) -> None:
-    config = RelayConfig(max_streams=max_streams, idle_timeout_s=IDLE_TIMEOUT_S)
+    """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py)."""
+    settings = {"idle_timeout_s": IDLE_TIMEOUT_S, **(session or {})}
+    config = RelayConfig(max_streams=max_streams, **settings)
     gateway = Gateway(key, allow, config=config, max_sessions=max_sessions)
     try:
         transport = await open_batch_endpoint(gateway, local_addr=listen)
@@ -76,8 +79,13 @@ async def run_client(
     *,
     connect_timeout_s: float = 10.0,
     udp_buffer_bytes: int = 1 << 20,
+    session: dict | None = None,
 ) -> None:
-    client = Client(key, gateway, credentials=credentials, udp_buffer_bytes=udp_buffer_bytes)
+    """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py)."""
+    config = RelayConfig(**(session or {}))
+    client = Client(
+        key, gateway, config=config, credentials=credentials, udp_buffer_bytes=udp_buffer_bytes
+    )
     await _connect(client, gateway, connect_timeout_s)
     for _, target in forwards:
         await _check_forward(client, target)
@@ -142,7 +150,8 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
     except TimeoutError:
         raise ScenarioError(
             f"no answer from {gateway[0]}:{gateway[1]} within {timeout_s:g} s "
-            "(is the gateway running, reachable over UDP, and using the same key?)",
+            "(is the gateway running, reachable over UDP, and using the same key and "
+            "[session] rotate_packets?)",
             path="--gateway",
         ) from None
 

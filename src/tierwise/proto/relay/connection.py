@@ -53,7 +53,7 @@ from tierwise.proto.relay.events import (
 from tierwise.proto.relay.fec import CODES, FecDecoder, FecEncoder
 from tierwise.proto.relay.meter import LossMeter, RttEstimator
 from tierwise.proto.relay.rate import RateController, RateSample
-from tierwise.proto.relay.streams import RecvStream, SendStream
+from tierwise.proto.relay.streams import BULK_BYTES, RecvStream, SendStream
 from tierwise.proto.relay.wire import (
     Ack,
     Close,
@@ -134,6 +134,7 @@ class RelayConfig:
     rotate_packets: int = ROTATE_PACKETS
     initial_rate_bytes_per_s: float | None = None
     pacing_quantum_s: float = 0.001  # burst allowance of the pacer
+    bulk_bytes: int = BULK_BYTES  # a stream that has sent this much yields to smaller ones
     # Flow-control credit for bytes the application has consumed (stream_consumed), not
     # for bytes handed to it: an I/O layer that writes into a socket sets this and reports
     # what the socket took, so a reader that stops bounds what the relay buffers for it
@@ -146,6 +147,8 @@ class RelayConfig:
         for name in ("fec_target", "fec_bulk_target"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise LocalProtocolError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        if self.rotate_packets < 1 or self.bulk_bytes < 1:
+            raise LocalProtocolError("rotate_packets and bulk_bytes must be ≥ 1")
         if not 200 <= self.max_datagram_bytes <= 1400:
             raise LocalProtocolError(
                 f"max_datagram_bytes must be in [200, 1400], got {self.max_datagram_bytes}"
@@ -212,7 +215,7 @@ class RelayConnection:
         self.config = config or RelayConfig()
         self.is_client = is_client
         self._psk = check_key(key)
-        self._hs = handshake_aead(key)
+        self._hs = handshake_aead(key, self.config.rotate_packets)
         self.connection_id = connection_id or (random_bytes(8) if is_client else b"")
         self.state = State.START
         self.peer_addr: Addr = None
@@ -352,7 +355,7 @@ class RelayConnection:
     def _add_stream(self, sid: int, priority: int) -> _Stream:
         stream = _Stream(
             sid,
-            SendStream(sid, priority, self._peer_stream_window),
+            SendStream(sid, priority, self._peer_stream_window, self.config.bulk_bytes),
             RecvStream(sid, self.config.stream_window_bytes, self.config.credit_on_consume),
         )
         self._streams[sid] = stream

@@ -62,9 +62,17 @@ def check_key(psk: bytes) -> bytes:
     return psk
 
 
-def handshake_aead(psk: bytes) -> ChaCha20Poly1305:
-    """The AEAD that seals HELLO and WELCOME."""
-    return ChaCha20Poly1305(_hkdf(check_key(psk), None, b"tierwise relay v1 handshake"))
+def handshake_aead(psk: bytes, rotate_packets: int = ROTATE_PACKETS) -> ChaCha20Poly1305:
+    """The AEAD that seals HELLO and WELCOME.
+
+    It binds the key-rotation interval, which both ends must share (a packet's epoch is
+    ``pn // rotate_packets``): ends that differ fail the handshake as with a wrong key,
+    instead of a session that goes silent at the first rotation.
+    """
+    info = b"tierwise relay v1 handshake"
+    if rotate_packets != ROTATE_PACKETS:
+        info += b" rotate %d" % rotate_packets
+    return ChaCha20Poly1305(_hkdf(check_key(psk), None, info))
 
 
 def session_keys(

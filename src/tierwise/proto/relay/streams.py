@@ -40,8 +40,11 @@ def gaps(have: RangeSet, start: int, end: int) -> list[tuple[int, int]]:
 class SendStream:
     """Bytes written and not yet acknowledged, new and to-be-retransmitted ranges."""
 
-    def __init__(self, stream_id: int, priority: int, peer_limit: int) -> None:
+    def __init__(
+        self, stream_id: int, priority: int, peer_limit: int, bulk_bytes: int = BULK_BYTES
+    ) -> None:
         self.stream_id, self.priority = stream_id, priority
+        self.bulk_bytes = bulk_bytes  # the bulk mark (RelayConfig.bulk_bytes)
         self.base = 0  # offset of _buf[0]: everything below is acknowledged
         self._buf = bytearray()
         self.end = 0  # bytes written
@@ -59,7 +62,7 @@ class SendStream:
 
     @property
     def bulk(self) -> bool:
-        return self.next_offset >= BULK_BYTES
+        return self.next_offset >= self.bulk_bytes
 
     def write(self, data: bytes, fin: bool) -> None:
         if self.fin or self.reset_code is not None:
