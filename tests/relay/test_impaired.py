@@ -253,3 +253,78 @@ def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(service
     for one_way in paths:  # the blackout took datagrams each way
         assert one_way.dropped > 20, (one_way.sent, one_way.dropped)
     assert seen["silent"] >= 1 and seen["responsive"] >= 1, seen  # the rule did act
+
+
+@pytest.mark.slow
+def test_gateway_restarted_behind_a_blackout_resets_old_streams_and_serves_new_ones(
+    service: int,
+) -> None:
+    """Both directions dark from 0.5 s to 3 s and the gateway restarted meanwhile, behind
+    the path (the proxy's port stays open: no ICMP tells the client). Once the path is
+    back the client's new session reaches the new gateway and the old session, probed and
+    unanswered, ends: every stream open across it fails with an error, never a clean end
+    of truncated data, and a stream opened as the path returns is carried within 2 s."""
+    path = Path(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(0.5, 3.0)])
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    held: dict = {}
+
+    async def up() -> int:
+        gateway = Gateway(KEY, {("127.0.0.1", service)})
+        held["gw"], _ = await loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        held["path"] = ImpairedPath(held["gw"].get_extra_info("sockname"), replace(path),
+                                    replace(path), seed=11)  # fmt: skip
+        held["client"] = Client(KEY, await held["path"].start())
+        await held["client"].start()
+        await asyncio.wait_for(held["client"].ready.wait(), 10)
+        held["socks"] = await serve_socks(held["client"], "127.0.0.1", 0)
+        held["path"].t0 = loop.time()
+        return held["socks"].sockets[0].getsockname()[1]
+
+    async def restart() -> None:
+        held["gw"].close()  # the old gateway's sessions are gone with it
+        gateway = Gateway(KEY, {("127.0.0.1", service)})
+        held["gw"], _ = await loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        impaired = held["path"]
+        impaired.back.close()
+        impaired.back, _ = await loop.create_datagram_endpoint(
+            lambda: _Side(impaired._from_gateway), remote_addr=held["gw"].get_extra_info("sockname")
+        )
+
+    socks_port = asyncio.run_coroutine_threadsafe(up(), loop).result(15)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(exchange, socks_port, service, u, d, 30)
+                       for u, d in sizes(9, 4, 1_000_000)]  # fmt: skip
+            time.sleep(1.0)
+            asyncio.run_coroutine_threadsafe(restart(), loop).result(10)
+            time.sleep(max(0.0, 3.0 - (loop.time() - held["path"].t0)))
+            back_s = time.monotonic()
+            later = exchange(socks_port, service, 10_000, 10_000, 10)
+            later_s = time.monotonic() - back_s
+            outcomes = [f.result() for f in futures]
+            done_s = time.monotonic() - back_s
+    finally:
+
+        async def down() -> None:
+            for closer in (held["socks"].close, held["client"].close, held["path"].close,
+                           held["gw"].close):  # fmt: skip
+                closer()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(down(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    assert not [o for o in outcomes if o.startswith("truncated")], outcomes
+    assert [o for o in outcomes if o.startswith("error")], outcomes  # they were mid-transfer
+    assert later == "complete" and later_s < 2.0, (later, later_s)
+    assert done_s < 5.0  # proven gone soon after the path returned, not the 15 s grace
