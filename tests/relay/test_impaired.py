@@ -154,11 +154,14 @@ def run_streams(  # type: ignore[no-untyped-def]
     service: int,
     after_s: float = 0.0,
     seen: dict | None = None,
+    rebind_at_s: float | None = None,
 ):
     """Start the stack behind an impaired path; run ``pairs`` concurrently; their outcomes,
     the outcome of one more stream opened ``after_s`` later, and the two paths used.
-    ``seen`` gets how often the client's session went silent and answered again."""
+    ``seen`` gets how often the client's session went silent and answered again;
+    ``rebind_at_s``: the client moves to a new UDP port that long after the streams start."""
     paths = replace(path), replace(path)  # fresh state each way, the module's left alone
+    client_of: list[Client] = []
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -168,6 +171,7 @@ def run_streams(  # type: ignore[no-untyped-def]
         gw, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=("127.0.0.1", 0))
         impaired = ImpairedPath(gw.get_extra_info("sockname"), *paths, seed=11)
         client = Client(KEY, await impaired.start())
+        client_of.append(client)
         if seen is not None:
             _count_silences(client, seen)
         await client.start()
@@ -181,6 +185,9 @@ def run_streams(  # type: ignore[no-untyped-def]
     try:
         with ThreadPoolExecutor(len(pairs)) as pool:
             futures = [pool.submit(exchange, socks_port, service, u, d, 60) for u, d in pairs]
+            if rebind_at_s is not None:
+                time.sleep(rebind_at_s)
+                asyncio.run_coroutine_threadsafe(client_of[0].rebind(), loop).result(10)
             outcomes = [f.result() for f in futures]
         time.sleep(after_s)
         later = exchange(socks_port, service, 10_000, 10_000, 10)
@@ -236,17 +243,23 @@ def test_concurrent_streams_are_byte_exact_through_an_impaired_path(
 
 
 @pytest.mark.slow
-def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(service: int) -> None:
+@pytest.mark.parametrize("rebind", [False, True], ids=["same-port", "port-moved-in-the-dark"])
+def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(
+    service: int, rebind: bool
+) -> None:
     """A 5 s blackout of both directions mid-transfer: every stream completes byte-exact.
 
     The client notices the silence in 1–3 s and opens a new session for new streams,
     but keeps the old one and its streams (probing) for its grace; the gateway keeps the
     session through the silence (its idle timeout is 12 s): once the path returns, the
-    old session hears the gateway again and its streams carry on."""
+    old session hears the gateway again and its streams carry on. With ``rebind`` the
+    client's UDP port also changes 3 s into the blackout (the kept session moves too)."""
     path = Path(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(1.0, 6.0)])
     seen: dict = {}
     started = time.monotonic()
-    outcomes, later, paths = run_streams(path, sizes(8, 6, 1_000_000), service, seen=seen)
+    outcomes, later, paths = run_streams(
+        path, sizes(8, 6, 1_000_000), service, seen=seen, rebind_at_s=4.0 if rebind else None
+    )
     assert outcomes == ["complete"] * len(outcomes), outcomes
     assert later == "complete"
     assert time.monotonic() - started > 6.0  # the transfer outlasted the blackout
