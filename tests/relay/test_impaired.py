@@ -154,12 +154,14 @@ def run_streams(  # type: ignore[no-untyped-def]
     service: int,
     after_s: float = 0.0,
     seen: dict | None = None,
-    rebind_at_s: float | None = None,
+    mid_s: float | None = None,
+    rebind: bool = False,
 ):
     """Start the stack behind an impaired path; run ``pairs`` concurrently; their outcomes,
     the outcome of one more stream opened ``after_s`` later, and the two paths used.
     ``seen`` gets how often the client's session went silent and answered again;
-    ``rebind_at_s``: the client moves to a new UDP port that long after the streams start."""
+    ``mid_s`` after the streams start ``seen["mid"]`` gets the client's stats and, with
+    ``rebind``, the client moves to a new UDP port."""
     paths = replace(path), replace(path)  # fresh state each way, the module's left alone
     client_of: list[Client] = []
     loop = asyncio.new_event_loop()
@@ -185,9 +187,13 @@ def run_streams(  # type: ignore[no-untyped-def]
     try:
         with ThreadPoolExecutor(len(pairs)) as pool:
             futures = [pool.submit(exchange, socks_port, service, u, d, 60) for u, d in pairs]
-            if rebind_at_s is not None:
-                time.sleep(rebind_at_s)
-                asyncio.run_coroutine_threadsafe(client_of[0].rebind(), loop).result(10)
+            if mid_s is not None:
+                time.sleep(mid_s)
+                if seen is not None:
+                    seen["mid"] = asyncio.run_coroutine_threadsafe(_snapshot(client_of[0]),
+                                                                   loop).result(10)  # fmt: skip
+                if rebind:
+                    asyncio.run_coroutine_threadsafe(client_of[0].rebind(), loop).result(10)
             outcomes = [f.result() for f in futures]
         time.sleep(after_s)
         later = exchange(socks_port, service, 10_000, 10_000, 10)
@@ -206,6 +212,10 @@ def run_streams(  # type: ignore[no-untyped-def]
         thread.join(5)
         loop.close()
     return outcomes, later, paths
+
+
+async def _snapshot(client: Client) -> dict:
+    return client.snapshot()
 
 
 def _count_silences(client: Client, seen: dict) -> None:
@@ -258,7 +268,7 @@ def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(
     seen: dict = {}
     started = time.monotonic()
     outcomes, later, paths = run_streams(
-        path, sizes(8, 6, 1_000_000), service, seen=seen, rebind_at_s=4.0 if rebind else None
+        path, sizes(8, 6, 1_000_000), service, seen=seen, mid_s=4.0, rebind=rebind
     )
     assert outcomes == ["complete"] * len(outcomes), outcomes
     assert later == "complete"
@@ -266,6 +276,7 @@ def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(
     for one_way in paths:  # the blackout took datagrams each way
         assert one_way.dropped > 20, (one_way.sent, one_way.dropped)
     assert seen["silent"] >= 1 and seen["responsive"] >= 1, seen  # the rule did act
+    assert seen["mid"]["sessions_kept"] == 1 and seen["mid"]["streams_kept"] >= 1, seen["mid"]
 
 
 @pytest.mark.slow

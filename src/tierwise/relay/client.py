@@ -296,7 +296,11 @@ class Client:
 
     def snapshot(self) -> dict:
         base = self.session.conn.snapshot() if self.session else {}
-        return {**base, **{key: self.counters[key] for key in sorted(self.counters)}}
+        kept = {  # silent older sessions kept for their open streams (a blackout, maybe)
+            "sessions_kept": len(self.lingering),
+            "streams_kept": sum(len(s.handlers) for s in self.lingering.values()),
+        }
+        return {**base, **kept, **{key: self.counters[key] for key in sorted(self.counters)}}
 
     async def open(self, host: str, port: int) -> tuple[int, Session, asyncio.Queue]:
         """A new stream to ``host:port``; its events arrive on the returned queue."""
