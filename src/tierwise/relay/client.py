@@ -79,18 +79,21 @@ class _Dialer(asyncio.DatagramProtocol):
             return
         lingering = owner.lingering
         others: dict[int, Session] = {}
+        current = False  # a datagram for the current session (the watchdog's clock)
         for i, (data, addr) in enumerate(batch):
             target = session
             if lingering and data[_CID] != session.conn.connection_id:  # an older session's
                 target = lingering.get(data[_CID], session)
+            if target is session:
+                current = True
+            else:
                 others[id(target)] = target
             target.receive(data, addr, arrivals[i] if arrivals else None)
-        if len(others) < len(batch) or session in others.values():
+        if current:
             owner.last_rx_s = session.now()
         session.transmit()
         for other in others.values():
-            if other is not session:
-                other.transmit()
+            other.transmit()
 
     def error_received(self, exc: Exception) -> None:
         """An ICMP error on the connected socket: port unreachable means no gateway
