@@ -88,7 +88,7 @@ DEAD_PEER_PTOS = 6  # silence that ends a session (with dead_peer_s): this many 
 DEAD_PEER_MAX_FACTOR = 3.0  # ... but at most 3 × dead_peer_s (a queue-inflated RTT on a busy host)
 PTO_MAX_S = 2.0  # cap on the probe backoff, so a path back from a blackout is used soon
 # A silent session superseded by a new one to the same peer (superseded()) is gone if it
-# stays silent this many probe timeouts (probed from the start of them), at least the floor.
+# stays silent this many probe timeouts after that (probed at once), at least the floor.
 SUPERSEDED_PTOS = 4
 SUPERSEDED_MIN_S = 0.25
 HELLO_RETRY_S = 0.5
@@ -362,16 +362,16 @@ class RelayConnection:
 
         The path works again, so a peer that still holds this session answers its
         probes within a round trip; a restarted peer drops them unanswered (an unknown
-        connection id). This session is probed at once and again every probe timeout;
-        silent for ``SUPERSEDED_PTOS`` of them (at least ``SUPERSEDED_MIN_S``), it
-        ends: its streams are lost. Not silent: nothing happens.
+        connection id). This session is probed at once and at its probe timeouts (the
+        backoff starts over); silent for ``SUPERSEDED_PTOS`` probe timeouts (at least
+        ``SUPERSEDED_MIN_S``), it ends: its streams are lost. Not silent: nothing happens.
         """
         if self._silent_since is None or self._superseded_at is not None:
             return
         wait_s = max(SUPERSEDED_PTOS * self._rtt.pto_s(self.config.max_ack_delay_s),
                      SUPERSEDED_MIN_S)  # fmt: skip
         self._superseded_at = now + wait_s
-        self._pto_count = 0  # probe every PTO from now, not at the blackout's backoff
+        self._pto_count = 0  # the probe backoff starts over (not the blackout's 2 s)
         self._control.append(Ping())
 
     def peer_unreachable(self, reason: str) -> None:
