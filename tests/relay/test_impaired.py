@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from tests.relay.conftest import KEY
+from tierwise.proto.relay import PeerResponsive, PeerSilent
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_socks
@@ -149,10 +150,22 @@ def sizes(seed: int, count: int, max_bytes: int) -> list[tuple[int, int]]:
     return [(1, max_bytes), (max_bytes, 1), *pairs]
 
 
-def run_streams(path: Path, pairs: list[tuple[int, int]], service: int, after_s: float = 0.0):  # type: ignore[no-untyped-def]
+def run_streams(  # type: ignore[no-untyped-def]
+    path: Path,
+    pairs: list[tuple[int, int]],
+    service: int,
+    after_s: float = 0.0,
+    seen: dict | None = None,
+    mid_s: float | None = None,
+    rebind: bool = False,
+):
     """Start the stack behind an impaired path; run ``pairs`` concurrently; their outcomes,
-    the outcome of one more stream opened ``after_s`` later, and the two paths used."""
+    the outcome of one more stream opened ``after_s`` later, and the two paths used.
+    ``seen`` gets how often the client's session went silent and answered again;
+    ``mid_s`` after the streams start ``seen["mid"]`` gets the client's stats and, with
+    ``rebind``, the client moves to a new UDP port."""
     paths = replace(path), replace(path)  # fresh state each way, the module's left alone
+    client_of: list[Client] = []
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -162,6 +175,9 @@ def run_streams(path: Path, pairs: list[tuple[int, int]], service: int, after_s:
         gw, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=("127.0.0.1", 0))
         impaired = ImpairedPath(gw.get_extra_info("sockname"), *paths, seed=11)
         client = Client(KEY, await impaired.start())
+        client_of.append(client)
+        if seen is not None:
+            _count_silences(client, seen)
         await client.start()
         await asyncio.wait_for(client.ready.wait(), 10)
         server = await serve_socks(client, "127.0.0.1", 0)
@@ -173,6 +189,13 @@ def run_streams(path: Path, pairs: list[tuple[int, int]], service: int, after_s:
     try:
         with ThreadPoolExecutor(len(pairs)) as pool:
             futures = [pool.submit(exchange, socks_port, service, u, d, 60) for u, d in pairs]
+            if mid_s is not None:
+                time.sleep(mid_s)
+                if seen is not None:
+                    seen["mid"] = asyncio.run_coroutine_threadsafe(_snapshot(client_of[0]),
+                                                                   loop).result(10)  # fmt: skip
+                if rebind:
+                    asyncio.run_coroutine_threadsafe(client_of[0].rebind(), loop).result(10)
             outcomes = [f.result() for f in futures]
         time.sleep(after_s)
         later = exchange(socks_port, service, 10_000, 10_000, 10)
@@ -191,6 +214,25 @@ def run_streams(path: Path, pairs: list[tuple[int, int]], service: int, after_s:
         thread.join(5)
         loop.close()
     return outcomes, later, paths
+
+
+async def _snapshot(client: Client) -> dict:
+    return client.snapshot()
+
+
+def _count_silences(client: Client, seen: dict) -> None:
+    """Count the PeerSilent and PeerResponsive events the client's sessions hand it."""
+    seen.update(silent=0, responsive=0)
+    on_event = client._on_event
+
+    def counting(session, event) -> None:  # type: ignore[no-untyped-def]
+        if isinstance(event, PeerSilent):
+            seen["silent"] += 1
+        elif isinstance(event, PeerResponsive):
+            seen["responsive"] += 1
+        on_event(session, event)
+
+    client._on_event = counting  # type: ignore[method-assign]
 
 
 IMPAIRMENTS = {
@@ -213,13 +255,102 @@ def test_concurrent_streams_are_byte_exact_through_an_impaired_path(
 
 
 @pytest.mark.slow
-def test_blackout_resets_or_completes_and_the_session_comes_back(service: int) -> None:
-    """A 5 s blackout of both directions mid-transfer: every stream completes byte-exact or
-    fails with an error (the client's dead-peer rule ends a session silent for ~1 s, so
-    streams open across the blackout are reset, not waited for); a stream opened after
-    the blackout is carried."""
+@pytest.mark.parametrize("rebind", [False, True], ids=["same-port", "port-moved-in-the-dark"])
+def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(
+    service: int, rebind: bool
+) -> None:
+    """A 5 s blackout of both directions mid-transfer: every stream completes byte-exact.
+
+    The client notices the silence in 1–3 s and opens a new session for new streams,
+    but keeps the old one and its streams (probing) for its grace; the gateway keeps the
+    session through the silence (its idle timeout is 12 s): once the path returns, the
+    old session hears the gateway again and its streams carry on. With ``rebind`` the
+    client's UDP port also changes 3 s into the blackout (the kept session moves too)."""
     path = Path(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(1.0, 6.0)])
-    outcomes, later, _ = run_streams(path, sizes(8, 6, 1_000_000), service, after_s=1.0)
-    assert not [o for o in outcomes if o.startswith("truncated")], outcomes
-    assert any(o.startswith("error") for o in outcomes), outcomes  # it was mid-transfer
+    seen: dict = {}
+    started = time.monotonic()
+    outcomes, later, paths = run_streams(
+        path, sizes(8, 6, 1_000_000), service, seen=seen, mid_s=4.0, rebind=rebind
+    )
+    assert outcomes == ["complete"] * len(outcomes), outcomes
     assert later == "complete"
+    assert time.monotonic() - started > 6.0  # the transfer outlasted the blackout
+    for one_way in paths:  # the blackout took datagrams each way
+        assert one_way.dropped > 20, (one_way.sent, one_way.dropped)
+    assert seen["silent"] >= 1 and seen["responsive"] >= 1, seen  # the rule did act
+    assert seen["mid"]["sessions_kept"] == 1 and seen["mid"]["streams_kept"] >= 1, seen["mid"]
+
+
+@pytest.mark.slow
+def test_gateway_restarted_behind_a_blackout_resets_old_streams_and_serves_new_ones(
+    service: int,
+) -> None:
+    """Both directions dark from 0.5 s to 3 s and the gateway restarted meanwhile, behind
+    the path (the proxy's port stays open: no ICMP tells the client). Once the path is
+    back the client's new session reaches the new gateway and the old session, probed and
+    unanswered, ends: every stream open across it fails with an error, never a clean end
+    of truncated data, and a stream opened as the path returns is carried within 2 s."""
+    path = Path(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(0.5, 3.0)])
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    held: dict = {}
+
+    async def up() -> int:
+        gateway = Gateway(KEY, {("127.0.0.1", service)})
+        held["gw"], _ = await loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        held["path"] = ImpairedPath(held["gw"].get_extra_info("sockname"), replace(path),
+                                    replace(path), seed=11)  # fmt: skip
+        held["client"] = Client(KEY, await held["path"].start())
+        await held["client"].start()
+        await asyncio.wait_for(held["client"].ready.wait(), 10)
+        held["socks"] = await serve_socks(held["client"], "127.0.0.1", 0)
+        held["path"].t0 = loop.time()
+        return held["socks"].sockets[0].getsockname()[1]
+
+    async def restart() -> None:
+        held["gw"].close()  # the old gateway's sessions are gone with it
+        gateway = Gateway(KEY, {("127.0.0.1", service)})
+        held["gw"], _ = await loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        impaired = held["path"]
+        impaired.back.close()
+        impaired.back, _ = await loop.create_datagram_endpoint(
+            lambda: _Side(impaired._from_gateway), remote_addr=held["gw"].get_extra_info("sockname")
+        )
+
+    socks_port = asyncio.run_coroutine_threadsafe(up(), loop).result(15)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(exchange, socks_port, service, u, d, 30)
+                       for u, d in sizes(9, 4, 1_000_000)]  # fmt: skip
+            time.sleep(1.0)
+            asyncio.run_coroutine_threadsafe(restart(), loop).result(10)
+            time.sleep(max(0.0, 3.0 - (loop.time() - held["path"].t0)))
+            back_s = time.monotonic()
+            later = exchange(socks_port, service, 10_000, 10_000, 10)
+            later_s = time.monotonic() - back_s
+            outcomes = [f.result() for f in futures]
+            done_s = time.monotonic() - back_s
+    finally:
+
+        async def down() -> None:
+            for closer in (held["socks"].close, held["client"].close, held["path"].close,
+                           held["gw"].close):  # fmt: skip
+                closer()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(down(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    assert not [o for o in outcomes if o.startswith("truncated")], outcomes
+    assert [o for o in outcomes if o.startswith("error")], outcomes  # they were mid-transfer
+    assert later == "complete" and later_s < 2.0, (later, later_s)
+    assert done_s < 5.0  # proven gone soon after the path returned, not the 15 s grace

@@ -4,9 +4,20 @@ Every accepted TCP connection becomes one relay stream whose first bytes name
 the destination (:mod:`.pipe`); the gateway's status byte becomes the SOCKS
 reply. Domain names travel as names and are resolved at the gateway. The
 session is opened once and re-opened when it ends (gateway restart, client
-address change beyond what the session survives, silence); streams of the old
-session are reset, so their applications see the connection break: the TCP
-connection is aborted with an RST (``SO_LINGER`` 0), never closed with a FIN
+address change beyond what the session survives).
+
+A gateway silent for the dead-peer time (``DEAD_PEER_S``, at most 3×) may be a
+path blackout or a gateway that is gone; the client cannot tell yet, so it does
+both: new streams go to a NEW session at once (a restarted gateway serves them as
+soon as it is up), while the OLD session and its open streams are kept, probing
+with backoff, for ``SILENT_GRACE_S``. If the old session hears an authentic
+datagram again (the blackout is over) its streams carry on byte-exact. It ends —
+and its streams are reset — on proof that the gateway lost it: the new session
+reached the gateway while the old one stayed silent a few probe timeouts more (a
+restarted gateway drops an unknown session's datagrams unanswered), or the
+gateway's UDP port answers ICMP port unreachable (its process is gone); else when
+the grace runs out. A reset stream's application sees the connection break: the
+TCP connection is aborted with an RST (``SO_LINGER`` 0), never closed with a FIN
 that would pass truncated data off as complete. UDP ASSOCIATE: :mod:`.udp`.
 """
 
@@ -21,6 +32,9 @@ from dataclasses import fields
 from tierwise.proto.relay import (
     ConnectionTerminated,
     Event,
+    HandshakeCompleted,
+    PeerResponsive,
+    PeerSilent,
     RelayConfig,
     RelayConnection,
     StreamDataReceived,
@@ -40,7 +54,8 @@ NO_AUTH, USER_PASS, NO_METHOD = 0x00, 0x02, 0xFF
 CMD_CONNECT, CMD_UDP_ASSOCIATE = 1, 3
 GENERAL_FAILURE, CMD_UNSUPPORTED, ATYP_UNSUPPORTED = 0x01, 0x07, 0x08
 STATUS_TIMEOUT_S = 15.0
-DEAD_PEER_S = 1.0  # a restarted gateway is noticed this fast, and the session re-opened
+DEAD_PEER_S = 1.0  # a silent gateway is noticed this fast, and a new session opened
+SILENT_GRACE_S = 15.0  # a silent session's open streams wait this long for the path to return
 UDP_BUFFER_BYTES = 1 << 20
 PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
 REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
@@ -49,6 +64,7 @@ SESSION_FIELDS = (  # the tunables `relay stats` shows (the [session] keys, tuni
     *(f.name for f in fields(RelayConfig) if f.name != "credit_on_consume"),
 )
 SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
+_CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id, number)
 
 
 class _Dialer(asyncio.DatagramProtocol):
@@ -61,12 +77,33 @@ class _Dialer(asyncio.DatagramProtocol):
     def datagrams_received(
         self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
     ) -> None:
-        session = self.owner.session
-        if session is not None:
-            self.owner.last_rx_s = session.now()
-            for i, (data, addr) in enumerate(batch):
-                session.receive(data, addr, arrivals[i] if arrivals else None)
-            session.transmit()
+        owner = self.owner
+        session = owner.session
+        if session is None:
+            return
+        lingering = owner.lingering
+        others: dict[int, Session] = {}
+        current = False  # a datagram for the current session (the watchdog's clock)
+        for i, (data, addr) in enumerate(batch):
+            target = session
+            if lingering and data[_CID] != session.conn.connection_id:  # an older session's
+                target = lingering.get(data[_CID], session)
+            if target is session:
+                current = True
+            else:
+                others[id(target)] = target
+            target.receive(data, addr, arrivals[i] if arrivals else None)
+        if current:
+            owner.last_rx_s = session.now()
+        session.transmit()
+        for other in others.values():
+            other.transmit()
+
+    def error_received(self, exc: Exception) -> None:
+        """An ICMP error on the connected socket: port unreachable means no gateway
+        process listens there any more, so a silent session is gone (not a blackout)."""
+        if isinstance(exc, ConnectionRefusedError):
+            self.owner.port_closed()
 
 
 class Client:
@@ -82,15 +119,23 @@ class Client:
     ) -> None:
         base = config or RelayConfig()
         # dead_peer_s: see DEAD_PEER_S (unless set); credit_on_consume: its pipes report what
-        # the applications' sockets took, so an application that stops reading holds the window
+        # the applications' sockets took, so an application that stops reading holds the window;
+        # silent_grace_s: SILENT_GRACE_S unless the config sets one
         dead_peer_s = DEAD_PEER_S if base.dead_peer_s is None else base.dead_peer_s
+        grace = SILENT_GRACE_S if base.silent_grace_s is None else base.silent_grace_s
         self.config = RelayConfig(
-            **{**vars(base), "dead_peer_s": dead_peer_s, "credit_on_consume": True}
+            **{
+                **vars(base),
+                "dead_peer_s": dead_peer_s,
+                "credit_on_consume": True,
+                "silent_grace_s": grace,
+            }
         )
         self.key, self.gateway, self.credentials = key, gateway, credentials
-        self.session: Session | None = None
+        self.session: Session | None = None  # the session new streams go to
+        # older sessions gone silent with streams open, by connection id (see the module)
+        self.lingering: dict[bytes, Session] = {}
         self._transport: asyncio.DatagramTransport | None = None
-        self._handlers: dict[int, Callable[[Event], None]] = {}
         self.ready = asyncio.Event()
         self.udp_buffer_bytes = udp_buffer_bytes
         self._opened_s = 0.0
@@ -116,7 +161,7 @@ class Client:
         while True:
             await asyncio.sleep(PROBE_SILENCE_S / 2)
             session = self.session
-            if session is None or not self.ready.is_set() or not self._handlers:
+            if session is None or not self.ready.is_set() or not session.handlers:
                 continue
             now = session.now()
             if min(now - self.last_rx_s, now - self._probed_s) >= PROBE_SILENCE_S:
@@ -136,8 +181,12 @@ class Client:
         return transport
 
     async def rebind(self) -> None:
-        """Move the session to a new local UDP port (as a NAT rebinding or a roaming host would)."""
+        """Move the sessions to a new local UDP port (as NAT rebinding or a roaming host would)."""
         old, self._transport = self._transport, await self._dial()
+        for session in self.lingering.values():
+            session.transport = self._transport
+            session.conn.ping()  # a silent one's gateway may be waiting for our new address
+            session.transmit()
         if self.session is not None and self.ready.is_set():
             self.session.transport = self._transport
             self._probe()  # speak first from the new address, or a download stalls
@@ -145,6 +194,28 @@ class Client:
             self.session.transport = self._transport
         if old is not None:
             old.close()
+
+    @property
+    def _handlers(self) -> dict[tuple[int, int], Callable[[Event], None]]:
+        """Every open stream's handler, in every session (empty: nothing to drain)."""
+        merged: dict[tuple[int, int], Callable[[Event], None]] = {}
+        for session in (*self.lingering.values(), self.session):
+            if session is not None:
+                merged.update({(id(session), sid): h for sid, h in session.handlers.items()})
+        return merged
+
+    def release(self, session: Session, stream_id: int) -> None:
+        """A stream is done with its handler; a silent older session with none left ends."""
+        session.handlers.pop(stream_id, None)
+        if not session.handlers and session.conn.connection_id in self.lingering:
+            session.conn.close_session()
+            session.transmit()
+
+    def port_closed(self) -> None:
+        """The gateway's UDP port is closed: every silent session is lost (see the module)."""
+        for session in list(self.lingering.values()):
+            session.conn.peer_unreachable("the gateway's UDP port is closed (ICMP)")
+            session.transmit()
 
     def _open(self) -> None:
         conn = RelayConnection(self.key, is_client=True, config=self.config)
@@ -163,42 +234,88 @@ class Client:
         self._open()
 
     def _on_event(self, session: Session, event: Event) -> None:
-        if session is not self.session:
+        current = session is self.session
+        cid = session.conn.connection_id
+        if not current and self.lingering.get(cid) is not session:
             return
-        if isinstance(event, ConnectionTerminated):
-            if not self._closed:
+        if isinstance(event, StreamDataReceived | StreamReset):
+            handler = session.handlers.get(event.stream_id)
+            if handler is not None:
+                handler(event)
+        elif isinstance(event, ConnectionTerminated):
+            if not current:
+                del self.lingering[cid]
+                if session.handlers and not self._closed:
+                    log.warning("silent session ended (%s): %d streams reset",
+                                event.reason, len(session.handlers))  # fmt: skip
+            elif not self._closed:
                 log.warning("session ended (%s); re-opening", event.reason)
-            self.ready.clear()
+            if current:
+                self.ready.clear()
             # closed by us (a drain that ran out) too: streams still open are reset, so
             # their applications see an error, never a clean end after truncated data
-            handlers, self._handlers = self._handlers, {}
+            handlers, session.handlers = session.handlers, {}
             for handler in handlers.values():
                 handler(SESSION_LOST)
             session.close()
-            if not self._closed:
+            if current and not self._closed:
                 self._open()
-        elif isinstance(event, StreamDataReceived | StreamReset):
-            handler = self._handlers.get(event.stream_id)
-            if handler is not None:
-                handler(event)
-        else:
+        elif isinstance(event, PeerSilent):
+            if not current or self._closed:
+                return
+            if not session.handlers:  # nothing to keep: as a session that ended
+                session.conn.close_session()
+                session.transmit()
+                return
+            log.warning(
+                "gateway silent for %.1f s: new streams go to a new session; %d open streams "
+                "wait up to %g s for the path to return",
+                event.silence_s, len(session.handlers), self.config.silent_grace_s,
+            )  # fmt: skip
+            self.lingering[cid] = session
+            self.ready.clear()
+            self._open()
+        elif isinstance(event, PeerResponsive):
+            if current:
+                return
+            log.warning("the gateway answers again: %d streams carry on", len(session.handlers))
+            fresh = self.session
+            if fresh is not None and not fresh.conn.established:
+                # the new session is not up yet: the old one serves new streams again
+                fresh.close()
+                del self.lingering[cid]
+                self.session = session
+                self.ready.set()
+            elif not session.handlers:
+                self.release(session, -1)
+        elif isinstance(event, HandshakeCompleted) and current:
             log.info("session to %s:%s established", *self.gateway)
             self.ready.set()
+            now = session.now()
+            for old in list(self.lingering.values()):
+                old.conn.superseded(now)  # the path works: a live old session answers
+                old.transmit()
 
     def close(self) -> None:
         """End the session for good (no re-open): a CLOSE goes to the gateway."""
         self._closed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
-        if self.session is not None:
-            self.session.conn.close_session()
-            self.session.transmit()
+        for session in (*self.lingering.values(), self.session):
+            if session is not None:
+                session.conn.close_session()
+                session.transmit()
 
     def snapshot(self) -> dict:
         base = self.session.conn.snapshot() if self.session else {}
         config = self.session.conn.config if self.session else self.config
+        kept = {  # silent older sessions kept for their open streams (a blackout, maybe)
+            "sessions_kept": len(self.lingering),
+            "streams_kept": sum(len(s.handlers) for s in self.lingering.values()),
+        }
         return {
             **base,
+            **kept,
             **{key: self.counters[key] for key in sorted(self.counters)},
             "session": {k: getattr(config, k) for k in SESSION_FIELDS},
         }
@@ -209,7 +326,7 @@ class Client:
         session = self.session
         sid = session.conn.open_stream()
         queue: asyncio.Queue[Event] = asyncio.Queue()
-        self._handlers[sid] = queue.put_nowait
+        session.handlers[sid] = queue.put_nowait
         session.conn.send(sid, encode_target(host, port))
         session.transmit()
         return sid, session, queue
@@ -238,7 +355,7 @@ class Client:
         ok = isinstance(first, StreamDataReceived) and first.data
         status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
         if status != OK:
-            self._handlers.pop(sid, None)
+            self.release(session, sid)
             if sid in session.conn.stream_ids:  # free the slot at both ends (max_streams)
                 session.conn.reset(sid, code=0)
                 session.transmit()
@@ -250,7 +367,7 @@ class Client:
         status, sid, session, _, _ = await self._open_checked(host, port)
         if status == OK and session is not None:
             self.reachable.add((host, port))
-            self._handlers.pop(sid, None)
+            self.release(session, sid)
             if sid in session.conn.stream_ids:
                 session.conn.reset(sid, code=0)
                 session.transmit()
@@ -296,12 +413,12 @@ class Client:
         sid, session, queue = await self.open(host, port)
         pipe = Pipe(session, sid, writer)
         gate = _StatusGate(self, pipe, (host, port))
-        self._handlers[sid] = gate
+        session.handlers[sid] = gate
         while not queue.empty():
             gate(queue.get_nowait())
         await pipe.pump(reader)
         await pipe.closed.wait()
-        self._handlers.pop(sid, None)
+        self.release(pipe.session, pipe.stream_id)  # moved to a new session, maybe
         return OK if gate.status in (None, OK) else gate.status
 
     async def _proxy_checked(
@@ -323,10 +440,10 @@ class Client:
         pipe.deliver(first.data[1:], first.end_stream)  # type: ignore[union-attr]
         while not queue.empty():
             _to_pipe(pipe, queue.get_nowait())
-        self._handlers[sid] = lambda e: _to_pipe(pipe, e)
+        session.handlers[sid] = lambda e: _to_pipe(pipe, e)
         await pipe.pump(reader)
         await pipe.closed.wait()
-        self._handlers.pop(sid, None)
+        self.release(session, sid)
         return OK
 
     async def associate(
@@ -353,14 +470,14 @@ class Client:
         assoc.on_event(StreamDataReceived(sid, first.data[1:], first.end_stream))  # type: ignore[union-attr]
         while not queue.empty():
             assoc.on_event(queue.get_nowait())
-        self._handlers[sid] = assoc.on_event
+        session.handlers[sid] = assoc.on_event
         eof = loop.create_task(_until_eof(reader))
         ended = loop.create_task(assoc.closed.wait())
         await asyncio.wait({eof, ended}, return_when=asyncio.FIRST_COMPLETED)
         for task in (eof, ended):
             task.cancel()
         assoc.close()
-        self._handlers.pop(sid, None)
+        self.release(session, sid)
         return OK
 
 
@@ -412,7 +529,7 @@ class _StatusGate:
         if sent or self.fin:
             session.conn.send(sid, bytes(sent), end_stream=self.fin)
             session.transmit()
-        client._handlers[sid] = self
+        session.handlers[sid] = self
         pipe.movable.set()
         while not queue.empty():
             self(queue.get_nowait())

@@ -60,6 +60,8 @@ class Session:
         on_event: Callable[[Session, Event], None],
     ) -> None:
         self.conn, self.transport, self.on_event = conn, transport, on_event
+        # The owner's callbacks for this session's streams, by stream id (the client's).
+        self.handlers: dict[int, Callable[[Event], None]] = {}
         # Streams whose reader reports what it consumed (a Pipe into a socket); for the
         # others (UDP associations, a stream's first status byte) delivery is consumption.
         self.held: set[int] = set()

@@ -71,8 +71,15 @@ SESSION_KEYS: dict[str, Tunable] = {
         "send a keepalive after this much silence; keep it below the peer's idle timeout"),
     "dead_peer_s": Tunable(
         "time", 0.1, 600.0, "1 s",
-        "end the session (and re-open it) when data goes unanswered this long (and for 6 "
-        "probe timeouts, at most 3 × this): how fast a restarted gateway is noticed",
+        "a session whose data goes unanswered this long (and for 6 probe timeouts, at most "
+        "3 × this) is silent: new streams go to a new session at once, so a restarted "
+        "gateway is noticed this fast",
+        side="client"),
+    "silent_grace_s": Tunable(
+        "time", 0.5, 600.0, "15 s",
+        "a silent session keeps its open streams this long since it last heard the gateway "
+        "(a blackout), then resets them; sooner once a new session is up and the old one "
+        "stays unanswered, or on ICMP port unreachable",
         side="client"),
     "rotate_packets": Tunable(
         "int", 64, 1 << 40, "16777216",

@@ -12,6 +12,8 @@ from tierwise.proto.relay.events import (
     ConnectionTerminated,
     Event,
     HandshakeCompleted,
+    PeerResponsive,
+    PeerSilent,
     StreamDataReceived,
     StreamReset,
 )
@@ -21,6 +23,8 @@ __all__ = [
     "ConnectionTerminated",
     "Event",
     "HandshakeCompleted",
+    "PeerResponsive",
+    "PeerSilent",
     "RelayConfig",
     "RelayConnection",
     "RelayStats",

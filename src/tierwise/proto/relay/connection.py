@@ -47,6 +47,8 @@ from tierwise.proto.relay.events import (
     ConnectionTerminated,
     Event,
     HandshakeCompleted,
+    PeerResponsive,
+    PeerSilent,
     StreamDataReceived,
     StreamReset,
 )
@@ -85,6 +87,10 @@ TIME_THRESHOLD = 9 / 8
 DEAD_PEER_PTOS = 6  # silence that ends a session (with dead_peer_s): this many probe timeouts
 DEAD_PEER_MAX_FACTOR = 3.0  # ... but at most 3 × dead_peer_s (a queue-inflated RTT on a busy host)
 PTO_MAX_S = 2.0  # cap on the probe backoff, so a path back from a blackout is used soon
+# A silent session superseded by a new one to the same peer (superseded()) is gone if it
+# stays silent this many probe timeouts after that (probed at once), at least the floor.
+SUPERSEDED_PTOS = 4
+SUPERSEDED_MIN_S = 0.25
 HELLO_RETRY_S = 0.5
 HELLO_RETRY_MAX_S = 4.0
 REFUSED = 1  # RESET code: too many streams
@@ -131,6 +137,11 @@ class RelayConfig:
     idle_timeout_s: float = 30.0
     keepalive_s: float = 5.0
     dead_peer_s: float | None = None  # end the session if data goes unanswered this long
+    # With dead_peer_s: a session silent that long is not ended but reported (PeerSilent)
+    # and kept, probing with backoff, until it hears from the peer again (PeerResponsive;
+    # a blackout that ended), its owner proves the peer lost it (superseded(),
+    # peer_unreachable()), or nothing came for this long since the last datagram.
+    silent_grace_s: float | None = None
     rotate_packets: int = ROTATE_PACKETS
     initial_rate_bytes_per_s: float | None = None
     pacing_quantum_s: float = 0.001  # burst allowance of the pacer
@@ -236,6 +247,8 @@ class RelayConnection:
         self._await_final: dict[int, tuple[int, int]] = {}
         self._control: list[Frame] = []
         self._closing = False
+        self._silent_since: float | None = None  # PeerSilent reported, nothing heard since
+        self._superseded_at: float | None = None  # ... and a new session proves it gone then
         self._init_transport()
 
     def _init_transport(self) -> None:
@@ -341,6 +354,35 @@ class RelayConnection:
         if self.state is State.ESTABLISHED:
             self._control.append(Close(code))
         self._closing = True
+
+    @property
+    def silent(self) -> bool:
+        """PeerSilent was reported and the peer has said nothing since."""
+        return self._silent_since is not None
+
+    def superseded(self, now: float) -> None:
+        """A new session to the same peer was just established while this one is silent.
+
+        The path works again, so a peer that still holds this session answers its
+        probes within a round trip; a restarted peer drops them unanswered (an unknown
+        connection id). This session is probed at once and at its probe timeouts (the
+        backoff starts over); silent for ``SUPERSEDED_PTOS`` probe timeouts (at least
+        ``SUPERSEDED_MIN_S``), it ends: its streams are lost. Not silent: nothing happens.
+        """
+        if self._silent_since is None or self._superseded_at is not None:
+            return
+        wait_s = max(SUPERSEDED_PTOS * self._rtt.pto_s(self.config.max_ack_delay_s),
+                     SUPERSEDED_MIN_S)  # fmt: skip
+        self._superseded_at = now + wait_s
+        self._pto_count = 0  # the probe backoff starts over (not the blackout's 2 s)
+        self._control.append(Ping())
+
+    def peer_unreachable(self, reason: str) -> None:
+        """The owner learnt the peer's port is closed (an ICMP port unreachable from its
+        address): a silent session ends now. One still answered is kept (an ICMP is
+        unauthenticated; a live session outweighs it)."""
+        if self._silent_since is not None:
+            self._terminate(0, reason)
 
     @property
     def stream_ids(self) -> list[int]:
@@ -500,6 +542,9 @@ class RelayConnection:
         self.stats.packets_received += 1
         self.stats.bytes_received += len(data)
         self._last_recv_s = now
+        if self._silent_since is not None:  # the blackout is over: carry on
+            self._silent_since = self._superseded_at = None
+            self._events.append(PeerResponsive())
         if not recovered:
             self._loss_meter.on_packet(pn)
             self._fec_rx.on_datagram(pn, data)
@@ -827,7 +872,7 @@ class RelayConnection:
         times.append(self._pto_at())
         if self._last_recv_s is not None:
             times.append(self._last_recv_s + self.config.idle_timeout_s)
-            times.append(self._dead_at())
+            times.append(self._dead_at() if self._silent_since is None else self._grace_at())
         if self.established:
             # Control frames (RESET, MAX_DATA, PING, ...) wait only for the pacer.
             if self._repairs or self._control or (self._sendable_stream() and self._cwnd_room()):
@@ -866,6 +911,15 @@ class RelayConnection:
         silence_s = max(dead, min(probes_s, DEAD_PEER_MAX_FACTOR * dead))
         return max(self._last_recv_s, oldest_s) + silence_s
 
+    def _grace_at(self) -> float | None:
+        """When a silent session ends: its grace since the last datagram, or the proof of
+        :meth:`superseded`, whichever comes first."""
+        grace = self.config.silent_grace_s
+        end = None if grace is None or self._last_recv_s is None else self._last_recv_s + grace
+        if self._superseded_at is not None:
+            end = self._superseded_at if end is None else min(end, self._superseded_at)
+        return end
+
     def handle_timer(self, now: float) -> None:
         """Act on whatever deadline has passed (sending happens in :meth:`datagrams_to_send`)."""
         if self.state is State.CLOSED:
@@ -876,12 +930,21 @@ class RelayConnection:
         ):
             self._terminate(0, f"no datagram from the peer for {self.config.idle_timeout_s:g} s")
             return
-        dead_at = self._dead_at()
-        if dead_at is not None and now + _EPS_S >= dead_at:
+        if self._silent_since is not None:
+            grace_at = self._grace_at()
+            if grace_at is not None and now + _EPS_S >= grace_at:
+                silence_s = now - (self._last_recv_s or now)
+                why = " after a new session reached it" if self._superseded_at is not None else ""
+                self._terminate(0, f"the peer did not answer for {silence_s:.2g} s{why}")
+                return
+        elif (dead_at := self._dead_at()) is not None and now + _EPS_S >= dead_at:
             oldest_s = max(next(iter(self._sent.values())).sent_s, self._active_s or 0.0)
             silence_s = now - max(self._last_recv_s or 0.0, oldest_s)
-            self._terminate(0, f"the peer did not answer for {silence_s:.2g} s")
-            return
+            if self.config.silent_grace_s is None:
+                self._terminate(0, f"the peer did not answer for {silence_s:.2g} s")
+                return
+            self._silent_since = now
+            self._events.append(PeerSilent(silence_s))
         if self._loss_time is not None and now + _EPS_S >= self._loss_time:
             self._detect_lost(now)
         pto = self._pto_at()

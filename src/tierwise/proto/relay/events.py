@@ -10,6 +10,8 @@ __all__ = [
     "ConnectionTerminated",
     "Event",
     "HandshakeCompleted",
+    "PeerResponsive",
+    "PeerSilent",
     "StreamDataReceived",
     "StreamReset",
 ]
@@ -52,3 +54,16 @@ class ConnectionTerminated(Event):
 
     code: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSilent(Event):
+    """The peer left data unanswered for the dead-peer silence; with ``silent_grace_s`` the
+    session is kept (probing) instead of ended: a path blackout, or a peer that is gone."""
+
+    silence_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PeerResponsive(Event):
+    """A silent session heard an authentic datagram again: the blackout is over."""
