@@ -1,0 +1,89 @@
+"""`lab flows`: competing kernel TCP flows on one emulated bottleneck (issue 14).
+
+The share arithmetic, the options and their errors run everywhere; the kernel runs
+need root, ``/dev/net/tun`` and ``ip`` (``@lab``, see conftest.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_cli
+from tierwise.errors import LabError
+from tierwise.lab.flows import FlowsExperiment, jain_index, window_shares
+
+# --- everywhere: shares, Jain, the experiment's checks -----------------------------------
+
+
+def test_window_shares_are_each_flows_part_of_the_bytes_in_the_window() -> None:
+    """Cumulative counts 0..3 s: flow 1 takes 3 of 4 bytes in 1–3 s, nothing in 0–1 s."""
+    times = [0.0, 1.0, 2.0, 3.0]
+    delivered = [[0, 10, 10, 11], [0, 0, 2, 3]]
+    got = window_shares(times, delivered, [(0.0, 1.0), (1.0, 3.0), (0.0, 3.0)])
+    assert got == [
+        pytest.approx([1.0, 0.0]),
+        pytest.approx([0.25, 0.75]),
+        pytest.approx([11 / 14, 3 / 14]),
+    ]
+
+
+def test_window_shares_read_the_first_sample_at_or_after_each_end() -> None:
+    """A window's ends fall on the next sample; past the last, the last one counts."""
+    times = [0.0, 0.1, 0.2, 0.30000000000000004]
+    delivered = [[0, 1, 2, 3], [0, 0, 0, 9]]
+    assert window_shares(times, delivered, [(0.15, 0.3)]) == [pytest.approx([0.1, 0.9])]
+    assert window_shares(times, delivered, [(0.0, 5.0)]) == [pytest.approx([0.25, 0.75])]
+    assert window_shares(times, [[0, 0, 0, 0], [0, 0, 0, 0]], [(0.0, 0.3)]) == [[0.0, 0.0]]
+
+
+def test_jain_index_is_one_for_equal_shares_and_one_over_n_for_one_taker() -> None:
+    """(Σx)² / (n·Σx²)."""
+    assert jain_index([5.0, 5.0, 5.0]) == pytest.approx(1.0)
+    assert jain_index([9.0, 0.0, 0.0]) == pytest.approx(1 / 3)
+    assert jain_index([3.0, 1.0]) == pytest.approx(16 / 20)
+
+
+def test_the_queue_in_bytes_is_packets_times_the_wire_size() -> None:
+    """615 packets of 1,222 B: the emulator's byte queue, both directions, half the RTT each."""
+    exp = FlowsExperiment(queue_packets=615)
+    cfg = exp.path_config()
+    assert exp.queue_bytes == 615 * 1222
+    assert cfg.up.queue_bytes == cfg.down.queue_bytes == 751_530
+    assert cfg.up.delay_s == cfg.down.delay_s == pytest.approx(0.05)
+    assert cfg.up.rate_bytes_per_s == pytest.approx(2.5e6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"ccs": ("cubic", "vegas"), "starts_s": (0, 0)}, "unknown --cc 'vegas'"),
+        ({"ccs": ("cubic", "bbr"), "starts_s": (0,)}, "1 offsets for 2 flows"),
+        ({"starts_s": (0.0, 70.0)}, "start offset"),
+        ({"duration_s": 601.0}, "duration"),
+        ({"windows": ((30.0, 90.0),)}, "window 30–90 s"),
+        ({"mss_bytes": 1400, "packet_bytes": 1222}, "cannot hold"),
+    ],
+)
+def test_a_bad_experiment_is_refused_with_what_and_why(kwargs: dict, says: str) -> None:
+    with pytest.raises(LabError, match=says):
+        FlowsExperiment(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cc", "cubic,vegas"],
+        ["--cc", "cubic,bbr", "--start", "0s"],
+        ["--duration", "0s"],
+        ["--duration", "20min"],
+        ["--windows", "0-x"],
+        ["--windows", "0-120", "--duration", "60s"],
+        ["--rate", "fast"],
+        ["--queue-packets", "0"],
+    ],
+)
+def test_bad_flows_options_exit_2_with_one_line(args: list[str]) -> None:
+    run = run_cli("lab", "flows", *args)
+    assert run.code == 2
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert run.stdout == ""
