@@ -89,7 +89,7 @@ def kernel_probe_rtt(record: dict) -> list[float]:
     out, inside = [], False
     for t, state in zip(s["time_s"], s["senders"][f], strict=True):
         now = bool(state) and state.get("bbr_cwnd_gain") == 1.0
-        if now and not inside:
+        if now and not inside and t > 1.0:
             out.append(round(t, 1))
         inside = now
     return out
@@ -100,6 +100,7 @@ def main() -> None:
     ap.add_argument("records", nargs="+", type=Path, help="tierwise lab flows --record files")
     ap.add_argument("--ns3", action="store_true", help="also run ns-3 3.37 (if built)")
     ap.add_argument("--trace", type=float, metavar="STEP", help="print the state every STEP s")
+    ap.add_argument("--until", type=float, metavar="S", help="with --trace: up to S seconds")
     a = ap.parse_args()
     kernel = [json.loads(p.read_text()) for p in a.records]
     p = kernel[0]["parameters"]
@@ -140,7 +141,7 @@ def main() -> None:
         cwnd = [None if w is None else w / TCP.mss for w in s["cwnd_bytes"][1]]
         print(f"  ours {pair[1]}: {probe_rtt_entries(cwnd, s['time_s'])}")
     if a.trace:
-        trace(kernel[0], runs[OURS[0]], a.trace, seconds)
+        trace(kernel[0], runs[OURS[0]], a.trace, a.until or seconds)
 
 
 def trace(k: dict, r: dict, step_s: float, seconds: float) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run_cli
+from tests.lab.conftest import lab
 from tierwise.errors import LabError
 from tierwise.lab.flows import FlowsExperiment, jain_index, window_shares
 
@@ -87,3 +88,45 @@ def test_bad_flows_options_exit_2_with_one_line(args: list[str]) -> None:
     assert run.code == 2
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert run.stdout == ""
+
+
+# --- root: the kernel against tierwise.sim ------------------------------------------------
+
+MBIT = 1e6 / 8
+
+
+def _ours_bbr_share(queue: int, seconds: float, windows: list[tuple[float, float]]) -> list[float]:
+    """BBR's share per window in tierwise.sim: cubic-hystart against bbr-linux, 1,168 B
+    segments with 54 B of headers (the 1,222 B packets the kernel's byte queue counts)."""
+    from tierwise.sim import PathSpec, TcpSpec
+    from tierwise.sim.flows import FlowSpec, run_flows
+
+    tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
+    path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
+    flows = [FlowSpec(cc, 0.0, duration_s=seconds) for cc in ("cubic-hystart", "bbr-linux")]
+    s = run_flows(path, tcp, flows, series=True)["series"]
+    return [w[1] for w in window_shares(s["time_s"], s["delivered_bytes"], windows)]
+
+
+@lab
+def test_kernel_bbr_takes_a_one_bdp_queue_from_cubic_as_ours_does() -> None:
+    """1-BDP queue (205 × 1,222 B), 20 Mbit/s, 100 ms, 0–10 s: the kernel's BBR share is
+    within 5 points of tierwise.sim's and above half (ns-3 3.37's BBR collapses here)."""
+    from tierwise.lab.flows import run_kernel_flows
+
+    windows = [(0.0, 10.0)]
+    exp = FlowsExperiment(
+        ccs=("cubic", "bbr"),
+        starts_s=(0.0, 0.0),
+        duration_s=10.0,
+        queue_packets=205,
+        windows=tuple(windows),
+    )
+    result = run_kernel_flows(exp)
+    kernel = result["windows"][0]["shares"][1]
+    ours = _ours_bbr_share(205, 10.0, windows)[0]
+    assert result["emulator"]["up"]["dropped"] > 0  # the queue overflowed: a real contest
+    assert kernel > 0.5
+    assert abs(kernel - ours) <= 0.05, (kernel, ours)
+    total = sum(f["goodput_bytes_per_s"] for f in result["flows"])
+    assert total > 0.9 * 20 * MBIT * 1168 / 1220  # the two together fill the link
