@@ -90,6 +90,49 @@ def test_bad_flows_options_exit_2_with_one_line(args: list[str]) -> None:
     assert run.stdout == ""
 
 
+def test_the_table_shows_each_flows_goodput_share_and_window_shares() -> None:
+    """render_flows on a record: one row per flow with its Mbit/s, share and window shares."""
+    from rich.console import Console
+
+    from tierwise.lab.flowscli import render_flows
+
+    record = {
+        "parameters": {
+            "duration_s": 60.0,
+            "rate_bytes_per_s": 2.5e6,
+            "rtt_s": 0.1,
+            "queue_packets": 615,
+            "packet_bytes": 1222,
+            "mss_bytes": 1168,
+        },
+        "kernel": "6.x",
+        "flows": [
+            {
+                "cc": "cubic",
+                "start_s": 0.0,
+                "goodput_bytes_per_s": 1.5e6,
+                "share": 0.625,
+                "retransmitted_segments": 12,
+            },
+            {
+                "cc": "bbr",
+                "start_s": 5.0,
+                "goodput_bytes_per_s": 0.9e6,
+                "share": 0.375,
+                "retransmitted_segments": 3,
+            },
+        ],
+        "windows": [{"from_s": 0.0, "to_s": 30.0, "shares": [0.7, 0.3]}],
+        "jain_index": 0.941,
+        "emulator": {"up": {"packets": 120_000, "dropped": 321}},
+    }
+    console = Console(width=200, record=True)
+    render_flows(console, record)
+    text = console.export_text()
+    assert "12.00" in text and "0.625" in text and "0.300" in text and "5 s" in text
+    assert "Jain's index 0.941" in text and "321 tail drops" in text
+
+
 # --- root: the kernel against tierwise.sim ------------------------------------------------
 
 MBIT = 1e6 / 8
