@@ -28,6 +28,7 @@ index over the goodputs.
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import socket
@@ -198,7 +199,7 @@ def _drive(
         listener.bind((path.server_addr, 0))
         listener.listen(len(flows))
         listener.setblocking(False)
-        return _loop(path, exp, flows, listener, progress)
+        return _Driver(path, exp, flows, listener, progress).run()
     finally:
         for f in flows:
             for sock in (f.sender, f.receiver):
@@ -212,83 +213,104 @@ def _connect(path: Path, exp: FlowsExperiment, flow: _Flow, address: tuple) -> N
     sock.setblocking(False)
     flow.sender = sock
     err = sock.connect_ex(address)
-    if err not in (0, 115):  # EINPROGRESS
+    if err not in (0, errno.EINPROGRESS):
         raise LabError(f"flow {flow.index} could not connect: {os.strerror(err)}")
 
 
-def _loop(
-    path: Path,
-    exp: FlowsExperiment,
-    flows: list[_Flow],
-    listener: socket.socket,
-    progress: Callable[[float], None] | None,
-) -> dict:
-    address = listener.getsockname()
-    clock = time.monotonic
-    began = clock()
-    t0: float | None = None  # when the first flow was established
-    by_port: dict[int, _Flow] = {}
-    for f in flows:
-        if f.start_s == 0:
-            _connect(path, exp, f, address)
-            by_port[f.sender.getsockname()[1]] = f
-    chunk = memoryview(bytes(CHUNK_BYTES))
-    buf = bytearray(CHUNK_BYTES)
-    series: dict = {
-        "time_s": [],
-        "delivered_bytes": [[] for _ in flows],
-        "senders": [[] for _ in flows],
-    }
-    next_sample = next_progress = 0.0
-    while True:
-        now = clock()
-        if t0 is None and now - began > CONNECT_TIMEOUT_S:
-            raise LabError(f"no flow connected within {CONNECT_TIMEOUT_S:g} s")
-        rel = now - t0 if t0 is not None else None
-        if rel is not None:
-            for f in flows:
-                if f.sender is None and rel >= f.start_s:
-                    _connect(path, exp, f, address)
-                    by_port[f.sender.getsockname()[1]] = f
-            if rel >= next_sample:
-                _sample(series, flows, rel)
-                while next_sample <= rel:  # late: skip the missed ticks, keep the grid
-                    next_sample += exp.sample_s
-            if rel >= exp.duration_s:
-                break
-            if progress is not None and rel >= next_progress:
-                progress(rel)
-                next_progress += 1.0
-        receivers = {f.receiver: f for f in flows if f.receiver is not None}
-        senders = {f.sender: f for f in flows if f.sender is not None}
-        wait = exp.sample_s / 2
-        readable, writable, _ = select.select([listener, *receivers], list(senders), [], wait)
-        now = clock()
+class _Driver:
+    """The run's one thread: connects each flow when due, accepts, reads, writes, samples."""
+
+    def __init__(
+        self,
+        path: Path,
+        exp: FlowsExperiment,
+        flows: list[_Flow],
+        listener: socket.socket,
+        progress: Callable[[float], None] | None,
+    ) -> None:
+        self.path, self.exp, self.flows, self.listener = path, exp, flows, listener
+        self.progress = progress
+        self.t0: float | None = None  # when the first flow was established
+        self.by_port: dict[int, _Flow] = {}  # client port → flow, to match accepted sockets
+        self.series: dict = {
+            "time_s": [],
+            "delivered_bytes": [[] for _ in flows],
+            "senders": [[] for _ in flows],
+        }
+        self.next_sample_s = self.next_progress_s = 0.0
+        self.chunk = memoryview(bytes(CHUNK_BYTES))
+        self.buf = bytearray(CHUNK_BYTES)
+
+    def run(self) -> dict:
+        began = time.monotonic()
+        self._start_due(0.0)
+        while True:
+            now = time.monotonic()
+            if self.t0 is None:
+                if now - began > CONNECT_TIMEOUT_S:
+                    raise LabError(f"no flow connected within {CONNECT_TIMEOUT_S:g} s")
+            elif self._tick(now - self.t0):
+                return self.series
+            self._serve()
+
+    def _start_due(self, rel_s: float) -> None:
+        address = self.listener.getsockname()
+        for f in self.flows:
+            if f.sender is None and rel_s >= f.start_s:
+                _connect(self.path, self.exp, f, address)
+                self.by_port[f.sender.getsockname()[1]] = f  # type: ignore[union-attr]
+
+    def _tick(self, rel_s: float) -> bool:
+        """Start the flows now due, sample on the grid; True once the run is over."""
+        self._start_due(rel_s)
+        if rel_s >= self.next_sample_s:
+            _sample(self.series, self.flows, rel_s)
+            while self.next_sample_s <= rel_s:  # late: skip the missed ticks, keep the grid
+                self.next_sample_s += self.exp.sample_s
+        if rel_s >= self.exp.duration_s:
+            return True
+        if self.progress is not None and rel_s >= self.next_progress_s:
+            self.progress(rel_s)
+            self.next_progress_s += 1.0
+        return False
+
+    def _serve(self) -> None:
+        receivers = {f.receiver: f for f in self.flows if f.receiver is not None}
+        senders = {f.sender: f for f in self.flows if f.sender is not None}
+        readable, writable, _ = select.select(
+            [self.listener, *receivers], list(senders), [], self.exp.sample_s / 2
+        )
+        now = time.monotonic()
         for sock in readable:
-            if sock is listener:
-                t0 = _accept(listener, by_port, now, t0)
-                continue
-            flow = receivers[sock]
-            try:
-                while n := sock.recv_into(buf):
-                    flow.received += n
-            except BlockingIOError:
-                pass
+            if sock is self.listener:
+                self.t0 = _accept(self.listener, self.by_port, now, self.t0)
+            else:
+                self._read(sock, receivers[sock])
         for sock in writable:
-            flow = senders[sock]
-            if flow.connected_s is None:
-                err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if err:
-                    raise LabError(f"flow {flow.index} could not connect: {os.strerror(err)}")
-                continue  # established; the server side's accept stamps it
-            try:
-                sock.send(chunk)
-            except BlockingIOError:
-                pass
-    return series
+            self._write(sock, senders[sock])
+
+    def _read(self, sock: socket.socket, flow: _Flow) -> None:
+        try:
+            while n := sock.recv_into(self.buf):
+                flow.received += n
+        except BlockingIOError:
+            pass
+
+    def _write(self, sock: socket.socket, flow: _Flow) -> None:
+        if flow.connected_s is None:  # connecting; the server side's accept stamps it
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise LabError(f"flow {flow.index} could not connect: {os.strerror(err)}")
+            return
+        try:
+            sock.send(self.chunk)
+        except BlockingIOError:
+            pass
 
 
-def _accept(listener: socket.socket, by_port: dict[int, _Flow], now: float, t0: float | None):
+def _accept(
+    listener: socket.socket, by_port: dict[int, _Flow], now: float, t0: float | None
+) -> float | None:
     """Accept what is waiting; the first accepted connection fixes time zero."""
     while True:
         try:

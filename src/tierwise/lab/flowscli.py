@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path as FsPath
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import ScenarioError, shown
+
+if TYPE_CHECKING:
+    from tierwise.lab.flows import FlowsExperiment
 
 __all__ = ["build_flows", "flows_command", "render_flows"]
 
@@ -97,7 +100,18 @@ def _windows(text: str) -> tuple[tuple[float, float], ...]:
     return tuple(spans)
 
 
-def build_flows(cc, start, duration, rtt, rate, queue_packets, packet_bytes, mss, windows, seed):
+def build_flows(
+    cc: str,
+    start: str | None,
+    duration: str,
+    rtt: str,
+    rate: str,
+    queue_packets: int,
+    packet_bytes: int,
+    mss: int,
+    windows: str | None,
+    seed: int,
+) -> FlowsExperiment:
     """The :class:`FlowsExperiment` the ``flows`` options describe (input errors exit 2)."""
     from tierwise.lab.cli import _parsed, _time
     from tierwise.lab.flows import FlowsExperiment
