@@ -12,9 +12,9 @@ Segments: ``TCP_MAXSEG`` is set to ``mss_bytes + 12`` on both ends, so with
 timestamps each data segment carries ``mss_bytes`` of payload (default 1,168 B, the
 ns-3 cross-check's segment) in an IP packet of ``mss_bytes + 52`` bytes.
 
-Clock: ``time.monotonic``. The flows of start offset 0 connect at once; their data
-starts one handshake later, and that moment (the first flow's connection established)
-is time zero of the record; a later flow connects at ``t0 + start_s``. One thread runs
+Clock: ``time.monotonic``. The flows of start offset 0 connect at once; time zero of
+the record is when the server accepts the first of them (its client, established half
+an RTT earlier, has been sending since); a later flow connects at ``t0 + start_s``. One thread runs
 everything with non-blocking sockets and ``select``: every ``sample_s`` it records
 each receiver's byte count and each sender's ``TCP_INFO`` (window, smoothed RTT,
 pacing rate, retransmissions; BBR's model from ``TCP_CC_INFO``). At the end every
@@ -45,6 +45,7 @@ from tierwise.lab.experiment import TUNED_BUFFER_BYTES, tcp_state
 from tierwise.lab.path import Path, PathConfig
 from tierwise.lab.service import set_buffers, set_congestion
 from tierwise.lab.throughput import _reset
+from tierwise.sim.flows import jain_index  # the simulator's, so both report the same index
 
 __all__ = [
     "KERNEL_CCS",
@@ -122,14 +123,6 @@ class FlowsExperiment:
             queue_bytes=self.queue_bytes,
         )
         return PathConfig(up=d, down=d, seed=self.seed)
-
-
-def jain_index(values: list[float]) -> float:
-    """Jain's fairness index ``(Σx)² / (n·Σx²)``: 1 for equal shares, 1/n for one taker."""
-    squares = sum(v * v for v in values)
-    if not values or squares == 0:
-        return 1.0
-    return sum(values) ** 2 / (len(values) * squares)
 
 
 def window_shares(
