@@ -179,7 +179,7 @@ def test_kernel_bbr_takes_a_one_bdp_queue_from_cubic_as_ours_does() -> None:
 @lab
 def test_kernel_cubic_and_bbr_share_a_three_bdp_queue_as_ours_do_after_the_first_minute() -> None:
     """3-BDP queue (615 × 1,222 B), 120 s: BBR's share of 60–120 s within 5 points of
-    tierwise.sim's (kernel 0.476–0.481 against ours 0.454 in the recorded runs); ~2.5 min."""
+    tierwise.sim's (kernel 0.462–0.481 against ours 0.454 in three runs); ~2.5 min."""
     from tierwise.lab.flows import run_kernel_flows
 
     windows = [(60.0, 120.0)]
