@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError, shown
+from tierwise.lab.flowscli import flows_command
 from tierwise.lab.model_server import model_server_command
 from tierwise.lab.route_world import lab_route_command
 
@@ -49,6 +50,7 @@ lab_app = typer.Typer(
 out = Console()
 lab_app.command("model-server")(model_server_command)
 lab_app.command("route")(lab_route_command)
+lab_app.command("flows")(flows_command)
 
 RttOpt = Annotated[str, typer.Option("--rtt", help="Round-trip time, e.g. '200ms'.")]
 RateOpt = Annotated[str, typer.Option("--rate", help="Bottleneck rate each way, e.g. '100Mbit/s'.")]
