@@ -106,6 +106,10 @@ def _profile(case: str, args: argparse.Namespace) -> None:
     import pstats
 
     os.environ["TIERWISE_PURE_PYTHON"] = "1"
+    import tierwise.sim.build
+    import tierwise.sim.relay  # imports are not the hot path: load them before profiling
+
+    assert not tierwise.sim.build.active()
     prof = cProfile.Profile()
     prof.enable()
     worker(case, args.mb, args.requests)
