@@ -44,8 +44,9 @@ def relay():
     net.run(net.now + 60, lambda: bulk in net.finished["gateway"])
     got = {n: {s: hashlib.sha256(b).hexdigest() for s, b in r.items()}
            for n, r in net.received.items()}
-    return {"now": repr(net.now), "got": got, "client": vars(net.client.stats),
-            "gateway": vars(net.gateway.stats), "rate": repr(net.client.rate.btl_bw_bytes_per_s)}
+    # snapshot() and the relay client read the config and counters with vars()
+    return {"now": repr(net.now), "got": got, "client": net.client.snapshot(),
+            "gateway": net.gateway.snapshot(), "config": sorted(vars(net.client.config))}
 
 print(json.dumps({"compiled": active(), "relay_file": relay_connection.__file__,
                   "cells": [matrix_outcome(*c, 3_000_000) for c in cells], "relay": relay()}))
