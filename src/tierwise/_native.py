@@ -1,4 +1,4 @@
-"""The optional compiled hot path of the simulator, and the way back to pure Python.
+"""The optional compiled hot path (simulator and relay), and the way back to pure Python.
 
 ``python -m tierwise.sim.build`` compiles :data:`HOT_MODULES` with mypyc into
 extension modules beside their sources; Python then loads an extension before the
@@ -29,6 +29,14 @@ HOT_MODULES = (
     "tierwise.sim.engine",
     "tierwise.sim.link",
     "tierwise.sim.transport",
+    "tierwise.proto.relay.events",
+    "tierwise.proto.relay.wire",
+    "tierwise.proto.relay.crypto",
+    "tierwise.proto.relay.streams",
+    "tierwise.proto.relay.meter",
+    "tierwise.proto.relay.rate",
+    "tierwise.proto.relay.fec",
+    "tierwise.proto.relay.connection",
 )
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds tierwise/
 MANIFEST = os.path.join(_ROOT, "tierwise", "_native.manifest")

@@ -1,4 +1,8 @@
-"""The optional mypyc build of the hot path: same results as pure Python (issue 14).
+"""The optional mypyc build of the hot path: same results as pure Python (issues 14, 10).
+
+One build compiles the simulator's modules and the relay's sans-IO connection; a
+probe runs the TCP matrix cells and a lossy relay scenario (requests and a bulk
+stream between two ``RelayConnection`` objects in synthetic time) on both paths.
 
 The build runs on a copy of the package in a temporary directory, so the checkout
 under test keeps whatever path it has. Skipped, with the reason, where there is no
@@ -22,12 +26,30 @@ from tierwise.sim.build import compiler_missing
 pytestmark = pytest.mark.slow
 
 PROBE = """
-import json
+import hashlib, json
+import tierwise.proto.relay.connection as relay_connection
 from tierwise.sim.build import active
+from tierwise.sim.relay import Net, Path, all_done, payload, request_response
 from tests_matrix import matrix_outcome
 ccs = ("newreno", "cubic", "cubic-hystart", "bbr")
 cells = [(cc, rg) for cc in ccs for rg in ("huge", "bdp", "loss")]
-print(json.dumps({"compiled": active(), "cells": [matrix_outcome(*c, 3_000_000) for c in cells]}))
+
+def relay():
+    net = Net(Path(loss=0.14), Path(loss=0.036, reorder=0.05), seed=5)
+    expected = request_response(net, [(354_640, 1000), (20_000, 300_000), (1, 1)])
+    net.run(30, all_done(net, expected))
+    bulk = net.client.open_stream(priority=5)
+    net.on_gateway_stream = None
+    net.client.send(bulk, payload("bulk", 2_000_000), end_stream=True)
+    net.run(net.now + 60, lambda: bulk in net.finished["gateway"])
+    got = {n: {s: hashlib.sha256(b).hexdigest() for s, b in r.items()}
+           for n, r in net.received.items()}
+    # snapshot() and the relay client read the config and counters with vars()
+    return {"now": repr(net.now), "got": got, "client": net.client.snapshot(),
+            "gateway": net.gateway.snapshot(), "config": sorted(vars(net.client.config))}
+
+print(json.dumps({"compiled": active(), "relay_file": relay_connection.__file__,
+                  "cells": [matrix_outcome(*c, 3_000_000) for c in cells], "relay": relay()}))
 """
 
 
@@ -59,11 +81,17 @@ def test_compiled_build_gives_the_pure_results(tmp_path: Path) -> None:
     compiled = json.loads(_run(root, PROBE).stdout)
     pure = json.loads(_run(root, PROBE, TIERWISE_PURE_PYTHON="1").stdout)
     assert compiled["compiled"] and not pure["compiled"]
+    assert compiled["relay_file"].endswith(".so") and pure["relay_file"].endswith(".py")
     assert compiled["cells"] == pure["cells"]
+    assert compiled["relay"] == pure["relay"]
+    assert compiled["relay"]["client"]["fec_recovered"] > 0  # the scenario exercises FEC
     os.utime(root / "tierwise" / "proto" / "tcp.py")  # an edited source: the build is stale
     stale = _run(root, "from tierwise.sim.build import main; main(['--status'])")
     assert "stale build: tierwise.proto.tcp" in stale.stdout
     assert json.loads(_run(root, PROBE).stdout) == pure
+    os.utime(root / "tierwise" / "proto" / "relay" / "wire.py")  # the relay's sources count too
+    stale = _run(root, "from tierwise.sim.build import main; main(['--status'])")
+    assert "tierwise.proto.relay.wire" in stale.stdout
     cleaned = _run(root, "from tierwise.sim.build import main; main(['--clean'])")
-    assert "removed 8 file(s)" in cleaned.stdout
+    assert "removed 16 file(s)" in cleaned.stdout  # 14 modules, the shared library, manifest
     assert not list(root.rglob("*.so"))

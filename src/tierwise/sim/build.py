@@ -1,4 +1,8 @@
-"""Optional: compile the simulator's hot path with mypyc, in place (issue 14).
+"""Optional: compile the simulator's and the relay's hot path with mypyc, in place.
+
+Issue 14 (the simulator: proto.tcp, congestion, rangeset, sim.engine/link/transport)
+and issue 10 (the relay's sans-IO connection: proto.relay.*, which both ``tierwise
+relay`` and the simulator's relay flows run); one build covers both::
 
     python -m tierwise.sim.build            # needs mypy (pip install mypy) and a C compiler
     python -m tierwise.sim.build --clean    # back to pure Python
@@ -88,10 +92,11 @@ def build(*, quiet: bool = True) -> None:
 
 
 def active() -> bool:
-    """Whether the simulator's hot path runs compiled in this process."""
+    """Whether the hot path (the simulator's and the relay's) runs compiled in this process."""
+    import tierwise.proto.relay.connection as relay
     import tierwise.proto.tcp as tcp
 
-    return not (tcp.__file__ or "").endswith(".py")
+    return not any((m.__file__ or "").endswith(".py") for m in (tcp, relay))
 
 
 def status() -> str:
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         print(status())
         return 0
     if args.clean:
-        print(f"removed {clean()} file(s); the simulator runs pure Python")
+        print(f"removed {clean()} file(s); the simulator and the relay run pure Python")
         return 0
     try:
         build(quiet=not args.verbose)

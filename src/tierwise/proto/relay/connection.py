@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from tierwise.errors import LocalProtocolError
 from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.relay import wire
@@ -120,6 +122,9 @@ class State(Enum):
     CLOSED = "closed"
 
 
+# The config and the counters stay plain Python classes in the optional mypyc build: the
+# relay's I/O layer and `snapshot()` read them with vars(), which a native class lacks.
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True)
 class RelayConfig:
     """Tunables of a relay session (both ends should agree on the FEC code)."""
@@ -166,6 +171,7 @@ class RelayConfig:
             )
 
 
+@mypyc_attr(native_class=False)
 @dataclass
 class RelayStats:
     """Counters of one session (what ``tierwise relay stats`` shows)."""
@@ -276,7 +282,8 @@ class RelayConnection:
         self._burst_blocks = 0  # FEC blocks closed since the sender was last idle
         self._loss_meter = LossMeter()
         self.peer_loss = 0.0
-        self._ack_needed, self._ack_at, self._ack_count = False, None, 0
+        self._ack_needed, self._ack_count = False, 0
+        self._ack_at: float | None = None
         self._largest_recv_s = 0.0
         self._last_recv_s: float | None = None
         self._peer_max_data = c.session_window_bytes
@@ -1157,7 +1164,9 @@ class RelayConnection:
     ) -> None:
         if self._in_flight <= 0:
             self._first_sent_s = self._delivered_s = now
-        control = [f for f in frames if isinstance(f, MaxData | MaxStreamData | Reset | Close)]
+        control: list[Frame] = [
+            f for f in frames if isinstance(f, MaxData | MaxStreamData | Reset | Close)
+        ]
         self._sent[pn] = _Sent(
             pn,
             now,

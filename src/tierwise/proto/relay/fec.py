@@ -38,7 +38,7 @@ _LEN = struct.Struct(">H")
 
 @lru_cache(maxsize=64)
 def _zfec_encoder(k: int, m: int):  # type: ignore[no-untyped-def]
-    import zfec
+    import zfec  # type: ignore[import-untyped]
 
     return zfec.Encoder(k, m)
 
@@ -56,7 +56,7 @@ def encode_block(code: int, symbols: list[bytes], r: int) -> list[bytes]:
 def decode_block(code: int, k: int, r: int, symbols: dict[int, bytes]) -> list[bytes]:
     """The ``k`` data symbols from any ``k`` of ``{index: symbol}``."""
     if code == CODE_ZFEC:
-        import zfec
+        import zfec  # type: ignore[import-untyped]
 
         chosen = sorted(symbols)[:k]
         out = zfec.Decoder(k, k + r).decode([symbols[i] for i in chosen], chosen)
