@@ -140,6 +140,7 @@ class Variant:
             if name == "base":
                 env["PYTHONPATH"] = base_src or ""
             key = tmp / f"{name}.key"
+            key.unlink(missing_ok=True)  # from the previous repeat
             subprocess.run(["tierwise", "relay", "keygen", "--out", str(key)], check=True, env=env)
             self.socks = free_port()
             common = ["--key-file", str(key), "--log-level", "warning"]
