@@ -33,6 +33,7 @@ from tierwise.sim import PathSpec, TcpSpec
 from tierwise.sim.flows import FlowSpec, run_flows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ns3"))
+from _args import positive_float, run
 from ns3_runner import available, run_ns3_flows
 
 TCP = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
@@ -99,14 +100,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("records", nargs="+", type=Path, help="tierwise lab flows --record files")
     ap.add_argument("--ns3", action="store_true", help="also run ns-3 3.37 (if built)")
-    ap.add_argument("--trace", type=float, metavar="STEP", help="print the state every STEP s")
-    ap.add_argument("--until", type=float, metavar="S", help="with --trace: up to S seconds")
+    ap.add_argument(
+        "--trace", type=positive_float, metavar="STEP", help="print the state every STEP s"
+    )
+    ap.add_argument(
+        "--until", type=positive_float, metavar="S", help="with --trace: up to S seconds"
+    )
     a = ap.parse_args()
-    kernel = [json.loads(p.read_text()) for p in a.records]
-    p = kernel[0]["parameters"]
-    queue, seconds = p["queue_packets"], p["duration_s"]
-    windows = [(w["from_s"], w["to_s"]) for w in kernel[0]["windows"]]
-    bbr = p["ccs"].index("bbr")
+    kernel = []
+    for path in a.records:
+        try:
+            kernel.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(
+                f"{path}: not a readable `tierwise lab flows --record` file ({exc})",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+    try:
+        p = kernel[0]["parameters"]
+        queue, seconds = p["queue_packets"], p["duration_s"]
+        windows = [(w["from_s"], w["to_s"]) for w in kernel[0]["windows"]]
+        bbr = p["ccs"].index("bbr")
+    except (KeyError, TypeError, ValueError) as exc:
+        print(f"{a.records[0]}: not a CUBIC-against-BBR `tierwise lab flows --record` file "
+              f"(missing or bad {exc})", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     columns: dict[str, list[float]] = {}
     for i, k in enumerate(kernel):
         columns[f"kernel #{i + 1}"] = [w["shares"][bbr] for w in k["windows"]]
@@ -181,4 +200,4 @@ def trace(k: dict, r: dict, step_s: float, seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -1,22 +1,28 @@
-"""Benchmark: CPU per datagram and per MB of the relay's sans-IO pair, compiled against pure.
+"""Benchmark: CPU, datagrams and system calls per byte of the real relay processes on loopback.
 
-Two :class:`~tierwise.proto.relay.RelayConnection` objects (client and gateway, the
-objects ``tierwise relay`` deploys: sealing, framing, ACK ranges, rate, FEC, stream
-reassembly) over ``sim/relay.py``'s path in synthetic time, 333 Mbit/s, 200 ms RTT:
+No lab: ``tierwise relay gateway`` and ``tierwise relay client --forward`` run as real
+processes on 127.0.0.1 in front of a local target, and each variant moves, in turn,
 
-- bulk: ``--mb`` MB client → gateway on an established session, at 0 % and 14 % loss;
-- requests: ``--requests`` sequential 354,640 B requests (1,000 B replies) on a warm
-  session at 3.6 % loss.
+- ``upload``: ``--mb`` megabytes client → gateway (the gateway acknowledges),
+- ``download``: ``--mb`` megabytes gateway → client (the client acknowledges; the
+  lab's ``throughput`` direction),
+- ``requests``: ``--requests`` sequential requests of 354,640 B up and an 8-byte answer
+  (the issue's request, without the path's delay),
 
-Each case runs in its own worker process, once on the pure-Python path
-(``TIERWISE_PURE_PYTHON=1``) and once compiled (``python -m tierwise.sim.build``),
-alternating, ``--repeats`` times; the table gives medians of process CPU time (both
-ends and the simulated path, in one process) and checks that both paths produce the
-same outcome (synthetic completion time and packet counts). ``--profile`` prints the
-pure path's cProfile instead (where the Python time goes).
+and reports per process CPU seconds per GB (``/proc/<pid>/stat``, user + system, over
+that phase only), UDP datagrams per MB (the relay client's own counters: what it sent
+and received) and system calls per MB (``perf stat`` on each process: all calls, the
+send and receive calls, ``epoll_wait``; skipped with a note where ``perf`` cannot
+attach). The variants run alternately, repeat by repeat, in one go:
 
-    python benchmarks/relay_cpu.py [--mb 10] [--requests 20] [--repeats 3]
-    python benchmarks/relay_cpu.py --profile bulk0 [--mb 5]
+- ``relay``: this source tree;
+- ``base``: the relay from ``--base-src DIR`` (``PYTHONPATH=DIR``; e.g. main's ``src``),
+  so a change is measured as a ratio against its parent on the same loaded host;
+- ``kcptun``: Debian's ``kcptun-client`` / ``kcptun-server`` at the lab's settings for a
+  333 Mbit/s, 200 ms path (skipped cleanly where absent).
+
+    python benchmarks/relay_cpu.py [--mb 50] [--requests 20] [--repeats 2] \\
+        [--base-src /work/main/src] [--no-kcptun]
 """
 
 from __future__ import annotations
@@ -24,145 +30,305 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from pathlib import Path
 
-UP_BYTES, DOWN_BYTES = 354_640, 1000
-CASES = ("bulk0", "bulk14", "req3.6")
+from _args import choices_list, positive_float, positive_int, run
 
+from tierwise.lab.relayvia import kcptun_args, kcptun_unavailable_reason, process_cpu_s
 
-def _bulk(loss: float, megabytes: float) -> dict[str, float | int]:
-    from tierwise.sim.relay import Net, Path, payload
-
-    net = Net(Path(loss=loss), Path(loss=loss), seed=23)
-    data = payload("bulk", int(megabytes * 1e6))
-    net.run(5, lambda: net.client.established)
-    sid = net.client.open_stream(priority=5)
-    cpu0, start = time.process_time(), net.now
-    net.client.send(sid, data, end_stream=True)
-    net.run(start + 600, lambda: sid in net.finished["gateway"])
-    cpu = time.process_time() - cpu0
-    assert bytes(net.received["gateway"][sid]) == data
-    return _outcome(net, cpu, net.now - start, len(data))
-
-
-def _requests(loss: float, count: int) -> dict[str, float | int]:
-    from tierwise.sim.relay import Net, Path, payload
-
-    net = Net(Path(loss=loss), Path(loss=loss), seed=17)
-    up, down = payload("up", UP_BYTES), payload("down", DOWN_BYTES)
-    net.on_gateway_stream = lambda sid, data: net.gateway.send(sid, down, end_stream=True)
-    net.run(5, lambda: net.client.established)
-    cpu0, start = time.process_time(), net.now
-    for _ in range(count):
-        sid = net.client.open_stream()
-        net.client.send(sid, up, end_stream=True)
-        net.run(net.now + 60, lambda sid=sid: sid in net.finished["client"])
-        assert bytes(net.received["client"].pop(sid)) == down
-        net.received["gateway"].pop(sid)
-        net.run(net.now + 0.05)
-    cpu = time.process_time() - cpu0
-    return _outcome(net, cpu, net.now - start, count * (UP_BYTES + DOWN_BYTES))
+CHUNK = 256 * 1024
+REQUEST_BYTES = 354_640
+PATH_RTT_S, PATH_RATE = 0.2, 333e6 / 8  # kcptun's windows are sized for the lab's bulk path
+EVENTS = {
+    "calls": "raw_syscalls:sys_enter",
+    "send": "syscalls:sys_enter_sendmsg,syscalls:sys_enter_sendto,syscalls:sys_enter_sendmmsg,"
+    "syscalls:sys_enter_write",
+    "recv": "syscalls:sys_enter_recvmsg,syscalls:sys_enter_recvfrom,syscalls:sys_enter_recvmmsg,"
+    "syscalls:sys_enter_read",
+    "epoll": "syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait",
+}
 
 
-def _outcome(net: object, cpu: float, sim_s: float, nbytes: int) -> dict[str, float | int]:
-    client, gateway = net.client.stats, net.gateway.stats  # type: ignore[attr-defined]
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def target(server: socket.socket) -> None:
+    """Serve ``U``/``D`` + u64: ``U`` reads that many bytes and answers the count (8 bytes;
+    kcptun's streams carry no half-close); ``D`` sends that many bytes and closes."""
+    block = os.urandom(CHUNK)
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            head = b""
+            while len(head) < 9 and (data := conn.recv(9 - len(head))):
+                head += data
+            if len(head) < 9:
+                return
+            count = int.from_bytes(head[1:], "big")
+            if head[:1] == b"D":
+                sent = 0
+                while sent < count:
+                    n = min(CHUNK, count - sent)
+                    conn.sendall(block[:n])
+                    sent += n
+                return
+            total = 0
+            while total < count and (data := conn.recv(CHUNK)):
+                total += len(data)
+            conn.sendall(total.to_bytes(8, "big"))
+
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+def upload(port: int, nbytes: int) -> None:
+    block = os.urandom(CHUNK)
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+        s.sendall(b"U" + nbytes.to_bytes(8, "big"))
+        sent = 0
+        while sent < nbytes:
+            n = min(CHUNK, nbytes - sent)
+            s.sendall(block[:n])
+            sent += n
+        got = b""
+        while len(got) < 8 and (data := s.recv(8)):
+            got += data
+    if int.from_bytes(got, "big") != nbytes:
+        raise SystemExit(f"the target confirmed {int.from_bytes(got, 'big')} of {nbytes} bytes")
+
+
+def download(port: int, nbytes: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+        s.sendall(b"D" + nbytes.to_bytes(8, "big"))
+        got = 0
+        while data := s.recv(CHUNK):
+            got += len(data)
+    if got != nbytes:
+        raise SystemExit(f"downloaded {got} of {nbytes} bytes")
+
+
+class Variant:
+    """One transport's two processes and the local port that reaches the target."""
+
+    def __init__(self, name: str, tmp: Path, target_port: int, base_src: str | None) -> None:
+        self.name, self.socks = name, None
+        self.port = free_port()
+        udp = free_port(socket.SOCK_DGRAM)
+        env = dict(os.environ)
+        dest = f"127.0.0.1:{target_port}"
+        if name == "kcptun":
+            env["KCPTUN_KEY"] = os.urandom(16).hex()
+            args = kcptun_args(PATH_RTT_S, PATH_RATE)
+            argvs = [
+                ["kcptun-server", "-l", f"127.0.0.1:{udp}", "-t", dest, *args],
+                ["kcptun-client", "-l", f"127.0.0.1:{self.port}", "-r", f"127.0.0.1:{udp}", *args],
+            ]
+        else:
+            if name == "base":
+                env["PYTHONPATH"] = base_src or ""
+            key = tmp / f"{name}.key"
+            key.unlink(missing_ok=True)  # from the previous repeat
+            subprocess.run(["tierwise", "relay", "keygen", "--out", str(key)], check=True, env=env)
+            self.socks = free_port()
+            common = ["--key-file", str(key), "--log-level", "warning"]
+            argvs = [
+                ["tierwise", "relay", "gateway", "--listen", f"127.0.0.1:{udp}", "--allow", dest],
+                ["tierwise", "relay", "client", "--gateway", f"127.0.0.1:{udp}",
+                 "--socks", f"127.0.0.1:{self.socks}",
+                 "--forward", f"127.0.0.1:{self.port}={dest}"],
+            ]  # fmt: skip
+            argvs = [argv + common for argv in argvs]
+        self.procs = {
+            role: subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+            for role, argv in zip(("gateway", "client"), argvs, strict=True)
+        }
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{name}: the client did not listen within 20 s") from None
+                time.sleep(0.2)
+        upload(self.port, 1000)  # the session is open and warm before timing
+
+    def datagrams(self) -> int | None:
+        """Datagrams the relay client has sent and received so far (None for kcptun)."""
+        if self.socks is None:
+            return None
+        with socket.create_connection(("127.0.0.1", self.socks), timeout=5) as s:
+            s.sendall(b"GET /stats HTTP/1.0\r\n\r\n")
+            raw = b""
+            while data := s.recv(65536):
+                raw += data
+        stats = json.loads(raw.partition(b"\r\n\r\n")[2])
+        return int(stats["packets_sent"]) + int(stats["packets_received"])
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.terminate()
+        for p in self.procs.values():
+            p.wait(timeout=10)
+
+
+def perf_start(pid: int, out: Path) -> subprocess.Popen | None:
+    events = ",".join(EVENTS.values())
+    try:
+        return subprocess.Popen(
+            ["perf", "stat", "-x,", "-o", str(out), "-e", events, "-p", str(pid)],
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+
+
+def perf_stop(proc: subprocess.Popen | None, out: Path) -> dict[str, int] | None:
+    if proc is None:
+        return None
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=10)
+    counts = dict.fromkeys(EVENTS, 0)
+    try:
+        lines = out.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(",")
+        if len(fields) < 3 or not fields[0].isdigit():
+            continue
+        for kind, names in EVENTS.items():
+            if fields[2] in names.split(","):
+                counts[kind] += int(fields[0])
+    return counts if counts["calls"] else None
+
+
+def measure(variant: Variant, phase: str, args: argparse.Namespace, tmp: Path) -> dict:
+    nbytes = int(args.mb * 1e6) if phase != "requests" else REQUEST_BYTES * args.requests
+    cpu0 = {role: process_cpu_s(p.pid) for role, p in variant.procs.items()}
+    outs = {role: tmp / f"perf-{role}.txt" for role in variant.procs}
+    perfs = {role: perf_start(p.pid, outs[role]) for role, p in variant.procs.items()}
+    time.sleep(0.3)  # perf attached
+    dgrams0 = variant.datagrams()
+    start = time.perf_counter()
+    times = []
+    if phase == "upload":
+        upload(variant.port, nbytes)
+    elif phase == "download":
+        download(variant.port, nbytes)
+    else:
+        for _ in range(args.requests):
+            t0 = time.perf_counter()
+            upload(variant.port, REQUEST_BYTES)
+            times.append(time.perf_counter() - t0)
+    seconds = time.perf_counter() - start
+    dgrams1 = variant.datagrams()
+    calls = {role: perf_stop(perfs[role], outs[role]) for role in variant.procs}
+    cpu = {role: process_cpu_s(p.pid) - cpu0[role] for role, p in variant.procs.items()}
+    mb = nbytes / 1e6
     return {
-        "cpu_s": cpu,
-        "sim_s": sim_s,
-        "bytes": nbytes,
-        "datagrams": client.packets_sent + gateway.packets_sent,
-        "lost": client.packets_lost + gateway.packets_lost,
-        "recovered": client.fec_recovered + gateway.fec_recovered,
+        "mbit_s": nbytes * 8 / seconds / 1e6,
+        "cpu_gb": {role: c / (mb / 1e3) for role, c in cpu.items()},
+        "dgrams_mb": None if dgrams0 is None else (dgrams1 - dgrams0) / mb,
+        "calls_mb": {
+            role: None if c is None else {k: v / mb for k, v in c.items()}
+            for role, c in calls.items()
+        },
+        "request_ms": statistics.median(times) * 1e3 if times else None,
     }
 
 
-def worker(case: str, megabytes: float, requests: int) -> dict[str, float | int | bool]:
-    """One case in this process; which path ran is part of the answer."""
-    from tierwise.sim.build import active
-
-    runs = {
-        "bulk0": lambda: _bulk(0.0, megabytes),
-        "bulk14": lambda: _bulk(0.14, megabytes),
-        "req3.6": lambda: _requests(0.036, requests),
-    }
-    return {"compiled": active(), **runs[case]()}
-
-
-def _spawn(case: str, pure: bool, args: argparse.Namespace) -> dict[str, float | int | bool]:
-    env = {k: v for k, v in os.environ.items() if k != "TIERWISE_PURE_PYTHON"}
-    if pure:
-        env["TIERWISE_PURE_PYTHON"] = "1"
-    cmd = [sys.executable, __file__, "--worker", case, "--mb", str(args.mb)]
-    cmd += ["--requests", str(args.requests)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=900)
-    return json.loads(out.stdout)
-
-
-def _profile(case: str, args: argparse.Namespace) -> None:
-    import cProfile
-    import pstats
-
-    os.environ["TIERWISE_PURE_PYTHON"] = "1"
-    import tierwise.sim.build
-    import tierwise.sim.relay  # imports are not the hot path: load them before profiling
-
-    assert not tierwise.sim.build.active()
-    prof = cProfile.Profile()
-    prof.enable()
-    worker(case, args.mb, args.requests)
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+def fmt_calls(c: dict | None) -> str:
+    if c is None:
+        return "—"
+    return f"{c['calls']:.0f} ({c['send']:.0f} / {c['recv']:.0f} / {c['epoll']:.0f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=10)
-    parser.add_argument("--requests", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--worker", choices=CASES, help=argparse.SUPPRESS)
-    parser.add_argument("--profile", choices=CASES, help="cProfile of one pure-Python run")
+    parser.add_argument("--mb", type=positive_float, default=50)
+    parser.add_argument("--requests", type=positive_int, default=20)
+    parser.add_argument("--repeats", type=positive_int, default=2)
+    parser.add_argument("--base-src", help="a source tree (its src/) to run side by side")
+    parser.add_argument("--no-kcptun", action="store_true")
+    parser.add_argument(
+        "--phases",
+        type=choices_list(("upload", "download", "requests")),
+        default="upload,download,requests",
+    )
     args = parser.parse_args()
-    if args.worker:
-        print(json.dumps(worker(args.worker, args.mb, args.requests)))
-        return
-    if args.profile:
-        _profile(args.profile, args)
-        return
-    from tierwise.sim.build import status
-
-    print(f"build: {status()}; load average {os.getloadavg()[0]:.2f} at start")
-    head = "| case | path | CPU s (median) | CPU ms per MB | µs per datagram | sim s | datagrams |"
-    print(head + "\n|---|---|---|---|---|---|---|")
-    for case in args.cases.split(","):
-        runs: dict[bool, list[dict[str, float | int | bool]]] = {True: [], False: []}
+    names = ["relay"] + (["base"] if args.base_src else [])
+    reason = kcptun_unavailable_reason()
+    if not args.no_kcptun and reason is None:
+        names.append("kcptun")
+    elif not args.no_kcptun:
+        print(f"kcptun skipped: {reason}", file=sys.stderr)
+    phases = args.phases
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=target, args=(server,), daemon=True).start()
+    results: dict[tuple[str, str], list[dict]] = {}
+    load = [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
-            for pure in (True, False):
-                runs[pure].append(_spawn(case, pure, args))
-        if not runs[False][0]["compiled"]:
-            del runs[False]  # not built: only the pure row
-        outcomes = {
-            json.dumps({k: r[k] for k in ("sim_s", "datagrams", "lost")})
-            for rs in runs.values()
-            for r in rs
+            for name in names:
+                variant = Variant(name, Path(tmp), server.getsockname()[1], args.base_src)
+                try:
+                    for phase in phases:
+                        row = measure(variant, phase, args, Path(tmp))
+                        results.setdefault((name, phase), []).append(row)
+                        print(f"  {name} {phase}: {row['mbit_s']:.0f} Mbit/s", file=sys.stderr)
+                finally:
+                    variant.stop()
+                load.append(os.getloadavg()[0])
+    server.close()
+    print(
+        f"{args.mb:g} MB bulk, {args.requests} requests of {REQUEST_BYTES:,} B, over 127.0.0.1, "
+        f"{args.repeats} repeat(s) alternated, median shown; load average (1 min) "
+        f"{min(load):.2f}–{max(load):.2f}; Python {sys.version.split()[0]}"
+    )
+    print(
+        "| variant | phase | Mbit/s | CPU s/GB client / gateway | datagrams/MB "
+        "| syscalls/MB client (send / recv / epoll) | syscalls/MB gateway | request ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (name, phase), rows in results.items():
+
+        def med(key, rows=rows):  # type: ignore[no-untyped-def]
+            values = [key(r) for r in rows]
+            if any(v is None for v in values):
+                return None
+            return statistics.median(values)
+
+        cpu = [med(lambda r, role=role: r["cpu_gb"][role]) for role in ("client", "gateway")]
+        calls = {
+            role: None
+            if any(r["calls_mb"][role] is None for r in rows)
+            else {k: med(lambda r, role=role, k=k: r["calls_mb"][role][k]) for k in EVENTS}
+            for role in ("client", "gateway")
         }
-        for pure, rs in runs.items():
-            cpu = statistics.median(float(r["cpu_s"]) for r in rs)
-            first = rs[0]
-            per_mb = cpu / (float(first["bytes"]) / 1e6) * 1e3
-            per_dg = cpu / float(first["datagrams"]) * 1e6
-            path = "pure" if pure else "compiled"
-            print(
-                f"| {case} | {path} | {cpu:.2f} | {per_mb:.0f} | {per_dg:.1f} | "
-                f"{float(first['sim_s']):.4f} | {first['datagrams']} |"
-            )
-        if len(outcomes) != 1:
-            print(f"  outcomes differ: {sorted(outcomes)}")
-    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+        dgrams = med(lambda r: r["dgrams_mb"])
+        req = med(lambda r: r["request_ms"])
+        print(
+            f"| {name} | {phase} | {med(lambda r: r['mbit_s']):.0f} | {cpu[0]:.1f} / {cpu[1]:.1f} "
+            f"| {'—' if dgrams is None else f'{dgrams:.0f}'} | {fmt_calls(calls['client'])} "
+            f"| {fmt_calls(calls['gateway'])} | {'—' if req is None else f'{req:.1f}'} |"
+        )
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -16,6 +16,8 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 CASES = [
+    ("flows_kernel.py", ["/nonexistent/run.json"], "/nonexistent/run.json"),
+    ("flows_kernel.py", ["x.json", "--trace", "0"], "--trace"),
     ("lab_rounds.py", ["--cc", "vegas"], "--cc"),
     ("lab_rounds.py", ["--initcwnd", "0"], "--initcwnd"),
     ("mc_vs_loop.py", ["--trials", "0"], "--trials"),
@@ -23,7 +25,10 @@ CASES = [
     ("ns3_crosscheck.py", ["--loss", "1.5"], "--loss"),
     ("plan_scale.py", ["--sites", "-3"], "--sites"),
     ("relay_bulk.py", ["--mb", "nan"], "--mb"),
+    ("relay_cpu.py", ["--phases", "sideways"], "--phases"),
+    ("relay_cpu.py", ["--mb", "0"], "--mb"),
     ("relay_fec.py", ["--loss", "2"], "--loss"),
+    ("relay_native.py", ["--cases", "bulk99"], "--cases"),
     ("relay_sim.py", ["--requests", "0"], "--requests"),
     ("relay_trace.py", ["--runs", "x"], "--runs"),
     ("route_estimators.py", ["--samples", "0"], "--samples"),

@@ -35,6 +35,7 @@ frames = st.one_of(
         st.binary(max_size=1200),
         st.booleans(),
         st.integers(0, 255),
+        st.booleans(),
     ),
     st.builds(
         wire.Reset, st.integers(0, 2**32 - 1), st.integers(0, 2**16 - 1), st.integers(0, 2**40)

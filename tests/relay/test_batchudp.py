@@ -6,7 +6,14 @@ import asyncio
 import socket
 import time
 
-from tierwise.relay.batchudp import MAX_BATCH, BatchTransport, open_batch_endpoint
+from tierwise.relay.batchudp import (
+    MAX_BATCH,
+    SOL_UDP,
+    UDP_GRO,
+    UDP_SEGMENT,
+    BatchTransport,
+    open_batch_endpoint,
+)
 
 
 class Recorder(asyncio.DatagramProtocol):
@@ -122,3 +129,58 @@ def test_a_run_the_kernel_refuses_falls_back_to_single_sends(monkeypatch) -> Non
     monkeypatch.setattr(BatchTransport, "_run_end", staticmethod(whole))
     got, gso = _send_and_read(datagrams)
     assert got == datagrams and gso is False
+
+
+def _gso_burst_read(gro: bool, sizes: list[int]) -> tuple[list[bytes], list[bytes], int, bool]:
+    """One GSO ``sendmsg`` of datagrams of ``sizes`` into an endpoint: sent, read, reads, GRO."""
+    sent = [bytes([i]) * n for i, n in enumerate(sizes)]
+
+    async def run() -> tuple[list[bytes], int, bool]:
+        proto = Recorder()
+        transport = await open_batch_endpoint(proto, local_addr=("127.0.0.1", 0), gro=gro)
+        assert isinstance(transport, BatchTransport)
+        port = transport.get_extra_info("sockname")[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            cmsg = [(SOL_UDP, UDP_SEGMENT, sizes[0].to_bytes(2, "little"))]
+            tx.sendmsg([b"".join(sent)], cmsg, 0, ("127.0.0.1", port))
+        while len(proto.datagrams) < len(sent):
+            proto.got.clear()
+            await asyncio.wait_for(proto.got.wait(), 2)
+        transport.close()
+        return proto.datagrams, transport.reads, transport.gro
+
+    got, reads, on = asyncio.run(run())
+    return sent, got, reads, on
+
+
+def test_a_gso_burst_is_read_in_one_call_and_cut_back_into_datagrams() -> None:
+    """With UDP_GRO the kernel hands the burst over whole (one ``recvmsg``), and the
+    endpoint cuts it at the segment size it reports: the same datagrams, in order,
+    the shorter last one included."""
+    sent, got, reads, on = _gso_burst_read(True, [1300] * 20 + [77])
+    assert on, "this kernel refused UDP_GRO (Linux >= 5.0 has it)"
+    assert got == sent
+    assert reads < len(sent) // 4  # one call here; a busy kernel may split the run
+
+
+def test_without_gro_each_datagram_is_one_read() -> None:
+    """The fallback (a kernel without UDP_GRO, or ``gro=False``): the same burst arrives
+    datagram by datagram, one system call each, with the same bytes."""
+    sent, got, reads, on = _gso_burst_read(False, [1300] * 20 + [77])
+    assert not on
+    assert got == sent and reads == len(sent)
+
+
+def test_gro_refused_by_the_socket_falls_back(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A kernel that refuses the option (ENOPROTOOPT) leaves GRO off; reads still work."""
+    real = socket.socket.setsockopt
+
+    def refuse(self, level, option, value):  # type: ignore[no-untyped-def]
+        if (level, option) == (SOL_UDP, UDP_GRO):
+            raise OSError(92, "Protocol not available")
+        return real(self, level, option, value)
+
+    monkeypatch.setattr(socket.socket, "setsockopt", refuse)
+    sent, got, reads, on = _gso_burst_read(True, [900] * 8)
+    assert not on
+    assert got == sent and reads == len(sent)

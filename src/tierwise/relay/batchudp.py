@@ -11,6 +11,13 @@ shorter) leave in one ``sendmsg`` with UDP generic segmentation offload
 falls back to one ``sendto`` per datagram for good. A full socket buffer
 queues datagrams until the socket is writable, as asyncio's transport does.
 
+Receiving, the socket asks for UDP generic receive offload (``UDP_GRO``, Linux ≥ 5.0):
+the kernel may hand over a run of one sender's equal-size datagrams (the last may be
+shorter) as one buffer with a control message giving the segment size, and the
+endpoint cuts it back into datagrams, so a GSO burst from loopback or a GRO-capable
+NIC costs one ``recvmsg`` instead of one per datagram. Where the kernel refuses the
+option, or hands a buffer without the message, each read is one datagram, as before.
+
 Each datagram is read with the kernel's arrival time (``SO_TIMESTAMPNS``), turned
 into the event loop's clock: ``datagrams_received(batch, arrivals)``. A busy process
 reads a socket late and a batch at once; the arrival times keep an ACK train's
@@ -34,18 +41,27 @@ MAX_BATCH = 64  # datagrams per wake-up: other sockets get their turn
 RECV_BYTES = 65535
 SOL_UDP = 17
 UDP_SEGMENT = 103  # linux/udp.h
+UDP_GRO = 104  # linux/udp.h; its control message carries the segment size as an int
 GSO_MAX_SEGMENTS = 64
 GSO_MAX_BYTES = 65000
 _U16 = struct.Struct("=H")
 SO_TIMESTAMPNS = 35  # asm-generic/socket.h; SCM_TIMESTAMPNS, its control message, is the same
 _TIMESPEC = struct.Struct("=qq")  # struct timespec on a 64-bit kernel
-_ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
+_INT = struct.Struct("=i")
+_ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(_INT.size)
 
 
 class BatchTransport(asyncio.DatagramTransport):
     """A non-blocking UDP socket read with ``loop.add_reader`` and ``recvfrom_into``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: Any) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        protocol: Any,
+        *,
+        gro: bool = True,
+    ) -> None:
         super().__init__()
         self._loop, self._sock, self._protocol = loop, sock, protocol
         self._buf = bytearray(RECV_BYTES)
@@ -55,6 +71,8 @@ class BatchTransport(asyncio.DatagramTransport):
         self.gso = sock.family in (socket.AF_INET, socket.AF_INET6)
         self._closing = False
         self.stamps = _enable_stamps(sock)
+        self.gro = gro and _enable_gro(sock)
+        self.reads = 0  # recvmsg/recvfrom calls that returned a datagram (or a GRO run)
         loop.add_reader(sock.fileno(), self._on_readable)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
@@ -68,20 +86,29 @@ class BatchTransport(asyncio.DatagramTransport):
         arrivals: list[float] = []
         now = self._loop.time()
         offset = time.time() - now  # CLOCK_REALTIME (the stamps) less the loop's clock
-        for _ in range(MAX_BATCH):
+        ancillary = self.stamps or self.gro
+        while len(batch) < MAX_BATCH:
             try:
-                if self.stamps:
+                if ancillary:
                     n, anc, _flags, addr = self._sock.recvmsg_into([self._buf], _ANC_BYTES)
-                    arrivals.append(min(_stamp(anc, offset, now), now))
                 else:
                     n, addr = self._sock.recvfrom_into(self._buf)
-                    arrivals.append(now)
+                    anc = ()
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:  # an ICMP error on a connected socket
                 self._protocol.error_received(exc)
                 break
-            batch.append((bytes(self._view[:n]), addr))
+            self.reads += 1
+            at, segment = _ancillary(anc, offset, now)
+            if segment and n > segment:  # a GRO run: one sender's datagrams, back to back
+                view = self._view
+                for start in range(0, n, segment):
+                    batch.append((bytes(view[start : min(start + segment, n)]), addr))
+                    arrivals.append(at)
+            else:
+                batch.append((bytes(self._view[:n]), addr))
+                arrivals.append(at)
         if not batch:
             return
         many = getattr(self._protocol, "datagrams_received", None)
@@ -195,13 +222,30 @@ def _enable_stamps(sock: socket.socket) -> bool:
     return True
 
 
-def _stamp(anc: list[tuple[int, int, bytes]], offset: float, default: float) -> float:
-    """The datagram's kernel arrival time on the loop's clock (``default`` without one)."""
+def _enable_gro(sock: socket.socket) -> bool:
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
+    try:
+        sock.setsockopt(SOL_UDP, UDP_GRO, 1)
+    except OSError:  # ENOPROTOOPT before Linux 5.0: one datagram per read
+        return False
+    return True
+
+
+def _ancillary(anc: Any, offset: float, now: float) -> tuple[float, int]:
+    """``(arrival, segment size)`` from a read's control messages.
+
+    The arrival is the kernel's stamp on the loop's clock, never later than ``now``
+    (``now`` without one); the segment size is that of a GRO run (0 without one).
+    """
+    at, segment = now, 0
     for level, kind, data in anc:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             sec, nsec = _TIMESPEC.unpack_from(data)
-            return sec + nsec * 1e-9 - offset
-    return default
+            at = min(sec + nsec * 1e-9 - offset, now)
+        elif level == SOL_UDP and kind == UDP_GRO and len(data) >= _INT.size:
+            (segment,) = _INT.unpack_from(data)
+    return at, segment
 
 
 def _connected(sock: socket.socket) -> bool:
@@ -216,8 +260,14 @@ async def open_batch_endpoint(
     protocol: Any,
     local_addr: tuple[str, int] | None = None,
     remote_addr: tuple[str, int] | None = None,
+    *,
+    gro: bool = True,
 ) -> BatchTransport:
-    """Bind (and for a client, connect) a UDP socket and attach ``protocol`` to it."""
+    """Bind (and for a client, connect) a UDP socket and attach ``protocol`` to it.
+
+    ``gro=False`` reads one datagram per system call (the path a kernel without
+    ``UDP_GRO`` takes).
+    """
     loop = asyncio.get_running_loop()
     host, port = remote_addr or local_addr or ("0.0.0.0", 0)
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
@@ -232,6 +282,6 @@ async def open_batch_endpoint(
     except OSError:
         sock.close()
         raise
-    transport = BatchTransport(loop, sock, protocol)
+    transport = BatchTransport(loop, sock, protocol, gro=gro)
     protocol.connection_made(transport)
     return transport

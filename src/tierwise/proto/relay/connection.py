@@ -138,6 +138,7 @@ class RelayConfig:
     fec_bulk_target: float = 0.99  # per block of a bulk burst: retransmission is cheap there
     fec_max_k: int = 64  # zfec encodes + decodes 25 MB/s of data at 14 % loss (benchmarks.md)
     ack_every: int = 2  # RFC 9000 §13.2.2
+    ack_every_bulk: int = 16  # packets flagged ACK_LATER (a bulk flight) per acknowledgement
     max_ack_delay_s: float = 0.005
     idle_timeout_s: float = 30.0
     keepalive_s: float = 5.0
@@ -284,6 +285,8 @@ class RelayConnection:
         self.peer_loss = 0.0
         self._ack_needed, self._ack_count = False, 0
         self._ack_at: float | None = None
+        self._ack_prompt = False  # a packet waiting for the next ACK wants it early
+        self._peer_ack_later = False  # the peer's last STREAM frame's ACK_LATER (for repairs)
         self._largest_recv_s = 0.0
         self._last_recv_s: float | None = None
         self._peer_max_data = c.session_window_bytes
@@ -561,6 +564,8 @@ class RelayConnection:
 
     def _handle_frames(self, frames: list[Frame], pn: int, now: float) -> None:
         eliciting = False
+        later: bool | None = None  # all its STREAM frames say ACK_LATER (None: it has none)
+        other = False  # a frame that wants a prompt ACK (PING, control)
         recovered: list[bytes] = []
         for frame in frames:
             if isinstance(frame, Repair):
@@ -568,25 +573,42 @@ class RelayConnection:
                 recovered += got
             else:
                 self._FRAME_HANDLERS[type(frame)](self, frame, now)
+                if isinstance(frame, StreamFrame):
+                    later = frame.ack_later and later is not False
+                elif not isinstance(frame, Ack):
+                    other = True
             eliciting = eliciting or not isinstance(frame, Ack)
+        if later is not None:
+            self._peer_ack_later = later
         if eliciting:
-            self._schedule_ack(pn, now)
+            bulk = not other and (self._peer_ack_later if later is None else later)
+            self._schedule_ack(pn, now, bulk)
         for datagram in recovered:
             self.stats.fec_recovered += 1
             _, _, rpn = wire.HEADER.unpack_from(datagram)
             self._on_data(datagram, rpn, None, now, recovered=True)
 
-    def _schedule_ack(self, pn: int, now: float) -> None:
+    def _schedule_ack(self, pn: int, now: float, bulk: bool = False) -> None:
+        """When to acknowledge: RFC 9000 §13.2, with a bulk flight acknowledged less often.
+
+        Every ``ack_every`` packets, and at once after a gap; but packets the sender
+        flagged ACK_LATER (a window-filling bulk flight: not start-up, not a burst that
+        fits the window, whose ACK trains time the path) every ``ack_every_bulk``, gaps
+        included (the ACK-frequency draft's "ignore order": FEC repairs most losses, and
+        the sender waits for a block's repairs before it declares one lost, so at 14 %
+        loss an ACK per gap was one per batch read). At most ``max_ack_delay_s`` after
+        the first packet waiting.
+        """
         in_order = pn == self._replay.largest and (pn == 0 or self._replay.seen.contains(pn - 1))
         self._ack_needed = True
         self._ack_count += 1
+        self._ack_prompt = self._ack_prompt or not bulk
         if pn == self._replay.largest:
             self._largest_recv_s = now
-        due = (
-            now
-            if self._ack_count >= self.config.ack_every or not in_order
-            else (now + self.config.max_ack_delay_s)
-        )
+        c = self.config
+        every = c.ack_every if self._ack_prompt else c.ack_every_bulk
+        gap = not in_order and not bulk
+        due = now if self._ack_count >= every or gap else now + c.max_ack_delay_s
         self._ack_at = due if self._ack_at is None else min(self._ack_at, due)
 
     def _on_stream_frame(self, f: StreamFrame, now: float) -> None:
@@ -1093,6 +1115,7 @@ class RelayConnection:
         if not self._ack_needed:
             return []
         self._ack_needed, self._ack_at, self._ack_count = False, None, 0
+        self._ack_prompt = False
         ranges = self._replay.seen.blocks(max_ranges)
         delay = max(now - self._largest_recv_s, 0.0)
         return [Ack(ranges, delay, self._loss_meter.loss)]
@@ -1104,13 +1127,18 @@ class RelayConnection:
         ready.sort(key=_send_order)
         frames: list[Frame] = []
         overhead = wire.stream_frame_overhead()
+        # A window-filling bulk flight past start-up takes late ACKs (fewer to send and
+        # read); start-up and bursts that fit the window keep the ACK clock they time.
+        later = not self.rate.startup and not self.rate.app_limited
         for stream in ready:
             send = stream.send
             while budget > overhead and send.has_data(credit):
                 offset, data, fin, new = send.next_frame(budget - overhead, credit)
                 if not data and not fin:
                     break
-                frames.append(StreamFrame(stream.stream_id, offset, data, fin, send.priority))
+                frames.append(
+                    StreamFrame(stream.stream_id, offset, data, fin, send.priority, later)
+                )
                 send.turn = self._pn
                 records.append((stream.stream_id, offset, offset + len(data), fin))
                 budget -= overhead + len(data)

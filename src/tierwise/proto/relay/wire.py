@@ -16,6 +16,8 @@ A HELLO is padded to :data:`HELLO_BYTES` so the WELCOME it earns is smaller
     PING             0x01
     ACK              0x02  delay_us u32 | loss_ppm u32 | n u8 | n × (start u64, end u64)
     STREAM           0x03  stream u32 | offset u64 | flags u8 | priority u8 | length u16 | data
+                           flags: FIN 0x01, ACK_LATER 0x02 (a window-filling bulk flight:
+                           the receiver may acknowledge it late, once per several packets)
     RESET            0x04  stream u32 | code u16 | final size u64
     MAX_DATA         0x05  limit u64
     MAX_STREAM_DATA  0x06  stream u32 | limit u64
@@ -61,6 +63,7 @@ RANDOM_BYTES = 32
 TAG_BYTES = 16
 HELLO_BYTES = 1200  # QUIC's minimum Initial size (RFC 9000 §14.1): the reply is never larger
 FIN = 0x01
+ACK_LATER = 0x02  # a receiver that does not know the flag ignores it (and acknowledges early)
 ACK_RANGES_MAX = 32
 
 _ACK = struct.Struct(">IIB")
@@ -100,6 +103,7 @@ class StreamFrame:
     data: bytes
     fin: bool = False
     priority: int = 0
+    ack_later: bool = False  # the sender is in a bulk flight: a delayed ACK will do
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +174,7 @@ def _encode_ack(f: Ack) -> bytes:
 
 
 def _encode_stream(f: StreamFrame) -> bytes:
-    flags = FIN if f.fin else 0
+    flags = (FIN if f.fin else 0) | (ACK_LATER if f.ack_later else 0)
     return b"\x03" + _STREAM.pack(f.stream_id, f.offset, flags, f.priority, len(f.data)) + f.data
 
 
@@ -236,7 +240,8 @@ def _parse_stream(buf: bytes, pos: int) -> tuple[Frame, int]:
     _need(buf, pos, length)
     if offset + length >= 1 << 62:
         raise FrameError("STREAM frame beyond the largest offset")
-    return StreamFrame(sid, offset, bytes(buf[pos : pos + length]), bool(flags & FIN), prio), (
+    data = bytes(buf[pos : pos + length])
+    return StreamFrame(sid, offset, data, bool(flags & FIN), prio, bool(flags & ACK_LATER)), (
         pos + length
     )
 

@@ -1,0 +1,134 @@
+"""The relay's ACK policy (sans-IO, synthetic time): fewer ACKs in a bulk flight, the ACK
+clock kept where the sender times the path (start-up, bursts that fit the window), and
+an ACK at once after a gap."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tierwise.proto.relay import RelayConfig, RelayConnection
+from tierwise.sim.relay import CLIENT, Net, Path, payload
+
+
+def _pair() -> tuple[RelayConnection, RelayConnection, float]:
+    """An established client and gateway, nothing waiting to be acknowledged."""
+    net = Net(Path(delay_s=0.01), Path(delay_s=0.01))
+    net.run(1.0, lambda: net.client.established and net.gateway.established)
+    net.run(net.now + 0.1)
+    return net.client, net.gateway, net.now + 1.0
+
+
+def _flight(client: RelayConnection, now: float, bulk: bool) -> list[tuple[bytes, object]]:
+    """The first datagrams of a 4 MB send: past start-up (``bulk``) or in it."""
+    client.rate.startup = not bulk  # (False as after a queued ACK train ended start-up)
+    sid = client.open_stream()
+    client.send(sid, payload("bulk", 4_000_000))
+    return client.datagrams_to_send(now)
+
+
+def _bulk_datagrams(client: RelayConnection, now: float, count: int) -> list[bytes]:
+    """``count`` data packets of a window-filling bulk flight past start-up."""
+    out = [d for d, _ in _flight(client, now, bulk=True)]
+    assert len(out) >= count, "the pacer or window let too few go"
+    return out[:count]
+
+
+def test_a_bulk_flight_is_acknowledged_once_per_ack_every_bulk_packets() -> None:
+    """Packets flagged ACK_LATER: the 16th in order draws the ACK, not the 2nd; one alone
+    waits at most ``max_ack_delay_s``."""
+    client, gateway, now = _pair()
+    datagrams = _bulk_datagrams(client, now, 17)
+    config = gateway.config
+    for i, datagram in enumerate(datagrams[:16]):
+        gateway.receive_datagram(datagram, CLIENT, now)
+        acks = gateway.datagrams_to_send(now)
+        assert len(acks) == (1 if i == config.ack_every_bulk - 1 else 0), i
+    gateway.receive_datagram(datagrams[16], CLIENT, now)
+    assert gateway.datagrams_to_send(now) == []
+    timer = gateway.get_timer()
+    assert timer is not None and abs(timer - (now + config.max_ack_delay_s)) < 1e-9
+    assert len(gateway.datagrams_to_send(now + config.max_ack_delay_s)) == 1
+
+
+def test_a_gap_is_acknowledged_at_once_outside_a_bulk_flight_only() -> None:
+    """Start-up or a burst that fits the window: the packet after a missing one draws an
+    ACK at once. In a bulk flight (ACK_LATER) a gap waits for the count like any packet."""
+    client, gateway, now = _pair()
+    prompt = [d for d, _ in _flight(client, now, bulk=False)][:4]
+    gateway.receive_datagram(prompt[0], CLIENT, now)
+    assert gateway.datagrams_to_send(now) == []
+    gateway.receive_datagram(prompt[2], CLIENT, now)  # prompt[1] lost
+    assert len(gateway.datagrams_to_send(now)) == 1
+
+    client, gateway, now = _pair()
+    bulk = _bulk_datagrams(client, now, 6)
+    for datagram in bulk[:3]:
+        gateway.receive_datagram(datagram, CLIENT, now)
+    gateway.receive_datagram(bulk[4], CLIENT, now)  # bulk[3] lost
+    assert gateway.datagrams_to_send(now) == []
+    assert len(gateway.datagrams_to_send(now + gateway.config.max_ack_delay_s)) == 1
+
+
+def test_start_up_keeps_an_ack_every_second_packet() -> None:
+    """In start-up the sender does not flag its packets: every 2nd draws an ACK."""
+    client, gateway, now = _pair()
+    assert client.rate.startup
+    sid = client.open_stream()
+    client.send(sid, payload("bulk", 4_000_000))
+    datagrams = [d for d, _ in client.datagrams_to_send(now)][:10]
+    acks = 0
+    for datagram in datagrams:
+        gateway.receive_datagram(datagram, CLIENT, now)
+        acks += len(gateway.datagrams_to_send(now))
+    assert acks == len(datagrams) // 2
+
+
+def _transfer(ack_every_bulk: int, size: int, warm: bool, loss: float = 0.0) -> tuple[int, float]:
+    """Packets the gateway sent (its ACKs) and seconds to move ``size`` bytes up."""
+    config = replace(RelayConfig(), ack_every_bulk=ack_every_bulk)
+    rate = 50e6 / 8  # a 625 kB BDP: most of the transfer does not fit the window
+    up, down = (Path(delay_s=0.05, rate_bytes_per_s=rate, loss=loss) for _ in range(2))
+    net = Net(up, down, seed=5, config=config)
+    net.run(5, lambda: net.client.established)
+    if warm:  # a few requests: the session has measured the path
+        for _ in range(3):
+            sid = net.client.open_stream()
+            net.client.send(sid, payload("req", 100_000), end_stream=True)
+            net.run(net.now + 30, lambda sid=sid: sid in net.finished["gateway"])
+        net.run(net.now + 0.5)
+    acks0, start = net.gateway.stats.packets_sent, net.now
+    sid = net.client.open_stream(priority=5)
+    net.client.send(sid, payload("bulk", size), end_stream=True)
+    net.run(start + 120, lambda: sid in net.finished["gateway"])
+    assert sid in net.finished["gateway"]
+    return net.gateway.stats.packets_sent - acks0, net.now - start
+
+
+def test_bulk_sends_fewer_acks_and_is_no_slower() -> None:
+    """A warm session's 6 MB upload over 100 ms, 50 Mbit/s: the ACK_LATER rule sends
+    under a third of the ACKs of one ACK per two packets, and takes no longer."""
+    acks_every2, seconds_every2 = _transfer(2, 6_000_000, warm=True)
+    acks, seconds = _transfer(16, 6_000_000, warm=True)
+    assert acks < acks_every2 / 3
+    assert seconds <= seconds_every2 * 1.02
+
+
+def test_a_new_session_keeps_its_start_up() -> None:
+    """A new session's bulk: start-up's ACK clock is kept, so the transfer takes no longer
+    than with an ACK every second packet (``ack_every = 8`` for all packets cost it)."""
+    acks_every2, seconds_every2 = _transfer(2, 6_000_000, warm=False)
+    acks, seconds = _transfer(16, 6_000_000, warm=False)
+    assert acks < acks_every2
+    assert seconds <= seconds_every2 * 1.02
+
+
+@pytest.mark.slow
+def test_at_14_percent_loss_a_bulk_flight_still_sends_fewer_acks() -> None:
+    """At 14 % loss each way a warm 6 MB upload sends under a third of the ACKs (gaps in
+    the bulk flight wait for the count), within 3 % of the time."""
+    acks_every2, seconds_every2 = _transfer(2, 6_000_000, warm=True, loss=0.14)
+    acks, seconds = _transfer(16, 6_000_000, warm=True, loss=0.14)
+    assert acks < acks_every2 / 3
+    assert seconds <= seconds_every2 * 1.03
