@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,6 +18,34 @@ from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_socks
 
 KEY = bytes(range(32))
+
+
+@contextlib.contextmanager
+def tcp_source(
+    opened: Callable[[], int], serve: Callable[[socket.socket, int], None], stop: threading.Event
+) -> Iterator[int]:
+    """A loopback TCP server (yields its port): each connection gets an index from
+    ``opened()`` and is served by ``serve(conn, index)`` in its own thread, until ``stop``."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            args = (conn, opened())
+            threading.Thread(target=serve, args=args, daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
 
 
 class Echo(BaseHTTPRequestHandler):

@@ -28,6 +28,7 @@ from pathlib import Path as FsPath
 import numpy as np
 import pytest
 
+from tests.relay.conftest import tcp_source
 from tests.relay.test_impaired import ImpairedPath, sizes
 from tierwise.relay.udp import encode_addr
 from tierwise.sim.relay import Path
@@ -84,25 +85,12 @@ def serve_one(conn: socket.socket) -> None:
 
 @pytest.fixture
 def service() -> Iterator[int]:
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.1)
-    stop = threading.Event()
+    def serve(conn: socket.socket, _index: int) -> None:
+        conn.settimeout(None)
+        serve_one(conn)
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            conn.settimeout(None)
-            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    server.close()
+    with tcp_source(lambda: 0, serve, threading.Event()) as port:
+        yield port
 
 
 def exchange(socks_port: int, service_port: int, up: int, down: int, seed: int, timeout_s: float):  # type: ignore[no-untyped-def]

@@ -13,14 +13,14 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.relay.conftest import Stack
+from tests.relay.conftest import Stack, tcp_source
 from tests.relay.test_cli import CLI, free_port, ready_line, start, wait_port
 from tierwise.relay.udp import encode_addr
 
@@ -36,8 +36,6 @@ def pattern(n: int) -> bytes:
 @pytest.fixture
 def paced_source() -> Iterator[int]:
     """A TCP server: read a decimal N and a newline, send N bytes paced (~3 MB/s), close."""
-    server = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
 
     def serve(conn: socket.socket) -> None:
         with conn:
@@ -50,21 +48,8 @@ def paced_source() -> Iterator[int]:
             except OSError:
                 pass
 
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    server.close()
+    with tcp_source(lambda: 0, lambda conn, _: serve(conn), threading.Event()) as port:
+        yield port
 
 
 def socks_fetch(socks_port: int, target_port: int, n: int, timeout_s: float = 20) -> str:
@@ -296,34 +281,6 @@ def test_client_killed_mid_upload_resets_the_service(key: Path) -> None:
 class EagerSource:
     port: int
     outcomes: list[str]  # per connection, in accept order: "sent" or the sender's error
-
-
-@contextlib.contextmanager
-def tcp_source(
-    opened: Callable[[], int], serve: Callable[[socket.socket, int], None], stop: threading.Event
-) -> Iterator[int]:
-    """A loopback TCP server (yields its port): each connection gets an index from
-    ``opened()`` and is served by ``serve(conn, index)`` in its own thread, until ``stop``."""
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            args = (conn, opened())
-            threading.Thread(target=serve, args=args, daemon=True).start()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(2)
-        server.close()
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.relay.conftest import KEY
+from tests.relay.conftest import KEY, tcp_source
 from tierwise.proto.relay import PeerResponsive, PeerSilent
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
@@ -88,8 +88,6 @@ class _Side(asyncio.DatagramProtocol):
 @pytest.fixture
 def service() -> Iterator[int]:
     """A TCP service: read the header and the upload, answer its SHA-256 and the download."""
-    server = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
 
     def serve(conn: socket.socket) -> None:
         with conn:
@@ -101,21 +99,8 @@ def service() -> Iterator[int]:
             except OSError:
                 pass
 
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    server.close()
+    with tcp_source(lambda: 0, lambda conn, _: serve(conn), threading.Event()) as port:
+        yield port
 
 
 def exchange(socks_port: int, service_port: int, up: int, down: int, timeout_s: float) -> str:
