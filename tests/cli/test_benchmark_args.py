@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,15 +46,31 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("script", "argv", "flag"), CASES, ids=lambda v: str(v))
-def test_bad_argument_is_one_line_and_exit_2(script: str, argv: list[str], flag: str) -> None:
-    proc = subprocess.run(
+def _run(case: tuple[str, list[str], str]) -> subprocess.CompletedProcess[str]:
+    script, argv, _flag = case
+    return subprocess.run(
         [sys.executable, str(BENCH / script), *argv],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=BENCH.parent,
     )
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[int, subprocess.CompletedProcess[str]]:
+    """Every case's run, two interpreters at a time (each is a fresh start-up)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(enumerate(pool.map(_run, CASES)))
+
+
+@pytest.mark.parametrize(
+    "index", range(len(CASES)), ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES]
+)
+def test_bad_argument_is_one_line_and_exit_2(
+    index: int, results: dict[int, subprocess.CompletedProcess[str]]
+) -> None:
+    proc, flag = results[index], CASES[index][2]
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""

@@ -177,20 +177,21 @@ def test_kernel_bbr_takes_a_one_bdp_queue_from_cubic_as_ours_does() -> None:
 
 
 @lab
-def test_kernel_cubic_and_bbr_share_a_three_bdp_queue_as_ours_do_after_the_first_minute() -> None:
-    """3-BDP queue (615 × 1,222 B), 120 s: BBR's share of 60–120 s near tierwise.sim's.
+def test_kernel_cubic_and_bbr_share_a_three_bdp_queue_as_ours_do_after_slow_start() -> None:
+    """3-BDP queue (615 × 1,222 B), 60 s: BBR's share of 30–60 s near tierwise.sim's.
 
-    Ours is 0.454; the kernel's 60 s windows from 60 s on spread over 0.429–0.489 between
-    and within runs, and one test run in three (load average 7 on 2 cores) fell outside
-    5 points. The bound is 8 points, above that spread; docs/validation.md gives the
-    5-point agreement run by run. ~2.5 min.
+    The window where the kernel sides with our model against ns-3 (ns-3 gives BBR 0.566
+    there). Ours is 0.394; five kernel runs gave 0.410–0.437 (1.6–4.3 points off), and a
+    60–120 s check of this case fell outside 5 points once in three test runs at load
+    average 7 on 2 cores, so the bound is 8 points; docs/validation.md gives the 5-point
+    agreement run by run. ~1.5 min.
     """
     from tierwise.lab.flows import run_kernel_flows
 
-    windows = [(60.0, 120.0)]
-    exp = FlowsExperiment(duration_s=120.0, queue_packets=615, windows=tuple(windows))
+    windows = [(30.0, 60.0)]
+    exp = FlowsExperiment(duration_s=60.0, queue_packets=615, windows=tuple(windows))
     result = run_kernel_flows(exp)
     kernel = result["windows"][0]["shares"][1]
-    ours = _ours_bbr_share(615, 120.0, windows)[0]
+    ours = _ours_bbr_share(615, 60.0, windows)[0]
     assert result["emulator"]["up"]["dropped"] > 0
     assert abs(kernel - ours) <= 0.08, (kernel, ours)
