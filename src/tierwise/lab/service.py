@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -112,6 +113,15 @@ class _Server(ThreadingHTTPServer):
     config: ServiceConfig
     requests: int = 0
     congestion_seen: set[str]
+    resets: int = 0  # connections the peer reset (a relay's --forward check, an aborted run)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A peer that resets its connection is normal traffic, not an error to print: the
+        standard library would write its traceback to the user's terminal. Others still are."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            self.resets += 1
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class ModelService:
