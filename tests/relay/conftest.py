@@ -141,8 +141,17 @@ def stack(http_server: int, udp_echo: int) -> Iterator[Stack]:
     s = asyncio.run_coroutine_threadsafe(up(), loop).result(10)
     yield s
 
+    stop_loop(loop, thread, s._closers)  # type: ignore[attr-defined]
+
+
+def stop_loop(
+    loop: asyncio.AbstractEventLoop, thread: threading.Thread, closers: list[Callable[[], object]]
+) -> None:
+    """Close what ``closers`` close and cancel every task on ``loop`` (run by ``thread``),
+    then stop the loop, join its thread and close it."""
+
     async def down() -> None:
-        for close in s._closers:  # type: ignore[attr-defined]
+        for close in closers:
             close()
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in tasks:

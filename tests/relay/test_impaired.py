@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.relay.conftest import KEY, tcp_source
+from tests.relay.conftest import KEY, stop_loop, tcp_source
 from tierwise.proto.relay import PeerResponsive, PeerSilent
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
@@ -185,19 +185,7 @@ def run_streams(  # type: ignore[no-untyped-def]
         time.sleep(after_s)
         later = exchange(socks_port, service, 10_000, 10_000, 10)
     finally:
-
-        async def down() -> None:
-            for close in closers:
-                close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(down(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
+        stop_loop(loop, thread, closers)
     return outcomes, later, paths
 
 
@@ -323,20 +311,8 @@ def test_gateway_restarted_behind_a_blackout_resets_old_streams_and_serves_new_o
             outcomes = [f.result() for f in futures]
             done_s = time.monotonic() - back_s
     finally:
-
-        async def down() -> None:
-            for closer in (held["socks"].close, held["client"].close, held["path"].close,
-                           held["gw"].close):  # fmt: skip
-                closer()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(down(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
+        closers = [held["socks"].close, held["client"].close, held["path"].close, held["gw"].close]
+        stop_loop(loop, thread, closers)
     assert not [o for o in outcomes if o.startswith("truncated")], outcomes
     assert [o for o in outcomes if o.startswith("error")], outcomes  # they were mid-transfer
     assert later == "complete" and later_s < 2.0, (later, later_s)
