@@ -7,6 +7,7 @@ relay`` and the simulator's relay flows run); one build covers both::
     python -m tierwise.sim.build            # needs mypy (pip install mypy) and a C compiler
     python -m tierwise.sim.build --clean    # back to pure Python
     python -m tierwise.sim.build --status
+    python -m tierwise.sim.build --opt-level 0   # a quick build (the C compiler's -O0)
 
 Nothing requires the build: without it (or with ``TIERWISE_PURE_PYTHON=1``, or once
 a compiled module's source changes) the same modules run as plain Python, with the
@@ -26,9 +27,10 @@ import tempfile
 
 from tierwise import _native
 
-__all__ = ["GROUP", "active", "build", "clean", "compiler_missing", "main", "status"]
+__all__ = ["GROUP", "OPT_LEVELS", "active", "build", "clean", "compiler_missing", "main", "status"]
 
 GROUP = "tierwise_native"  # mypyc's shared library: tierwise_native__mypyc.*.so
+OPT_LEVELS = ("0", "1", "2", "3")  # the C compiler's -O level mypyc passes (3 by default)
 
 _SETUP = """
 import sys
@@ -37,7 +39,7 @@ from mypyc.build import mypycify
 paths, tmp = sys.argv[1:-1], sys.argv[-1]
 setup(
     name="tierwise-native",
-    ext_modules=mypycify(paths, group_name={group!r}, target_dir=tmp),
+    ext_modules=mypycify(paths, group_name={group!r}, target_dir=tmp, opt_level={opt!r}),
     script_args=["build_ext", "--inplace", "--build-temp", tmp, "--build-lib", tmp],
 )
 """
@@ -73,8 +75,15 @@ def clean() -> int:
     return len(files)
 
 
-def build(*, quiet: bool = True) -> None:
-    """Compile the hot modules in place and record their sources in the manifest."""
+def build(*, quiet: bool = True, opt_level: str = "3") -> None:
+    """Compile the hot modules in place and record their sources in the manifest.
+
+    ``opt_level`` is the C compiler's optimisation level: ``"3"`` for speed (the
+    default); ``"0"`` compiles several times faster and gives the same results, which
+    is what the test of the build uses.
+    """
+    if opt_level not in OPT_LEVELS:
+        raise ValueError(f"opt_level {opt_level!r}: expected one of {', '.join(OPT_LEVELS)}")
     reason = compiler_missing()
     if reason is not None:
         raise RuntimeError(reason)
@@ -82,7 +91,8 @@ def build(*, quiet: bool = True) -> None:
     root = os.path.dirname(os.path.dirname(_native.MANIFEST))
     paths = [os.path.relpath(_native.source_path(m), root) for m in _native.HOT_MODULES]
     with tempfile.TemporaryDirectory(prefix="tierwise-build-") as tmp:
-        cmd = [sys.executable, "-c", _SETUP.format(group=GROUP), *paths, tmp]
+        setup = _SETUP.format(group=GROUP, opt=opt_level)
+        cmd = [sys.executable, "-c", setup, *paths, tmp]
         out = subprocess.run(cmd, cwd=root, capture_output=quiet, text=True, check=False)
     if out.returncode != 0:
         tail = (out.stderr or out.stdout or "").strip().splitlines()[-3:] if quiet else []
@@ -117,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clean", action="store_true", help="remove the compiled modules")
     ap.add_argument("--status", action="store_true", help="say which path runs")
     ap.add_argument("--verbose", action="store_true", help="show the compiler's output")
+    ap.add_argument(
+        "--opt-level",
+        choices=OPT_LEVELS,
+        default="3",
+        help="the C compiler's -O level (default 3; 0 builds faster, runs slower)",
+    )
     args = ap.parse_args(argv)
     if args.status:
         print(status())
@@ -125,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed {clean()} file(s); the simulator and the relay run pure Python")
         return 0
     try:
-        build(quiet=not args.verbose)
+        build(quiet=not args.verbose, opt_level=args.opt_level)
     except RuntimeError as exc:
         print(f"tierwise.sim.build: {exc}", file=sys.stderr)
         return 2
