@@ -90,8 +90,10 @@ def test_arrival_times_are_the_kernels_not_the_read() -> None:
 
     arrivals, sent, read = asyncio.run(run())
     assert len(arrivals) == 2
-    assert sent - 0.002 <= arrivals[0] <= sent + 0.01
-    assert 0.09 <= arrivals[1] - arrivals[0] <= 0.15
+    # kernel arrival times, not read times: both were read at once after the second, yet
+    # they are the 0.1 s sleep apart (the upper bounds only allow for a loaded host)
+    assert sent - 0.002 <= arrivals[0] <= sent + 0.5
+    assert 0.09 <= arrivals[1] - arrivals[0] <= 0.6
     assert arrivals[1] <= read
 
 

@@ -107,12 +107,16 @@ def test_gateway_killed_mid_transfer(key: Path, paced_source: int) -> None:
             noticed_s = time.monotonic() - killed_s
         assert not [o for o in outcomes if o.startswith("truncated")], outcomes
         assert any(o.startswith("error") for o in outcomes), outcomes  # it was mid-transfer
-        assert noticed_s < 5.0  # the silent gateway is probed, not waited out
+        # the silent gateway is probed, not waited out (idle: 1-2 s; the 15 s grace and the
+        # 30 s idle timeout are what a broken probe would wait for)
+        assert noticed_s < 12.0, noticed_s
         gw = start(*gw_args)
         up_s = ready_line(gw, "gateway listening")
         while (result := socks_fetch(sport, paced_source, 10_000, 5)) != "complete":
-            assert time.monotonic() - up_s < 2.0, result
-        assert time.monotonic() - up_s < 2.0
+            assert time.monotonic() - up_s < 8.0, result
+        served_s = time.monotonic() - up_s
+        print(f"\nkill noticed in {noticed_s:.2f} s; served {served_s:.2f} s after the restart")
+        assert served_s < 8.0  # idle < 2 s (docs/validation.md); below the 12 s idle timeout
     finally:
         for p in (gw, cl):
             if p.poll() is None:
@@ -165,7 +169,7 @@ def test_idle_session_after_gateway_restart(key: Path, paced_source: int) -> Non
         gw = start(*gw_args)
         up_s = ready_line(gw, "gateway listening")
         assert socks_fetch(sport, paced_source, 1000) == "complete"  # the first try, no retry
-        assert time.monotonic() - up_s < 2.5
+        assert time.monotonic() - up_s < 8.0  # idle < 2.5 s; a hang guard below the 12 s idle
     finally:
         for p in (gw, cl):
             if p.poll() is None:
@@ -184,7 +188,7 @@ def test_client_address_change_mid_transfer(stack: Stack, paced_source: int) -> 
         moved_s = time.monotonic()
         after = stack.client._transport.get_extra_info("sockname")  # type: ignore[union-attr]
         assert future.result() == "complete"
-        assert time.monotonic() - moved_s < 3.0  # no stall until a keep-alive (5 s)
+        assert time.monotonic() - moved_s < 4.5  # no stall until a keep-alive (5 s)
     assert before != after
     session = next(iter(stack.gateway.sessions.values()))
     assert session.conn.peer_addr[1] == after[1]
@@ -196,13 +200,16 @@ def test_service_sees_a_reset_when_the_client_session_is_lost(stack: Stack) -> N
     sink.settimeout(10)
     stack.gateway._allow.add(("127.0.0.1", sink.getsockname()[1]))
     outcome: list[str] = []
+    arriving = threading.Event()  # the upload has reached the service
 
     def read_all() -> None:
         conn, _ = sink.accept()
+        conn.settimeout(30)
         got = 0
         try:
             while chunk := conn.recv(65536):
                 got += len(chunk)
+                arriving.set()
             outcome.append(f"clean EOF after {got} bytes")
         except ConnectionResetError:
             outcome.append("reset")
@@ -218,9 +225,9 @@ def test_service_sees_a_reset_when_the_client_session_is_lost(stack: Stack) -> N
         app.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", sink.getsockname()[1]))
         assert app.recv(10)[1] == 0
         app.sendall(bytes(200_000))  # part of an upload; the rest never comes
-        time.sleep(0.3)
+        assert arriving.wait(30)  # cut off mid-upload, not before the service was reached
         stack.loop.call_soon_threadsafe(stack.client.close)  # the session is gone
-        reader.join(10)
+        reader.join(30)
     finally:
         app.close()
         sink.close()

@@ -315,5 +315,8 @@ def test_gateway_restarted_behind_a_blackout_resets_old_streams_and_serves_new_o
         stop_loop(loop, thread, closers)
     assert not [o for o in outcomes if o.startswith("truncated")], outcomes
     assert [o for o in outcomes if o.startswith("error")], outcomes  # they were mid-transfer
-    assert later == "complete" and later_s < 2.0, (later, later_s)
-    assert done_s < 5.0  # proven gone soon after the path returned, not the 15 s grace
+    # Carried by a new session, not after the 15 s grace; idle hosts carry it in < 2 s
+    # (docs/validation.md), a loaded CI host has taken 3.7 s, so the bounds are the grace's half.
+    print(f"\nlater stream {later_s:.2f} s after the path returned; all settled at {done_s:.2f} s")
+    assert later == "complete" and later_s < 7.5, (later, later_s)
+    assert done_s < 10.0  # proven gone after the path returned, not at the 15 s grace

@@ -178,7 +178,7 @@ def test_streams_past_the_limit_are_refused(stack: Stack) -> None:
             held.append(s)
         t0 = time.monotonic()
         assert refused_or_reset(port, stack.http_port)
-        assert time.monotonic() - t0 < 2.0  # refused, not timed out
+        assert time.monotonic() - t0 < 4.0  # refused, not timed out (the read waits 20 s)
         held.pop().close()
         time.sleep(0.2)
         assert socks_status(port, "127.0.0.1", stack.http_port) == 0

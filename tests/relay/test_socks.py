@@ -132,7 +132,7 @@ def test_socks_reply_does_not_wait_for_a_timer(stack: Stack) -> None:
             s.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", stack.http_port))
             assert s.recv(10)[:2] == b"\x05\x00"
             slowest_s = max(slowest_s, time.monotonic() - t0)
-    assert slowest_s < 3.0  # the bug was a 5 s wait, in about one request of five
+    assert slowest_s < 4.5  # the bug was a 5 s wait, in about one request of five (idle: ms)
 
 
 class _Delayed:
@@ -151,7 +151,7 @@ def test_new_connection_costs_no_extra_round_trip(stack: Stack) -> None:
     from tierwise.relay.client import Client
     from tierwise.relay.socks import serve_forward, serve_socks
 
-    delay_s = 0.3
+    delay_s = 1.0  # long enough that one trip and two differ by more than a loaded host adds
 
     async def up() -> tuple[int, int, list]:
         client = Client(bytes(range(32)), ("127.0.0.1", stack.gateway_port))
@@ -171,8 +171,8 @@ def test_new_connection_costs_no_extra_round_trip(stack: Stack) -> None:
             argv[2:2] = ["--max-time", "10", "-o", "/dev/null", "-w", "%{time_total}"]
             warm = subprocess.run(argv, capture_output=True, text=True, check=True)
             took = subprocess.run(argv, capture_output=True, text=True, check=True)
-            # one trip to the gateway; waiting for its status first would be two (0.6 s)
-            assert float(took.stdout) < 1.6 * delay_s, (argv, warm.stdout, took.stdout)
+            # one trip to the gateway; waiting for its status first would be two (2 s)
+            assert float(took.stdout) < 1.5 * delay_s, (argv, warm.stdout, took.stdout)
     finally:
         for server in servers:
             stack.loop.call_soon_threadsafe(server.close)
