@@ -34,6 +34,7 @@ from tierwise.lab.emulator import forward
 from tierwise.lab.service import set_buffers
 
 MBIT = 1e6 / 8  # bytes/s per Mbit/s
+HANG_S = 5.0  # a packet this late is stuck, not slow (a loaded CI host adds ms, not s)
 
 
 # --- the shaping rule (pure) ---------------------------------------------------------
@@ -132,14 +133,17 @@ def test_missing_privilege_or_feature_is_a_lab_error(monkeypatch, missing, fix) 
 def test_forward_loop_delays_in_order_and_stops_on_eof() -> None:
     """The loop releases each packet after its delay, in order, both ways, and exits on EOF.
 
-    It shares this process's GIL here, so only lateness bounds are loose; the root
-    tests time the real emulator process to ±2 ms.
+    Never early is what the loop guarantees; how late depends on the machine (it shares
+    this process's GIL and a loaded CI host), so lateness is bounded only as a hang
+    detector. The root tests time the real emulator process.
     """
     a_out, a_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     b_out, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     stop_r, stop_w = os.pipe()
     for s in (a_in, b_in):
         s.setblocking(False)
+    for s in (a_out, b_out):
+        s.settimeout(HANG_S)
     up, down = Shaper(Direction(delay_s=0.03)), Shaper(Direction(delay_s=0.01), stream=1)
     loop = threading.Thread(target=forward, args=(a_in.fileno(), b_in.fileno(), up, down, stop_r))
     loop.start()
@@ -149,12 +153,13 @@ def test_forward_loop_delays_in_order_and_stops_on_eof() -> None:
             a_out.send(b"up%d" % i)
         b_out.send(b"down")
         assert a_out.recv(100) == b"down"
-        assert 0.01 <= time.monotonic() - sent < 0.025
+        down_s = time.monotonic() - sent
         assert [b_out.recv(100) for _ in range(5)] == [b"up%d" % i for i in range(5)]
-        assert 0.03 <= time.monotonic() - sent < 0.045
+        up_s = time.monotonic() - sent
+        assert 0.01 <= down_s < HANG_S and 0.03 <= up_s < HANG_S, (down_s, up_s)
     finally:
         os.close(stop_w)
-        loop.join(2)
+        loop.join(HANG_S)
         os.close(stop_r)
         for s in (a_out, a_in, b_out, b_in):
             s.close()
