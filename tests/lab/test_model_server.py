@@ -57,7 +57,7 @@ def test_server_answers_streams_and_injects_faults() -> None:
         r = httpx.post(url + "/v1/chat/completions", json={"messages": [], "max_tokens": 20})
         took_s = time.perf_counter() - t0
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 20
-        assert 0.2 <= took_s < 2.0  # 20 × 10 ms, plus a loaded machine
+        assert 0.2 <= took_s < 10.0  # 20 × 10 ms at least; the upper bound is a hang guard
         assert "decode;dur=200" in r.headers["server-timing"]
         body = {"prompt": "hi", "max_tokens": 3, "stream": True}
         body["stream_options"] = {"include_usage": True}

@@ -93,8 +93,10 @@ def test_one_client_namespace_reaches_servers_on_retunable_paths() -> None:
             a.retune(up=Direction(rate_bytes_per_s=4 * MBIT))
             after = [_upload_s(p, 200_000) for p in (a, b)]
         assert client_ns in netns.list_namespaces()
-    assert after[0] > 4 * before[0] and after[0] > 0.3  # 200 kB at 4 Mbit/s: 0.4 s
-    assert after[1] < 0.25  # the other path is untouched
+    # 200 kB at 4 Mbit/s takes 0.4 s at least (the retuned capacity, not a ratio of two
+    # loaded measurements); the other path still moves it well under that (0.04 s + RTT)
+    assert after[0] >= 200_000 / (4 * MBIT), (before, after)
+    assert after[1] < 200_000 / (4 * MBIT), (before, after)
     assert not any(n.startswith(netns.namespace_name("rt")) for n in netns.list_namespaces())
 
 

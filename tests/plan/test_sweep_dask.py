@@ -117,6 +117,19 @@ def _wait_listening(port: int, proc: subprocess.Popen, limit_s: float = 30) -> N
     raise AssertionError(f"no scheduler on :{port}")
 
 
+def _until_points_run(address: str, sweep_cli: subprocess.Popen, limit_s: float = 120) -> None:
+    """Wait until the scheduler has points of the sweep on its worker (a state, not a
+    sleep: a fixed 12 s wasted time idle and could end before the sweep connected)."""
+    from distributed import Client
+
+    end = time.monotonic() + limit_s
+    with Client(address, timeout=30) as client:
+        while not any(client.processing().values()):
+            assert sweep_cli.poll() is None, sweep_cli.communicate()
+            assert time.monotonic() < end, f"no point running after {limit_s} s"
+            time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_scheduler_without_workers_is_one_line(cli, tmp_path):
     """A scheduler no worker has joined would hold the sweep forever: one line instead."""
@@ -158,8 +171,7 @@ def test_scheduler_lost_mid_sweep_is_one_line_and_writes_nothing(cli, tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
         )  # fmt: skip
-        time.sleep(12)  # connected, tasks running (the whole sweep takes minutes)
-        assert sweep_cli.poll() is None, sweep_cli.communicate()
+        _until_points_run(f"tcp://127.0.0.1:{port}", sweep_cli)  # the sweep takes minutes
         scheduler.kill()
         stdout, stderr = sweep_cli.communicate(timeout=60)
     finally:

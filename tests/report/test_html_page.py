@@ -169,8 +169,12 @@ def test_console_error_check_can_fail(browser, tmp_path):
         "</script></body></html>"
     )
     page, errors = _open(browser, path)
-    page.wait_for_timeout(200)
-    assert any("boom" in e for e in errors) and any("bang" in e for e in errors)
+    seen = lambda: any("boom" in e for e in errors) and any("bang" in e for e in errors)  # noqa: E731
+    for _ in range(200):  # until both arrive (a loaded host is slow), at most 10 s
+        if seen():
+            break
+        page.wait_for_timeout(50)
+    assert seen(), errors
 
 
 @pytest.mark.slow

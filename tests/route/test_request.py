@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.strategies import text
 from tierwise.errors import ScenarioError
 from tierwise.route.request import (
     IMAGE_TOKENS,
@@ -76,15 +77,13 @@ def _cut(value: object) -> object:
 
 
 texts = st.one_of(
-    st.text(max_size=30),
-    st.builds(lambda t: "data:" + t, st.text(max_size=30)),
+    text(max_size=30),
+    st.builds(lambda t: "data:" + t, text(max_size=30)),
     st.builds(lambda n: "data:image/png;base64," + "QUJD" * n, st.integers(0, 3000)),
 )
 values = st.recursive(
     texts | st.integers(),
-    lambda kids: (
-        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
-    ),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(text(max_size=8), kids, max_size=4),
     max_leaves=12,
 )
 
