@@ -115,6 +115,10 @@ BURST_PACKETS = 8  # the pacer lets this many packets leave at once after a paus
 LATE_WAKE_CREDIT_S = 0.010
 
 
+# Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
+_RETRANSMITTED = (MaxData, MaxStreamData, Reset, Close)
+
+
 class State(Enum):
     START = "start"
     HELLO_SENT = "hello sent"
@@ -242,6 +246,7 @@ class RelayConnection:
         self._random = random_bytes(32)
         self._client_random = b""
         self._welcome = b""
+        self._welcome_due = False  # the gateway owes the client a WELCOME
         self._hello_at: float | None = None
         self._hello_retry_s = HELLO_RETRY_S
         self._send_keys: DirectionKeys | None = None
@@ -1063,7 +1068,7 @@ class RelayConnection:
             self._hello_at = now + self._hello_retry_s
             self._hello_retry_s = min(2 * self._hello_retry_s, HELLO_RETRY_MAX_S)
             return [(self._hello_bytes(), self.peer_addr)]
-        if getattr(self, "_welcome_due", False):
+        if self._welcome_due:
             self._welcome_due = False
             return [(self._welcome_bytes(), self.peer_addr)]
         return []
@@ -1235,9 +1240,7 @@ class RelayConnection:
     ) -> None:
         if self._in_flight <= 0:
             self._first_sent_s = self._delivered_s = now
-        control: list[Frame] = [
-            f for f in frames if isinstance(f, MaxData | MaxStreamData | Reset | Close)
-        ]
+        control: list[Frame] = [f for f in frames if isinstance(f, _RETRANSMITTED)]
         self._sent[pn] = _Sent(
             pn,
             now,
