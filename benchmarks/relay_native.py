@@ -114,7 +114,10 @@ def _profile(case: str, args: argparse.Namespace) -> None:
     import cProfile
     import pstats
 
-    os.environ["TIERWISE_PURE_PYTHON"] = "1"
+    if os.environ.get("TIERWISE_PURE_PYTHON") != "1":
+        # tierwise (imported by _args) chose its path at import: start again on the pure one
+        env = {**os.environ, "TIERWISE_PURE_PYTHON": "1"}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
     import tierwise.sim.build
     import tierwise.sim.relay  # imports are not the hot path: load them before profiling
 
