@@ -13,9 +13,12 @@ Each case runs in its own worker process, once on the pure-Python path
 alternating, ``--repeats`` times; the table gives medians of process CPU time (both
 ends and the simulated path, in one process) and checks that both paths produce the
 same outcome (synthetic completion time and packet counts). ``--profile`` prints the
-pure path's cProfile instead (where the Python time goes).
+pure path's cProfile instead (where the Python time goes). ``--base-src DIR`` adds the
+same workers run from another source tree (``PYTHONPATH=DIR``, e.g. main's ``src``,
+built or not), alternated with this tree's, so a change is measured as a ratio against
+its parent on the same loaded host; the outcomes must then match across both trees too.
 
-    python benchmarks/relay_native.py [--mb 10] [--requests 20] [--repeats 3]
+    python benchmarks/relay_native.py [--mb 10] [--requests 20] [--repeats 3] [--base-src DIR]
     python benchmarks/relay_native.py --profile bulk0 [--mb 5]
 """
 
@@ -93,10 +96,14 @@ def worker(case: str, megabytes: float, requests: int) -> dict[str, float | int 
     return {"compiled": active(), **runs[case]()}
 
 
-def _spawn(case: str, pure: bool, args: argparse.Namespace) -> dict[str, float | int | bool]:
+def _spawn(
+    case: str, pure: bool, args: argparse.Namespace, src: str | None = None
+) -> dict[str, float | int | bool]:
     env = {k: v for k, v in os.environ.items() if k != "TIERWISE_PURE_PYTHON"}
     if pure:
         env["TIERWISE_PURE_PYTHON"] = "1"
+    if src is not None:
+        env["PYTHONPATH"] = src
     cmd = [sys.executable, __file__, "--worker", case, "--mb", str(args.mb)]
     cmd += ["--requests", str(args.requests)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=900)
@@ -107,7 +114,10 @@ def _profile(case: str, args: argparse.Namespace) -> None:
     import cProfile
     import pstats
 
-    os.environ["TIERWISE_PURE_PYTHON"] = "1"
+    if os.environ.get("TIERWISE_PURE_PYTHON") != "1":
+        # tierwise (imported by _args) chose its path at import: start again on the pure one
+        env = {**os.environ, "TIERWISE_PURE_PYTHON": "1"}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
     import tierwise.sim.build
     import tierwise.sim.relay  # imports are not the hot path: load them before profiling
 
@@ -127,7 +137,10 @@ def main() -> None:
     parser.add_argument("--cases", type=choices_list(tuple(CASES)), default=",".join(CASES))
     parser.add_argument("--worker", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--profile", choices=CASES, help="cProfile of one pure-Python run")
+    parser.add_argument("--base-src", help="a source tree (its src/) to run side by side")
     args = parser.parse_args()
+    if args.base_src is not None and not os.path.isdir(os.path.join(args.base_src, "tierwise")):
+        parser.error(f"--base-src {args.base_src}: expected a directory holding tierwise/")
     if args.worker:
         print(json.dumps(worker(args.worker, args.mb, args.requests)))
         return
@@ -137,30 +150,37 @@ def main() -> None:
     from tierwise.sim.build import status
 
     print(f"build: {status()}; load average {os.getloadavg()[0]:.2f} at start")
-    head = "| case | path | CPU s (median) | CPU ms per MB | µs per datagram | sim s | datagrams |"
-    print(head + "\n|---|---|---|---|---|---|---|")
+    trees = {"this": None, **({"base": args.base_src} if args.base_src else {})}
+    head = "| case | tree | path | CPU s (median) | CPU ms per MB | µs per datagram | sim s |"
+    head += " datagrams |"
+    print(head + "\n|---|---|---|---|---|---|---|---|")
     for case in args.cases:
-        runs: dict[bool, list[dict[str, float | int | bool]]] = {True: [], False: []}
+        runs: dict[tuple[str, bool], list[dict[str, float | int | bool]]] = {}
         for _ in range(args.repeats):
-            for pure in (True, False):
-                runs[pure].append(_spawn(case, pure, args))
-        if not runs[False][0]["compiled"]:
-            del runs[False]  # not built: only the pure row
+            for tree, src in trees.items():
+                for pure in (True, False):
+                    runs.setdefault((tree, pure), []).append(_spawn(case, pure, args, src))
+        for key in [k for k, rs in runs.items() if not k[1] and not rs[0]["compiled"]]:
+            del runs[key]  # that tree is not built: only its pure row
         outcomes = {
             json.dumps({k: r[k] for k in ("sim_s", "datagrams", "lost")})
             for rs in runs.values()
             for r in rs
         }
-        for pure, rs in runs.items():
-            cpu = statistics.median(float(r["cpu_s"]) for r in rs)
+        cpu = {key: statistics.median(float(r["cpu_s"]) for r in rs) for key, rs in runs.items()}
+        for (tree, pure), rs in runs.items():
             first = rs[0]
-            per_mb = cpu / (float(first["bytes"]) / 1e6) * 1e3
-            per_dg = cpu / float(first["datagrams"]) * 1e6
+            per_mb = cpu[tree, pure] / (float(first["bytes"]) / 1e6) * 1e3
+            per_dg = cpu[tree, pure] / float(first["datagrams"]) * 1e6
             path = "pure" if pure else "compiled"
             print(
-                f"| {case} | {path} | {cpu:.2f} | {per_mb:.0f} | {per_dg:.1f} | "
-                f"{float(first['sim_s']):.4f} | {first['datagrams']} |"
+                f"| {case} | {tree} | {path} | {cpu[tree, pure]:.2f} | {per_mb:.0f} | "
+                f"{per_dg:.1f} | {float(first['sim_s']):.4f} | {first['datagrams']} |"
             )
+        for pure in (True, False):
+            if ("this", pure) in cpu and ("base", pure) in cpu:
+                ratio = cpu["this", pure] / cpu["base", pure]
+                print(f"| {case} | this / base | {'pure' if pure else 'compiled'} | {ratio:.2f} |")
         if len(outcomes) != 1:
             print(f"  outcomes differ: {sorted(outcomes)}")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")

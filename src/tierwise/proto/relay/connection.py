@@ -115,6 +115,10 @@ BURST_PACKETS = 8  # the pacer lets this many packets leave at once after a paus
 LATE_WAKE_CREDIT_S = 0.010
 
 
+# Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
+_RETRANSMITTED = (MaxData, MaxStreamData, Reset, Close)
+
+
 class State(Enum):
     START = "start"
     HELLO_SENT = "hello sent"
@@ -242,12 +246,18 @@ class RelayConnection:
         self._random = random_bytes(32)
         self._client_random = b""
         self._welcome = b""
+        self._welcome_due = False  # the gateway owes the client a WELCOME
         self._hello_at: float | None = None
         self._hello_retry_s = HELLO_RETRY_S
         self._send_keys: DirectionKeys | None = None
         self._recv_keys: DirectionKeys | None = None
         self._replay = ReplayWindow()
         self._streams: dict[int, _Stream] = {}
+        # Kept equal to a scan of the streams (_sendable_stream, _queued_bytes) wherever a
+        # stream's send side changes: the timer and the sender ask per datagram, several times.
+        self._ready_unmetered: set[int] = set()  # lost bytes or a lone FIN to send
+        self._ready_new: set[int] = set()  # new bytes within the stream's limit (need credit)
+        self._queued = 0  # bytes written and never sent, all streams
         self._next_sid = 0 if is_client else 1
         self._peer_sids = RangeSet()  # peer streams ever opened, as id // 2
         # streams we reset (or refused) before the peer's final size came: (delivered, highest)
@@ -325,7 +335,10 @@ class RelayConnection:
 
     def send(self, stream_id: int, data: bytes, end_stream: bool = False) -> None:
         """Queue bytes on a stream; ``end_stream`` half-closes it."""
-        self._stream(stream_id).send.write(data, end_stream)
+        stream = self._stream(stream_id)
+        stream.send.write(data, end_stream)
+        self._queued += len(data)
+        self._reclassify(stream)
 
     def close(self, stream_id: int) -> None:
         """Half-close: no more bytes from us on this stream."""
@@ -342,7 +355,7 @@ class RelayConnection:
         stream = self._stream(stream_id)
         stream.send.reset_code = code
         self._control.append(Reset(stream_id, code, stream.send.next_offset))
-        del self._streams[stream_id]
+        self._forget(stream_id)
         recv = stream.recv
         if recv.final_size is not None:
             self._settle(recv.final_size, recv.delivered, recv.highest)
@@ -403,6 +416,27 @@ class RelayConnection:
         if stream is None:
             raise LocalProtocolError(f"no open stream {stream_id}")
         return stream
+
+    def _forget(self, sid: int) -> _Stream | None:
+        """Take a stream out of the session (and out of the sender's ready sets)."""
+        stream = self._streams.pop(sid, None)
+        if stream is not None:
+            self._queued -= stream.send.end - stream.send.next_offset
+            self._ready_unmetered.discard(sid)
+            self._ready_new.discard(sid)
+        return stream
+
+    def _reclassify(self, stream: _Stream) -> None:
+        """Put a stream whose send side changed in the ready sets it now belongs to."""
+        send, sid = stream.send, stream.stream_id
+        if send.has_unmetered():
+            self._ready_unmetered.add(sid)
+        else:
+            self._ready_unmetered.discard(sid)
+        if send.has_new():
+            self._ready_new.add(sid)
+        else:
+            self._ready_new.discard(sid)
 
     def _add_stream(self, sid: int, priority: int) -> _Stream:
         stream = _Stream(
@@ -521,6 +555,7 @@ class RelayConnection:
         self._peer_stream_window, self._peer_max_data = stream_window, session_window
         for stream in self._streams.values():
             stream.send.peer_limit = max(stream.send.peer_limit, stream_window)
+            self._reclassify(stream)
 
     def _establish(self, send: DirectionKeys, recv: DirectionKeys, now: float) -> None:
         self._send_keys, self._recv_keys = send, recv
@@ -681,13 +716,13 @@ class RelayConnection:
 
     def _maybe_forget(self, stream: _Stream) -> None:
         if stream.send.done and stream.fin_delivered:
-            self._streams.pop(stream.stream_id, None)
+            self._forget(stream.stream_id)
 
     def _on_reset(self, f: Reset, now: float) -> None:
         """The peer's final size settles the stream's session credit (RFC 9000 §4.5); a
         stream still open here answers with its own final size, so the peer can too."""
         sid = f.stream_id
-        stream = self._streams.pop(sid, None)
+        stream = self._forget(sid)
         if stream is not None:
             stream.send.reset_code = f.code
             self._settle(f.final_size, stream.recv.delivered, stream.recv.highest)
@@ -721,6 +756,7 @@ class RelayConnection:
         stream = self._streams.get(f.stream_id)
         if stream is not None:
             stream.send.peer_limit = max(stream.send.peer_limit, f.limit)
+            self._reclassify(stream)
 
     def _on_close(self, f: Close, now: float) -> None:
         self._terminate(f.code, "closed by the peer")
@@ -861,6 +897,7 @@ class RelayConnection:
             stream = self._streams.get(sid)
             if stream is not None:
                 stream.send.on_lost(start, end, fin)
+                self._reclassify(stream)
                 self.stats.retransmitted_bytes += end - start
         for frame in p.control:
             self._requeue(frame)
@@ -882,7 +919,7 @@ class RelayConnection:
         cutoff = now - self._rtt.pto_s(self.config.max_ack_delay_s)
         for p in [p for p in self._sent.values() if p.eliciting and p.sent_s <= cutoff + _EPS_S]:
             self._on_packet_lost(p)
-        if not any(s.send.has_data(self._credit) for s in self._streams.values()):
+        if not self._sendable_stream():
             self._control.append(Ping())
 
     def _pto_at(self) -> float | None:
@@ -894,23 +931,30 @@ class RelayConnection:
     # ------------------------------------------------------------------ timers
 
     def get_timer(self) -> float | None:
-        """The next deadline: an ACK, a loss, a probe, pacing, a hello, keep-alive or idle."""
+        """The next deadline: an ACK, a loss, a probe, pacing, a hello, keep-alive or idle.
+
+        Called after every event (the simulator polls it several times per datagram):
+        each candidate is O(1) (the streams' readiness is kept in sets, not scanned), and
+        the earliest is taken without building a list.
+        """
         if self.state is State.CLOSED:
             return None
-        times = [self._hello_at, self._ack_at if self._ack_needed else None, self._loss_time]
-        times.append(self._pto_at())
-        if self._last_recv_s is not None:
-            times.append(self._last_recv_s + self.config.idle_timeout_s)
-            times.append(self._dead_at() if self._silent_since is None else self._grace_at())
-        if self.established:
+        at = _earlier(self._hello_at, self._ack_at if self._ack_needed else None)
+        at = _earlier(at, self._loss_time)
+        at = _earlier(at, self._pto_at())
+        last_recv_s = self._last_recv_s
+        if last_recv_s is not None:
+            at = _earlier(at, last_recv_s + self.config.idle_timeout_s)
+            at = _earlier(at, self._dead_at() if self._silent_since is None else self._grace_at())
+        if self.state is State.ESTABLISHED:
             # Control frames (RESET, MAX_DATA, PING, ...) wait only for the pacer.
             if self._repairs or self._control or (self._sendable_stream() and self._cwnd_room()):
-                times.append(self._next_send_s)
+                at = _earlier(at, self._next_send_s)
             if self._fec.open:
-                times.append(self._block_deadline())
+                at = _earlier(at, self._block_deadline())
             if self.is_client and self._last_eliciting_s is not None and not self._in_flight:
-                times.append(self._last_eliciting_s + self.config.keepalive_s)
-        return min((t for t in times if t is not None), default=None)
+                at = _earlier(at, self._last_eliciting_s + self.config.keepalive_s)
+        return at
 
     def _dead_at(self) -> float | None:
         """When unanswered data means the peer is gone: silence measured in probe timeouts.
@@ -991,11 +1035,12 @@ class RelayConnection:
         return self._peer_max_data - self._sent_new
 
     def _sendable_stream(self) -> bool:
-        credit = self._credit
-        return any(s.send.has_data(credit) for s in self._streams.values())
+        """Whether any stream has a frame to send (``has_data`` of any stream), in O(1)."""
+        return bool(self._ready_unmetered) or (bool(self._ready_new) and self._credit > 0)
 
     def _queued_bytes(self) -> int:
-        return sum(s.send.end - s.send.next_offset for s in self._streams.values())
+        """Bytes written and never sent, all streams (``end − next_offset`` summed)."""
+        return self._queued
 
     def _cwnd_room(self) -> bool:
         return self._in_flight + self.config.max_datagram_bytes <= self.rate.cwnd_bytes
@@ -1023,7 +1068,7 @@ class RelayConnection:
             self._hello_at = now + self._hello_retry_s
             self._hello_retry_s = min(2 * self._hello_retry_s, HELLO_RETRY_MAX_S)
             return [(self._hello_bytes(), self.peer_addr)]
-        if getattr(self, "_welcome_due", False):
+        if self._welcome_due:
             self._welcome_due = False
             return [(self._welcome_bytes(), self.peer_addr)]
         return []
@@ -1123,8 +1168,9 @@ class RelayConnection:
     def _stream_frames(self, budget: int, records: list[tuple[int, int, int, bool]]) -> list[Frame]:
         """Fill a packet, most urgent stream first (priority, small before bulk, bulk in turns)."""
         credit = self._credit
-        ready = [s for s in self._streams.values() if s.send.has_data(credit)]
-        ready.sort(key=_send_order)
+        sids = self._ready_unmetered | self._ready_new if credit > 0 else self._ready_unmetered
+        ready = [self._streams[sid] for sid in sids]
+        ready.sort(key=_send_order)  # a total order (stream id last): the sets' order is moot
         frames: list[Frame] = []
         overhead = wire.stream_frame_overhead()
         # A window-filling bulk flight past start-up takes late ACKs (fewer to send and
@@ -1144,7 +1190,9 @@ class RelayConnection:
                 budget -= overhead + len(data)
                 credit -= new
                 self._sent_new += new
+                self._queued -= new
                 self.stats.stream_bytes_sent += len(data)
+            self._reclassify(stream)
             if budget <= overhead:
                 break
         return frames
@@ -1192,9 +1240,7 @@ class RelayConnection:
     ) -> None:
         if self._in_flight <= 0:
             self._first_sent_s = self._delivered_s = now
-        control: list[Frame] = [
-            f for f in frames if isinstance(f, MaxData | MaxStreamData | Reset | Close)
-        ]
+        control: list[Frame] = [f for f in frames if isinstance(f, _RETRANSMITTED)]
         self._sent[pn] = _Sent(
             pn,
             now,
@@ -1221,6 +1267,15 @@ class RelayConnection:
             slack_s = max(slack_s, min(now - self._next_send_s, LATE_WAKE_CREDIT_S))
         start = max(self._next_send_s, now - slack_s)
         self._next_send_s = start + size / rate
+
+
+def _earlier(a: float | None, b: float | None) -> float | None:
+    """The earlier of two deadlines, ``None`` meaning none."""
+    if a is None:
+        return b
+    if b is None or a <= b:
+        return a
+    return b
 
 
 def _send_order(stream: _Stream) -> tuple[int, bool, int, int]:

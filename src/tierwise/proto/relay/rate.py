@@ -61,12 +61,34 @@ class RateController:
         self._bw: deque[tuple[int, float]] = deque()  # (round, rate), decreasing rates
         self.round = 0
         self._round_rtt_min = float("inf")
-        self.startup = True
+        self._startup = True
         self._full_bw, self._full_bw_rounds = 0.0, 0
         self._cycle, self._braking = 0, False
         self._initial_rate = initial_rate_bytes_per_s
-        self.app_limited = False  # the connection sets it: what is queued fits the window
+        self._app_limited = False
         self._round_app_limited = False
+        # cwnd_bytes until one of its inputs changes (an ACK, a round, the two flags below):
+        # the sender and its timer read it several times per datagram.
+        self._cwnd: float | None = None
+
+    @property
+    def startup(self) -> bool:
+        """Probing for the bottleneck rate (gain 2) until a round finds the pipe full."""
+        return self._startup
+
+    @startup.setter
+    def startup(self, value: bool) -> None:
+        self._startup, self._cwnd = value, None
+
+    @property
+    def app_limited(self) -> bool:
+        """The connection sets it: what is queued fits the window."""
+        return self._app_limited
+
+    @app_limited.setter
+    def app_limited(self, value: bool) -> None:
+        if value != self._app_limited:
+            self._app_limited, self._cwnd = value, None
 
     @property
     def btl_bw_bytes_per_s(self) -> float:
@@ -102,6 +124,12 @@ class RateController:
 
     @property
     def cwnd_bytes(self) -> float:
+        cwnd = self._cwnd
+        if cwnd is None:
+            cwnd = self._cwnd = self._window_bytes()
+        return cwnd
+
+    def _window_bytes(self) -> float:
         rtt = self.min_rtt_s or INITIAL_RTT_S
         gain = max(CWND_GAIN, self.gain)
         if not self._bw and not self._initial_rate:
@@ -127,6 +155,7 @@ class RateController:
         if self.startup and sample.queued and not sample.app_limited:
             self.startup = False  # a queued packet train measured the bottleneck: no more probing
             self._cycle = CYCLE_GAINS.index(1.0)
+        self._cwnd = None
 
     def on_round_end(self) -> None:
         """A round trip has passed (the caller tracks delivered packets)."""
@@ -145,6 +174,7 @@ class RateController:
                 self._check_full_pipe()
         else:
             self._cycle = (self._cycle + 1) % len(CYCLE_GAINS)
+        self._cwnd = None
 
     def _check_full_pipe(self) -> None:
         bw = self.btl_bw_bytes_per_s

@@ -73,14 +73,17 @@ class SendStream:
 
     def has_data(self, session_credit: int) -> bool:
         """Whether a frame could go out now (lost bytes, new bytes within credit, or a FIN)."""
+        return self.has_unmetered() or (session_credit > 0 and self.has_new())
+
+    def has_unmetered(self) -> bool:
+        """Lost bytes or a lone FIN to send: a frame that needs no session credit."""
         if self.reset_code is not None:
             return False
-        if self.lost:
-            return True
-        new = min(self.end, self.peer_limit) - self.next_offset
-        if new > 0 and session_credit > 0:
-            return True
-        return self.fin and not self.fin_sent and self.next_offset == self.end
+        return bool(self.lost) or (self.fin and not self.fin_sent and self.next_offset == self.end)
+
+    def has_new(self) -> bool:
+        """Never-sent bytes within the stream's limit (they also need session credit)."""
+        return self.reset_code is None and min(self.end, self.peer_limit) > self.next_offset
 
     def next_frame(self, max_bytes: int, session_credit: int) -> tuple[int, bytes, bool, int]:
         """``(offset, data, fin, new bytes)`` of the next frame: lost bytes first."""
