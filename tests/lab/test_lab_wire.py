@@ -59,6 +59,15 @@ def test_rounds_split_on_silences_longer_than_the_gap() -> None:
     assert rounds([], gap_s=0.05) == []
 
 
+def test_a_stall_inside_a_round_does_not_open_the_next() -> None:
+    """A 60 ms silence 10 ms into a round (a descheduled emulator) stays in that round when
+    rounds must be at least 100 ms long; the next round trip's burst still splits."""
+    times = [0.0, 0.001, 0.002, 0.062, 0.063, 0.2, 0.201]
+    arrivals = [Arrival(t, 1000) for t in times]
+    assert [r.segments for r in rounds(arrivals, gap_s=0.05)] == [3, 2, 2]
+    assert [r.segments for r in rounds(arrivals, gap_s=0.05, min_round_s=0.1)] == [5, 2]
+
+
 @lab
 def test_cold_cubic_doubles_from_ten_segments_per_round() -> None:
     """200 ms, 100 Mbit/s, 354,640 B cold: the wire shows 10, 20, 40, 80 segments, then the rest.

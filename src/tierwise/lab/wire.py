@@ -162,11 +162,20 @@ def tcp_payload_bytes(packet: bytes) -> int:
     return max(0, total - ihl - data_offset)
 
 
-def rounds(arrivals: list[Arrival], gap_s: float) -> list[Round]:
-    """Group arrivals into rounds: a new round starts after a silence longer than ``gap_s``."""
+def rounds(arrivals: list[Arrival], gap_s: float, min_round_s: float = 0.0) -> list[Round]:
+    """Group arrivals into rounds: a new round starts after a silence longer than ``gap_s``
+    that ends at least ``min_round_s`` after the current round's first arrival.
+
+    ``min_round_s`` keeps one round whole when its delivery stalls: a sender's next round
+    comes a round trip after the last began, so a silence inside a burst (the user-space
+    emulator descheduled on a loaded host) is not a new round.
+    """
     groups: list[list[Arrival]] = []
     for a in arrivals:
-        if not groups or a.time_s - groups[-1][-1].time_s > gap_s:
+        if not groups or (
+            a.time_s - groups[-1][-1].time_s > gap_s
+            and a.time_s - groups[-1][0].time_s >= min_round_s
+        ):
             groups.append([])
         groups[-1].append(a)
     return [
@@ -177,10 +186,11 @@ def rounds(arrivals: list[Arrival], gap_s: float) -> list[Round]:
 def cold_rounds(exp: RequestExperiment, cc: str, initcwnd: int | None = None) -> dict:
     """One cold request of ``exp`` under ``cc`` on its own path, the server's device captured.
 
-    The total time, the upload's rounds as they arrived (gaps > RTT/4 separate them;
-    milliseconds from ``connect()``) and the sender's TCP state after. ``initcwnd``
-    sets initcwnd (and initrwnd ≥ 300) on both routes and 8 MB buffers, as ``--factor
-    initcwnd`` does, so only the sender's window (and the SYN-ACK's) can limit.
+    The total time, the upload's rounds as they arrived (gaps > RTT/4 separate them
+    when the round began at least RTT/2 earlier; milliseconds from ``connect()``) and the
+    sender's TCP state after. ``initcwnd`` sets initcwnd (and initrwnd ≥ 300) on both
+    routes and 8 MB buffers, as ``--factor initcwnd`` does, so only the sender's window
+    (and the SYN-ACK's) can limit.
     """
     with Path(exp.path_config()) as path:
         buffers = None
@@ -218,7 +228,7 @@ def cold_rounds(exp: RequestExperiment, cc: str, initcwnd: int | None = None) ->
                 "segments": r.segments,
                 "bytes": r.payload_bytes,
             }
-            for r in rounds(upload, gap_s=exp.rtt_s / 4)
+            for r in rounds(upload, gap_s=exp.rtt_s / 4, min_round_s=exp.rtt_s / 2)
         ],
         "after": after,
     }
