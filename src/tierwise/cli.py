@@ -541,7 +541,10 @@ def _sweep_out(
     keys: list[str] | None = None,
 ) -> None:
     """Stream the sweep's rows to the files asked for, then print the summary."""
-    from tierwise.plan.sweep_table import metadata, tables, write_tables
+    from tierwise.plan.sweep_table import metadata, require, tables, write_tables
+
+    # before any point runs: the files and the page need the `sweep` extra
+    require("pyarrow", *(("pandas", "plotly") if page is not None else ()))
     from tierwise.report.html import MAX_PAGE_POINTS, sweep_page
     from tierwise.report.sweep_view import SweepTally, render_sweep
 

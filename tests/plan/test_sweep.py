@@ -236,3 +236,32 @@ def test_grid_limits_are_refused_before_any_work():
     sim = str(Path(__file__).parent / "data" / "sim-sweep.toml")
     with pytest.raises(ScenarioError, match="simulated seeds"):
         open_sweep(sim, ["site.cloud.loss=0..0.1:1000"], ["site.cloud.runs=1000"])
+
+
+@pytest.mark.parametrize(
+    ("hidden", "args"),
+    [
+        ("pyarrow", ["--out", "s.parquet"]),
+        ("pyarrow", ["--csv", "s.csv"]),
+        ("pyarrow", []),
+        ("plotly", ["--html", "s.html"]),
+        ("pandas", ["--html", "s.html"]),
+    ],
+)
+def test_a_missing_sweep_extra_is_one_line_before_any_point(hidden, args, tmp_path) -> None:
+    """Without the `sweep` extra (a module hidden from import): one line naming the module
+    and the install command, exit 2, no traceback and no file (the README's first sweep
+    printed a ModuleNotFoundError traceback in a venv with only `pip install -e .`)."""
+    import subprocess
+    import sys
+
+    code = f"import sys; sys.modules[{hidden!r}] = None; from tierwise.cli import main; main()"
+    example = bundled_example("deployment")
+    run = subprocess.run(
+        [sys.executable, "-c", code, "sweep", str(example), "--vary", "task.rounds=5,10", *args],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().count("\n") == 0 and "Traceback" not in run.stderr
+    assert f"needs {hidden}" in run.stderr and "tierwise[sweep]" in run.stderr
+    assert list(tmp_path.iterdir()) == []

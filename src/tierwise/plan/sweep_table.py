@@ -33,6 +33,7 @@ __all__ = [
     "block_table",
     "metadata",
     "open_sweep",
+    "require",
     "sweep",
     "tables",
     "task_points",
@@ -87,19 +88,20 @@ def block_table(run: SweepRun, block: Block, sites: list[str]) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _require(module: str) -> None:
+def require(*modules: str) -> None:
     """Fail with the install command when the optional ``sweep`` extra is missing."""
     import importlib.util
 
-    if importlib.util.find_spec(module) is None:
-        raise ScenarioError(
-            f"tierwise sweep needs {module}: pip install 'tierwise[sweep]'", source="sweep"
-        )
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise ScenarioError(
+                f"tierwise sweep needs {module}: pip install 'tierwise[sweep]'", source="sweep"
+            )
 
 
 def tables(run: SweepRun, progress: bool = False) -> Iterator[pa.Table]:
     """The sweep's tables chunk by chunk, with a rich progress bar on stderr if asked."""
-    _require("pyarrow")
+    require("pyarrow")
     sites = run.sites()
     if not progress:
         for block in run.blocks():
@@ -239,7 +241,7 @@ def sweep(
     Points without a vectorised form run on ``client`` (a ``distributed.Client``)
     when one is given.
     """
-    _require("pandas")
+    require("pandas")
     import pyarrow as pa
 
     run = open_sweep(path, vary, overrides, catalog_files)
