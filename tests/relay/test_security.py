@@ -51,9 +51,15 @@ def test_tampered_datagrams_are_dropped_unanswered(stack: Stack) -> None:
         assert time.monotonic() < deadline, "no DATA datagram after the withheld one"
         time.sleep(0.01)
     gw_session = next(iter(stack.gateway.sessions.values()))
+    original = data[-1]
+    # A replay is a copy of what the gateway already took: wait until it has taken the
+    # original (a copy that outruns it is the first authentic arrival, not a replay).
+    original_pn = int.from_bytes(original[9:17], "big")
+    while not gw_session.conn._replay.seen.contains(original_pn):
+        assert time.monotonic() < deadline, "the gateway never took the original"
+        time.sleep(0.01)
     before = dict(vars(gw_session.conn.stats))
     peer = gw_session.conn.peer_addr
-    original = data[-1]
     fresh = recorder.withheld[0]  # authentic, never delivered: only the AEAD can reject a flip
     flipped = [fresh[:i] + bytes([fresh[i] ^ 1 << (i % 8)]) + fresh[i + 1 :]
                for i in range(wire.HEADER_BYTES, len(fresh), 7)]  # fmt: skip
