@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from tierwise.proto.relay import RelayConfig, RelayConnection, wire
@@ -266,17 +268,102 @@ def test_interactive_stream_overtakes_bulk() -> None:
     assert net.now - start < 0.4 and bulk not in net.finished["gateway"]
 
 
-def test_client_address_change_keeps_the_session() -> None:
-    """The gateway answers at the client's new address after an authenticated packet from it."""
+MOVED = ("10.0.0.77", 5555)
+ATTACKER = ("10.6.6.6", 6666)
+
+
+def frames_of(reader: RelayConnection, datagram: bytes) -> list[wire.Frame]:
+    """The frames of a DATA datagram, opened with ``reader``'s keys (without taking it)."""
+    _, _, pn = wire.parse_header(datagram)
+    header = datagram[: wire.HEADER_BYTES]
+    plain = reader._recv_keys.open(pn, header, datagram[wire.HEADER_BYTES :])
+    assert plain is not None
+    return wire.parse_frames(plain)
+
+
+def client_datagram(net: Net, data: bytes = b"hi") -> bytes:
+    sid = net.client.open_stream()
+    net.client.send(sid, data, end_stream=True)
+    ((datagram, _),) = net.client.datagrams_to_send(net.now)
+    return datagram
+
+
+def test_client_address_change_is_validated_before_the_gateway_moves() -> None:
+    """RFC 9000 §9.3: the gateway challenges a new client address and moves on the answer."""
     net = Net()
     net.run(1.0, lambda: net.client.established)
+    old = net.gateway.peer_addr
     net.gateway.receive_datagram(b"", ("10.9.9.9", 1), net.now)  # garbage from a stranger
-    assert net.gateway.peer_addr != ("10.9.9.9", 1)
-    sid = net.client.open_stream()
-    net.client.send(sid, b"hi", end_stream=True)
-    datagram, _ = net.client.datagrams_to_send(net.now)[0]
-    net.gateway.receive_datagram(datagram, ("10.0.0.77", 5555), net.now)
-    assert net.gateway.peer_addr == ("10.0.0.77", 5555)
+    net.gateway.receive_datagram(client_datagram(net), MOVED, net.now)
+    assert net.gateway.peer_addr == old  # not yet: anyone could have sent a copy from there
+    out = net.gateway.datagrams_to_send(net.now)
+    to_new = [d for d, addr in out if addr == MOVED]
+    assert len(to_new) == 1 and all(addr in (old, MOVED) for _, addr in out)
+    (challenge,) = frames_of(net.client, to_new[0])
+    assert isinstance(challenge, wire.PathChallenge)
+    net.client.receive_datagram(to_new[0], GATEWAY, net.now)  # the client is there
+    answers = [d for d, _ in net.client.datagrams_to_send(net.now)]
+    said = [f for d in answers for f in frames_of(net.gateway, d)]
+    assert wire.PathResponse(challenge.data) in said
+    for datagram in answers:
+        net.gateway.receive_datagram(datagram, MOVED, net.now)
+    assert net.gateway.peer_addr == MOVED and net.gateway.stats.paths_validated == 1
+    assert all(addr == MOVED for _, addr in net.gateway.datagrams_to_send(net.now + 0.01))
+
+
+def test_a_copy_raced_from_another_address_never_moves_the_session() -> None:
+    """An on-path attacker's copy that outruns the original earns a small challenge, no data."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    old, sent_by_attacker, sent_to_attacker = net.gateway.peer_addr, 0, 0
+    for i in range(6):  # the attacker's copy first; the client's own a moment later
+        datagram = client_datagram(net, bytes([i]) * 500)
+        net.gateway.receive_datagram(datagram, ATTACKER, net.now)
+        sent_by_attacker += len(datagram)
+        net.gateway.receive_datagram(datagram, old, net.now + 0.001)  # a replay now: dropped
+        net.now += 0.3
+        for out, addr in net.gateway.datagrams_to_send(net.now):
+            assert addr in (old, ATTACKER)
+            if addr == ATTACKER:
+                sent_to_attacker += len(out)
+                assert [type(f) for f in frames_of(net.client, out)] == [wire.PathChallenge]
+    assert net.gateway.peer_addr == old and net.gateway.stats.paths_validated == 0
+    assert 0 < sent_to_attacker <= 3 * sent_by_attacker
+    # The client's next packet from its own address ends the probe: nothing more goes there.
+    net.gateway.receive_datagram(client_datagram(net), old, net.now)
+    later = net.gateway.datagrams_to_send(net.now + 5)
+    assert later and all(addr == old for _, addr in later)
+
+
+def test_an_unanswered_probe_gives_up_and_keeps_the_session() -> None:
+    """A new address that never answers gets a few backed-off challenges, then none."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    old = net.gateway.peer_addr
+    net.gateway.receive_datagram(client_datagram(net, b"x" * 1200), ATTACKER, net.now)
+    challenges, wakes = [], 0
+    while (at := net.gateway.get_timer()) is not None and at < net.now + 20 and wakes < 1000:
+        wakes += 1
+        net.now = max(net.now, at)
+        net.gateway.handle_timer(net.now)
+        challenges += [net.now for _, a in net.gateway.datagrams_to_send(net.now) if a == ATTACKER]
+    assert len(challenges) == 4 and wakes < 50  # no busy timer
+    gaps = [b - a for a, b in itertools.pairwise(challenges)]
+    assert gaps == sorted(gaps) and gaps[0] > 0
+    assert net.gateway.stats.path_probes_failed == 1 and net.gateway.peer_addr == old
+
+
+def test_a_challenge_rebuilt_by_fec_is_not_answered() -> None:
+    """Only a challenge that reached the client proves the path; a repaired copy does not."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    net.gateway.receive_datagram(client_datagram(net), MOVED, net.now)
+    (challenge,) = [d for d, a in net.gateway.datagrams_to_send(net.now) if a == MOVED]
+    _, _, pn = wire.parse_header(challenge)
+    net.client._on_data(challenge, pn, None, net.now, recovered=True)
+    replies = net.client.datagrams_to_send(net.now + 0.01)
+    frames = [f for d, _ in replies for f in frames_of(net.gateway, d)]
+    assert not any(isinstance(f, wire.PathResponse) for f in frames)
 
 
 def test_idle_timeout_terminates() -> None:

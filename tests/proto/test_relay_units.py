@@ -43,6 +43,8 @@ frames = st.one_of(
     st.builds(wire.MaxData, st.integers(0, 2**63)),
     st.builds(wire.MaxStreamData, st.integers(0, 2**32 - 1), st.integers(0, 2**63)),
     st.builds(wire.Close, st.integers(0, 2**16 - 1)),
+    st.builds(wire.PathChallenge, st.binary(min_size=8, max_size=8)),
+    st.builds(wire.PathResponse, st.binary(min_size=8, max_size=8)),
 )
 
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from tests.relay.conftest import KEY, Stack
 from tierwise.proto.relay import RelayConfig, wire
@@ -88,6 +89,75 @@ def test_tampered_datagrams_are_dropped_unanswered(stack: Stack) -> None:
     assert rejected + stack.gateway.dropped >= len(attacks)
     assert gw_session.conn.peer_addr == peer  # an attacker cannot steer the session
     assert socks_status(stack.socks_port, "127.0.0.1", stack.http_port) == 0  # still works
+
+
+class Racer:
+    """Holds the client's datagrams back while armed, so an attacker's copy arrives first."""
+
+    def __init__(self, inner: asyncio.DatagramTransport) -> None:
+        self.inner, self.queue, self.holding = inner, [], True
+
+    def sendto(self, data: bytes, addr: object = None) -> None:
+        if self.holding:
+            self.queue.append((bytes(data), addr))
+        else:
+            self.inner.sendto(data, addr)
+
+    async def release(self) -> None:
+        self.holding = False
+        for data, addr in self.queue:
+            self.inner.sendto(data, addr)
+
+
+def test_a_copy_that_outruns_the_original_gets_a_challenge_not_the_session(stack: Stack) -> None:
+    """An on-path attacker races an authentic datagram from its own address (RFC 9000 §9.3).
+
+    The gateway takes the copy (it is the first to arrive) but does not move the session:
+    it challenges the new address with a datagram a fraction of the copy's size, sends
+    nothing else there, and keeps serving the client where it was validated.
+    """
+    assert socks_status(stack.socks_port, "127.0.0.1", stack.http_port) == 0
+    session = stack.client.session
+    assert session is not None
+    gw_conn = next(iter(stack.gateway.sessions.values())).conn
+    peer = gw_conn.peer_addr
+    racer = Racer(session.transport)
+    session.transport = racer  # type: ignore[assignment]
+    attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    attacker.bind(("127.0.0.1", 0))
+    attacker.settimeout(0.3)
+    with ThreadPoolExecutor(1) as pool:
+        status = pool.submit(socks_status, stack.socks_port, "127.0.0.1", stack.http_port)
+        deadline = time.monotonic() + 10.0
+        while not [d for d, _ in racer.queue if d[0] == wire.DATA]:
+            assert time.monotonic() < deadline, "the client sent no DATA datagram"
+            time.sleep(0.01)
+        copy = [d for d, _ in racer.queue if d[0] == wire.DATA][-1]
+        attacker.sendto(copy, ("127.0.0.1", stack.gateway_port))
+        pn = int.from_bytes(copy[9:17], "big")
+        while not gw_conn._replay.seen.contains(pn):  # the copy arrived first
+            assert time.monotonic() < deadline, "the gateway never took the copy"
+            time.sleep(0.01)
+        stack.call(racer.release())
+        assert status.result(20) == 0  # the client's request carried on
+    got: list[bytes] = []
+    try:
+        while True:
+            got.append(attacker.recv(2048))
+    except TimeoutError:
+        pass
+    finally:
+        attacker.close()
+    assert got, "no challenge: the new address was neither validated nor refused"
+    assert sum(map(len, got)) <= 3 * len(copy)  # no amplification
+    keys = session.conn._recv_keys
+    for datagram in got:  # only challenges went there: no ACK, no stream data
+        _, _, dpn = wire.parse_header(datagram)
+        plain = keys.open(dpn, datagram[: wire.HEADER_BYTES], datagram[wire.HEADER_BYTES :])
+        assert plain is not None
+        assert all(isinstance(f, wire.PathChallenge) for f in wire.parse_frames(plain))
+    assert gw_conn.peer_addr == peer and gw_conn.stats.paths_validated == 0
+    assert socks_status(stack.socks_port, "127.0.0.1", stack.http_port) == 0
 
 
 def test_wrong_key_exchanges_no_application_data(stack: Stack) -> None:

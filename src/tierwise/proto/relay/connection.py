@@ -65,6 +65,8 @@ from tierwise.proto.relay.wire import (
     FrameError,
     MaxData,
     MaxStreamData,
+    PathChallenge,
+    PathResponse,
     Ping,
     Repair,
     Reset,
@@ -113,6 +115,14 @@ BURST_PACKETS = 8  # the pacer lets this many packets leave at once after a paus
 # through is sent now, up to this much (an event loop on a busy host wakes 2–7 ms late;
 # with only the pause allowance it sent 15 packets per wake, a fifth of its pacing rate).
 LATE_WAKE_CREDIT_S = 0.010
+# Path validation (RFC 9000 §8.2, §9.3): a gateway that hears the session's newest packet
+# from a new address keeps sending to the validated one and challenges the new one; it
+# moves only when the challenge's data comes back. Until then it sends the new address at
+# most this many times the bytes it received from there (§8.1: no amplification), and
+# gives up after this many challenges, spaced by a backed-off probe timeout.
+AMPLIFICATION_FACTOR = 3
+PATH_CHALLENGES = 4
+PATH_TOKENS_KEPT = 4  # a late response to an earlier challenge of the same probe still counts
 
 
 # Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
@@ -197,6 +207,8 @@ class RelayStats:
     fec_recovered: int = 0
     streams_opened: int = 0
     streams_refused: int = 0
+    paths_validated: int = 0  # the peer moved (NAT rebinding) and answered at its new address
+    path_probes_failed: int = 0  # a new address never answered (a copied or spoofed packet)
 
 
 @dataclass
@@ -213,6 +225,20 @@ class _Sent:
     app_limited: bool = False
     protect_until: int | None = None
     repairs_done_s: float | None = None  # when the last repair of the packet's block left
+
+
+class _PathProbe:
+    """A new peer address under validation (the gateway's side of RFC 9000 §8.2)."""
+
+    __slots__ = ("addr", "next_at", "received", "sent", "tokens", "tries")
+
+    def __init__(self, addr: Addr, now: float) -> None:
+        self.addr = addr
+        self.received = 0  # authentic bytes from addr (the amplification budget's base)
+        self.sent = 0  # bytes sent to addr
+        self.tokens: list[bytes] = []  # the challenges' data, newest last
+        self.tries = 0
+        self.next_at = now  # the next challenge is due then
 
 
 class _Stream:
@@ -266,6 +292,7 @@ class RelayConnection:
         self._closing = False
         self._silent_since: float | None = None  # PeerSilent reported, nothing heard since
         self._superseded_at: float | None = None  # ... and a new session proves it gone then
+        self._probe: _PathProbe | None = None  # gateway: a new client address being validated
         self._init_transport()
 
     def _init_transport(self) -> None:
@@ -593,11 +620,65 @@ class RelayConnection:
         if not recovered:
             self._loss_meter.on_packet(pn)
             self._fec_rx.on_datagram(pn, data)
-            if pn == self._replay.largest and addr is not None:
-                self.peer_addr = addr  # the client may have moved (NAT rebinding)
-        self._handle_frames(frames, pn, now)
+            if not self.is_client and addr is not None:
+                self._check_path(addr, len(data), pn == self._replay.largest, now)
+        self._handle_frames(frames, pn, now, recovered)
 
-    def _handle_frames(self, frames: list[Frame], pn: int, now: float) -> None:
+    def _check_path(self, addr: Addr, size: int, newest: bool, now: float) -> None:
+        """An authentic datagram from ``addr``: has the client moved (RFC 9000 §9.3)?
+
+        The session's newest packet from a new address may be the client after a NAT
+        rebinding, or a copy an on-path attacker raced from elsewhere: the gateway keeps
+        sending to the validated address and challenges the new one (a copy's sender
+        cannot answer for the client). The newest packet from the validated address
+        again ends a probe: the client is still there (§9.3.3).
+        """
+        probe = self._probe
+        if addr == self.peer_addr:
+            if newest and probe is not None:
+                self._probe = None
+            return
+        if probe is None or probe.addr != addr:
+            if not newest:
+                return  # an older packet from elsewhere: a late copy, not a move
+            probe = self._probe = _PathProbe(addr, now)
+        probe.received += size
+
+    def _on_path_response(self, f: PathResponse, now: float) -> None:
+        probe = self._probe
+        if probe is not None and f.data in probe.tokens:
+            self.peer_addr = probe.addr  # the client answered there: it moved
+            self._probe = None
+            self.stats.paths_validated += 1
+
+    def _on_path_challenge(self, f: PathChallenge, now: float) -> None:
+        if self.is_client:  # answered at once, to the gateway (RFC 9000 §8.2.2)
+            self._control.append(PathResponse(f.data))
+
+    @staticmethod
+    def _challenge_fits(probe: _PathProbe) -> bool:
+        size = wire.HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES
+        return probe.sent + size <= AMPLIFICATION_FACTOR * probe.received
+
+    def _path_challenges(self, now: float) -> list[tuple[bytes, Addr]]:
+        """A challenge to the address under validation, if one is due and within budget."""
+        probe = self._probe
+        if probe is None or probe.tries >= PATH_CHALLENGES or now + _EPS_S < probe.next_at:
+            return []
+        if not self._challenge_fits(probe):
+            return []  # wait until the new address has sent more
+        token = random_bytes(wire.PATH_DATA_BYTES)
+        probe.tokens = [*probe.tokens[-(PATH_TOKENS_KEPT - 1) :], token]
+        datagram = self._emit([PathChallenge(token)], now, eliciting=False)
+        probe.sent += len(datagram)
+        probe.tries += 1
+        pto = self._rtt.pto_s(self.config.max_ack_delay_s)
+        probe.next_at = now + min(pto * 2 ** (probe.tries - 1), PTO_MAX_S)
+        return [(datagram, probe.addr)]
+
+    def _handle_frames(self, frames: list[Frame], pn: int, now: float, rebuilt: bool) -> None:
+        if rebuilt:  # recovered from repairs: not a proof of where its sender can be reached
+            frames = [f for f in frames if not isinstance(f, PathChallenge)]
         eliciting = False
         later: bool | None = None  # all its STREAM frames say ACK_LATER (None: it has none)
         other = False  # a frame that wants a prompt ACK (PING, control)
@@ -954,6 +1035,11 @@ class RelayConnection:
                 at = _earlier(at, self._block_deadline())
             if self.is_client and self._last_eliciting_s is not None and not self._in_flight:
                 at = _earlier(at, self._last_eliciting_s + self.config.keepalive_s)
+            probe = self._probe
+            if probe is not None and (
+                probe.tries >= PATH_CHALLENGES or self._challenge_fits(probe)
+            ):
+                at = _earlier(at, probe.next_at)  # the next challenge, or giving up
         return at
 
     def _dead_at(self) -> float | None:
@@ -1023,6 +1109,10 @@ class RelayConnection:
         pto = self._pto_at()
         if pto is not None and now + _EPS_S >= pto:
             self._on_pto(now)
+        probe = self._probe
+        if probe is not None and probe.tries >= PATH_CHALLENGES and now + _EPS_S >= probe.next_at:
+            self._probe = None  # never answered: the validated address stays
+            self.stats.path_probes_failed += 1
         keepalive = self._last_eliciting_s
         if self.is_client and self.established and keepalive is not None and not self._in_flight:
             if now + _EPS_S >= keepalive + self.config.keepalive_s:
@@ -1054,6 +1144,8 @@ class RelayConnection:
             return out
         while (datagram := self._next_packet(now)) is not None:
             out.append((datagram, self.peer_addr))
+        if self._probe is not None:
+            out += self._path_challenges(now)
         self._pacer_bound = bool(self._repairs) or (self._sendable_stream() and self._cwnd_room())
         if self._closing and not self._control:
             self._terminate(0, "closed by us")
@@ -1297,5 +1389,7 @@ RelayConnection._FRAME_HANDLERS = {
     MaxData: RelayConnection._on_max_data,
     MaxStreamData: RelayConnection._on_max_stream_data,
     Close: RelayConnection._on_close,
+    PathChallenge: RelayConnection._on_path_challenge,
+    PathResponse: RelayConnection._on_path_response,
     Ping: lambda self, frame, now: None,
 }

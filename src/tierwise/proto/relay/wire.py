@@ -23,6 +23,8 @@ A HELLO is padded to :data:`HELLO_BYTES` so the WELCOME it earns is smaller
     MAX_STREAM_DATA  0x06  stream u32 | limit u64
     REPAIR           0x07  code u8 | first pn u64 | k u8 | r u8 | index u8 | length u16 | bytes
     CLOSE            0x08  code u16
+    PATH_CHALLENGE   0x09  data (8 bytes, random)
+    PATH_RESPONSE    0x0A  data (8 bytes: the challenge's, echoed)
 
 ACK ranges are half-open packet-number ranges, highest first; ``loss_ppm`` is
 the receiver's measured raw loss of the direction it acknowledges (§12.3.3:
@@ -47,6 +49,8 @@ __all__ = [
     "FrameError",
     "MaxData",
     "MaxStreamData",
+    "PathChallenge",
+    "PathResponse",
     "Ping",
     "Repair",
     "Reset",
@@ -74,6 +78,8 @@ _U64 = struct.Struct(">Q")
 _MSD = struct.Struct(">IQ")
 _REPAIR = struct.Struct(">BQBBBH")
 _U16 = struct.Struct(">H")
+PATH_DATA_BYTES = 8
+_PATH = struct.Struct(">8s")
 
 
 class FrameError(RemoteProtocolError):
@@ -149,7 +155,32 @@ class Close:
     code: int = 0
 
 
-Frame = Ping | Ack | StreamFrame | Reset | MaxData | MaxStreamData | Repair | Close
+@dataclass(frozen=True, slots=True)
+class PathChallenge:
+    """Is the peer at the address this went to? (RFC 9000 §8.2: 8 unpredictable bytes.)"""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PathResponse:
+    """The data of a PATH_CHALLENGE this end received, sent back: it was reachable there."""
+
+    data: bytes
+
+
+Frame = (
+    Ping
+    | Ack
+    | StreamFrame
+    | Reset
+    | MaxData
+    | MaxStreamData
+    | Repair
+    | Close
+    | PathChallenge
+    | PathResponse
+)
 
 
 def parse_header(data: bytes) -> tuple[int, bytes, int]:
@@ -192,6 +223,8 @@ _ENCODERS = {
     MaxStreamData: lambda f: b"\x06" + _MSD.pack(f.stream_id, f.limit),
     Repair: _encode_repair,
     Close: lambda f: b"\x08" + _U16.pack(f.code),
+    PathChallenge: lambda f: b"\x09" + _PATH.pack(f.data),
+    PathResponse: lambda f: b"\x0a" + _PATH.pack(f.data),
 }
 
 
@@ -273,4 +306,6 @@ _PARSERS = {
     0x06: _parse_fixed(_MSD, MaxStreamData),
     0x07: _parse_repair,
     0x08: _parse_fixed(_U16, Close),
+    0x09: _parse_fixed(_PATH, PathChallenge),
+    0x0A: _parse_fixed(_PATH, PathResponse),
 }
