@@ -323,6 +323,17 @@ def key(tmp_path: Path) -> Path:
     return path
 
 
+def start_log(gw: subprocess.Popen, timeout_s: float = 20.0) -> str:
+    """The gateway's stderr up to its "gateway listening" line (the last of its start)."""
+    assert gw.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while not lines or "gateway listening" not in lines[-1]:
+        assert time.monotonic() < deadline and gw.poll() is None, lines
+        lines.append(gw.stderr.readline())
+    return "".join(lines)
+
+
 def test_gateway_process_serves_stats_to_relay_stats(key: Path, http_server: int) -> None:
     """`relay gateway --stats PORT` and a client process: `relay stats --gateway` lists the
     client's session (JSON and table); SIGTERM ends the gateway cleanly."""
@@ -332,7 +343,8 @@ def test_gateway_process_serves_stats_to_relay_stats(key: Path, http_server: int
     cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
                "--key-file", str(key))  # fmt: skip
     try:
-        wait_port(stport)
+        log = start_log(gw)
+        assert f"stats on http://127.0.0.1:{stport}/stats" in log  # a bare port: loopback
         wait_port(sport)
         assert len(fetch_over_socks(sport, http_server, 50_000)) == 50_000
         out = relay_cli("stats", "--gateway", f"127.0.0.1:{stport}", "--json")
@@ -352,6 +364,19 @@ def test_gateway_process_serves_stats_to_relay_stats(key: Path, http_server: int
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_non_loopback_stats_address_is_served_with_a_warning(key: Path) -> None:
+    """--stats 0.0.0.0:PORT is taken as written (no authentication: the log says so)."""
+    port, gport = free_port(), free_port(socket.SOCK_DGRAM)
+    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow", "127.0.0.1:9",
+               "--key-file", str(key), "--stats", f"0.0.0.0:{port}")  # fmt: skip
+    try:
+        assert f"stats endpoint on 0.0.0.0:{port} has no authentication" in start_log(gw)
+        assert stats(port)["sessions_open"] == 0
+    finally:
+        gw.kill()
+        gw.wait()
 
 
 def test_relay_stats_errors_are_one_line(stack: Stack, stats_port: int) -> None:
