@@ -25,6 +25,7 @@ import dataclasses
 import heapq
 import ipaddress
 import logging
+import operator
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from tierwise.proto.relay import (
     Event,
     RelayConfig,
     RelayConnection,
+    RelayStats,
     StreamDataReceived,
     StreamReset,
     wire,
@@ -61,6 +63,8 @@ IDLE_TIMEOUT_S = 12.0
 STATS_SESSIONS = 32
 # Datagrams the gateway drops before any session sees them, by reason (its own counters).
 GATEWAY_DROPS = ("dropped_malformed", "dropped_unknown_session", "dropped_auth")
+STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
+_stat_values = operator.attrgetter(*STAT_NAMES)
 
 
 @dataclass
@@ -308,13 +312,20 @@ class Gateway(asyncio.DatagramProtocol):
         }
 
     def totals(self) -> dict[str, int]:
-        """Every counter, summed over ended and open sessions and the gateway's own drops."""
-        total: Counter[str] = Counter(self.ended)
-        for session in self.sessions.values():
-            total.update(vars(session.conn.stats))
+        """Every counter, summed over ended and open sessions and the gateway's own drops.
+
+        Column sums over one ``attrgetter`` row per session: a ``Counter.update`` per
+        session was three quarters of an answer's time in a profile at 1,024 sessions
+        (benchmarks/relay_gateway_stats.py measures an answer).
+        """
+        rows = [_stat_values(session.conn.stats) for session in self.sessions.values()]
+        total = Counter(self.ended)
+        if rows:
+            for name, column in zip(STAT_NAMES, zip(*rows, strict=True), strict=True):
+                total[name] += sum(column)
         for key in GATEWAY_DROPS:  # before any session: malformed, no session, forged HELLO
             total[key] += self.counters[key]
-        out = {key: total[key] for key in sorted(total)}
+        out = {key: total[key] for key in sorted({*STAT_NAMES, *total})}
         out["destinations_refused"] = self.counters["refused"] + self.counters["udp_refused"]
         for key in ("sessions_opened", "sessions_ended", "sessions_refused", "connected"):
             out[key] = self.counters[key]
