@@ -69,6 +69,7 @@ GATEWAY_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "log_level": (str, None),
     "max_sessions": (int, (1, 4096)),
     "max_streams": (int, (1, 65536)),
+    "stats": (str, None),
     "session": (dict, None),  # the session's tunables: tuning.py
 }
 CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
@@ -101,6 +102,15 @@ def parse_addr(text: str, flag: str) -> tuple[str, int]:
             path=flag,
         )
     return host, int(port)
+
+
+def parse_stats_addr(text: str, flag: str = "--stats") -> tuple[str, int]:
+    """``HOST:PORT``, or a bare ``PORT`` on loopback (127.0.0.1), the safe default."""
+    if text.isdigit() and len(text) <= 5:
+        if not 0 < int(text) < 65536:
+            raise ScenarioError(f"expected a port from 1 to 65535, got {shown(text)}", path=flag)
+        return "127.0.0.1", int(text)
+    return parse_addr(text, flag)
 
 
 def _valid_host(host: str, bracketed: bool) -> bool:
@@ -259,6 +269,13 @@ def gateway(
     max_streams: Annotated[
         int | None, typer.Option(help="Most open streams per session (default 1024).")
     ] = None,
+    stats: Annotated[
+        str | None,
+        typer.Option(
+            help="Serve GET /stats (JSON) and /metrics (Prometheus) on this TCP HOST:PORT "
+            "(a bare PORT is 127.0.0.1:PORT). Off by default; no authentication."
+        ),
+    ] = None,
     stream_window: StreamWindowOpt = None,
     session_window: SessionWindowOpt = None,
     fec_target: FecTargetOpt = None,
@@ -282,12 +299,15 @@ def gateway(
         raise ScenarioError("at least one --allow HOST:PORT is required", path="--allow")
     sessions = _int(max_sessions, cfg, "max_sessions", 64, GATEWAY_KEYS)
     streams = _int(max_streams, cfg, "max_streams", 1024, GATEWAY_KEYS)
+    stats_text = stats or cfg.get("stats")
+    stats_addr = parse_stats_addr(stats_text) if stats_text is not None else None
     path = _key_path(key_file, cfg)
     key = _read_key(path)
     if check:
         _print_check(
             {"listen": addr, "allow": sorted(allowed), "key_file": path,
-             "max_sessions": sessions, "max_streams": streams, "log_level": level.lower(),
+             "max_sessions": sessions, "max_streams": streams, "stats": stats_addr,
+             "log_level": level.lower(),
              "session": _effective("gateway", tuned, max_streams=streams)}
         )  # fmt: skip
         return
@@ -297,8 +317,11 @@ def gateway(
 
     _setup(level)
     asyncio.run(
-        run_gateway(key, addr, allowed, max_sessions=sessions, max_streams=streams, session=tuned)
-    )
+        run_gateway(
+            key, addr, allowed, max_sessions=sessions, max_streams=streams, session=tuned,
+            stats=stats_addr,
+        )
+    )  # fmt: skip
 
 
 @relay_app.command()
@@ -432,24 +455,92 @@ def _is_ip(host: str) -> bool:
 
 @relay_app.command()
 def stats(
-    client_addr: Annotated[str, typer.Option("--client", help="The client's SOCKS address.")],
+    client_addr: Annotated[
+        str | None, typer.Option("--client", help="A running client's SOCKS address.")
+    ] = None,
+    gateway_addr: Annotated[
+        str | None, typer.Option("--gateway", help="A running gateway's --stats address.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON (SI units).")] = False,
 ) -> None:
-    """RTT, bandwidth, loss, FEC overhead and streams of a running client's session."""
+    """A running relay's measurements: a client's session (RTT, bandwidth, loss, FEC
+    overhead, streams) or a gateway's sessions and security counters."""
     import asyncio
 
     from tierwise.relay.run import fetch_stats
 
-    data = asyncio.run(fetch_stats(parse_addr(client_addr, "--client")))
+    if (client_addr is None) == (gateway_addr is None):
+        raise ScenarioError(
+            "give exactly one of --client HOST:PORT (a client's SOCKS address) or "
+            "--gateway HOST:PORT (a gateway's --stats address)",
+            path="--client/--gateway",
+        )
+    if client_addr is not None:
+        data = asyncio.run(fetch_stats(parse_addr(client_addr, "--client")))
+    else:
+        addr = parse_stats_addr(gateway_addr, "--gateway")  # type: ignore[arg-type]
+        data = asyncio.run(fetch_stats(addr, role="gateway"))
     if json_out:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: the sessions' rows whole, not cut at 80
+        console = Console(width=160)
+    console.print(_measures_table(data))
+    if data.get("role") == "gateway":
+        console.print(_sessions_table(data))
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _measures_table(data: dict):  # type: ignore[no-untyped-def]
+    """Every scalar as a row; a nested table's (``session``, ``totals``) as ``name.key``."""
     from rich.table import Table
 
     table = Table("measure", "value")
-    rows = {k: v for k, v in data.items() if not isinstance(v, dict)}
-    rows.update({f"session.{k}": v for k, v in data.get("session", {}).items()})
+    rows = {k: v for k, v in data.items() if not isinstance(v, dict | list)}
+    for name in ("session", "totals"):
+        rows.update({f"{name}.{k}": v for k, v in data.get(name, {}).items()})
     for key, value in rows.items():
-        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
-    Console().print(table)
+        table.add_row(key, _cell(value))
+    return table
+
+
+# the sessions table, in the units an operator reads (the JSON stays in SI units)
+SESSION_COLUMNS: dict[str, Any] = {
+    "session": lambda e: e["id"],
+    "client": lambda e: e["peer"],
+    "age s": lambda e: f"{e['age_s']:.0f}",
+    "srtt ms": lambda e: f"{e['srtt_s'] * 1e3:.1f}",
+    "Mbit/s": lambda e: f"{e['bandwidth_bytes_per_s'] * 8e-6:.1f}",
+    "loss in/out %": lambda e: f"{e['loss_in'] * 100:.1f}/{e['loss_out'] * 100:.1f}",
+    "FEC %": lambda e: f"{e['fec_overhead'] * 100:.1f}",
+    "streams": lambda e: str(e["streams"]),
+    "MB in/out": lambda e: f"{e['bytes_received'] / 1e6:.2f}/{e['bytes_sent'] / 1e6:.2f}",
+}
+
+
+def _sessions_table(data: dict):  # type: ignore[no-untyped-def]
+    """The gateway's busiest sessions, one row each."""
+    from rich import box
+    from rich.table import Column, Table
+
+    listed, total = data.get("sessions_listed", 0), data.get("sessions_open", 0)
+    title = f"sessions: the {listed} busiest of {total} (by bytes carried)"
+    columns = [Column(name, no_wrap=True) for name in SESSION_COLUMNS]
+    table = Table(*columns, title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for entry in data.get("sessions", []):
+        table.add_row(*(_shown(cell, entry) for cell in SESSION_COLUMNS.values()))
+    return table
+
+
+def _shown(cell: Any, entry: dict) -> str:
+    """A session's cell; "-" for a figure not measured yet (``null`` in the JSON)."""
+    try:
+        return cell(entry)
+    except (TypeError, KeyError):
+        return "-"

@@ -1,17 +1,21 @@
 """Running the gateway and the client as foreground processes (systemd-friendly).
 
 SIGTERM or SIGINT starts a drain: listeners close, open streams get up to
-``DRAIN_S`` to finish, then the session is closed and the process exits.
+``DRAIN_S`` to finish, then the session is closed and the process exits. The
+gateway's stats endpoint (``stats``, :mod:`.metrics`) answers until the drain ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import signal
+import socket
 
 from tierwise.errors import ScenarioError
+from tierwise.listen import listen_socket
 from tierwise.proto.relay import RelayConfig
 from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.client import REDIAL_S, Client
@@ -24,6 +28,8 @@ __all__ = ["fetch_stats", "run_client", "run_gateway"]
 
 log = logging.getLogger("tierwise.relay")
 DRAIN_S = 5.0
+FETCH_TIMEOUT_S = 10.0  # `relay stats`: an endpoint that accepts and never answers
+FETCH_MAX_BYTES = 16 << 20
 
 
 def _stop_event() -> asyncio.Event:
@@ -51,16 +57,22 @@ async def run_gateway(
     max_sessions: int = 64,
     max_streams: int = 1024,
     session: dict | None = None,
+    stats: tuple[str, int] | None = None,
 ) -> None:
-    """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py)."""
+    """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py);
+    ``stats``: where to serve ``GET /stats`` and ``GET /metrics`` (off if ``None``)."""
     settings = {"idle_timeout_s": IDLE_TIMEOUT_S, **(session or {})}
     config = RelayConfig(max_streams=max_streams, **settings)
     gateway = Gateway(key, allow, config=config, max_sessions=max_sessions)
+    stats_sock = listen_socket(*stats, source="--stats") if stats is not None else None
     try:
         transport = await open_batch_endpoint(gateway, local_addr=listen)
     except OSError as exc:
+        if stats_sock is not None:
+            stats_sock.close()
         raise ScenarioError(f"cannot listen on {listen[0]}:{listen[1]}: {exc.strerror}") from exc
     widen_buffers(transport)
+    server = await _serve_stats(gateway, stats_sock) if stats_sock is not None else None
     log.info("gateway listening on udp %s:%s; allowed: %s", *listen, sorted(allow))
     stop = _stop_event()
     await stop.wait()
@@ -68,6 +80,29 @@ async def run_gateway(
     await _drain(lambda: bool(gateway._streams))
     gateway.close()
     transport.close()
+    if server is not None:
+        server.close()
+
+
+async def _serve_stats(gateway: Gateway, sock: socket.socket) -> asyncio.Server:
+    """The stats endpoint on the listening ``sock`` (bound first: an address in use is
+    one line naming ``--stats`` before anything else starts)."""
+    from tierwise.relay.metrics import serve_stats
+
+    server = await serve_stats(gateway, sock)
+    host, port = sock.getsockname()[:2]
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    log.info("stats on http://%s/stats and /metrics", where)
+    if not _is_loopback(host):
+        log.warning("the stats endpoint on %s has no authentication: firewall it", where)
+    return server
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 async def run_client(
@@ -156,19 +191,37 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
         ) from None
 
 
-async def fetch_stats(addr: tuple[str, int]) -> dict:
-    """The client's measurements, asked over its SOCKS port (``GET /stats``)."""
+async def _read_to_end(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """What the peer sends until it closes, at most ``limit`` bytes."""
+    raw = bytearray()
+    while len(raw) < limit and (chunk := await reader.read(limit - len(raw))):
+        raw += chunk
+    return bytes(raw)
+
+
+async def fetch_stats(addr: tuple[str, int], role: str = "client") -> dict:
+    """A running relay's measurements (``GET /stats``): a client's, asked over its SOCKS
+    port, or a gateway's, asked at its ``--stats`` address (``role="gateway"``)."""
+    flag = f"--{role}"
+    what = "relay client" if role == "client" else "relay gateway stats endpoint"
+    where = f"{addr[0]}:{addr[1]}"
     try:
-        reader, writer = await asyncio.open_connection(*addr)
+        async with asyncio.timeout(FETCH_TIMEOUT_S):
+            reader, writer = await asyncio.open_connection(*addr)
+            writer.write(b"GET /stats HTTP/1.0\r\n\r\n")
+            raw = await _read_to_end(reader, FETCH_MAX_BYTES)
     except OSError as exc:
+        raise ScenarioError(f"no {what} at {where}: {exc.strerror or exc}", path=flag) from exc
+    except TimeoutError:
         raise ScenarioError(
-            f"no relay client at {addr[0]}:{addr[1]}: {exc.strerror}", path="--client"
-        ) from exc
-    writer.write(b"GET /stats HTTP/1.0\r\n\r\n")
-    raw = await reader.read()
+            f"{where} did not answer within {FETCH_TIMEOUT_S:g} s", path=flag
+        ) from None
     writer.close()
     _, _, body = raw.partition(b"\r\n\r\n")
     try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise ScenarioError(f"{addr[0]}:{addr[1]} is not a relay client", path="--client") from exc
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or (data.get("role") == "gateway") != (role == "gateway"):
+        raise ScenarioError(f"{where} is not a {what}", path=flag)
+    return data
