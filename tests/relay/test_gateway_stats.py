@@ -432,3 +432,20 @@ def test_stats_flag_and_toml_key(key: Path, tmp_path: Path) -> None:
         out = relay_cli(*base, "--listen", f"127.0.0.1:{gport}", "--stats", str(port))
     assert out.returncode == 2 and "--stats" in out.stderr and "cannot listen" in out.stderr
     assert out.stderr.count("\n") == 1, out.stderr
+
+
+def test_client_stats_are_strict_json_before_the_first_measurement(stack: Stack) -> None:
+    """The client's ``GET /stats`` too: figures not measured yet are null, not Infinity
+    (which Python writes by default and most JSON parsers reject)."""
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"non-JSON constant {token} in the client's stats")
+
+    with socket.create_connection(("127.0.0.1", stack.socks_port), timeout=10) as s:
+        s.sendall(b"GET /stats HTTP/1.0\r\n\r\n")
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    data = json.loads(raw.partition(b"\r\n\r\n")[2], parse_constant=refuse)
+    assert data["pacing_rate_bytes_per_s"] is None  # nothing sent yet: no rate measured
+    assert data["state"] == "established"

@@ -494,6 +494,8 @@ def stats(
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return "—"  # not measured yet (null in the JSON)
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 

@@ -29,7 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from tierwise.relay.gateway import Gateway
 
-__all__ = ["render_metrics", "serve_stats"]
+__all__ = ["finite_json", "render_metrics", "serve_stats"]
 
 log = logging.getLogger("tierwise.relay.stats")
 MAX_REQUEST_BYTES = 4096  # a request line and a few headers; Prometheus sends ~300 B
@@ -184,21 +184,21 @@ async def _answer(gateway: Gateway, reader: asyncio.StreamReader) -> tuple[int, 
     if method != b"GET":
         return _error(405, "only GET is served")
     if target == b"/stats":
-        return 200, "application/json", json.dumps(_finite(gateway.snapshot())).encode()
+        return 200, "application/json", json.dumps(finite_json(gateway.snapshot())).encode()
     if target == b"/metrics":
         return 200, CONTENT_TYPE_LATEST, render_metrics(gateway.snapshot())
     return _error(404, "the paths are /stats (JSON) and /metrics (Prometheus)")
 
 
-def _finite(value: Any) -> Any:
+def finite_json(value: Any) -> Any:
     """``value`` with every infinite or NaN float as ``None`` (JSON has no Infinity): a
     figure not measured yet, such as the pacing rate before the first RTT sample."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [finite_json(v) for v in value]
     return value
 
 

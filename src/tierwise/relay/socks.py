@@ -91,7 +91,9 @@ async def _stats(client: Client, reader, writer) -> None:  # type: ignore[no-unt
     peer = writer.get_extra_info("peername")
     if not peer or not ipaddress.ip_address(peer[0]).is_loopback:
         return
-    body = json.dumps(client.snapshot()).encode()
+    from tierwise.relay.metrics import finite_json  # only when asked: prometheus_client
+
+    body = json.dumps(finite_json(client.snapshot())).encode()  # JSON has no Infinity
     head = f"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
     writer.write(head.encode() + b"\r\n\r\n" + body)
     await writer.drain()
