@@ -29,6 +29,7 @@ CASES = [
     ("relay_cpu.py", ["--phases", "sideways"], "--phases"),
     ("relay_cpu.py", ["--mb", "0"], "--mb"),
     ("relay_fec.py", ["--loss", "2"], "--loss"),
+    ("relay_gateway_stats.py", ["--few", "0"], "--few"),
     ("relay_native.py", ["--cases", "bulk99"], "--cases"),
     ("relay_sim.py", ["--requests", "0"], "--requests"),
     ("relay_trace.py", ["--runs", "x"], "--runs"),
