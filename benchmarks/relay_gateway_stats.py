@@ -25,11 +25,11 @@ from _args import positive_int, run
 
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.relay.gateway import Gateway
-from tierwise.relay.metrics import _finite, render_metrics
+from tierwise.relay.metrics import finite_json, render_metrics
 
 KEY = bytes(range(32))
 ANSWERS = {
-    "stats": lambda gw: json.dumps(_finite(gw.snapshot())).encode(),
+    "stats": lambda gw: json.dumps(finite_json(gw.snapshot())).encode(),
     "metrics": lambda gw: render_metrics(gw.snapshot()),
 }
 
