@@ -1,13 +1,16 @@
-"""The command line as a user runs it: plan, catalog and calc, as tables and as JSON."""
+"""The command line as a user runs it: plan, catalog and calc, as tables and as JSON.
+
+Each test declares its ``tierwise`` runs (``@cli_calls``); the module runs the selected
+tests' runs two real processes at a time (tests/cli/batch.py) and each test checks its own.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.cli.batch import Call, Done, call, cli_calls
 from tierwise.calc import REGISTRY
 from tierwise.scenario.loader import bundled_example
 
@@ -37,15 +40,15 @@ dense_bf16 = "200 TFLOP/s"
 """
 
 
-def ok(*args: str):
-    run = run_cli(*args)
+def ok(done: Done):
+    run = done.run
     assert run.code == 0, run.stderr
     assert "Traceback" not in run.stderr
     return run
 
 
-def plan_json(*args: str) -> dict:
-    run = ok("plan", *args, "--json")
+def plan_json(done: Done) -> dict:
+    run = ok(done)
     assert run.stdout.startswith("{"), "--json must print nothing before the JSON"
     return json.loads(run.stdout)
 
@@ -54,18 +57,18 @@ def option(data: dict, site: str) -> dict:
     return next(o for o in data["options"] if o["site"] == site)
 
 
-def write(tmp_path: Path, name: str, text: str) -> str:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return str(path)
+PLAN_JSON = call("plan", "--json")
 
 
 # ------------------------------------------------------------------ plan
 
 
-def test_plan_without_file_names_the_example_then_table_then_choice() -> None:
+@cli_calls(lambda: {"": call("plan")})
+def test_plan_without_file_names_the_example_then_table_then_choice(
+    cli_runs: dict[str, Done],
+) -> None:
     """`tierwise plan` says it plans the bundled §12.5 example, shows the table, chooses cloud."""
-    lines = ok("plan").stdout.splitlines()
+    lines = ok(cli_runs[""]).stdout.splitlines()
     assert "§12.5" in lines[0]
     assert DEPLOYMENT in lines[0]
     table = "\n".join(lines[1:])
@@ -77,16 +80,18 @@ def test_plan_without_file_names_the_example_then_table_then_choice() -> None:
     assert lines.index(choice[0]) > 3, "the choice comes after the table"
 
 
-def test_plan_with_file_has_no_notice() -> None:
+@cli_calls(lambda: {"": call("plan", DEPLOYMENT)})
+def test_plan_with_file_has_no_notice(cli_runs: dict[str, Done]) -> None:
     """Given a FILE, plan prints no note about the bundled example."""
-    out = ok("plan", DEPLOYMENT).stdout
+    out = ok(cli_runs[""]).stdout
     assert "No file given" not in out
     assert "choice: cloud" in out
 
 
-def test_plan_json_shape() -> None:
+@cli_calls(lambda: {"": PLAN_JSON})
+def test_plan_json_shape(cli_runs: dict[str, Done]) -> None:
     """--json is pure JSON with the keys DESIGN.md promises."""
-    data = plan_json()
+    data = plan_json(cli_runs[""])
     assert data["choice"] == "cloud"
     assert isinstance(data["thresholds"], list)
     assert data["thresholds"], "the §12.5 example has thresholds"
@@ -109,26 +114,41 @@ def test_plan_json_shape() -> None:
     assert cloud["meets_deadline"] is True
 
 
-def test_plan_json_without_file_prints_only_json() -> None:
+@cli_calls(lambda: {"": PLAN_JSON})
+def test_plan_json_without_file_prints_only_json(cli_runs: dict[str, Done]) -> None:
     """With --json and no FILE the notice about the example is left out."""
-    run = ok("plan", "--json")
+    run = ok(cli_runs[""])
     json.loads(run.stdout)
     assert "No file given" not in run.stdout
 
 
-def test_set_slower_uplink_chooses_workstation() -> None:
+@cli_calls(
+    lambda: {
+        "json": call("plan", "--set", "site.cloud.uplink=3.5 Mbit/s", "--json"),
+        "table": call("plan", "--set", 'site.cloud.uplink="3.5 Mbit/s"'),
+    }
+)
+def test_set_slower_uplink_chooses_workstation(cli_runs: dict[str, Done]) -> None:
     """At 3.5 Mbit/s the cloud misses the deadline and the workstation is chosen (§12.5.2)."""
-    data = plan_json("--set", "site.cloud.uplink=3.5 Mbit/s")
+    data = plan_json(cli_runs["json"])
     assert data["choice"] == "workstation"
     assert option(data, "cloud")["meets_deadline"] is False
-    table = ok("plan", "--set", 'site.cloud.uplink="3.5 Mbit/s"').stdout
+    table = ok(cli_runs["table"]).stdout
     assert "choice: workstation" in table
 
 
-def test_set_several_overrides() -> None:
+@cli_calls(
+    lambda: {
+        "base": PLAN_JSON,
+        "fewer": call(
+            "plan", "--set", "task.rounds=10", "--set", "site.cloud.rtt=100 ms", "--json"
+        ),
+    }
+)
+def test_set_several_overrides(cli_runs: dict[str, Done]) -> None:
     """Several --set apply together: fewer rounds shorten every option."""
-    base = plan_json()
-    fewer = plan_json("--set", "task.rounds=10", "--set", "site.cloud.rtt=100 ms")
+    base = plan_json(cli_runs["base"])
+    fewer = plan_json(cli_runs["fewer"])
     for site in ("phone", "workstation", "cloud"):
         assert option(fewer, site)["time_s"] < option(base, site)["time_s"]
 
@@ -136,40 +156,60 @@ def test_set_several_overrides() -> None:
 # ------------------------------------------------------------------ catalog
 
 
-def test_catalog_lists_h100_with_a_source() -> None:
+@cli_calls(lambda: {"table": call("catalog"), "json": call("catalog", "--json")})
+def test_catalog_lists_h100_with_a_source(cli_runs: dict[str, Done]) -> None:
     """`tierwise catalog` lists h100-sxm, and each of its facts has a source."""
-    assert "h100-sxm" in ok("catalog").stdout
-    data = json.loads(ok("catalog", "--json").stdout)
+    assert "h100-sxm" in ok(cli_runs["table"]).stdout
+    data = json.loads(ok(cli_runs["json"]).stdout)
     h100 = data["hardware"]["h100-sxm"]
     assert h100["origin"] == "bundled"
     assert h100["sources"]["memory_bandwidth"]
     assert h100["memory_bandwidth"] == pytest.approx(3.35e12)
 
 
-def test_user_catalog_overrides_bundled_hardware(tmp_path: Path) -> None:
-    """A --catalog entry replaces h100-sxm: catalog shows it, and the plan uses it."""
-    path = write(tmp_path, "mine.toml", H100_HALF_BANDWIDTH)
-    h100 = json.loads(ok("catalog", "--catalog", path, "--json").stdout)["hardware"]["h100-sxm"]
-    assert h100["memory_bandwidth"] == pytest.approx(1.675e12)
-    assert h100["origin"] == path
-    assert h100["sources"]["memory_bandwidth"] == "my measurement"
-    assert "h100-sxm" in ok("catalog", "--catalog", path).stdout
+def _with_catalog(text: str, *args: str) -> Call:
+    return call(*args[:1], "--catalog", "{dir}/mine.toml", *args[1:], files={"mine.toml": text})
 
-    base = option(plan_json(), "cloud")["breakdown_s"]["model"]
-    slower = option(plan_json("--catalog", path), "cloud")["breakdown_s"]["model"]
+
+@cli_calls(
+    lambda: {
+        "json": _with_catalog(H100_HALF_BANDWIDTH, "catalog", "--json"),
+        "table": _with_catalog(H100_HALF_BANDWIDTH, "catalog"),
+        "base": PLAN_JSON,
+        "plan": _with_catalog(H100_HALF_BANDWIDTH, "plan", "--json"),
+    }
+)
+def test_user_catalog_overrides_bundled_hardware(cli_runs: dict[str, Done]) -> None:
+    """A --catalog entry replaces h100-sxm: catalog shows it, and the plan uses it."""
+    done = cli_runs["json"]
+    h100 = json.loads(ok(done).stdout)["hardware"]["h100-sxm"]
+    assert h100["memory_bandwidth"] == pytest.approx(1.675e12)
+    assert h100["origin"] == str(done.dir / "mine.toml")
+    assert h100["sources"]["memory_bandwidth"] == "my measurement"
+    assert "h100-sxm" in ok(cli_runs["table"]).stdout
+
+    base = option(plan_json(cli_runs["base"]), "cloud")["breakdown_s"]["model"]
+    slower = option(plan_json(cli_runs["plan"]), "cloud")["breakdown_s"]["model"]
     assert slower == pytest.approx(2 * base)  # decode time ∝ 1 / memory bandwidth
 
 
-def test_user_catalog_adds_hardware_a_scenario_can_use(tmp_path: Path) -> None:
+@cli_calls(
+    lambda: {
+        "plan": _with_catalog(NEW_GPU, "plan", "--set", "site.cloud.hardware=my-gpu", "--json"),
+        "base": PLAN_JSON,
+        "catalog": _with_catalog(NEW_GPU, "catalog", "--json"),
+        "without": call("plan", "--set", "site.cloud.hardware=my-gpu"),
+    }
+)
+def test_user_catalog_adds_hardware_a_scenario_can_use(cli_runs: dict[str, Done]) -> None:
     """A new hardware id from --catalog is usable by a site; without the file it is unknown."""
-    path = write(tmp_path, "mine.toml", NEW_GPU)
-    data = plan_json("--catalog", path, "--set", "site.cloud.hardware=my-gpu")
-    base = option(plan_json(), "cloud")["breakdown_s"]["model"]
+    data = plan_json(cli_runs["plan"])
+    base = option(plan_json(cli_runs["base"]), "cloud")["breakdown_s"]["model"]
     mine = option(data, "cloud")["breakdown_s"]["model"]
     assert mine == pytest.approx(base * 3.35)  # 3.35 TB/s bundled, 1 TB/s mine
-    assert "my-gpu" in json.loads(ok("catalog", "--catalog", path, "--json").stdout)["hardware"]
+    assert "my-gpu" in json.loads(ok(cli_runs["catalog"]).stdout)["hardware"]
 
-    run = run_cli("plan", "--set", "site.cloud.hardware=my-gpu")
+    run = cli_runs["without"].run
     assert run.code == 2
     assert "unknown hardware id 'my-gpu'" in run.stderr
 
@@ -177,36 +217,45 @@ def test_user_catalog_adds_hardware_a_scenario_can_use(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ calc
 
 
-def test_calc_help_lists_every_model_with_a_one_line_summary() -> None:
+@cli_calls(lambda: {"help": call("calc", "--help"), "bare": call("calc")})
+def test_calc_help_lists_every_model_with_a_one_line_summary(cli_runs: dict[str, Done]) -> None:
     """`tierwise calc --help` has one row per registry entry, its summary on the same line."""
-    out = ok("calc", "--help").stdout
+    out = ok(cli_runs["help"]).stdout
     lines = out.splitlines()
     assert REGISTRY, "the calc registry is empty"
     for name, entry in REGISTRY.items():
         assert "\n" not in entry.summary
         rows = [line for line in lines if f" {name} " in line and entry.summary in line]
         assert rows, f"no one-line row for {name!r} with its summary {entry.summary!r}"
-    assert ok("calc").stdout == out
+    assert ok(cli_runs["bare"]).stdout == out
 
 
-def test_calc_request_json() -> None:
+@cli_calls(lambda: {"": call("calc", "request", "--json")})
+def test_calc_request_json(cli_runs: dict[str, Done]) -> None:
     """`tierwise calc request --json` reproduces §12.1.1's 12.8 s with its defaults."""
-    data = json.loads(ok("calc", "request", "--json").stdout)
+    data = json.loads(ok(cli_runs[""]).stdout)
     assert data["time_s"] == pytest.approx(12.8)
     assert data["model"] == "request"
 
 
-def test_calc_request_with_params() -> None:
+@cli_calls(
+    lambda: {
+        "two": call("calc", "request", "--uplink", "40 Mbit/s", "--json"),
+        "one": call("calc", "request", "--uplink=40 Mbit/s", "--json"),
+    }
+)
+def test_calc_request_with_params(cli_runs: dict[str, Done]) -> None:
     """Parameters take units: a 40 Mbit/s uplink halves the 12 s upload."""
-    data = json.loads(ok("calc", "request", "--uplink", "40 Mbit/s", "--json").stdout)
+    data = json.loads(ok(cli_runs["two"]).stdout)
     assert data["breakdown_s"]["upload"] == pytest.approx(6.0)
-    data = json.loads(ok("calc", "request", "--uplink=40 Mbit/s", "--json").stdout)
+    data = json.loads(ok(cli_runs["one"]).stdout)
     assert data["breakdown_s"]["upload"] == pytest.approx(6.0)
 
 
-def test_calc_model_help_lists_its_params() -> None:
+@cli_calls(lambda: {"": call("calc", "request", "--help")})
+def test_calc_model_help_lists_its_params(cli_runs: dict[str, Done]) -> None:
     """`tierwise calc request --help` lists each parameter flag."""
-    out = ok("calc", "request", "--help").stdout
+    out = ok(cli_runs[""]).stdout
     for param in REGISTRY["request"].params:
         assert param.flag in out
 
@@ -214,15 +263,17 @@ def test_calc_model_help_lists_its_params() -> None:
 # ------------------------------------------------------------------ top level
 
 
-def test_top_level_help() -> None:
+@cli_calls(lambda: {"": call("--help")})
+def test_top_level_help(cli_runs: dict[str, Done]) -> None:
     """`tierwise --help` works and names the commands."""
-    out = ok("--help").stdout
+    out = ok(cli_runs[""]).stdout
     for command in ("plan", "calc", "catalog"):
         assert command in out
 
 
-def test_plan_help() -> None:
+@cli_calls(lambda: {"": call("plan", "--help")})
+def test_plan_help(cli_runs: dict[str, Done]) -> None:
     """`tierwise plan --help` documents --set, --json and --catalog."""
-    out = ok("plan", "--help").stdout
+    out = ok(cli_runs[""]).stdout
     for flag in ("--set", "--json", "--catalog"):
         assert flag in out

@@ -3,18 +3,21 @@
 Each case starts from the bundled §12.5 example, breaks one thing, and runs the CLI
 as a user would. Nothing may reach stdout (no half-printed table or JSON) and no
 traceback may reach stderr.
+
+Each run is a real ``tierwise`` process. A test declares its runs (``@cli_calls``) and
+the module runs the selected tests' calls two at a time (tests/cli/batch.py); each call
+gets a folder of its own (``{dir}`` in its arguments), and the test checks its own runs.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.cli.batch import Call, Done, call, cli_calls
 from tests.conftest import Run, run_cli
 from tierwise.scenario.loader import bundled_example
 
@@ -254,32 +257,45 @@ CATALOG_CASES = {
 }
 
 
-def test_file_errors_are_one_line(tmp_path: Path) -> None:
-    """Non-UTF-8 bytes, deep nesting and a 1,000-part header are one line naming the file."""
-    cases = {
-        b"rtt = 1\n\xff\xfe": ["not UTF-8", "0xff at offset 8 (line 2)"],
-        BASE.encode("latin-1", "replace").replace(b"\xc2", b"") + b"# caf\xe9\n": ["not UTF-8"],
-        ("x = " + "[" * 3000 + "]" * 3000).encode(): ["nested deeper than 16"],
-        ("[" + ".".join(f"k{i}" for i in range(1000)) + "]\n").encode(): ["nested deeper"],
+FILE_ERRORS = [
+    (b"rtt = 1\n\xff\xfe", ["not UTF-8", "0xff at offset 8 (line 2)"]),
+    (BASE.encode("latin-1", "replace").replace(b"\xc2", b"") + b"# caf\xe9\n", ["not UTF-8"]),
+    (("x = " + "[" * 3000 + "]" * 3000).encode(), ["nested deeper than 16"]),
+    (("[" + ".".join(f"k{i}" for i in range(1000)) + "]\n").encode(), ["nested deeper"]),
+]
+FILE_COMMANDS = {"plan": ("plan",), "sim": ("sim",), "catalog": ("catalog", "--catalog")}
+
+
+def _file_error_calls() -> dict[str, Call]:
+    return {
+        f"{i} {name}": call(*command, "{dir}/bad.toml", files={"bad.toml": data})
+        for i, (data, _) in enumerate(FILE_ERRORS)
+        for name, command in FILE_COMMANDS.items()
     }
-    for data, needles in cases.items():
-        path = tmp_path / "bad.toml"
-        path.write_bytes(data)
-        for command in ("plan", "sim"):
-            assert_one_line_error(run_cli(command, str(path)), str(path), *needles)
-        assert_one_line_error(run_cli("catalog", "--catalog", str(path)), str(path), *needles)
 
 
-def test_bom_is_accepted(tmp_path: Path) -> None:
+@cli_calls(_file_error_calls)
+def test_file_errors_are_one_line(cli_runs: dict[str, Done]) -> None:
+    """Non-UTF-8 bytes, deep nesting and a 1,000-part header are one line naming the file."""
+    assert len(cli_runs) == len(FILE_ERRORS) * len(FILE_COMMANDS)
+    for label, done in cli_runs.items():
+        needles = FILE_ERRORS[int(label.split()[0])][1]
+        assert_one_line_error(done.run, str(done.dir / "bad.toml"), *needles)
+
+
+@cli_calls(
+    lambda: {
+        "bom": call(
+            "plan", "{dir}/bom.toml", "--json", files={"bom.toml": b"\xef\xbb\xbf" + BASE.encode()}
+        ),
+        "example": call("plan", "--example", "deployment", "--json"),
+    }
+)
+def test_bom_is_accepted(cli_runs: dict[str, Done]) -> None:
     """A scenario saved with a UTF-8 byte-order mark plans like one without."""
-    path = tmp_path / "bom.toml"
-    path.write_bytes(b"\xef\xbb\xbf" + BASE.encode("utf-8"))
-    run = run_cli("plan", str(path), "--json")
+    run = cli_runs["bom"].run
     assert run.code == 0, run.stderr
-    assert (
-        run.json()["options"]
-        == run_cli("plan", "--example", "deployment", "--json").json()["options"]
-    )
+    assert run.json()["options"] == cli_runs["example"].run.json()["options"]
 
 
 SIM = Path(str(bundled_example("deployment"))).with_name("sim-photo.toml").read_text("utf-8")
@@ -296,11 +312,14 @@ SIM = Path(str(bundled_example("deployment"))).with_name("sim-photo.toml").read_
     ],
     ids=["--seed -1", "seed = -1", "mss 5e-324 B", "rate 1e-308 Mbit/s", "did you mean"],
 )
-def test_bad_sim_input(args: list[str], text: str, needles: list[str], tmp_path: Path) -> None:
+@cli_calls(
+    lambda args, text, **_: {"": call("sim", "{dir}/sim.toml", *args, files={"sim.toml": text})}
+)
+def test_bad_sim_input(
+    args: list[str], text: str, needles: list[str], cli_runs: dict[str, Done]
+) -> None:
     """Negative seeds, absurd magnitudes and misspelt keys in a sim file are one line, exit 2."""
-    path = tmp_path / "sim.toml"
-    path.write_text(text, encoding="utf-8")
-    assert_one_line_error(run_cli("sim", str(path), *args), *needles)
+    assert_one_line_error(cli_runs[""].run, *needles)
 
 
 FLOWS = Path(str(bundled_example("deployment"))).with_name("sim-flows.toml").read_text("utf-8")
@@ -356,11 +375,14 @@ _FIRST_FLOW = 'cc = "cubic"\nstart = "0 s"\nduration = "20 s"'
         "trace of a relay request",
     ],
 )
-def test_bad_flow_input(args: list[str], text: str, needles: list[str], tmp_path: Path) -> None:
+@cli_calls(
+    lambda args, text, **_: {"": call("sim", "{dir}/flows.toml", *args, files={"flows.toml": text})}
+)
+def test_bad_flow_input(
+    args: list[str], text: str, needles: list[str], cli_runs: dict[str, Done]
+) -> None:
     """Hostile [[flow]] tables and relay transports: one line naming file and key, exit 2."""
-    path = tmp_path / "flows.toml"
-    path.write_text(text, encoding="utf-8")
-    assert_one_line_error(run_cli("sim", str(path), *args), *needles)
+    assert_one_line_error(cli_runs[""].run, *needles)
 
 
 @pytest.mark.parametrize(
@@ -375,11 +397,13 @@ def test_bad_flow_input(args: list[str], text: str, needles: list[str], tmp_path
     ],
     ids=["section not a table", "misspelt section", "zero prompts per charge"],
 )
-def test_bad_catalog_shapes(text: str, needles: list[str], tmp_path: Path) -> None:
+@cli_calls(
+    lambda text, **_: {"": call("catalog", "--catalog", "{dir}/cat.toml", files={"cat.toml": text})}
+)
+def test_bad_catalog_shapes(text: str, needles: list[str], cli_runs: dict[str, Done]) -> None:
     """A catalog section that is not a table, or a zero count, is one line, not a traceback."""
-    path = tmp_path / "cat.toml"
-    path.write_text(text, encoding="utf-8")
-    assert_one_line_error(run_cli("catalog", "--catalog", str(path)), str(path), *needles)
+    done = cli_runs[""]
+    assert_one_line_error(done.run, str(done.dir / "cat.toml"), *needles)
 
 
 def assert_one_line_error(run: Run, *needles: str) -> str:
@@ -396,58 +420,81 @@ def assert_one_line_error(run: Run, *needles: str) -> str:
     return message
 
 
-def run_case(case: Case, tmp_path: Path, *extra: str) -> tuple[Run, list[str]]:
-    path = tmp_path / "scenario.toml"
-    if case.text is not None:
-        path.write_text(case.text, encoding="utf-8")
-    args = [a.replace("{file}", str(path)) for a in case.args]
-    needles = [n.replace("{file}", str(path)) for n in case.needles]
-    return run_cli("plan", str(path), *args, *extra), [str(path), *needles]
+def case_call(case: Case, *extra: str) -> Call:
+    """``plan {dir}/scenario.toml ARGS`` with the case's text (no file if it has none)."""
+    path = "{dir}/scenario.toml"
+    files = {} if case.text is None else {"scenario.toml": case.text}
+    args = [a.replace("{file}", path) for a in case.args]
+    return call("plan", path, *args, *extra, files=files)
+
+
+def case_needles(case: Case, done: Done) -> list[str]:
+    """The file's path and the case's needles, ``{file}`` replaced by the path."""
+    path = str(done.dir / "scenario.toml")
+    return [path, *(n.replace("{file}", path) for n in case.needles)]
 
 
 @pytest.mark.parametrize("case", SCENARIO_CASES.values(), ids=SCENARIO_CASES.keys())
-def test_bad_scenario(case: Case, tmp_path: Path) -> None:
+@cli_calls(lambda case: {"": case_call(case)})
+def test_bad_scenario(case: Case, cli_runs: dict[str, Done]) -> None:
     """Each bad scenario or --set names the file, the key path and what was expected."""
-    run, needles = run_case(case, tmp_path)
-    assert_one_line_error(run, *needles)
+    assert_one_line_error(cli_runs[""].run, *case_needles(case, cli_runs[""]))
 
 
 @pytest.mark.parametrize(
     "name", ["unknown unit", "--set unknown site", "TOML syntax error", "unknown hardware id"]
 )
-def test_bad_scenario_with_json_prints_nothing_on_stdout(name: str, tmp_path: Path) -> None:
+@cli_calls(lambda name: {"": case_call(SCENARIO_CASES[name], "--json")})
+def test_bad_scenario_with_json_prints_nothing_on_stdout(
+    name: str, cli_runs: dict[str, Done]
+) -> None:
     """With --json, bad input still gives one line on stderr and no JSON at all."""
-    run, needles = run_case(SCENARIO_CASES[name], tmp_path, "--json")
-    assert_one_line_error(run, *needles)
+    assert_one_line_error(cli_runs[""].run, *case_needles(SCENARIO_CASES[name], cli_runs[""]))
 
 
-def test_missing_file(tmp_path: Path) -> None:
+@cli_calls(lambda: {"": call("plan", "{dir}/nope.toml")})
+def test_missing_file(cli_runs: dict[str, Done]) -> None:
     """A file that does not exist is named, with what went wrong."""
-    path = tmp_path / "nope.toml"
-    assert_one_line_error(run_cli("plan", str(path)), str(path), "file not found")
+    done = cli_runs[""]
+    assert_one_line_error(done.run, str(done.dir / "nope.toml"), "file not found")
 
 
-def test_directory_as_file(tmp_path: Path) -> None:
+@cli_calls(lambda: {"": call("plan", "{dir}")})
+def test_directory_as_file(cli_runs: dict[str, Done]) -> None:
     """A directory given as the scenario file is refused by name."""
-    assert_one_line_error(run_cli("plan", str(tmp_path)), str(tmp_path), "cannot read")
+    done = cli_runs[""]
+    assert_one_line_error(done.run, str(done.dir), "cannot read")
 
 
-def test_set_error_without_file_names_the_bundled_example() -> None:
+JSON_OR_NOT = {"table": (), "json": ("--json",)}
+
+
+@cli_calls(
+    lambda: {
+        k: call("plan", "--set", "site.nosuch.uplink=1 Mbit/s", *extra)
+        for k, extra in JSON_OR_NOT.items()
+    }
+)
+def test_set_error_without_file_names_the_bundled_example(cli_runs: dict[str, Done]) -> None:
     """With no FILE, a bad --set names the bundled example it was applied to, and prints nothing."""
     example = str(bundled_example("deployment"))
-    for extra in ([], ["--json"]):
-        run = run_cli("plan", "--set", "site.nosuch.uplink=1 Mbit/s", *extra)
-        assert_one_line_error(run, example, "site.nosuch.uplink")
+    assert cli_runs.keys() == JSON_OR_NOT.keys()
+    for done in cli_runs.values():
+        assert_one_line_error(done.run, example, "site.nosuch.uplink")
 
 
-def test_unwritable_plot_folder(tmp_path: Path) -> None:
+@cli_calls(
+    lambda: {
+        k: call("plan", "--plot", "{dir}/a-file/figures", *extra, files={"a-file": ""})
+        for k, extra in JSON_OR_NOT.items()
+    }
+)
+def test_unwritable_plot_folder(cli_runs: dict[str, Done]) -> None:
     """--plot into a path that cannot be a folder is named, with the reason."""
-    blocker = tmp_path / "a-file"
-    blocker.write_text("", encoding="utf-8")
-    folder = blocker / "figures"
-    for extra in ([], ["--json"]):
-        run = run_cli("plan", "--plot", str(folder), *extra)
-        assert_one_line_error(run, "--plot", str(folder), "Not a directory")
+    assert cli_runs.keys() == JSON_OR_NOT.keys()
+    for done in cli_runs.values():
+        folder = str(done.dir / "a-file" / "figures")
+        assert_one_line_error(done.run, "--plot", folder, "Not a directory")
 
 
 @pytest.mark.parametrize(
@@ -461,26 +508,36 @@ def test_unwritable_plot_folder(tmp_path: Path) -> None:
     ],
     ids=["unknown model", "unknown param", "bad unit", "bad unit --json", "flag without value"],
 )
-def test_bad_calc(args: list[str], needles: list[str]) -> None:
+@cli_calls(lambda args, **_: {"": call(*args)})
+def test_bad_calc(args: list[str], needles: list[str], cli_runs: dict[str, Done]) -> None:
     """calc names the model or the parameter and what it expected."""
-    assert_one_line_error(run_cli(*args), *needles)
+    assert_one_line_error(cli_runs[""].run, *needles)
 
 
 @pytest.mark.parametrize("command", ["plan", "catalog"])
 @pytest.mark.parametrize(("text", "needles"), CATALOG_CASES.values(), ids=CATALOG_CASES.keys())
-def test_bad_catalog(command: str, text: str, needles: list[str], tmp_path: Path) -> None:
+@cli_calls(
+    lambda command, text, **_: {
+        k: call(
+            command, "--catalog", "{dir}/my-catalog.toml", *extra, files={"my-catalog.toml": text}
+        )
+        for k, extra in JSON_OR_NOT.items()
+    }
+)
+def test_bad_catalog(
+    command: str, text: str, needles: list[str], cli_runs: dict[str, Done]
+) -> None:
     """A bad --catalog file is named with the key path, for plan and for catalog (and --json)."""
-    path = tmp_path / "my-catalog.toml"
-    path.write_text(text, encoding="utf-8")
-    for extra in ([], ["--json"]):
-        run = run_cli(command, "--catalog", str(path), *extra)
-        assert_one_line_error(run, str(path), *needles)
+    assert cli_runs.keys() == JSON_OR_NOT.keys()
+    for done in cli_runs.values():
+        assert_one_line_error(done.run, str(done.dir / "my-catalog.toml"), *needles)
 
 
-def test_missing_catalog_file(tmp_path: Path) -> None:
+@cli_calls(lambda: {"": call("catalog", "--catalog", "{dir}/nope.toml")})
+def test_missing_catalog_file(cli_runs: dict[str, Done]) -> None:
     """A --catalog file that does not exist is named."""
-    path = tmp_path / "nope.toml"
-    assert_one_line_error(run_cli("catalog", "--catalog", str(path)), str(path), "cannot read")
+    done = cli_runs[""]
+    assert_one_line_error(done.run, str(done.dir / "nope.toml"), "cannot read")
 
 
 @pytest.mark.parametrize(
@@ -493,30 +550,34 @@ def test_missing_catalog_file(tmp_path: Path) -> None:
     ],
     ids=["unknown option", "extra argument", "unknown command", "option without value"],
 )
-def test_usage_errors_are_one_line(args: list[str], needles: list[str]) -> None:
+@cli_calls(lambda args, **_: {"": call(*args)})
+def test_usage_errors_are_one_line(
+    args: list[str], needles: list[str], cli_runs: dict[str, Done]
+) -> None:
     """Command-line usage errors follow the same rule: one line, status 2, no traceback."""
-    assert_one_line_error(run_cli(*args), *needles)
+    assert_one_line_error(cli_runs[""].run, *needles)
 
 
-def test_long_message_stays_one_line_in_a_narrow_terminal(tmp_path: Path) -> None:
-    """Rich must not wrap the error, however narrow the terminal."""
-    case = SCENARIO_CASES["--set unknown path"]  # the longest message: it lists every key
-    path = tmp_path / "scenario.toml"
-    path.write_text(case.text or "", encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from tierwise.cli import main; main()",
+LONGEST = SCENARIO_CASES["--set unknown path"]  # the longest message: it lists every key
+NARROW = "the-longest-error-message-in-a-narrow-terminal.toml"  # a long path: > 160 columns
+NARROW_ENV = {**os.environ, "COLUMNS": "40"}  # as collected (pytest adds to it in a test)
+
+
+@cli_calls(
+    lambda: {
+        "": call(
             "plan",
-            str(path),
-            *case.args,
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "40"},
-    )
-    message = assert_one_line_error(Run(proc.returncode, proc.stdout, proc.stderr), str(path))
+            "{dir}/" + NARROW,
+            *LONGEST.args,
+            files={NARROW: LONGEST.text or ""},
+            env=NARROW_ENV,
+        )
+    }
+)
+def test_long_message_stays_one_line_in_a_narrow_terminal(cli_runs: dict[str, Done]) -> None:
+    """Rich must not wrap the error, however narrow the terminal."""
+    done = cli_runs[""]
+    message = assert_one_line_error(done.run, str(done.dir / NARROW))
     assert len(message) > 160
 
 
@@ -542,15 +603,23 @@ def test_long_message_stays_one_line_in_a_narrow_terminal(tmp_path: Path) -> Non
         ),
     ],
 )
-def test_every_command_reads_files_through_the_bounded_reader(tmp_path, command) -> None:
+@cli_calls(
+    lambda command: {
+        "": call(
+            *command,
+            "{dir}/bad.bin",
+            *{"add-model": ("--id", "x"), "sweep": ("--vary", "task.rounds=1,2")}.get(
+                command[-1], ()
+            ),
+            files={"bad.bin": (b"a = \xad\xff\n", 0o600)},
+        )
+    }
+)
+def test_every_command_reads_files_through_the_bounded_reader(
+    command: tuple[str, ...], cli_runs: dict[str, Done]
+) -> None:
     """Non-UTF-8 bytes given to any command that reads a file: one line naming the byte."""
-    bad = tmp_path / "bad.bin"
-    bad.write_bytes(b"a = \xad\xff\n")
-    bad.chmod(0o600)
-    extra = {"add-model": ("--id", "x"), "sweep": ("--vary", "task.rounds=1,2")}.get(
-        command[-1], ()
-    )
-    run = run_cli(*command, str(bad), *extra)
+    run = cli_runs[""].run
     assert run.code == 2, run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert "not UTF-8" in run.stderr and run.stdout == ""
@@ -615,18 +684,24 @@ SWEEP_CASES = {
 
 
 @pytest.mark.parametrize("case", SWEEP_CASES.values(), ids=SWEEP_CASES.keys())
-def test_bad_sweep(case: tuple[list[str], list[str]], tmp_path: Path) -> None:
+@cli_calls(
+    lambda case: {"": call("sweep", DEPLOYMENT, *(a.replace("{tmp}", "{dir}") for a in case[0]))}
+)
+def test_bad_sweep(case: tuple[list[str], list[str]], cli_runs: dict[str, Done]) -> None:
     """Every sweep option refuses a hostile value with one line, exit 2, nothing written."""
-    args, needles = case
-    run = run_cli("sweep", DEPLOYMENT, *(a.replace("{tmp}", str(tmp_path)) for a in args))
-    assert_one_line_error(run, *needles)
-    assert list(tmp_path.iterdir()) == []
+    done = cli_runs[""]
+    assert_one_line_error(done.run, *case[1])
+    assert list(done.dir.iterdir()) == []
 
 
-def test_sweep_over_the_simulated_seed_budget() -> None:
+@cli_calls(
+    lambda: {
+        "": call("sweep", SIM_SWEEP, "--vary", "site.cloud.loss=0..0.1:1000", "--runs", "1000")
+    }
+)
+def test_sweep_over_the_simulated_seed_budget(cli_runs: dict[str, Done]) -> None:
     """Points × a simulated site's runs over the budget is refused before anything runs."""
-    run = run_cli("sweep", SIM_SWEEP, "--vary", "site.cloud.loss=0..0.1:1000", "--runs", "1000")
-    assert_one_line_error(run, "--vary", "simulated seeds", "400,000")
+    assert_one_line_error(cli_runs[""].run, "--vary", "simulated seeds", "400,000")
 
 
 @pytest.mark.slow
@@ -662,15 +737,33 @@ def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
         (("lab", "throughput", "--via", "relay", "--cc", "cubic,bbr"), "--cc: with --via"),
     ],
 )
-def test_lab_via_errors_are_one_line(args: tuple[str, ...], words: str) -> None:
+@cli_calls(lambda args, **_: {"": call(*args)})
+def test_lab_via_errors_are_one_line(
+    args: tuple[str, ...], words: str, cli_runs: dict[str, Done]
+) -> None:
     """A bad --via (or an option that clashes with it): one line naming it, exit 2."""
-    run = run_cli(*args)
+    run = cli_runs[""].run
     assert run.code == 2 and words in run.stderr, run.stderr
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
 
 
 RELAY_GW = ("relay", "gateway", "--listen", "127.0.0.1:7443")
 RELAY_CL = ("relay", "client", "--gateway", "127.0.0.1:7443")
+
+
+def _relay_call(args: tuple[str, ...], config: str, key: str) -> Call:
+    """The relay command with a key file as ``key`` says and the config file, if any."""
+    files: dict[str, tuple[str, int]] = {}
+    if key != "missing":
+        files["relay.key"] = (
+            "ab" * (8 if key == "short" else 32) + "\n",
+            0o644 if key == "0644" else 0o600,
+        )
+    extra: tuple[str, ...] = ("--key-file", "{dir}/relay.key")
+    if config:
+        files["relay.toml"] = (config, 0o644)
+        extra += ("--config", "{dir}/relay.toml")
+    return call(*args, *extra, "--check", files=files)
 
 
 @pytest.mark.parametrize(
@@ -695,17 +788,12 @@ RELAY_CL = ("relay", "client", "--gateway", "127.0.0.1:7443")
         ((*RELAY_CL, "--socks", "0.0.0.0:1080"), "", "ok", ("--socks", "add --user")),
     ],
 )
-def test_relay_option_errors(tmp_path: Path, args, config: str, key: str, needles) -> None:
+@cli_calls(lambda args, config, key, **_: {"": _relay_call(args, config, key)})
+def test_relay_option_errors(
+    args, config: str, key: str, needles, cli_runs: dict[str, Done]
+) -> None:
     """Relay flags and --config keys: unknown, mistyped, out of range, bad key file → one line."""
-    key_path = tmp_path / "relay.key"
-    if key != "missing":
-        key_path.write_text("ab" * (8 if key == "short" else 32) + "\n")
-        key_path.chmod(0o644 if key == "0644" else 0o600)
-    extra = ("--key-file", str(key_path))
-    if config:
-        (tmp_path / "relay.toml").write_text(config)
-        extra += ("--config", str(tmp_path / "relay.toml"))
-    assert_one_line_error(run_cli(*args, *extra, "--check"), *needles)
+    assert_one_line_error(cli_runs[""].run, *needles)
 
 
 @pytest.mark.slow

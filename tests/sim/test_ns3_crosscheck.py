@@ -1,9 +1,16 @@
-"""tierwise.sim against ns-3 3.37 on a loss-free bulk transfer (skips without ns-3)."""
+"""tierwise.sim against ns-3 3.37 on a loss-free bulk transfer (skips without ns-3).
+
+Each test starts ns-3 (a subprocess, waited for in a thread) and runs our simulator
+meanwhile, so the two sides use both cores of a 2-core CI machine.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +27,16 @@ pytestmark = [
 ]
 
 MBIT = 125_000.0
+T = TypeVar("T")
+
+
+def beside_ns3(
+    peer: Callable[[], dict[str, Any]], ours: Callable[[], T]
+) -> tuple[T, dict[str, Any]]:
+    """``(ours(), peer())``, the ns-3 run ``peer`` going on in a thread while ``ours`` runs."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        theirs = pool.submit(peer)
+        return ours(), theirs.result()
 
 
 @pytest.mark.parametrize("cc", ["newreno", "cubic", "bbr"])
@@ -27,11 +44,12 @@ def test_loss_free_bulk_transfer_within_two_percent(cc):
     """30 MB at 20 Mbit/s, 100 ms, segment 1,168, IW 10, ACK every packet: within 2 % of ns-3."""
     if cc not in CONTROLLERS:
         pytest.skip(f"{cc} is not implemented in tierwise.proto yet")
-    theirs = run_ns3(cc, 0.0)
-    assert theirs["completed"]
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1)
     tcp = TcpSpec(cc=cc, mss=1168, header=54, ack_bytes=54, initial_window=10)
-    ours = run_request(path, tcp, 30_000_000, 0, 0.0)
+    ours, theirs = beside_ns3(
+        lambda: run_ns3(cc, 0.0), lambda: run_request(path, tcp, 30_000_000, 0, 0.0)
+    )
+    assert theirs["completed"]
     assert ours.time_s == pytest.approx(theirs["completion_from_first_data_s"], rel=0.02)
 
 
@@ -48,8 +66,10 @@ def _flow_shares(pair: tuple[str, str], seconds: float) -> tuple[list[float], li
 
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=205)
     tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
-    ours = run_flows(path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in pair])
-    theirs = run_ns3_flows([(cc, 0.0, seconds) for cc in pair], queue_packets=205)
+    ours, theirs = beside_ns3(
+        lambda: run_ns3_flows([(cc, 0.0, seconds) for cc in pair], queue_packets=205),
+        lambda: run_flows(path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in pair]),
+    )
     return _shares(ours["flows"]), _shares(theirs["flows"])
 
 
@@ -78,10 +98,13 @@ def test_ns3_bbr_alone_collapses_in_a_one_bdp_queue_and_ours_does_not():
     from tierwise.sim.flows import FlowSpec, run_flows
 
     link_bytes_per_s = 20 * MBIT * 1168 / 1222
-    theirs = run_ns3_flows([("bbr", 0.0, 10.0)], queue_packets=205)["flows"][0]
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=205)
     tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
-    ours = run_flows(path, tcp, [FlowSpec("bbr", 0.0, duration_s=10.0)])["flows"][0]
+    mine, peer = beside_ns3(
+        lambda: run_ns3_flows([("bbr", 0.0, 10.0)], queue_packets=205),
+        lambda: run_flows(path, tcp, [FlowSpec("bbr", 0.0, duration_s=10.0)]),
+    )
+    ours, theirs = mine["flows"][0], peer["flows"][0]
     assert theirs["goodput_bytes_per_s"] < 0.2 * link_bytes_per_s
     assert ours["goodput_bytes_per_s"] > 0.9 * link_bytes_per_s
 
@@ -122,11 +145,13 @@ def test_cubic_against_bbr_shares_like_ns3_in_a_three_bdp_queue(tmp_path):
     # ns-3's TcpBbr implements draft-00 (BBRv1's gains, no pacing margin): our "bbr-v1";
     # its TcpCubic runs HyStart: our "cubic-hystart" (plain "cubic": 0.153 and 0.465)
     flows = [FlowSpec(cc, 0.0, duration_s=seconds) for cc in ("cubic-hystart", "bbr-v1")]
-    ours = run_flows(path, tcp, flows, series=True)
-    theirs = run_ns3_flows(
-        [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
-        queue_packets=queue,
-        trace_file=tmp_path / "ns3.csv",
+    ours, theirs = beside_ns3(
+        lambda: run_ns3_flows(
+            [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
+            queue_packets=queue,
+            trace_file=tmp_path / "ns3.csv",
+        ),
+        lambda: run_flows(path, tcp, flows, series=True),
     )
     assert [f["timeouts"] for f in ours["flows"]] == [0, 0]
     assert [f["timeouts"] for f in theirs["flows"]] == [0, 0]
@@ -158,19 +183,28 @@ def test_cubic_hystart_leaves_slow_start_like_ns3_in_a_five_bdp_queue(tmp_path):
     seconds, queue = 10.0, 1025
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
     tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
-    theirs = run_ns3_flows(
-        [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
-        queue_packets=queue,
-        trace_file=tmp_path / "ns3.csv",
-    )
+    variants = ("cubic-hystart", "cubic")
+    series, theirs = beside_ns3(
+        lambda: run_ns3_flows(
+            [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
+            queue_packets=queue,
+            trace_file=tmp_path / "ns3.csv",
+        ),
+        lambda: {
+            cubic: run_flows(
+                path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in (cubic, "bbr-v1")],
+                series=True,
+            )["series"]
+            for cubic in variants
+        },
+    )  # fmt: skip
     assert [f["timeouts"] for f in theirs["flows"]] == [0, 0]
     peer_cwnd = _ns3_cwnd(tmp_path / "ns3.csv", 0)
     times, delivered = _ns3_series(tmp_path / "ns3.csv")
     peer_share = _bbr_share(delivered, times, 0.0, seconds)
     gaps = {}
-    for cubic in ("cubic-hystart", "cubic"):
-        flows = [FlowSpec(cc, 0.0, duration_s=seconds) for cc in (cubic, "bbr-v1")]
-        s = run_flows(path, tcp, flows, series=True)["series"]
+    for cubic in variants:
+        s = series[cubic]
         mine = dict(zip((round(t, 1) for t in s["time_s"]), s["cwnd_bytes"][0], strict=True))
         # ns-3 opens the connection with a handshake first: its data starts one RTT later.
         gaps[cubic] = max(abs(mine[t] / peer_cwnd[round(t + 0.1, 1)] - 1) for t in range(1, 10))
