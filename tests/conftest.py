@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +21,15 @@ from tierwise.scenario.loader import bundled_example, parse_scenario
 # on 2 cores) merely runs it slowly. Each test's @settings still sets its example count.
 settings.register_profile("tierwise", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("tierwise")
+
+# A suite started as a background job of a shell without job control (`cmd &` in a
+# script) inherits SIGINT ignored, and so would every process it starts: the tests that
+# interrupt a run with SIGINT (Ctrl-C: exit 130, nothing left behind) then saw it finish
+# normally, and the paths it had left failed the lab tests after it. With a handler here
+# the processes this suite starts get SIGINT's default action (exec resets a handled
+# signal, not an ignored one).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass
