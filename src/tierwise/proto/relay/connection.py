@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar
 
@@ -211,20 +211,50 @@ class RelayStats:
     path_probes_failed: int = 0  # a new address never answered (a copied or spoofed packet)
 
 
-@dataclass
 class _Sent:
-    pn: int
-    sent_s: float
-    size: int
-    eliciting: bool
-    streams: list[tuple[int, int, int, bool]] = field(default_factory=list)
-    control: list[Frame] = field(default_factory=list)
-    delivered: int = 0
-    delivered_s: float = 0.0
-    first_sent_s: float = 0.0
-    app_limited: bool = False
-    protect_until: int | None = None
-    repairs_done_s: float | None = None  # when the last repair of the packet's block left
+    """A sent, ack-eliciting packet until it is acknowledged or lost.
+
+    A plain class with typed slots, not a dataclass: one is built per packet, and a
+    compiled build constructs a native class in C, where a dataclass's generated
+    ``__init__`` runs as Python.
+    """
+
+    __slots__ = (
+        "app_limited",
+        "control",
+        "delivered",
+        "delivered_s",
+        "eliciting",
+        "first_sent_s",
+        "pn",
+        "protect_until",
+        "repairs_done_s",
+        "sent_s",
+        "size",
+        "streams",
+    )
+
+    def __init__(
+        self,
+        pn: int,
+        sent_s: float,
+        size: int,
+        eliciting: bool,
+        streams: list[tuple[int, int, int, bool]] | None = None,
+        control: list[Frame] | None = None,
+        delivered: int = 0,
+        delivered_s: float = 0.0,
+        first_sent_s: float = 0.0,
+        app_limited: bool = False,
+        protect_until: int | None = None,
+    ) -> None:
+        self.pn, self.sent_s, self.size, self.eliciting = pn, sent_s, size, eliciting
+        self.streams = [] if streams is None else streams
+        self.control = [] if control is None else control
+        self.delivered, self.delivered_s, self.first_sent_s = delivered, delivered_s, first_sent_s
+        self.app_limited = app_limited
+        self.protect_until = protect_until
+        self.repairs_done_s: float | None = None  # when the last repair of its block left
 
 
 class _PathProbe:
@@ -684,16 +714,21 @@ class RelayConnection:
         other = False  # a frame that wants a prompt ACK (PING, control)
         recovered: list[bytes] = []
         for frame in frames:
-            if isinstance(frame, Repair):
+            # the common frames called directly: the handler table is a call through Python
+            if isinstance(frame, StreamFrame):
+                self._on_stream_frame(frame, now)
+                later = frame.ack_later and later is not False
+                eliciting = True
+            elif isinstance(frame, Ack):
+                self._on_ack(frame, now)
+            elif isinstance(frame, Repair):
                 got = self._fec_rx.on_repair(frame, self._replay.seen.contains)
                 recovered += got
+                eliciting = True
             else:
                 self._FRAME_HANDLERS[type(frame)](self, frame, now)
-                if isinstance(frame, StreamFrame):
-                    later = frame.ack_later and later is not False
-                elif not isinstance(frame, Ack):
-                    other = True
-            eliciting = eliciting or not isinstance(frame, Ack)
+                other = True
+                eliciting = True
         if later is not None:
             self._peer_ack_later = later
         if eliciting:
@@ -1177,16 +1212,17 @@ class RelayConnection:
         frames: list[Frame] = []
         budget = self.config.max_datagram_bytes - wire.HEADER_BYTES - wire.TAG_BYTES
         control_ok = paced or not self._control
-        if control_ok:
+        if control_ok and self._control:
             frames += self._control[:8]
             del self._control[:8]
-        budget -= sum(len(wire.encode_frame(f)) for f in frames)
+            budget -= sum(len(wire.encode_frame(f)) for f in frames)
         records: list[tuple[int, int, int, bool]] = []
+        stream_bytes = bytearray()  # STREAM frames, encoded as they are taken (no objects)
         if paced and self._cwnd_room():
-            frames += self._stream_frames(budget - 60, records)
-        if frames:
+            self._stream_frames(budget - 60, records, stream_bytes)
+        if frames or records:
             frames = self._ack_frames(now, 12 if records else 32) + frames
-            return self._emit(frames, now, eliciting=True, records=records)
+            return self._emit(frames, now, eliciting=True, records=records, tail=stream_bytes)
         if self._ack_needed and self._ack_at is not None and now + _EPS_S >= self._ack_at:
             return self._emit(self._ack_frames(now, 32), now, eliciting=False)
         return self._close_block(now, paced)
@@ -1212,10 +1248,15 @@ class RelayConnection:
     def _queue_repairs(self) -> None:
         loss = self.peer_loss
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
+        first, k = self._fec.first_pn, self._fec.size
         repairs = self._fec.close(loss + margin, self._block_target())
         if not repairs:
-            for p in self._sent.values():
-                if p.protect_until == _OPEN_BLOCK:
+            # Only this block's packets carry the open-block mark (every ack-eliciting
+            # packet but a repair joins the block, and none is sent while repairs wait):
+            # look them up, rather than scan every packet in flight per block.
+            for pn in range(first, first + k):
+                p = self._sent.get(pn)
+                if p is not None and p.protect_until == _OPEN_BLOCK:
                     p.protect_until = None
             return
         self._burst_blocks += 1
@@ -1257,13 +1298,16 @@ class RelayConnection:
         delay = max(now - self._largest_recv_s, 0.0)
         return [Ack(ranges, delay, self._loss_meter.loss)]
 
-    def _stream_frames(self, budget: int, records: list[tuple[int, int, int, bool]]) -> list[Frame]:
-        """Fill a packet, most urgent stream first (priority, small before bulk, bulk in turns)."""
+    def _stream_frames(
+        self, budget: int, records: list[tuple[int, int, int, bool]], out: bytearray
+    ) -> None:
+        """Fill a packet, most urgent stream first (priority, small before bulk, bulk in turns).
+
+        Each STREAM frame's bytes are appended to ``out`` and its range to ``records``."""
         credit = self._credit
         sids = self._ready_unmetered | self._ready_new if credit > 0 else self._ready_unmetered
         ready = [self._streams[sid] for sid in sids]
         ready.sort(key=_send_order)  # a total order (stream id last): the sets' order is moot
-        frames: list[Frame] = []
         overhead = wire.stream_frame_overhead()
         # A window-filling bulk flight past start-up takes late ACKs (fewer to send and
         # read); start-up and bursts that fit the window keep the ACK clock they time.
@@ -1274,8 +1318,8 @@ class RelayConnection:
                 offset, data, fin, new = send.next_frame(budget - overhead, credit)
                 if not data and not fin:
                     break
-                frames.append(
-                    StreamFrame(stream.stream_id, offset, data, fin, send.priority, later)
+                wire.append_stream_frame(
+                    out, stream.stream_id, offset, data, fin, send.priority, later
                 )
                 send.turn = self._pn
                 records.append((stream.stream_id, offset, offset + len(data), fin))
@@ -1287,7 +1331,6 @@ class RelayConnection:
             self._reclassify(stream)
             if budget <= overhead:
                 break
-        return frames
 
     def _emit(
         self,
@@ -1296,15 +1339,24 @@ class RelayConnection:
         *,
         eliciting: bool,
         records: list[tuple[int, int, int, bool]] | None = None,
+        tail: bytearray | None = None,
     ) -> bytes:
-        """Seal, record for loss recovery and FEC, and advance the pacer."""
+        """Seal, record for loss recovery and FEC, and advance the pacer.
+
+        The payload is ``frames`` encoded, then ``tail`` (STREAM frames already encoded)."""
         assert self._send_keys is not None
         pn = self._pn
         self._pn += 1
         header = wire.HEADER.pack(wire.DATA, self.connection_id, pn)
-        payload = b"".join(wire.encode_frame(f) for f in frames)
-        datagram = header + self._send_keys.seal(pn, header, payload)
-        repair = next((f for f in frames if isinstance(f, Repair)), None)
+        payload = bytearray()
+        repair: Repair | None = None
+        for f in frames:
+            payload += wire.encode_frame(f)
+            if repair is None and isinstance(f, Repair):
+                repair = f
+        if tail is not None:
+            payload += tail
+        datagram = header + self._send_keys.seal(pn, header, bytes(payload))
         size = len(datagram)
         self.stats.packets_sent += 1
         self.stats.bytes_sent += size

@@ -96,6 +96,11 @@ class FecEncoder:
         self.protected = self.protected or protect
 
     @property
+    def size(self) -> int:
+        """Packets in the open block (numbered ``first_pn`` on)."""
+        return len(self._block)
+
+    @property
     def full(self) -> bool:
         return len(self._block) >= self.max_k
 
