@@ -123,6 +123,7 @@ LATE_WAKE_CREDIT_S = 0.010
 AMPLIFICATION_FACTOR = 3
 PATH_CHALLENGES = 4
 PATH_TOKENS_KEPT = 4  # a late response to an earlier challenge of the same probe still counts
+CHALLENGE_BYTES = wire.HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES  # its datagram
 
 
 # Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
@@ -687,8 +688,7 @@ class RelayConnection:
 
     @staticmethod
     def _challenge_fits(probe: _PathProbe) -> bool:
-        size = wire.HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES
-        return probe.sent + size <= AMPLIFICATION_FACTOR * probe.received
+        return probe.sent + CHALLENGE_BYTES <= AMPLIFICATION_FACTOR * probe.received
 
     def _path_challenges(self, now: float) -> list[tuple[bytes, Addr]]:
         """A challenge to the address under validation, if one is due and within budget."""
