@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -27,9 +26,10 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from tierwise.jsonvalue import plain
 from tierwise.relay.gateway import Gateway
 
-__all__ = ["finite_json", "render_metrics", "serve_stats"]
+__all__ = ["render_metrics", "serve_stats"]
 
 log = logging.getLogger("tierwise.relay.stats")
 MAX_REQUEST_BYTES = 4096  # a request line and a few headers; Prometheus sends ~300 B
@@ -184,22 +184,10 @@ async def _answer(gateway: Gateway, reader: asyncio.StreamReader) -> tuple[int, 
     if method != b"GET":
         return _error(405, "only GET is served")
     if target == b"/stats":
-        return 200, "application/json", json.dumps(finite_json(gateway.snapshot())).encode()
+        return 200, "application/json", json.dumps(plain(gateway.snapshot())).encode()
     if target == b"/metrics":
         return 200, CONTENT_TYPE_LATEST, render_metrics(gateway.snapshot())
     return _error(404, "the paths are /stats (JSON) and /metrics (Prometheus)")
-
-
-def finite_json(value: Any) -> Any:
-    """``value`` with every infinite or NaN float as ``None`` (JSON has no Infinity): a
-    figure not measured yet, such as the pacing rate before the first RTT sample."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite_json(v) for v in value]
-    return value
 
 
 def _error(status: int, message: str) -> tuple[int, str, bytes]:

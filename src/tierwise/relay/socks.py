@@ -16,6 +16,7 @@ import json
 import logging
 import struct
 
+from tierwise.jsonvalue import plain
 from tierwise.relay.client import (
     ATYP_UNSUPPORTED,
     CMD_CONNECT,
@@ -91,9 +92,8 @@ async def _stats(client: Client, reader, writer) -> None:  # type: ignore[no-unt
     peer = writer.get_extra_info("peername")
     if not peer or not ipaddress.ip_address(peer[0]).is_loopback:
         return
-    from tierwise.relay.metrics import finite_json  # only when asked: prometheus_client
 
-    body = json.dumps(finite_json(client.snapshot())).encode()  # JSON has no Infinity
+    body = json.dumps(plain(client.snapshot())).encode()  # JSON has no Infinity
     head = f"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
     writer.write(head.encode() + b"\r\n\r\n" + body)
     await writer.drain()
