@@ -332,6 +332,7 @@ class RelayConnection:
         self._sent: dict[int, _Sent] = {}
         self._in_flight = 0
         self._largest_acked = -1
+        self._acked_before = -1  # the largest acknowledged before the ACK frame being read
         self._rtt = RttEstimator()
         self.rate = RateController(c.max_datagram_bytes, c.initial_rate_bytes_per_s)
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
@@ -898,6 +899,7 @@ class RelayConnection:
                     newly.append(p)
         if not newly:
             return
+        self._acked_before = self._largest_acked
         if largest > self._largest_acked:
             self._largest_acked = largest
             top = max(newly, key=lambda p: p.pn)
@@ -949,8 +951,11 @@ class RelayConnection:
             self._train = (now, 0, p.sent_s, 0, now)
             return rate, False
         start_s, nbytes, start_sent_s, acks, last_s = self._train
-        if now <= start_s or p.sent_s < start_sent_s:
-            return rate, False  # acked with the train's first ACK, or an older packet acked late
+        if now <= start_s or p.sent_s < start_sent_s or p.pn < self._acked_before:
+            # acked with the train's first ACK, an older packet acked late, or a gap a
+            # previous ACK left and this one fills (rebuilt by FEC, or reordered): its
+            # ACK time is its recovery's, not its arrival's
+            return rate, False
         nbytes += p.size
         acks += now > last_s
         self._train = (start_s, nbytes, start_sent_s, acks, now)
