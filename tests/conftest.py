@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.peerjobs import PeerJobs, quiet_safe
 from tierwise.plan.planner import plan
 from tierwise.scenario.loader import bundled_example, parse_scenario
 
@@ -30,6 +31,51 @@ settings.load_profile("tierwise")
 # signal, not an ignored one).
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Tests marked @peer_job (tests/peerjobs.py) run last, after the tests of QUIET_SAFE
+# directories; their subprocess jobs start, one at a time in a thread, at the first of those.
+_PEER_JOBS = PeerJobs()
+_TESTS_DIR = Path(__file__).resolve().parent
+_peer_start: list[pytest.Item] = []  # the test at which the jobs start, once known
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "peer_job(fn): the test's `peer` fixture is fn(workdir, **params), started early "
+        "on the idle core (tests/peerjobs.py)",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: only selected tests' jobs run
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With peer jobs selected: the other tests first, those in QUIET_SAFE directories
+    after them (each group in collection order), the peer-job tests last."""
+    jobs = [item for item in items if PeerJobs.job_of(item) is not None]
+    if not jobs:
+        return
+    rest = [item for item in items if PeerJobs.job_of(item) is None]
+    safe = [item for item in rest if quiet_safe(item, _TESTS_DIR)]
+    items[:] = [item for item in rest if not quiet_safe(item, _TESTS_DIR)] + safe + jobs
+    _peer_start[:] = [(safe or jobs)[0]]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _peer_start and item is _peer_start[0]:
+        for later in item.session.items[item.session.items.index(item) :]:
+            _PEER_JOBS.start(later)
+
+
+def pytest_sessionfinish() -> None:
+    _PEER_JOBS.close()
+
+
+@pytest.fixture
+def peer(request: pytest.FixtureRequest):
+    """A callable giving this test's @peer_job result (waiting for it if it is running)."""
+    yield lambda: _PEER_JOBS.result(request.node)[0]
+    _PEER_JOBS.forget(request.node)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import time
 from collections.abc import Callable
@@ -149,13 +150,29 @@ def test_equal_size_runs_arrive_as_separate_datagrams() -> None:
 
 
 def test_a_run_the_kernel_refuses_falls_back_to_single_sends(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A run larger than one UDP send (EMSGSIZE): each datagram is sent on its own."""
+    """A run larger than one UDP send (EMSGSIZE): each datagram is sent on its own, and GSO
+    stays on (EMSGSIZE is about a size, as for a segment above the MTU, not a missing GSO)."""
     datagrams = [bytes([i % 256]) * 1000 for i in range(70)]
 
     def whole(datagrams: list, i: int) -> int:  # one run of 70 kB: more than one UDP send takes
         return len(datagrams)
 
     monkeypatch.setattr(BatchTransport, "_run_end", staticmethod(whole))
+    got, gso = _send_and_read(datagrams)
+    assert got == datagrams and gso is True
+
+
+def test_a_kernel_without_gso_turns_it_off_for_good(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A run refused for want of GSO (ENOPROTOOPT, EINVAL, EIO): single sends from then on."""
+    datagrams = [bytes([i]) * 1000 for i in range(10)]
+    transmit = BatchTransport._transmit
+
+    def no_gso(self: BatchTransport, run: list, addr: object) -> None:
+        if len(run) > 1:
+            raise OSError(errno.ENOPROTOOPT, "no UDP_SEGMENT")
+        transmit(self, run, addr)
+
+    monkeypatch.setattr(BatchTransport, "_transmit", no_gso)
     got, gso = _send_and_read(datagrams)
     assert got == datagrams and gso is False
 
@@ -213,3 +230,55 @@ def test_gro_refused_by_the_socket_falls_back(monkeypatch) -> None:  # type: ign
     sent, got, reads, on = _gso_burst_read(True, [900] * 8)
     assert not on
     assert got == sent and reads == len(sent)
+
+
+def test_relay_sockets_never_fragment() -> None:
+    """The endpoint's socket sets Don't Fragment in probe mode (IPv4 and IPv6)."""
+    from tierwise.relay.batchudp import IP_MTU_DISCOVER, IP_PMTUDISC_PROBE, IPV6_MTU_DISCOVER
+
+    async def run() -> list[int]:
+        modes = []
+        for host, level, option in (
+            ("127.0.0.1", socket.IPPROTO_IP, IP_MTU_DISCOVER),
+            ("::1", socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER),
+        ):
+            try:
+                transport = await open_batch_endpoint(Recorder(), local_addr=(host, 0))
+            except OSError:  # no IPv6 on this host
+                continue
+            assert isinstance(transport, BatchTransport) and transport.no_fragments
+            modes.append(transport.get_extra_info("socket").getsockopt(level, option))
+            transport.close()
+        return modes
+
+    modes = asyncio.run(run())
+    assert modes and all(mode == IP_PMTUDISC_PROBE for mode in modes)
+
+
+def test_an_oversize_datagram_is_counted_not_raised() -> None:
+    """A datagram the kernel refuses for its size (EMSGSIZE) is counted and dropped; the
+    protocol hears no error, GSO stays on, and the datagrams after it still leave."""
+
+    class Errors(Recorder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.errors: list[Exception] = []
+
+        def error_received(self, exc: Exception) -> None:
+            self.errors.append(exc)
+
+    async def run() -> tuple[int, bool, list[Exception], list[bytes]]:
+        rx = _peer()
+        proto = Errors()
+        transport = await open_batch_endpoint(proto, remote_addr=rx.getsockname())
+        assert isinstance(transport, BatchTransport)
+        too_big = b"x" * 65_508  # beyond any IPv4 UDP payload: EMSGSIZE
+        transport.send_many([(too_big, None), (b"a" * 500, None), (b"b" * 500, None)])
+        got = [rx.recv(70_000), rx.recv(70_000)]
+        transport.close()
+        rx.close()
+        return transport.oversize, transport.gso, proto.errors, got
+
+    oversize, gso, errors, got = asyncio.run(run())
+    assert oversize == 1 and gso and errors == []
+    assert got == [b"a" * 500, b"b" * 500]

@@ -54,7 +54,8 @@ def test_file_values_in_their_unit_or_with_a_unit_and_flags_win() -> None:
         ({"stream_window_bytes": 1000}, "client", "expected 65,536 bytes to 1,073,741,824 bytes"),
         ({"stream_window_bytes": "16 parsecs"}, "client", "unknown unit 'parsecs'"),
         ({"idle_timeout_s": "5 MB"}, "client", "is not a time"),
-        ({"max_datagram_bytes": 1400.5}, "gateway", "expected an integer from 200 to 1,400"),
+        ({"max_datagram_bytes": 1400.5}, "gateway", "expected an integer from 200 to 65,000"),
+        ({"max_datagram_bytes": 65_001}, "gateway", "65001 is out of range: expected 200 to"),
         ({"max_datagram_bytes": True}, "gateway", "expected an integer"),
         ({"fec_code": "raptor"}, "gateway", "expected one of zfec, cauchy"),
         ({"keepalive_s": 20}, "gateway", "must be below idle_timeout_s (12 s)"),
@@ -105,6 +106,8 @@ def test_check_shows_every_effective_value(key: Path, tmp_path: Path) -> None:
         ("", ("--fec-target", "2"), "command line: --fec-target: 2.0 is out of range"),
         ("", ("--stream-window", "30"), "--stream-window: '30' has no unit"),
         ("", ("--idle-timeout", "3s"), "keepalive_s (5 s) must be below idle_timeout_s (3 s)"),
+        ("", ("--max-datagram", "65001"), "--max-datagram: 65001 is out of range: expected"),
+        ("[session]\nmax_datagram_bytes = 70000\n", (), "datagram_bytes: 70000 is out of range"),
     ],
 )
 def test_bad_session_settings_are_one_line_exit_2(

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.modelserver import model_server
+from tests.modelserver import model_server, model_servers
 from tests.route.test_gateway import gateway, served, site
 from tierwise.route.predict import RequestShape, predict
 from tierwise.route.upload import MIN_BYTES
@@ -29,7 +29,7 @@ def _big_shape() -> RequestShape:
 def test_common_router_waits_out_its_fixed_timeout(tmp_path: Path) -> None:
     """A stalled site is given up on at gateway.timeout (an ordinary timeout, then the next
     site), not hedged at 3× its prediction; no upload watch; the timeout enters the EWMA."""
-    with model_server(*FAST) as fast, model_server(*FAST) as other:
+    with model_servers(FAST, FAST) as (fast, other):
         sites = [site("fast", fast, "1 ms"), site("other", other, "1 ms")]
         router, port = gateway(
             sites, tmp_path, probe_interval="1 h", strategy="lowest-latency", timeout="1.5 s"

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from tests.modelserver import free_port, model_server
+from tests.modelserver import free_port, model_servers
 from tierwise.catalog import load_catalog
 from tierwise.route.config import RouteConfig
 from tierwise.route.gateway import Router
@@ -114,10 +114,8 @@ def test_failover_breaker_and_no_site(tmp_path: Path) -> None:
     slept for; and the stall is judged by the log's attempts, not by a wall-clock cap.
     """
     fast_args = ("--decode-step", "1 ms", "--prefill-per-token", "0 s")
-    with (
-        model_server(*fast_args) as fast,
-        model_server("--decode-step", "5 ms", "--prefill-per-token", "0 s") as slow,
-    ):
+    slow_args = ("--decode-step", "5 ms", "--prefill-per-token", "0 s")
+    with model_servers(fast_args, slow_args) as (fast, slow):
         sites = [site("fast", fast, "1 ms"), site("slow", slow, "5 ms")]
         router, port = gateway(sites, tmp_path, probe_interval="1 h", bench="1 s")
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}

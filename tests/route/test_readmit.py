@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.modelserver import model_server
+from tests.modelserver import model_servers
 from tests.route.test_gateway import gateway, served, site
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ READMIT_WITHIN_S = 10.0  # a third of the bench and of the probe interval (30 s 
 
 def test_restarted_site_is_readmitted_by_a_probe_before_its_bench_ends(tmp_path: Path) -> None:
     """Down, it is benched for 30 s; back up, a quick probe re-admits it in under 10 s."""
-    with model_server(*FAST) as fast, model_server("--decode-step", "5 ms") as slow:
+    with model_servers(FAST, ("--decode-step", "5 ms")) as (fast, slow):
         sites = [site("fast", fast, "1 ms"), site("slow", slow, "5 ms")]
         more = {"bench": "30 s", "failures_to_bench": 1}
         router, port = gateway(sites, tmp_path, probe_interval="30 s", **more)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import tierwise
+from tests.peerjobs import peer_job
 from tierwise.sim.build import compiler_missing
 
 pytestmark = pytest.mark.slow
@@ -66,38 +67,64 @@ def _run(root: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "TIERWISE_PURE_PYTHON"}
     environ.update(PYTHONPATH=str(root), **env)
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=root, env=environ, capture_output=True, text=True
+        [sys.executable, "-c", code],
+        cwd=root,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
 
 
-def test_compiled_build_gives_the_pure_results(tmp_path: Path) -> None:
-    """Built, the hot path runs compiled with the same outcomes; forced or stale, pure."""
-    reason = compiler_missing()
-    if reason is not None:
-        pytest.skip(f"no compiled build here: {reason}")
-    root = _copy_package(tmp_path)
+def _build_and_probe(root: Path) -> dict[str, object] | None:
+    """Build a copy of the package in ``root`` and run the probes (a peer job): what each
+    step printed, in order; None where there is no compiler."""
+    if compiler_missing() is not None:
+        return None
+    _copy_package(root)
     # -O0: the C compiler's optimisation does not change what runs, and the build is a
     # third shorter (49 s against 71 s at load 3); the benchmarks build at -O3.
     quick = "import sys; from tierwise.sim.build import main; sys.exit(main(['--opt-level', '0']))"
-    built = _run(root, quick)
+    status = "from tierwise.sim.build import main; main(['--status'])"
+    steps: dict[str, object] = {"built": _run(root, quick)}
+    if steps["built"].returncode != 0:
+        return steps
+    steps["compiled"] = _run(root, PROBE).stdout
+    steps["pure"] = _run(root, PROBE, TIERWISE_PURE_PYTHON="1").stdout
+    os.utime(root / "tierwise" / "proto" / "tcp.py")  # an edited source: the build is stale
+    steps["stale_status"] = _run(root, status).stdout
+    steps["stale"] = _run(root, PROBE).stdout
+    os.utime(root / "tierwise" / "proto" / "relay" / "wire.py")  # the relay's sources count too
+    steps["relay_status"] = _run(root, status).stdout
+    steps["cleaned"] = _run(root, "from tierwise.sim.build import main; main(['--clean'])").stdout
+    steps["left"] = list(root.rglob("*.so"))
+    return steps
+
+
+@peer_job(lambda workdir: _build_and_probe(workdir))
+def test_compiled_build_gives_the_pure_results(peer) -> None:
+    """Built, the hot path runs compiled with the same outcomes; forced or stale, pure.
+
+    The build and its probes are a peer job (tests/peerjobs.py): they run on the idle
+    core while other tests run, and this test checks what each step printed."""
+    reason = compiler_missing()
+    if reason is not None:
+        pytest.skip(f"no compiled build here: {reason}")
+    steps = peer()
+    built = steps["built"]
     assert built.returncode == 0, built.stderr
-    compiled = json.loads(_run(root, PROBE).stdout)
-    pure = json.loads(_run(root, PROBE, TIERWISE_PURE_PYTHON="1").stdout)
+    compiled = json.loads(steps["compiled"])
+    pure = json.loads(steps["pure"])
     assert compiled["compiled"] and not pure["compiled"]
     assert compiled["relay_file"].endswith(".so") and pure["relay_file"].endswith(".py")
     assert compiled["cells"] == pure["cells"]
     assert compiled["relay"] == pure["relay"]
     assert compiled["relay"]["client"]["fec_recovered"] > 0  # the scenario exercises FEC
-    os.utime(root / "tierwise" / "proto" / "tcp.py")  # an edited source: the build is stale
-    stale = _run(root, "from tierwise.sim.build import main; main(['--status'])")
-    assert "stale build: tierwise.proto.tcp" in stale.stdout
-    assert json.loads(_run(root, PROBE).stdout) == pure
-    os.utime(root / "tierwise" / "proto" / "relay" / "wire.py")  # the relay's sources count too
-    stale = _run(root, "from tierwise.sim.build import main; main(['--status'])")
-    assert "tierwise.proto.relay.wire" in stale.stdout
-    cleaned = _run(root, "from tierwise.sim.build import main; main(['--clean'])")
-    assert "removed 16 file(s)" in cleaned.stdout  # 14 modules, the shared library, manifest
-    assert not list(root.rglob("*.so"))
+    assert "stale build: tierwise.proto.tcp" in steps["stale_status"]
+    assert json.loads(steps["stale"]) == pure
+    assert "tierwise.proto.relay.wire" in steps["relay_status"]
+    assert "removed 16 file(s)" in steps["cleaned"]  # 14 modules, the shared library, manifest
+    assert not steps["left"]
 
 
 def test_an_unknown_optimisation_level_is_refused_before_anything_is_built() -> None:

@@ -1,23 +1,22 @@
 """tierwise.sim against ns-3 3.37 on a loss-free bulk transfer (skips without ns-3).
 
-Each test starts ns-3 (a subprocess, waited for in a thread) and runs our simulator
-meanwhile, so the two sides use both cores of a 2-core CI machine.
+Each test's ns-3 run is a @peer_job (tests/peerjobs.py): a subprocess the suite starts
+early, on the core pytest leaves idle, while other tests run; the test runs our
+simulator in its own process and then compares it with ns-3's result.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "ns3"))
 
-from ns3_runner import available, run_ns3
+from ns3_runner import available, run_ns3, run_ns3_flows
 
+from tests.peerjobs import peer_job
 from tierwise.proto import CONTROLLERS
 from tierwise.sim import PathSpec, TcpSpec, run_request
 
@@ -27,28 +26,18 @@ pytestmark = [
 ]
 
 MBIT = 125_000.0
-T = TypeVar("T")
 
 
-def beside_ns3(
-    peer: Callable[[], dict[str, Any]], ours: Callable[[], T]
-) -> tuple[T, dict[str, Any]]:
-    """``(ours(), peer())``, the ns-3 run ``peer`` going on in a thread while ``ours`` runs."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        theirs = pool.submit(peer)
-        return ours(), theirs.result()
-
-
+@peer_job(lambda workdir, cc: run_ns3(cc, 0.0))
 @pytest.mark.parametrize("cc", ["newreno", "cubic", "bbr"])
-def test_loss_free_bulk_transfer_within_two_percent(cc):
+def test_loss_free_bulk_transfer_within_two_percent(cc, peer):
     """30 MB at 20 Mbit/s, 100 ms, segment 1,168, IW 10, ACK every packet: within 2 % of ns-3."""
     if cc not in CONTROLLERS:
         pytest.skip(f"{cc} is not implemented in tierwise.proto yet")
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1)
     tcp = TcpSpec(cc=cc, mss=1168, header=54, ack_bytes=54, initial_window=10)
-    ours, theirs = beside_ns3(
-        lambda: run_ns3(cc, 0.0), lambda: run_request(path, tcp, 30_000_000, 0, 0.0)
-    )
+    ours = run_request(path, tcp, 30_000_000, 0, 0.0)
+    theirs = peer()
     assert theirs["completed"]
     assert ours.time_s == pytest.approx(theirs["completion_from_first_data_s"], rel=0.02)
 
@@ -58,24 +47,25 @@ def _shares(rows: list[dict]) -> list[float]:
     return [r["goodput_bytes_per_s"] / total for r in rows]
 
 
-def _flow_shares(pair: tuple[str, str], seconds: float) -> tuple[list[float], list[float]]:
-    """Goodput shares of two flows over a one-BDP queue: (ours, ns-3's)."""
-    from ns3_runner import run_ns3_flows
+def _ns3_flows(pair: tuple[str, str], seconds: float) -> dict:
+    """ns-3's two flows over a one-BDP queue (a peer job)."""
+    return run_ns3_flows([(cc, 0.0, seconds) for cc in pair], queue_packets=205)
 
+
+def _flow_shares(pair: tuple[str, str], seconds: float, peer) -> tuple[list[float], list[float]]:
+    """Goodput shares of two flows over a one-BDP queue: (ours, ns-3's from ``peer``)."""
     from tierwise.sim.flows import FlowSpec, run_flows
 
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=205)
     tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
-    ours, theirs = beside_ns3(
-        lambda: run_ns3_flows([(cc, 0.0, seconds) for cc in pair], queue_packets=205),
-        lambda: run_flows(path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in pair]),
-    )
-    return _shares(ours["flows"]), _shares(theirs["flows"])
+    ours = run_flows(path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in pair])
+    return _shares(ours["flows"]), _shares(peer()["flows"])
 
 
-def test_two_cubic_flows_share_like_ns3():
+@peer_job(lambda workdir: _ns3_flows(("cubic", "cubic"), 120.0))
+def test_two_cubic_flows_share_like_ns3(peer):
     """Two CUBIC flows, 120 s over a one-BDP queue: each share within 5 points of ns-3's."""
-    ours, theirs = _flow_shares(("cubic", "cubic"), 120.0)
+    ours, theirs = _flow_shares(("cubic", "cubic"), 120.0, peer)
     assert ours == pytest.approx(theirs, abs=0.05)
 
 
@@ -85,26 +75,23 @@ def test_two_cubic_flows_share_like_ns3():
     "one-BDP queue Startup's overshoot causes one, so ns-3 gives BBR ~5 %; "
     "docs/validation.md, 'Competing flows against ns-3'",
 )
-def test_cubic_against_bbr_shares_like_ns3():
+@peer_job(lambda workdir: _ns3_flows(("cubic", "bbr"), 30.0))
+def test_cubic_against_bbr_shares_like_ns3(peer):
     """CUBIC against BBR, 30 s over a one-BDP queue: each share within 5 points of ns-3's."""
-    ours, theirs = _flow_shares(("cubic", "bbr"), 30.0)
+    ours, theirs = _flow_shares(("cubic", "bbr"), 30.0, peer)
     assert ours == pytest.approx(theirs, abs=0.05)
 
 
-def test_ns3_bbr_alone_collapses_in_a_one_bdp_queue_and_ours_does_not():
+@peer_job(lambda workdir: run_ns3_flows([("bbr", 0.0, 10.0)], queue_packets=205))
+def test_ns3_bbr_alone_collapses_in_a_one_bdp_queue_and_ours_does_not(peer):
     """The cause of the BBR gap: ns-3's BBR alone fills < 20 % of the link, ours > 90 %."""
-    from ns3_runner import run_ns3_flows
-
     from tierwise.sim.flows import FlowSpec, run_flows
 
     link_bytes_per_s = 20 * MBIT * 1168 / 1222
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=205)
     tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
-    mine, peer = beside_ns3(
-        lambda: run_ns3_flows([("bbr", 0.0, 10.0)], queue_packets=205),
-        lambda: run_flows(path, tcp, [FlowSpec("bbr", 0.0, duration_s=10.0)]),
-    )
-    ours, theirs = mine["flows"][0], peer["flows"][0]
+    mine = run_flows(path, tcp, [FlowSpec("bbr", 0.0, duration_s=10.0)])
+    ours, theirs = mine["flows"][0], peer()["flows"][0]
     assert theirs["goodput_bytes_per_s"] < 0.2 * link_bytes_per_s
     assert ours["goodput_bytes_per_s"] > 0.9 * link_bytes_per_s
 
@@ -132,11 +119,17 @@ def _ns3_series(csv_path: Path) -> tuple[list[float], list[list[float]]]:
     return times, delivered
 
 
-def test_cubic_against_bbr_shares_like_ns3_in_a_three_bdp_queue(tmp_path):
+def _ns3_cubic_bbr(workdir: Path, seconds: float, queue: int) -> tuple[dict, Path]:
+    """ns-3's CUBIC against BBR with its 100 ms trace (a peer job): (summary, trace)."""
+    trace = workdir / "ns3.csv"
+    flows = [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)]
+    return run_ns3_flows(flows, queue_packets=queue, trace_file=trace), trace
+
+
+@peer_job(lambda workdir: _ns3_cubic_bbr(workdir, 180.0, 615))
+def test_cubic_against_bbr_shares_like_ns3_in_a_three_bdp_queue(peer):
     """CUBIC against BBRv1, 180 s over a 3-BDP queue (no RTO in either): BBR's share of the
     first 30 s and of the converged 120–180 s each within 5 points of ns-3's."""
-    from ns3_runner import run_ns3_flows
-
     from tierwise.sim.flows import FlowSpec, run_flows
 
     seconds, queue = 180.0, 615
@@ -145,18 +138,12 @@ def test_cubic_against_bbr_shares_like_ns3_in_a_three_bdp_queue(tmp_path):
     # ns-3's TcpBbr implements draft-00 (BBRv1's gains, no pacing margin): our "bbr-v1";
     # its TcpCubic runs HyStart: our "cubic-hystart" (plain "cubic": 0.153 and 0.465)
     flows = [FlowSpec(cc, 0.0, duration_s=seconds) for cc in ("cubic-hystart", "bbr-v1")]
-    ours, theirs = beside_ns3(
-        lambda: run_ns3_flows(
-            [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
-            queue_packets=queue,
-            trace_file=tmp_path / "ns3.csv",
-        ),
-        lambda: run_flows(path, tcp, flows, series=True),
-    )
+    ours = run_flows(path, tcp, flows, series=True)
+    theirs, trace = peer()
     assert [f["timeouts"] for f in ours["flows"]] == [0, 0]
     assert [f["timeouts"] for f in theirs["flows"]] == [0, 0]
     s = ours["series"]
-    times, delivered = _ns3_series(tmp_path / "ns3.csv")
+    times, delivered = _ns3_series(trace)
     for a_s, b_s in ((0.0, 30.0), (120.0, 180.0)):
         mine = _bbr_share(s["delivered_bytes"], s["time_s"], a_s, b_s)
         peer = _bbr_share(delivered, times, a_s, b_s)
@@ -172,35 +159,28 @@ def _ns3_cwnd(csv_path: Path, flow: int) -> dict[float, float]:
     return {round(float(r["time_s"]), 1): float(r["cwnd_bytes"]) for r in rows}
 
 
-def test_cubic_hystart_leaves_slow_start_like_ns3_in_a_five_bdp_queue(tmp_path):
+@peer_job(lambda workdir: _ns3_cubic_bbr(workdir, 10.0, 1025))
+def test_cubic_hystart_leaves_slow_start_like_ns3_in_a_five_bdp_queue(peer):
     """CUBIC against BBRv1, 10 s over a 5-BDP queue: with HyStart (ns-3's default) our
     CUBIC's window tracks ns-3's within 5 % from 1 s to 9 s and BBR's share is within
     5 points; without HyStart it overshoots to several times ns-3's window."""
-    from ns3_runner import run_ns3_flows
-
     from tierwise.sim.flows import FlowSpec, run_flows
 
     seconds, queue = 10.0, 1025
     path = PathSpec(20 * MBIT, 20 * MBIT, 0.1, queue_packets=queue)
     tcp = TcpSpec(mss=1168, header=54, ack_bytes=54, initial_window=10)
     variants = ("cubic-hystart", "cubic")
-    series, theirs = beside_ns3(
-        lambda: run_ns3_flows(
-            [("cubic", 0.0, seconds), ("bbr", 0.0, seconds)],
-            queue_packets=queue,
-            trace_file=tmp_path / "ns3.csv",
-        ),
-        lambda: {
-            cubic: run_flows(
-                path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in (cubic, "bbr-v1")],
-                series=True,
-            )["series"]
-            for cubic in variants
-        },
-    )  # fmt: skip
+    series = {
+        cubic: run_flows(
+            path, tcp, [FlowSpec(cc, 0.0, duration_s=seconds) for cc in (cubic, "bbr-v1")],
+            series=True,
+        )["series"]
+        for cubic in variants
+    }  # fmt: skip
+    theirs, trace = peer()
     assert [f["timeouts"] for f in theirs["flows"]] == [0, 0]
-    peer_cwnd = _ns3_cwnd(tmp_path / "ns3.csv", 0)
-    times, delivered = _ns3_series(tmp_path / "ns3.csv")
+    peer_cwnd = _ns3_cwnd(trace, 0)
+    times, delivered = _ns3_series(trace)
     peer_share = _bbr_share(delivered, times, 0.0, seconds)
     gaps = {}
     for cubic in variants:

@@ -53,6 +53,14 @@ lab_app.command("route")(lab_route_command)
 lab_app.command("flows")(flows_command)
 
 RttOpt = Annotated[str, typer.Option("--rtt", help="Round-trip time, e.g. '200ms'.")]
+MtuOpt = Annotated[
+    str,
+    typer.Option(
+        "--mtu",
+        help="With --via: the path's MTU in bytes, 1280–65535 (9000: jumbo frames); the relay "
+        "discovers it, kcptun's --mtu follows it up to its cap of 1500.",
+    ),
+]
 RateOpt = Annotated[str, typer.Option("--rate", help="Bottleneck rate each way, e.g. '100Mbit/s'.")]
 LossUpOpt = Annotated[float, typer.Option("--loss-up", help="Random loss client→server (0–1).")]
 LossDownOpt = Annotated[float, typer.Option("--loss-down", help="Random loss server→client (0–1).")]
@@ -88,6 +96,22 @@ def _size(value: str, option: str) -> int:
     if text.isdigit():  # the strict parser bounds its length and magnitude
         text += " B"
     return round(_parsed(text, "size", option))
+
+
+def _mtu(value: str, via: str | None) -> int:
+    """``--mtu``: an integer number of bytes in the path's range, and only with ``--via``."""
+    from tierwise.lab.path import MTU_BYTES, MTU_RANGE_BYTES
+
+    low, high = MTU_RANGE_BYTES
+    text = value.strip()
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise ScenarioError(
+            f"expected an integer from {low:,} to {high:,} bytes, got {shown(value)}",
+            source="--mtu",
+        )
+    if via is None and int(text) != MTU_BYTES:
+        raise ScenarioError("applies with --via only", source="--mtu")
+    return int(text)
 
 
 def _loss(value: float, option: str) -> float:
@@ -331,6 +355,7 @@ def request(
         ),
     ] = None,
     seed: SeedOpt = 0,
+    mtu: MtuOpt = "1500",
     as_json: JsonRecordOpt = False,
     record: RecordOpt = None,
     factor: Annotated[
@@ -347,6 +372,7 @@ def request(
     ] = None,
 ) -> None:
     """Run the §12.3.5 request on its own path, modes alternated, beside the predictions."""
+    mtu_bytes = _mtu(mtu, via)
     loss = _loss(loss, "--loss") if loss is not None else 0.0
     loss_up = loss_up if loss_up is not None else loss
     loss_down = loss_down if loss_down is not None else loss
@@ -354,7 +380,7 @@ def request(
         from tierwise.lab.viacli import request_via
 
         args = (size, proc, response, runs, cc, rtt, rate, loss_up, loss_down, seed)
-        request_via(via, modes, factor, args, max_hours, as_json, record, plot)
+        request_via(via, modes, factor, args, max_hours, as_json, record, plot, mtu_bytes)
         return
     if factor is not None:
         from tierwise.lab.factors import check_factor_modes, parse_factor, resolve_mode
@@ -530,14 +556,16 @@ def throughput(
     rtt: RttOpt = "200ms",
     rate: RateOpt = "100Mbit/s",
     seed: SeedOpt = 0,
+    mtu: MtuOpt = "1500",
     as_json: JsonRecordOpt = False,
     record: RecordOpt = None,
 ) -> None:
     """Sustained goodput under random loss beside the Mathis bound and (1 − p)·B (§12.3.3)."""
+    mtu_bytes = _mtu(mtu, via)
     if via is not None:
         from tierwise.lab.viacli import render_via_bulk, throughput_via
 
-        result = throughput_via(via, loss, cc, duration, size, rtt, rate, seed)
+        result = throughput_via(via, loss, cc, duration, size, rtt, rate, seed, mtu_bytes)
         _write_record(result, record)
         if as_json:
             print(json.dumps(result))

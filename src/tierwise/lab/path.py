@@ -47,7 +47,8 @@ __all__ = ["SAFE_FRACTION", "Ceiling", "Path", "PathConfig", "measure_ceiling", 
 
 TUNSETIFF = 0x400454CA  # _IOW('T', 202, int), <linux/if_tun.h>
 IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
-MTU_BYTES = 1500
+MTU_BYTES = 1500  # Ethernet's, the default of both TUN devices
+MTU_RANGE_BYTES = (1280, 65_535)  # IPv6's minimum link MTU to the largest IPv4 packet
 SAFE_FRACTION = 0.5  # a configured rate may use at most this share of the measured ceiling
 READY_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -74,6 +75,12 @@ class PathConfig:
     up: Direction = field(default_factory=Direction)
     down: Direction = field(default_factory=Direction)
     seed: int = 0
+    mtu_bytes: int = MTU_BYTES  # of both TUN devices (9000: a jumbo-frame path)
+
+    def __post_init__(self) -> None:
+        low, high = MTU_RANGE_BYTES
+        if not low <= self.mtu_bytes <= high:
+            raise LabError(f"the path MTU must lie in [{low}, {high}] bytes, got {self.mtu_bytes}")
 
     @classmethod
     def symmetric(
@@ -191,7 +198,10 @@ class Path:
         except OSError as exc:
             raise LabError(f"the emulator of path {self.index} is gone: {exc}") from exc
         self.config = PathConfig(
-            up=up or self.config.up, down=down or self.config.down, seed=self.config.seed
+            up=up or self.config.up,
+            down=down or self.config.down,
+            seed=self.config.seed,
+            mtu_bytes=self.config.mtu_bytes,
         )
 
     def socket(self, side: str, kind: int = socket.SOCK_STREAM) -> socket.socket:
@@ -225,7 +235,7 @@ class Path:
                     netns.create(ns)
                 fds.append(open_tun(dev))
                 netns.ip("link", "set", "dev", dev, "netns", ns)
-                netns.ip("-n", ns, "link", "set", "dev", dev, "mtu", str(MTU_BYTES))
+                netns.ip("-n", ns, "link", "set", "dev", dev, "mtu", str(self.config.mtu_bytes))
                 # no IPv6 link-local address, so no router solicitations cross the path
                 netns.ip("-n", ns, "link", "set", "dev", dev, "addrgenmode", "none")
                 netns.ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)

@@ -40,17 +40,19 @@ from dataclasses import dataclass, field
 
 from tierwise.errors import LabError, ScenarioError, shown
 from tierwise.lab import netns
-from tierwise.lab.path import Path
+from tierwise.lab.path import MTU_BYTES, Path
 
 __all__ = [
     "KCPTUN_BINARIES",
     "VIAS",
     "Tunnel",
     "kcptun_args",
+    "kcptun_mtu_bytes",
     "kcptun_unavailable_reason",
     "open_tunnel",
     "parse_vias",
     "process_cpu_s",
+    "relay_max_datagram",
 ]
 
 VIAS = ("direct", "relay", "kcptun")
@@ -61,6 +63,10 @@ LOCAL_PORTS = {"relay": 18443, "kcptun": 18900}  # on loopback in the client nam
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 5.0
 KCPTUN_MTU_BYTES = 1350  # kcptun's default; the emulated path's MTU is 1500
+# kcp-go refuses (silently: its default stays) an --mtu above this (sess.go mtuLimit): on a
+# jumbo path kcptun's datagrams stay at most 1,500 bytes of UDP payload
+KCPTUN_MTU_LIMIT_BYTES = 1500
+UDP_IPV4_BYTES = 28  # the lab path is IPv4
 PR_SET_PDEATHSIG = 1
 _CLI = "from tierwise.cli import main; main()"
 
@@ -85,7 +91,28 @@ def kcptun_unavailable_reason() -> str | None:
     return None
 
 
-def kcptun_args(rtt_s: float, rate_bytes_per_s: float) -> list[str]:
+def kcptun_mtu_bytes(path_mtu_bytes: int) -> int:
+    """kcptun's ``--mtu`` (its UDP payload) for a path: its default on Ethernet, else the
+    largest it accepts that the path carries."""
+    if path_mtu_bytes == MTU_BYTES:
+        return KCPTUN_MTU_BYTES
+    return min(KCPTUN_MTU_LIMIT_BYTES, path_mtu_bytes - UDP_IPV4_BYTES)
+
+
+def relay_max_datagram(path_mtu_bytes: int) -> int | None:
+    """The relay's ``--max-datagram`` for a path: None (its default, 1,350) on Ethernet,
+    else the path's UDP payload less a repair's extra bytes (9,000 → 8,880): the session
+    starts at 1,350 and discovers the path's MTU up to that."""
+    from tierwise.proto.relay.pmtu import REPAIR_EXTRA_BYTES
+
+    if path_mtu_bytes == MTU_BYTES:
+        return None
+    return max(200, path_mtu_bytes - UDP_IPV4_BYTES - REPAIR_EXTRA_BYTES)
+
+
+def kcptun_args(
+    rtt_s: float, rate_bytes_per_s: float, path_mtu_bytes: int = MTU_BYTES
+) -> list[str]:
     """kcptun's settings for this path (both ends use the same; docs/benchmarks.md says why).
 
     ``fast3`` (no delay, 10 ms interval, fast resend after 2 duplicate ACKs, no congestion
@@ -94,12 +121,15 @@ def kcptun_args(rtt_s: float, rate_bytes_per_s: float) -> list[str]:
     bandwidth-delay product in 1,350-byte packets (its README: the window must cover the
     BDP or it, not the path, limits); no compression (it would shrink nothing here but
     cost CPU); AES (Go's, hardware-accelerated), because the relay seals every datagram.
+    On a path whose MTU is not 1,500 its ``--mtu`` follows the path, up to kcp-go's cap
+    of 1,500 (:func:`kcptun_mtu_bytes`).
     """
-    window = max(128, round(1.25 * rate_bytes_per_s * rtt_s / KCPTUN_MTU_BYTES))
+    mtu = kcptun_mtu_bytes(path_mtu_bytes)
+    window = max(128, round(1.25 * rate_bytes_per_s * rtt_s / mtu))
     return [
         "--mode", "fast3", "--datashard", "10", "--parityshard", "3",
         "--sndwnd", str(window), "--rcvwnd", str(window), "--nocomp", "--crypt", "aes",
-        "--mtu", str(KCPTUN_MTU_BYTES), "--sockbuf", str(16 << 20), "--smuxver", "1",
+        "--mtu", str(mtu), "--sockbuf", str(16 << 20), "--smuxver", "1",
         "--quiet",
     ]  # fmt: skip
 
@@ -178,9 +208,19 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def open_tunnel(
-    via: str, path: Path, target: tuple[str, int], rtt_s: float, rate_bytes_per_s: float
+    via: str,
+    path: Path,
+    target: tuple[str, int],
+    rtt_s: float,
+    rate_bytes_per_s: float,
+    *,
+    max_datagram: int | None = None,
 ) -> Iterator[Tunnel]:
-    """Start ``via``'s two ends around ``path`` (``direct`` starts nothing); stop them after."""
+    """Start ``via``'s two ends around ``path`` (``direct`` starts nothing); stop them after.
+
+    The relay's ``--max-datagram`` and kcptun's ``--mtu`` follow the path's MTU
+    (:func:`relay_max_datagram`, :func:`kcptun_mtu_bytes`); ``max_datagram``
+    overrides the relay's."""
     if via == "direct":
         yield Tunnel(via, *target, {}, {})
         return
@@ -190,7 +230,7 @@ def open_tunnel(
         tunnel = Tunnel(via, "127.0.0.1", LOCAL_PORTS[via], procs, logs)
         try:
             if via == "relay":
-                _start_relay(path, target, work, tunnel)
+                _start_relay(path, target, work, tunnel, max_datagram)
             else:
                 _start_kcptun(path, target, rtt_s, rate_bytes_per_s, tunnel)
             _wait_listening(path, tunnel)
@@ -200,7 +240,13 @@ def open_tunnel(
                 _stop(proc)
 
 
-def _start_relay(path: Path, target: tuple[str, int], work: str, tunnel: Tunnel) -> None:
+def _start_relay(
+    path: Path,
+    target: tuple[str, int],
+    work: str,
+    tunnel: Tunnel,
+    max_datagram: int | None = None,
+) -> None:
     key = os.path.join(work, "relay.key")
     cli = [sys.executable, "-c", _CLI, "relay"]
     made = subprocess.run([*cli, "keygen", "--out", key], capture_output=True, text=True)
@@ -208,16 +254,20 @@ def _start_relay(path: Path, target: tuple[str, int], work: str, tunnel: Tunnel)
         raise LabError(f"relay keygen failed: {made.stderr.strip()}")
     gateway = f"{path.server_addr}:{GATEWAY_PORT}"
     dest = f"{target[0]}:{target[1]}"
+    datagram = relay_max_datagram(path.config.mtu_bytes) if max_datagram is None else max_datagram
+    size = [] if datagram is None else ["--max-datagram", str(datagram)]
+    if size:
+        tunnel.settings = size
     tunnel.processes["server"] = _spawn(
         path.server_ns,
         [*cli, "gateway", "--listen", gateway, "--allow", dest, "--key-file", key,
-         "--log-level", "warning"],
+         "--log-level", "warning", *size],
         tunnel.logs["server"],
     )  # fmt: skip
     tunnel.processes["client"] = _spawn(
         path.client_ns,
         [*cli, "client", "--gateway", gateway, "--key-file", key,
-         "--forward", f"{tunnel.host}:{tunnel.port}={dest}", "--log-level", "warning"],
+         "--forward", f"{tunnel.host}:{tunnel.port}={dest}", "--log-level", "warning", *size],
         tunnel.logs["client"],
     )  # fmt: skip
 
@@ -229,7 +279,7 @@ def _start_kcptun(
     if reason is not None:
         raise LabError(reason)
     env = {"KCPTUN_KEY": os.urandom(16).hex()}  # in the environment, not on a command line
-    settings = tunnel.settings = kcptun_args(rtt_s, rate)
+    settings = tunnel.settings = kcptun_args(rtt_s, rate, path.config.mtu_bytes)
     server = f"{path.server_addr}:{KCPTUN_PORT}"
     tunnel.processes["server"] = _spawn(
         path.server_ns,

@@ -23,6 +23,7 @@ from tierwise.lab.cli import (
     build_throughput,
     out,
 )
+from tierwise.lab.path import MTU_BYTES
 from tierwise.lab.relayvia import parse_vias
 
 __all__ = ["render_via_bulk", "render_vias", "request_via", "throughput_via"]
@@ -40,6 +41,7 @@ def request_via(
     as_json: bool,
     record: FsPath | None,
     plot: FsPath | None,
+    mtu_bytes: int = MTU_BYTES,
 ) -> None:
     """Run the request over each transport of ``via`` alternately, then print or record it."""
     vias = parse_vias(via)
@@ -56,7 +58,7 @@ def request_via(
 
     require_lab()
     with _progress(req.runs * len(vias), "requests") as step:
-        result = run_via_requests(ViaExperiment(req, vias), step)
+        result = run_via_requests(ViaExperiment(req, vias, mtu_bytes), step)
     if plot is not None:
         try:
             result["plots"] = [str(p) for p in plot_vias(result, plot)]
@@ -81,7 +83,8 @@ def render_vias(console: Console, result: dict) -> None:
         title=(
             f"{p['size_bytes']:,} B up, {p['response_bytes']:,} B back, "
             f"{p['processing_s'] * 1e3:g} ms processing · RTT {p['rtt_s'] * 1e3:g} ms · "
-            f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · loss up {p['loss_up']:g}, "
+            f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · MTU {p.get('mtu_bytes', 1500)} · "
+            f"loss up {p['loss_up']:g}, "
             f"down {p['loss_down']:g} · direct: {p['cc']} · kernel {result['kernel']}"
         )
     )
@@ -119,6 +122,7 @@ def throughput_via(
     rtt: str,
     rate: str,
     seed: int,
+    mtu_bytes: int = MTU_BYTES,
 ) -> dict:
     """Bulk ``size`` server → client over each transport of ``via``; the JSON record."""
     from tierwise.lab.cli import _size
@@ -136,7 +140,15 @@ def throughput_via(
     if size_bytes <= 0:
         raise ScenarioError("the size must be positive", source="--size")
     exp = ViaBulk(
-        vias, base.losses, size_bytes, bound_s, base.rtt_s, base.rate_bytes_per_s, cc, seed
+        vias,
+        base.losses,
+        size_bytes,
+        bound_s,
+        base.rtt_s,
+        base.rate_bytes_per_s,
+        cc,
+        seed,
+        mtu_bytes,
     )
     from tierwise.lab.netns import require_lab
 
@@ -152,7 +164,7 @@ def render_via_bulk(console: Console, result: dict) -> None:
         title=(
             f"bulk {p['size_bytes']:,} B server → client (bound {p['duration_s']:g} s) · "
             f"RTT {p['rtt_s'] * 1e3:g} ms · {p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
-            f"loss on the download · kernel {result['kernel']}"
+            f"MTU {p.get('mtu_bytes', 1500)} · loss on the download · kernel {result['kernel']}"
         )
     )
     for col in ("loss", "via", "done", "s", "Mbit/s", "/ rate", "CPU s/GB client", "server"):

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 
 from tierwise.errors import LabError
@@ -29,7 +29,7 @@ from tierwise.lab.experiment import (
     TimedConnection,
     serial_floor_s,
 )
-from tierwise.lab.path import Path, PathConfig
+from tierwise.lab.path import MTU_BYTES, Path, PathConfig
 from tierwise.lab.relayvia import (
     Tunnel,
     digest_ok,
@@ -57,6 +57,7 @@ class ViaExperiment:
 
     request: RequestExperiment
     vias: tuple[str, ...]
+    mtu_bytes: int = MTU_BYTES  # of the path (the relay and kcptun follow it)
 
 
 def _check_kcptun(vias: tuple[str, ...]) -> None:
@@ -72,7 +73,7 @@ def run_via_requests(exp: ViaExperiment, progress: Callable[[dict], None] | None
     req = exp.request
     body = upload_body(req.size_bytes, req.seed)
     config = ServiceConfig(req.processing_s, req.response_bytes, None, req.cc, digest=True)
-    path = Path(req.path_config())
+    path = Path(replace(req.path_config(), mtu_bytes=exp.mtu_bytes))
     with path, ModelService(path.server_ns, path.server_addr, config) as svc:
         with contextlib.ExitStack() as stack:
             tunnels = {
@@ -89,7 +90,7 @@ def run_via_requests(exp: ViaExperiment, progress: Callable[[dict], None] | None
             records = {via: tunnel_record(t) for via, t in tunnels.items()}
     return {
         "experiment": "request-via",
-        "parameters": _parameters(req, exp.vias),
+        "parameters": {**_parameters(req, exp.vias), "mtu_bytes": exp.mtu_bytes},
         "kernel": os.uname().release,
         "namespaces": {"client": path.client_ns, "server": path.server_ns},
         "transports": records,
@@ -208,6 +209,7 @@ class ViaBulk:
     rate_bytes_per_s: float = 333e6 / 8
     cc: str = "cubic"
     seed: int = 0
+    mtu_bytes: int = MTU_BYTES  # of the path (the relay and kcptun follow it)
 
     def __post_init__(self) -> None:
         if not 0 < self.duration_s <= MAX_BULK_S:
@@ -219,7 +221,7 @@ class ViaBulk:
         """Half the RTT and the rate each way; ``loss`` on the download only (§12.3.3)."""
         up = Direction(delay_s=self.rtt_s / 2, rate_bytes_per_s=self.rate_bytes_per_s)
         down = Direction(delay_s=self.rtt_s / 2, rate_bytes_per_s=self.rate_bytes_per_s, loss=loss)
-        return PathConfig(up=up, down=down, seed=self.seed)
+        return PathConfig(up=up, down=down, seed=self.seed, mtu_bytes=self.mtu_bytes)
 
 
 class _Source:
@@ -296,6 +298,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
             "rtt_s": exp.rtt_s,
             "rate_bytes_per_s": exp.rate_bytes_per_s,
             "cc_direct": exp.cc,
+            "mtu_bytes": exp.mtu_bytes,
         },
         "kernel": os.uname().release,
         "rows": rows,

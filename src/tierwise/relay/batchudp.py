@@ -24,18 +24,32 @@ reads a socket late and a batch at once; the arrival times keep an ACK train's
 spacing and an RTT sample free of that delay (without them, ACKs that had waited
 in the socket read as a train 10–50 × faster than the path, and a stall as
 queueing delay). Where the kernel gives no stamp the read time stands in.
+
+Nothing the endpoint sends is ever fragmented: the socket sets ``IP_MTU_DISCOVER``
+(``IPV6_MTU_DISCOVER``) to ``IP_PMTUDISC_PROBE`` — the Don't Fragment bit on every
+datagram, the local interface's MTU enforced, the kernel's ICMP-learnt path MTU
+ignored (unauthenticated ICMP could shrink it; the session discovers the path's
+MTU itself, :mod:`tierwise.proto.relay.pmtu`, RFC 8899). A datagram larger than
+the interface takes is refused by the kernel with ``EMSGSIZE``: it is counted
+(``oversize``) and dropped, as the path would drop it; the session's loss
+recovery (or its path MTU search, for a probe) takes it from there. A GSO run
+the kernel refuses because one segment is too large (``EMSGSIZE``/``EINVAL``) is
+sent one datagram at a time; GSO stays on unless the single sends all succeed. (After
+a refusal the kernel reports ``EMSGSIZE`` once more on the socket's next send, of any
+size: a send refused so is tried once again before it counts.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import struct
 import time
 from collections import deque
 from typing import Any
 
-__all__ = ["BatchTransport", "open_batch_endpoint"]
+__all__ = ["BatchTransport", "forbid_fragments", "open_batch_endpoint"]
 
 MAX_BATCH = 64  # datagrams per wake-up: other sockets get their turn
 RECV_BYTES = 65535
@@ -49,6 +63,11 @@ SO_TIMESTAMPNS = 35  # asm-generic/socket.h; SCM_TIMESTAMPNS, its control messag
 _TIMESPEC = struct.Struct("=qq")  # struct timespec on a 64-bit kernel
 _INT = struct.Struct("=i")
 _ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(_INT.size)
+# linux/in.h and linux/in6.h (the socket module names only some): Don't Fragment, the
+# interface MTU enforced, the ICMP-learnt path MTU ignored (RFC 8899 §3: the sender probes)
+IP_MTU_DISCOVER, IPV6_MTU_DISCOVER = 10, 23
+IP_PMTUDISC_PROBE = IPV6_PMTUDISC_PROBE = 3
+IP_MTU, IPV6_MTU = 14, 24  # a connected socket's path MTU as the kernel knows it
 
 
 class BatchTransport(asyncio.DatagramTransport):
@@ -73,6 +92,8 @@ class BatchTransport(asyncio.DatagramTransport):
         self.stamps = _enable_stamps(sock)
         self.gro = gro and _enable_gro(sock)
         self.reads = 0  # recvmsg/recvfrom calls that returned a datagram (or a GRO run)
+        self.oversize = 0  # datagrams the kernel refused as larger than the interface MTU
+        self.no_fragments = forbid_fragments(sock)
         loop.add_reader(sock.fileno(), self._on_readable)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
@@ -150,25 +171,46 @@ class BatchTransport(asyncio.DatagramTransport):
 
     def _send_run(self, run: list[tuple[bytes, Any]]) -> None:
         addr = None if self._connected is not None else run[0][1]
-        try:
-            if len(run) == 1:
-                self._send_one(run[0][0], addr)
+        error: OSError | None = None
+        for attempt in range(2):
+            try:
+                self._transmit(run, addr)
                 return
-            size = len(run[0][0])
-            cmsg = [(SOL_UDP, UDP_SEGMENT, _U16.pack(size))]
-            payload = [b"".join(data for data, _ in run)]
-            if addr is None:
-                self._sock.sendmsg(payload, cmsg)
-            else:
-                self._sock.sendmsg(payload, cmsg, 0, addr)
-        except (BlockingIOError, InterruptedError):
-            self._queue(run)
-        except OSError as exc:
-            if len(run) > 1:  # no GSO here (EINVAL, EIO, ENOPROTOOPT): one by one from now on
-                self.gso = False
-                self.send_many(run)
-            else:
-                self._protocol.error_received(exc)
+            except (BlockingIOError, InterruptedError):
+                self._queue(run)
+                return
+            except OSError as exc:
+                error = exc
+                if exc.errno != errno.EMSGSIZE or attempt:
+                    break
+                # a socket with Don't Fragment reports a refused datagram's EMSGSIZE once
+                # more, on the next send: try once again before believing it
+        assert error is not None
+        if len(run) > 1:
+            self._send_singly(run, keep_gso=error.errno == errno.EMSGSIZE)
+        elif error.errno == errno.EMSGSIZE:
+            self.oversize += 1  # larger than the interface takes: the path would drop it
+        else:
+            self._protocol.error_received(error)
+
+    def _transmit(self, run: list[tuple[bytes, Any]], addr: Any) -> None:
+        if len(run) == 1:
+            self._send_one(run[0][0], addr)
+            return
+        cmsg = [(SOL_UDP, UDP_SEGMENT, _U16.pack(len(run[0][0])))]
+        payload = [b"".join(data for data, _ in run)]
+        if addr is None:
+            self._sock.sendmsg(payload, cmsg)
+        else:
+            self._sock.sendmsg(payload, cmsg, 0, addr)
+
+    def _send_singly(self, run: list[tuple[bytes, Any]], keep_gso: bool) -> None:
+        """A refused GSO run, one datagram at a time. GSO is off for good (EINVAL, EIO,
+        ENOPROTOOPT: the kernel or device lacks it) unless a segment was too large."""
+        before = self.oversize
+        self.gso = False
+        self.send_many(run)
+        self.gso = keep_gso or self.oversize > before
 
     def _send_one(self, data: bytes, addr: Any) -> None:
         if addr is None:
@@ -189,7 +231,10 @@ class BatchTransport(asyncio.DatagramTransport):
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                self._protocol.error_received(exc)
+                if exc.errno == errno.EMSGSIZE:
+                    self.oversize += 1
+                else:
+                    self._protocol.error_received(exc)
             self._backlog.popleft()
         self._loop.remove_writer(self._sock.fileno())
 
@@ -212,6 +257,31 @@ class BatchTransport(asyncio.DatagramTransport):
 
     def abort(self) -> None:
         self.close()
+
+
+def forbid_fragments(sock: socket.socket) -> bool:
+    """Set Don't Fragment, probe mode (see the module docstring); False where the
+    socket is not IPv4/IPv6 or the kernel refuses the option."""
+    if sock.family == socket.AF_INET:
+        level, option = socket.IPPROTO_IP, IP_MTU_DISCOVER
+    elif sock.family == socket.AF_INET6:
+        level, option = socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER
+    else:
+        return False
+    try:
+        sock.setsockopt(level, option, IP_PMTUDISC_PROBE)
+        if sock.family == socket.AF_INET6:  # a dual-stack socket's IPv4 datagrams too
+            sock.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_PROBE)
+    except OSError:
+        return sock.family == socket.AF_INET6 and _probing(sock)
+    return True
+
+
+def _probing(sock: socket.socket) -> bool:
+    try:
+        return sock.getsockopt(socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER) == IPV6_PMTUDISC_PROBE
+    except OSError:
+        return False
 
 
 def _enable_stamps(sock: socket.socket) -> bool:

@@ -60,6 +60,14 @@ InitialRateOpt = Annotated[
     str | None,
     typer.Option("--initial-rate", help="Pacing rate before the path is measured, e.g. 50Mbit/s."),
 ]
+MaxDatagramOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-datagram",
+        help="Largest datagram in bytes (default 1350); above it the session discovers the "
+        "path's MTU, e.g. 8880 for a 9000-byte jumbo path.",
+    ),
+]
 
 # key: (type, (low, high) for integers); the file's keys are these and nothing else
 GATEWAY_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
@@ -281,6 +289,7 @@ def gateway(
     fec_target: FecTargetOpt = None,
     idle_timeout: IdleOpt = None,
     initial_rate: InitialRateOpt = None,
+    max_datagram: MaxDatagramOpt = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
     log_level: LogOpt = None,
@@ -290,7 +299,7 @@ def gateway(
     cfg = _config(config, GATEWAY_KEYS)
     tuned = _session(
         cfg, config, "gateway", stream_window, session_window, fec_target, idle_timeout,
-        initial_rate,
+        initial_rate, max_datagram,
     )  # fmt: skip
     level = _level(log_level, cfg)
     addr = parse_addr(listen or cfg.get("listen", "0.0.0.0:7443"), "--listen")
@@ -349,6 +358,7 @@ def client(
     fec_target: FecTargetOpt = None,
     idle_timeout: IdleOpt = None,
     initial_rate: InitialRateOpt = None,
+    max_datagram: MaxDatagramOpt = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
     log_level: LogOpt = None,
@@ -358,7 +368,7 @@ def client(
     cfg = _config(config, CLIENT_KEYS)
     tuned = _session(
         cfg, config, "client", stream_window, session_window, fec_target, idle_timeout,
-        initial_rate,
+        initial_rate, max_datagram,
     )  # fmt: skip
     level = _level(log_level, cfg)
     gw = gateway or cfg.get("gateway")
@@ -521,6 +531,7 @@ SESSION_COLUMNS: dict[str, Any] = {
     "Mbit/s": lambda e: f"{e['bandwidth_bytes_per_s'] * 8e-6:.1f}",
     "loss in/out %": lambda e: f"{e['loss_in'] * 100:.1f}/{e['loss_out'] * 100:.1f}",
     "FEC %": lambda e: f"{e['fec_overhead'] * 100:.1f}",
+    "datagram B": lambda e: str(e["datagram_bytes"]),  # this end's, after path MTU discovery
     "streams": lambda e: str(e["streams"]),
     "MB in/out": lambda e: f"{e['bytes_received'] / 1e6:.2f}/{e['bytes_sent'] / 1e6:.2f}",
 }

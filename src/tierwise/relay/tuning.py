@@ -43,9 +43,11 @@ SESSION_KEYS: dict[str, Tunable] = {
         "flow-control window of all streams together: bounds what the peer may make this end "
         "buffer"),
     "max_datagram_bytes": Tunable(
-        "int", 200, 1400, "1350",
-        "largest data datagram this end sends (repair datagrams are ≤ 52 bytes longer); lower "
-        "it for a path with a small MTU"),
+        "int", 200, 65_000, "1350",
+        "largest data datagram this end sends (a repair datagram is ≤ 92 bytes longer); lower "
+        "it for a path with a small MTU. Above 1,350 the session starts at 1,350 and "
+        "discovers how large the path carries (RFC 8899 probes: 8,880 uses a 9,000-byte "
+        "jumbo path to the full); 65,000 keeps a repair within the largest UDP payload"),
     "fec_target": Tunable(
         "fraction", 0.5, 0.999999, "0.999",
         "probability that a request's blocks are all recovered by FEC without a "
@@ -96,13 +98,15 @@ SESSION_KEYS: dict[str, Tunable] = {
 }  # fmt: skip
 
 # the flags an operator tunes most: the windows (sized from the path's BDP), the FEC target
-# (repair overhead against waiting for a retransmission), the idle timeout, the start rate
+# (repair overhead against waiting for a retransmission), the idle timeout, the start rate,
+# the largest datagram (a jumbo-frame path between data centres)
 FLAGS: dict[str, str] = {
     "stream_window_bytes": "--stream-window",
     "session_window_bytes": "--session-window",
     "fec_target": "--fec-target",
     "idle_timeout_s": "--idle-timeout",
     "initial_rate_bytes_per_s": "--initial-rate",
+    "max_datagram_bytes": "--max-datagram",
 }
 
 

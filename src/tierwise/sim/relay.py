@@ -46,14 +46,22 @@ class Path:
     reorder: float = 0.0  # probability a datagram takes an extra 0–20 ms
     duplicate: float = 0.0
     blackouts: list[tuple[float, float]] = field(default_factory=list)
+    # the link's MTU in bytes on the wire (IP and UDP headers included): a larger datagram
+    # is dropped, as a router with Don't Fragment set drops it; None: no limit
+    mtu_bytes: int | None = None
     free_at: float = 0.0
     bad: bool = False
     sent: int = 0
     dropped: int = 0
+    oversize: int = 0  # of the dropped: larger than mtu_bytes
 
     def arrivals(self, size: int, now: float, rng: np.random.Generator) -> list[float]:
         """When this datagram (and any duplicate) arrives; empty if dropped."""
         self.sent += 1
+        if self.mtu_bytes is not None and size > self.mtu_bytes:
+            self.dropped += 1
+            self.oversize += 1
+            return []
         start = max(now, self.free_at)
         if start - now > self.queue_s:
             self.dropped += 1

@@ -32,7 +32,8 @@ _EPS_S = 1e-12
 
 def relay_config(wire_bytes: int) -> RelayConfig:
     """A relay config whose full datagram is ``wire_bytes`` on the wire (TCP's segment size),
-    clipped to the relay's own range of 200–1,400 B of datagram."""
+    clipped to 200–1,400 B of datagram: a TCP-sized relay packet, not a jumbo one (the relay
+    takes up to 65,000 B and discovers a path's MTU above 1,350; these links have no MTU)."""
     datagram = min(1400, max(200, wire_bytes - UDP_IP_BYTES))
     return RelayConfig(max_datagram_bytes=datagram)
 

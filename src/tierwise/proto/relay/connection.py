@@ -56,6 +56,7 @@ from tierwise.proto.relay.events import (
 )
 from tierwise.proto.relay.fec import CODES, FecDecoder, FecEncoder
 from tierwise.proto.relay.meter import LossMeter, RttEstimator
+from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
 from tierwise.proto.relay.rate import RateController, RateSample
 from tierwise.proto.relay.streams import BULK_BYTES, RecvStream, SendStream
 from tierwise.proto.relay.wire import (
@@ -110,6 +111,7 @@ _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating po
 _OPEN_BLOCK = 1 << 63  # protect_until of a packet whose block's last repair has not left yet
 FEC_BURST_BLOCKS_MAX = 16  # a burst longer than this (≈ 1.3 MB) is bulk: no per-request target
 PACKET_OVERHEAD_BYTES = 60  # header, tag, ACK and STREAM frame headers of a full data packet
+ACK_HEAD_BYTES = 10  # an ACK frame's type, delay, loss and count; 16 bytes more per range
 BURST_PACKETS = 8  # the pacer lets this many packets leave at once after a pause (a tail)
 # A pacing timer that fires late while data waited only for the pacer: the time it slept
 # through is sent now, up to this much (an event loop on a busy host wakes 2–7 ms late;
@@ -144,7 +146,10 @@ class State(Enum):
 class RelayConfig:
     """Tunables of a relay session (both ends should agree on the FEC code)."""
 
-    max_datagram_bytes: int = 1350  # a data packet; a repair packet is ≤ 52 bytes longer
+    # The largest data packet (a repair packet is ≤ pmtu.REPAIR_EXTRA_BYTES longer). Above
+    # pmtu.BASE_DATAGRAM_BYTES the session starts there and discovers the path's MTU upward
+    # to this (RFC 8899, :mod:`.pmtu`); at or below it, this is the size, fixed.
+    max_datagram_bytes: int = 1350
     stream_window_bytes: int = 16 << 20  # ≥ 2 × BDP of 333 Mbit/s × 200 ms (8.3 MB)
     session_window_bytes: int = 32 << 20
     max_streams: int = 1024
@@ -181,9 +186,10 @@ class RelayConfig:
                 raise LocalProtocolError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if self.rotate_packets < 1 or self.bulk_bytes < 1:
             raise LocalProtocolError("rotate_packets and bulk_bytes must be ≥ 1")
-        if not 200 <= self.max_datagram_bytes <= 1400:
+        if not 200 <= self.max_datagram_bytes <= MAX_DATAGRAM_BYTES:
             raise LocalProtocolError(
-                f"max_datagram_bytes must be in [200, 1400], got {self.max_datagram_bytes}"
+                f"max_datagram_bytes must be in [200, {MAX_DATAGRAM_BYTES}], "
+                f"got {self.max_datagram_bytes}"
             )
 
 
@@ -332,8 +338,10 @@ class RelayConnection:
         self._sent: dict[int, _Sent] = {}
         self._in_flight = 0
         self._largest_acked = -1
+        self._acked_before = -1  # the largest acknowledged before the ACK frame being read
         self._rtt = RttEstimator()
-        self.rate = RateController(c.max_datagram_bytes, c.initial_rate_bytes_per_s)
+        self._pmtu = PmtuSearch(c.max_datagram_bytes)
+        self.rate = RateController(self._pmtu.datagram_bytes, c.initial_rate_bytes_per_s)
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
         self._round_delivered = 0
         self._app_limited_until = 0
@@ -524,6 +532,19 @@ class RelayConnection:
             "fec_overhead": self.stats.repair_bytes_sent / max(self.stats.stream_bytes_sent, 1),
             "streams": len(self._streams),
             **{k: v for k, v in vars(self.stats).items()},
+            **self.pmtu_stats(),
+        }
+
+    def pmtu_stats(self) -> dict[str, int]:
+        """This end's path MTU search (RFC 8899): the datagram it sends, its probes."""
+        pmtu = self._pmtu
+        return {
+            "pmtu_bytes": pmtu.pmtu_bytes,
+            "datagram_bytes": pmtu.datagram_bytes,
+            "pmtu_probes_sent": pmtu.probes_sent,
+            "pmtu_probes_acked": pmtu.probes_acked,
+            "pmtu_probes_lost": pmtu.probes_lost,
+            "pmtu_black_holes": pmtu.black_holes,
         }
 
     # ------------------------------------------------------------------ receiving
@@ -898,6 +919,7 @@ class RelayConnection:
                     newly.append(p)
         if not newly:
             return
+        self._acked_before = self._largest_acked
         if largest > self._largest_acked:
             self._largest_acked = largest
             top = max(newly, key=lambda p: p.pn)
@@ -911,6 +933,9 @@ class RelayConnection:
     def _on_packet_acked(self, p: _Sent, now: float) -> None:
         if p.eliciting:
             self._in_flight -= p.size
+        if self._pmtu.max_bytes > self._pmtu.base_bytes:
+            self._pmtu.on_acked(p.pn, p.size, now)
+            self.rate.mss = self._pmtu.datagram_bytes
         for sid, start, end, fin in p.streams:
             stream = self._streams.get(sid)
             if stream is not None:
@@ -949,15 +974,18 @@ class RelayConnection:
             self._train = (now, 0, p.sent_s, 0, now)
             return rate, False
         start_s, nbytes, start_sent_s, acks, last_s = self._train
-        if now <= start_s or p.sent_s < start_sent_s:
-            return rate, False  # acked with the train's first ACK, or an older packet acked late
+        if now <= start_s or p.sent_s < start_sent_s or p.pn < self._acked_before:
+            # acked with the train's first ACK, an older packet acked late, or a gap a
+            # previous ACK left and this one fills (rebuilt by FEC, or reordered): its
+            # ACK time is its recovery's, not its arrival's
+            return rate, False
         nbytes += p.size
         acks += now > last_s
         self._train = (start_s, nbytes, start_sent_s, acks, now)
         sent_dt = p.sent_s - start_sent_s
         dt = max(now - start_s, sent_dt)
         queued = False
-        long_enough = nbytes >= TRAIN_MIN_PACKETS * self.config.max_datagram_bytes
+        long_enough = nbytes >= TRAIN_MIN_PACKETS * self._pmtu.datagram_bytes
         timed = acks >= TRAIN_MIN_ACKS and now - start_s >= TRAIN_MIN_SPREAD_S
         if long_enough and timed and dt > 0:
             rate = max(rate, nbytes / dt)
@@ -1006,6 +1034,12 @@ class RelayConnection:
 
     def _on_packet_lost(self, p: _Sent) -> None:
         del self._sent[p.pn]
+        if self._pmtu.max_bytes > self._pmtu.base_bytes and self._pmtu.on_lost(
+            p.pn, p.size, p.sent_s
+        ):
+            self._in_flight -= p.size  # a path MTU probe: neither a data loss nor congestion
+            self.rate.mss = self._pmtu.datagram_bytes
+            return
         self.stats.packets_lost += 1
         if p.eliciting:
             self._in_flight -= p.size
@@ -1168,7 +1202,7 @@ class RelayConnection:
         return self._queued
 
     def _cwnd_room(self) -> bool:
-        return self._in_flight + self.config.max_datagram_bytes <= self.rate.cwnd_bytes
+        return self._in_flight + self._pmtu.datagram_bytes <= self.rate.cwnd_bytes
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Addr]]:
         """Every datagram due now: handshake, acknowledgements, repairs, paced stream data."""
@@ -1202,6 +1236,10 @@ class RelayConnection:
 
     def _next_packet(self, now: float) -> bytes | None:
         paced = now + _EPS_S >= self._next_send_s
+        # a path MTU probe goes between FEC blocks (a block's packet numbers are consecutive)
+        if self._pmtu.max_bytes > self._pmtu.base_bytes and paced and not self._repairs:
+            if not self._fec.open and (size := self._pmtu.due(now, self._pn)) is not None:
+                return self._pmtu_probe(size, now)
         if self._repairs:
             if paced:
                 repair = self._repairs.popleft()
@@ -1210,7 +1248,7 @@ class RelayConnection:
                 return self._emit(self._ack_frames(now, 32), now, eliciting=False)
             return None
         frames: list[Frame] = []
-        budget = self.config.max_datagram_bytes - wire.HEADER_BYTES - wire.TAG_BYTES
+        budget = self._pmtu.datagram_bytes - wire.HEADER_BYTES - wire.TAG_BYTES
         control_ok = paced or not self._control
         if control_ok and self._control:
             frames += self._control[:8]
@@ -1219,13 +1257,26 @@ class RelayConnection:
         records: list[tuple[int, int, int, bool]] = []
         stream_bytes = bytearray()  # STREAM frames, encoded as they are taken (no objects)
         if paced and self._cwnd_room():
-            self._stream_frames(budget - 60, records, stream_bytes)
+            # room for the ACK this packet will carry (at most 12 ranges): a datagram never
+            # exceeds the size, or a path with Don't Fragment set would drop it
+            ranges = min(len(self._replay.seen), 12) if self._ack_needed else 0
+            self._stream_frames(
+                budget - max(60, ACK_HEAD_BYTES + 16 * ranges), records, stream_bytes
+            )
         if frames or records:
             frames = self._ack_frames(now, 12 if records else 32) + frames
             return self._emit(frames, now, eliciting=True, records=records, tail=stream_bytes)
         if self._ack_needed and self._ack_at is not None and now + _EPS_S >= self._ack_at:
             return self._emit(self._ack_frames(now, 32), now, eliciting=False)
         return self._close_block(now, paced)
+
+    def _pmtu_probe(self, size: int, now: float) -> bytes:
+        """A PING padded to ``size`` bytes: outside FEC, its loss is no data loss (:mod:`.pmtu`)."""
+        pad = bytearray(size - wire.HEADER_BYTES - wire.TAG_BYTES - 1)  # PADDING to the end
+        datagram = self._emit([Ping()], now, eliciting=True, tail=pad, probe=True)
+        self._sent[self._pn - 1].protect_until = None  # in no FEC block: lost by the RFC rule
+        self._pmtu.on_sent(self._pn - 1, len(datagram))
+        return datagram
 
     def _close_block(self, now: float, paced: bool) -> bytes | None:
         """Nothing to send now: end the FEC block if the sender is idle or the block is old."""
@@ -1274,7 +1325,7 @@ class RelayConnection:
         repair bytes on every block.
         """
         c = self.config
-        block_bytes = c.fec_max_k * (c.max_datagram_bytes - PACKET_OVERHEAD_BYTES)
+        block_bytes = c.fec_max_k * (self._pmtu.datagram_bytes - PACKET_OVERHEAD_BYTES)
         blocks = self._burst_blocks + 1 + -(-self._queued_bytes() // block_bytes)
         if blocks > FEC_BURST_BLOCKS_MAX:
             return c.fec_bulk_target
@@ -1340,6 +1391,7 @@ class RelayConnection:
         eliciting: bool,
         records: list[tuple[int, int, int, bool]] | None = None,
         tail: bytearray | None = None,
+        probe: bool = False,
     ) -> bytes:
         """Seal, record for loss recovery and FEC, and advance the pacer.
 
@@ -1367,7 +1419,7 @@ class RelayConnection:
             self.stats.repair_bytes_sent += size
             if repair.index == repair.k + repair.r - 1:
                 self._on_last_repair(repair, pn, now)
-        elif not self._repairs:  # a block's packets are consecutive: none between its repairs
+        elif not self._repairs and not probe:  # a block's packets are consecutive
             self._fec.add(pn, datagram, protect=bool(records), now=now)
             if self._fec.full:
                 self._queue_repairs()
