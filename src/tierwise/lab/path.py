@@ -216,7 +216,7 @@ class Path:
         limit = max((r for r in rates if r is not None), default=None)
         if limit is None:
             return
-        ceiling = self._ceiling or measure_ceiling()
+        ceiling = self._ceiling or measure_ceiling(mtu_bytes=self.config.mtu_bytes)
         if limit > SAFE_FRACTION * ceiling.goodput_bytes_per_s:
             raise LabError(
                 f"configured rate {limit * 8e-6:,.1f} Mbit/s exceeds {SAFE_FRACTION:.0%} of the "
@@ -363,9 +363,10 @@ def _bulk(path: Path, duration_s: float) -> int:
 
 
 @functools.cache
-def measure_ceiling(duration_s: float = 1.0) -> Ceiling:
-    """Flat-out TCP through a path with nothing emulated (cached per process)."""
-    with Path(PathConfig(), index=99) as path:
+def measure_ceiling(duration_s: float = 1.0, mtu_bytes: int = MTU_BYTES) -> Ceiling:
+    """Flat-out TCP through a path with nothing emulated (cached per process), at the MTU
+    given: the emulator's cost is per packet, so a jumbo path's ceiling in bytes is higher."""
+    with Path(PathConfig(mtu_bytes=mtu_bytes), index=99) as path:
         start = time.monotonic()
         delivered = _bulk(path, duration_s)
         elapsed = time.monotonic() - start
