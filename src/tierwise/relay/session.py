@@ -69,6 +69,7 @@ class Session:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._trace = trace.enabled()
+        self._traced_exit = ""
 
     def now(self) -> float:
         return self.loop.time()
@@ -129,6 +130,9 @@ class Session:
             int(rate.startup),
             int(rate.app_limited),
         )
+        if rate.startup_exit != self._traced_exit:  # start-up ended: say why, at what estimate
+            self._traced_exit = rate.startup_exit
+            trace.event("startup_end", rate.startup_exit.replace(" ", "_"), f"{numbers[2]:.0f}")
 
     def _arm(self) -> None:
         """Arm the connection's next deadline; a timer already due no later is kept.

@@ -5,7 +5,9 @@ event to ``/path/prefix.<pid>``: the monotonic clock (the one asyncio and
 ``time.perf_counter`` read on Linux, shared by every process and namespace of the
 host, so two ends' traces line up), the event and its numbers. Events: ``rx``
 (datagrams read, bytes), ``tx`` (datagrams sent, bytes, pacing rate, window,
-bandwidth estimate, bytes in flight, repairs queued), ``tcp_read`` / ``tcp_write``
+bandwidth estimate, bytes in flight, repairs queued), ``startup_end`` (why the rate's
+start-up ended — ``queued_train``, ``full_pipe`` or ``brake`` — and the estimate then, once
+per session), ``tcp_read`` / ``tcp_write``
 (a stream's bytes from / to its application socket), ``connect`` (the gateway's
 connection to the service). Unset, every hook is one global lookup.
 """

@@ -345,8 +345,11 @@ class RelayConnection:
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
         self._round_delivered = 0
         self._app_limited_until = 0
-        # first ACK's time, bytes, first sent_s, ACKs since the first, the latest ACK's time
-        self._train: tuple[float, int, float, int, float] | None = None
+        # first ACK's time, bytes, first sent_s, ACKs since the first, the latest ACK's time,
+        # and the first ACK's receiver-side time (its arrival less the delay it reports)
+        self._train: tuple[float, int, float, int, float, float] | None = None
+        self._ack_recv_s = 0.0  # the ACK being read: when its largest packet reached the peer
+        self._ack_largest = -1  # ... and that packet's number
         self._next_send_s = 0.0
         self._pacer_bound = False  # the last send stopped only for the pacer (data and window left)
         self._pto_count = 0
@@ -920,6 +923,8 @@ class RelayConnection:
         if not newly:
             return
         self._acked_before = self._largest_acked
+        self._ack_recv_s = now - f.delay_s
+        self._ack_largest = largest
         if largest > self._largest_acked:
             self._largest_acked = largest
             top = max(newly, key=lambda p: p.pn)
@@ -951,7 +956,7 @@ class RelayConnection:
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
             self.rate.on_round_end()
-            self._train = (now, 0, p.sent_s, 0, now)
+            self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
         if self._in_flight <= 0:
             self._train = None
 
@@ -971,9 +976,9 @@ class RelayConnection:
         interval = max(now - p.delivered_s, p.sent_s - p.first_sent_s)
         rate = (self._delivered - p.delivered) / interval if interval > 0 else 0.0
         if self._train is None:
-            self._train = (now, 0, p.sent_s, 0, now)
+            self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
             return rate, False
-        start_s, nbytes, start_sent_s, acks, last_s = self._train
+        start_s, nbytes, start_sent_s, acks, last_s, start_recv_s = self._train
         if now <= start_s or p.sent_s < start_sent_s or p.pn < self._acked_before:
             # acked with the train's first ACK, an older packet acked late, or a gap a
             # previous ACK left and this one fills (rebuilt by FEC, or reordered): its
@@ -981,7 +986,12 @@ class RelayConnection:
             return rate, False
         nbytes += p.size
         acks += now > last_s
-        self._train = (start_s, nbytes, start_sent_s, acks, now)
+        self._train = (start_s, nbytes, start_sent_s, acks, now, start_recv_s)
+        if p.pn != self._ack_largest:
+            # The ACK's time is its largest packet's arrival (and the reader's delay after
+            # it); the others of the frame arrived earlier. A reader that acknowledges a
+            # batch at once made each of them read as held up: timed by the largest only.
+            return rate, False
         sent_dt = p.sent_s - start_sent_s
         dt = max(now - start_s, sent_dt)
         queued = False
@@ -989,7 +999,10 @@ class RelayConnection:
         timed = acks >= TRAIN_MIN_ACKS and now - start_s >= TRAIN_MIN_SPREAD_S
         if long_enough and timed and dt > 0:
             rate = max(rate, nbytes / dt)
-            queued = now - start_s >= TRAIN_QUEUED * sent_dt
+            # Queued at the bottleneck only if the peer's arrival times spread too: a
+            # receiver that stalled (descheduled, reading a batch) spreads its ACKs alone.
+            spread = TRAIN_QUEUED * sent_dt
+            queued = now - start_s >= spread and self._ack_recv_s - start_recv_s >= spread
         return rate, queued
 
     _FRAME_HANDLERS: ClassVar[dict[type, Any]] = {}  # filled below the class

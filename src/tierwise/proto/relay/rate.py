@@ -82,6 +82,9 @@ class RateController:
         # cwnd_bytes until one of its inputs changes (an ACK, a round, the two flags below):
         # the sender and its timer read it several times per datagram.
         self._cwnd: float | None = None
+        # Why start-up ended ("queued train", "full pipe", "brake"; empty while it runs): a
+        # diagnostic for traces (relay/trace.py), not an input to the rate.
+        self.startup_exit = ""
 
     @property
     def startup(self) -> bool:
@@ -166,6 +169,7 @@ class RateController:
             self._bw.append((self.round, rate))
         if self.startup and sample.queued and not sample.app_limited:
             self.startup = False  # a queued packet train measured the bottleneck: no more probing
+            self.startup_exit = "queued train"
             self._cycle = CYCLE_GAINS.index(1.0)
         self._cwnd = None
 
@@ -195,5 +199,6 @@ class RateController:
             return
         self._full_bw_rounds += 1
         if self._full_bw_rounds >= FULL_BW_ROUNDS or self._braking:
+            self.startup_exit = "brake" if self._braking else "full pipe"
             self.startup = False
             self._cycle = 1  # drain what start-up queued
