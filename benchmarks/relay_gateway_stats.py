@@ -23,13 +23,14 @@ import time
 
 from _args import positive_int, run
 
+from tierwise.jsonvalue import plain
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.relay.gateway import Gateway
-from tierwise.relay.metrics import finite_json, render_metrics
+from tierwise.relay.metrics import render_metrics
 
 KEY = bytes(range(32))
 ANSWERS = {
-    "stats": lambda gw: json.dumps(finite_json(gw.snapshot())).encode(),
+    "stats": lambda gw: json.dumps(plain(gw.snapshot())).encode(),
     "metrics": lambda gw: render_metrics(gw.snapshot()),
 }
 
