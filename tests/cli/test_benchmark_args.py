@@ -19,6 +19,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 CASES = [
     ("flows_kernel.py", ["/nonexistent/run.json"], "/nonexistent/run.json"),
     ("flows_kernel.py", ["x.json", "--trace", "0"], "--trace"),
+    ("lab_emulator.py", ["--size", "4"], "--size"),
     ("lab_rounds.py", ["--cc", "vegas"], "--cc"),
     ("lab_rounds.py", ["--initcwnd", "0"], "--initcwnd"),
     ("mc_vs_loop.py", ["--trials", "0"], "--trials"),
