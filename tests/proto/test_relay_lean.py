@@ -3,13 +3,15 @@
 A bulk burst's blocks get a leaner per-block target by default (``fec_bulk_target`` 0.8,
 was 0.99): a block FEC misses is retransmitted inside the window, which costs a bulk
 stream no completion time, while each repair costs bytes and zfec's encode grows with
-the repairs. Blocks that carry a request's data, and the last block of a burst, keep
-the request target.
+the repairs. Blocks that carry a request's data keep the request target, and a burst's
+last bandwidth-delay product keeps the old 0.99 (a retransmission there adds a round trip
+to the burst's end).
 """
 
 from __future__ import annotations
 
 from tierwise.proto.relay import RelayConfig
+from tierwise.proto.relay.connection import FEC_BULK_TAIL_TARGET
 from tierwise.proto.relay.fec import CODE_ZFEC, FecDecoder, FecEncoder
 from tierwise.sim.relay import Net, Path, payload
 
@@ -81,6 +83,31 @@ def test_a_request_beside_bulk_keeps_its_fec() -> None:
         times.append(net.now - start)
     floor = 0.2 + (354_640 + 1000) / rate
     assert sorted(times)[1] < 1.25 * floor, [round(t / floor, 2) for t in times]
+
+
+def test_a_bulk_bursts_last_bdp_keeps_the_tail_target() -> None:
+    """Once less than a bandwidth-delay product is queued, a bulk block gets
+    ``FEC_BULK_TAIL_TARGET`` (0.99): its losses would lengthen the burst by a round trip."""
+    rate = 100e6 / 8
+    net = Net(Path(rate_bytes_per_s=rate, loss=0.14), Path(rate_bytes_per_s=rate, loss=0.14))
+    net.run(5, lambda: net.client.established)
+    client = net.client
+    sid = client.open_stream(priority=5)
+    client.send(sid, payload("bulk", 8_000_000), end_stream=True)
+
+    def bdp() -> float:
+        return client.rate.btl_bw_bytes_per_s * (client.rate.min_rtt_s or 0.0)
+
+    def steady() -> bool:  # past start-up and the bulk mark, well before the end
+        sent = client.stats.stream_bytes_sent
+        return not client.rate.startup and sent > 2_000_000 and client._queued_bytes() > bdp()
+
+    net.run(net.now + 2.0, steady)
+    assert steady()
+    assert client._block_target() == client.config.fec_bulk_target == 0.8
+    net.run(net.now + 5.0, lambda: 0 < client._queued_bytes() < bdp())
+    assert 0 < client._queued_bytes() < bdp()
+    assert client._block_target() == FEC_BULK_TAIL_TARGET == 0.99
 
 
 def test_a_decoder_does_not_rescan_a_block_it_has_rebuilt() -> None:

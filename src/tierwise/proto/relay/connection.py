@@ -110,6 +110,7 @@ FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
 _OPEN_BLOCK = 1 << 63  # protect_until of a packet whose block's last repair has not left yet
 FEC_BURST_BLOCKS_MAX = 16  # a burst longer than this (≈ 1.3 MB) is bulk: no per-request target
+FEC_BULK_TAIL_TARGET = 0.99  # a bulk burst's last BDP: a retransmission there adds an RTT
 PACKET_OVERHEAD_BYTES = 60  # header, tag, ACK and STREAM frame headers of a full data packet
 ACK_HEAD_BYTES = 10  # an ACK frame's type, delay, loss and count; 16 bytes more per range
 BURST_PACKETS = 8  # the pacer lets this many packets leave at once after a pause (a tail)
@@ -1345,15 +1346,20 @@ class RelayConnection:
         deadline, so each block gets ``fec_bulk_target`` and a loss beyond its
         repairs costs one retransmission inside the (larger) window instead of
         repair bytes on every block — unless the block carries a non-bulk stream's
-        data (a request beside the bulk flow keeps its protection) or is the burst's
-        last for now (nothing queued behind it: its losses would be the burst's tail).
+        data (a request beside the bulk flow keeps its protection). A bulk block with
+        less than a bandwidth-delay product queued behind it is the burst's tail for
+        now: a retransmission there would add a round trip to the burst's end, so it
+        gets :data:`FEC_BULK_TAIL_TARGET`.
         """
         c = self.config
         block_bytes = c.fec_max_k * (self._pmtu.datagram_bytes - PACKET_OVERHEAD_BYTES)
         queued = self._queued_bytes()
         blocks = self._burst_blocks + 1 + -(-queued // block_bytes)
         if blocks > FEC_BURST_BLOCKS_MAX and not self._block_small:
-            return c.fec_bulk_target if queued else c.fec_target
+            bdp = self.rate.btl_bw_bytes_per_s * (self.rate.min_rtt_s or 0.0)
+            if queued < bdp:
+                return max(c.fec_bulk_target, FEC_BULK_TAIL_TARGET)
+            return c.fec_bulk_target
         return 1 - (1 - c.fec_target) / blocks
 
     def _on_last_repair(self, frame: Repair, pn: int, now: float) -> None:
