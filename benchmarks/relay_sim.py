@@ -18,21 +18,20 @@ process does, up to 64 datagrams per wake-up (each with its arrival time), spend
 much per datagram before its ACKs leave (0: one at a time, as the plain simulator)::
 
     python benchmarks/relay_sim.py --lab --bulk-mb 30 --rate-mbit 200 --loss 0.14 \
-        --reader-cost-us 0,150
+        --reader-cost-us 0,150 [--fec-bulk-target 0.99,0]
 """
 
 from __future__ import annotations
 
 import argparse
-import heapq
 import time
 
 import numpy as np
 from _args import fraction, positive_float, positive_int, run
 from rich.progress import Progress
 
-from tierwise.proto.relay import StreamDataReceived
-from tierwise.sim.relay import CLIENT, GATEWAY, Net, Path, all_done, payload, request_response
+from tierwise.proto.relay import RelayConfig
+from tierwise.sim.relay import Net, Path, all_done, batched_download, payload, request_response
 
 RATE_BYTES_PER_S = 333e6 / 8
 UP_BYTES, DOWN_BYTES = 354_640, 1000
@@ -82,8 +81,6 @@ def bulk(loss: float, size: int, warm: bool, progress: Progress) -> tuple[float,
 
 
 LAB_QUEUE_BYTES = 1_500_000  # the lab emulator's queue (lab/emulator.py)
-READ_BATCH = 64  # datagrams per read (relay/batchudp.py)
-WAKE_S = 100e-6  # from a datagram's arrival to the reader's wake-up
 
 
 class LabPath(Path):
@@ -104,94 +101,41 @@ class LabPath(Path):
         return [self.free_at + self.delay_s]
 
 
-def lab_download(rate: float, loss: float, size: int, cost_s: float, seed: int = 23) -> dict:
+def lab_download(
+    rate: float,
+    loss: float,
+    size: int,
+    cost_s: float,
+    seed: int = 23,
+    config: RelayConfig | None = None,
+) -> dict:
     """The lab's bulk case in synthetic time: gateway → client, loss on the download.
 
-    ``cost_s`` > 0: the client reads up to ``READ_BATCH`` datagrams per wake-up and sends
-    its ACKs after ``cost_s`` per datagram read; 0: each datagram at its arrival."""
+    ``cost_s`` > 0: the client reads up to 64 datagrams per wake-up and sends its ACKs
+    after ``cost_s`` per datagram read; 0: each datagram at its arrival
+    (:func:`tierwise.sim.relay.batched_download`)."""
     up, down = LabPath(rate_bytes_per_s=rate), LabPath(rate_bytes_per_s=rate, loss=loss)
-    net = Net(up, down, seed=seed)
+    net = Net(up, down, seed=seed, config=config)
     net.run(5, lambda: net.client.established)
     client, gateway = net.client, net.gateway
     sid = client.open_stream(priority=5)
     client.send(sid, b"GET", end_stream=True)
     net.run(net.now + 2, lambda: sid in net.finished["gateway"])
     net.run(net.now + 0.3)
-    start = t = net.now
-    gateway.send(sid, payload("bulk", size), end_stream=True)
-    heap: list[tuple[float, int, str, bytes]] = []
-    socket: list[tuple[float, bytes]] = []
-    state = {"seq": 0, "got": 0, "done": False}
-    wake: float | None = None
-    busy_until = t
-    startup_end: tuple[float, float] | None = None
-
-    def push(at: float, kind: str, data: bytes = b"") -> None:
-        state["seq"] += 1
-        heapq.heappush(heap, (at, state["seq"], kind, data))
-
-    def flush(conn, path: Path, kind: str, now: float) -> None:
-        for data, _ in conn.datagrams_to_send(now):
-            for at in path.arrivals(len(data) + 28, now, net.rng):
-                push(at, kind, data)
-
-    def client_sends(now: float) -> None:
-        flush(client, up, "up", now)
-        while (event := client.next_event()) is not None:
-            if isinstance(event, StreamDataReceived) and event.stream_id == sid:
-                state["got"] += len(event.data)
-                state["done"] = state["done"] or event.end_stream
-
-    flush(gateway, down, "down", t)
     cpu0 = time.process_time()
-    while not state["done"] and t < start + 600:
-        times = [heap[0][0]] if heap else []
-        if (timer := gateway.get_timer()) is not None:
-            times.append(timer)
-        if (timer := client.get_timer()) is not None:
-            times.append(max(timer, busy_until))
-        if wake is not None:
-            times.append(wake)
-        t = max(t, min(times))
-        if heap and heap[0][0] <= t:
-            at, _, kind, data = heapq.heappop(heap)
-            if kind == "up":
-                gateway.receive_datagram(data, CLIENT, at)
-                flush(gateway, down, "down", t)
-            elif kind == "acks":
-                client_sends(t)
-                if socket and wake is None:
-                    wake = t
-            elif cost_s <= 0:
-                client.receive_datagram(data, GATEWAY, at)
-                client_sends(t)
-            else:
-                socket.append((at, data))
-                if wake is None:
-                    wake = max(at + WAKE_S, busy_until)
-        if wake is not None and wake <= t:
-            batch, socket[:] = socket[:READ_BATCH], socket[READ_BATCH:]
-            for at, data in batch:
-                client.receive_datagram(data, GATEWAY, at)
-            busy_until, wake = t + cost_s * len(batch), None
-            push(busy_until, "acks")
-        if (timer := gateway.get_timer()) is not None and timer <= t:
-            gateway.handle_timer(t)
-            flush(gateway, down, "down", t)
-        if (timer := client.get_timer()) is not None and timer <= t and busy_until <= t:
-            client.handle_timer(t)
-            client_sends(t)
-        if startup_end is None and not gateway.rate.startup:
-            startup_end = (t - start, gateway.rate.btl_bw_bytes_per_s)
-    g = gateway.stats
+    r = batched_download(
+        net, sid, payload("bulk", size), cost_s=cost_s if cost_s > 0 else None, bound_s=600
+    )
+    g, c = gateway.stats, client.stats
     return {
-        "goodput": state["got"] / (t - start) / rate,
-        "complete": state["done"],
-        "startup_end": startup_end,
+        "goodput": r.received / r.seconds / rate,
+        "complete": r.complete,
+        "startup_end": r.startup_end,
         "sent": g.packets_sent,
         "repairs": g.repair_packets_sent,
         "lost": g.packets_lost,
-        "acks": client.stats.packets_sent,
+        "acks": c.packets_sent,
+        "recovered": c.fec_recovered,
         "tail_drops": down.tail_drops,
         "cpu_s": time.process_time() - cpu0,
     }
@@ -205,18 +149,32 @@ def lab_main(args: argparse.Namespace) -> None:
         f" 1.5 MB queue, {args.loss:.1%} loss on the download"
     )
     print(
-        "| reader µs per datagram | goodput / path | start-up ended (s, MB/s) | datagrams sent |"
-        " repairs | declared lost | ACKs | tail drops |\n|---|---|---|---|---|---|---|---|"
+        "| bulk FEC target | reader µs per datagram | goodput / path | start-up ended (s, MB/s)"
+        " | datagrams sent | repairs | declared lost | rebuilt by FEC | ACKs | tail drops"
+        " | CPU s per GB (both ends) |\n|---|---|---|---|---|---|---|---|---|---|---|"
     )
-    for cost_us in args.reader_cost_us:
-        r = lab_download(rate, args.loss, size, cost_us * 1e-6)
-        end = r["startup_end"]
-        ended = "—" if end is None else f"{end[0]:.2f}, {end[1] / 1e6:.2f}"
-        done = "" if r["complete"] else " (bound)"
-        print(
-            f"| {cost_us:g} | {r['goodput']:.3f}{done} | {ended} | {r['sent']} | {r['repairs']} |"
-            f" {r['lost']} | {r['acks']} | {r['tail_drops']} |"
-        )
+    for target in args.fec_bulk_target or [RelayConfig().fec_bulk_target]:
+        config = RelayConfig(fec_bulk_target=target)
+        for cost_us in args.reader_cost_us:
+            r = lab_download(rate, args.loss, size, cost_us * 1e-6, config=config)
+            end = r["startup_end"]
+            ended = "—" if end is None else f"{end[0]:.2f}, {end[1] / 1e6:.2f}"
+            done = "" if r["complete"] else " (bound)"
+            print(
+                f"| {target:g} | {cost_us:g} | {r['goodput']:.3f}{done} | {ended} | {r['sent']}"
+                f" | {r['repairs']} | {r['lost']} | {r['recovered']} | {r['acks']}"
+                f" | {r['tail_drops']} | {r['cpu_s'] / (size / 1e9):.0f} |"
+            )
+
+
+def target_list(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of numbers") from None
+    if not values or any(not 0 <= v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: each target must be in [0, 1)")
+    return values
 
 
 def cost_list(text: str) -> list[float]:
@@ -237,6 +195,11 @@ def main() -> None:
     parser.add_argument("--rate-mbit", type=positive_float, default=333)
     parser.add_argument("--loss", type=fraction, default=0.14)
     parser.add_argument("--reader-cost-us", type=cost_list, default=[0.0, 150.0])
+    parser.add_argument(
+        "--fec-bulk-target",
+        type=target_list,
+        help="with --lab: RelayConfig.fec_bulk_target values to compare (default: the default)",
+    )
     args = parser.parse_args()
     if args.lab:
         lab_main(args)

@@ -53,8 +53,11 @@ SESSION_KEYS: dict[str, Tunable] = {
         "probability that a request's blocks are all recovered by FEC without a "
         "retransmission round (§12.3.3); higher costs more repair bytes"),
     "fec_bulk_target": Tunable(
-        "fraction", 0.5, 0.999999, "0.99",
-        "the same per block of a bulk burst (> 16 blocks), where a retransmission is cheap"),
+        "fraction", 0.0, 0.999999, "0.8",
+        "the same per block of a bulk burst (> 16 blocks, no request's data, a "
+        "bandwidth-delay product or more queued behind it; its last one keeps 0.99): a "
+        "block FEC misses is retransmitted inside the window; lower costs less CPU and "
+        "fewer repair bytes, 0 sends none (retransmission only)"),
     "fec_max_k": Tunable(
         "int", 1, 200, "64", "data datagrams per FEC block (k + repairs ≤ 256)"),
     "fec_code": Tunable(

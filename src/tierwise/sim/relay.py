@@ -26,7 +26,15 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 
-__all__ = ["Net", "Path", "all_done", "payload", "request_response"]
+__all__ = [
+    "BatchedDownload",
+    "Net",
+    "Path",
+    "all_done",
+    "batched_download",
+    "payload",
+    "request_response",
+]
 
 KEY = bytes(range(32))  # a fixed test key: simulations are not secrets
 CLIENT, GATEWAY = ("10.0.0.1", 4000), ("10.0.0.2", 7443)
@@ -196,3 +204,114 @@ def request_response(
 
 def all_done(net: Net, expected: dict[int, tuple[bytes, bytes]]) -> Callable[[], bool]:
     return lambda: set(expected) <= net.finished["client"]
+
+
+READ_BATCH = 64  # datagrams per read (relay/batchudp.py)
+WAKE_S = 100e-6  # from a datagram's arrival to the reader's wake-up
+
+
+@dataclass
+class BatchedDownload:
+    """What :func:`batched_download` measured (seconds from the gateway's first send)."""
+
+    seconds: float
+    received: int
+    complete: bool
+    startup_end: tuple[float, float] | None  # (seconds, the gateway's estimate in bytes/s)
+    wakes: int
+
+
+def batched_download(
+    net: Net,
+    sid: int,
+    data: bytes,
+    *,
+    cost_s: float | None,
+    bound_s: float = 60.0,
+    stall: tuple[int, float] | None = None,
+) -> BatchedDownload:
+    """The gateway sends ``data`` on stream ``sid`` to a client that reads as the real one.
+
+    The real relay client wakes, reads up to :data:`READ_BATCH` datagrams the socket holds
+    (each with its kernel arrival time), spends ``cost_s`` CPU per datagram on them and
+    only then sends its ACKs; ``cost_s=None`` hands each datagram over at its arrival
+    instead (the plain simulator's reader). ``stall = (n, seconds)``: every ``n``-th
+    wake-up comes that much late (a reader the host's scheduler left waiting for a core).
+    Runs on ``net``'s paths and clock until the stream ends or ``bound_s`` has passed.
+    """
+    client, gateway, up, down = net.client, net.gateway, net.up, net.down
+    start = t = net.now
+    gateway.send(sid, data, end_stream=True)
+    heap: list[tuple[float, int, str, bytes]] = []
+    socket: list[tuple[float, bytes]] = []  # the client's receive buffer
+    seq = wakes = got = 0
+    done = False
+    wake: float | None = None
+    busy_until = t
+    ended: tuple[float, float] | None = None
+
+    def push(at: float, kind: str, datagram: bytes = b"") -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(heap, (at, seq, kind, datagram))
+
+    def gateway_sends(now: float) -> None:
+        nonlocal ended
+        for datagram, _ in gateway.datagrams_to_send(now):
+            for at in down.arrivals(len(datagram) + 28, now, net.rng):
+                push(at, "down", datagram)
+        if ended is None and not gateway.rate.startup:
+            ended = (now - start, gateway.rate.btl_bw_bytes_per_s)
+
+    def client_sends(now: float) -> None:
+        nonlocal got, done
+        for datagram, _ in client.datagrams_to_send(now):
+            for at in up.arrivals(len(datagram) + 28, now, net.rng):
+                push(at, "up", datagram)
+        while (event := client.next_event()) is not None:
+            if isinstance(event, StreamDataReceived) and event.stream_id == sid:
+                got += len(event.data)
+                done = done or event.end_stream
+
+    gateway_sends(t)
+    while not done and t < start + bound_s:
+        times = [heap[0][0]] if heap else []
+        if (timer := gateway.get_timer()) is not None:
+            times.append(timer)
+        if (timer := client.get_timer()) is not None:
+            times.append(max(timer, busy_until))
+        if wake is not None:
+            times.append(wake)
+        t = max(t, min(times))
+        if heap and heap[0][0] <= t:
+            at, _, kind, datagram = heapq.heappop(heap)
+            if kind == "up":
+                gateway.receive_datagram(datagram, CLIENT, at)
+                gateway_sends(t)
+            elif kind == "acks":  # the batch is processed: its ACKs leave
+                client_sends(t)
+                if socket and wake is None:
+                    wake = t
+            elif cost_s is None:
+                client.receive_datagram(datagram, GATEWAY, at)
+                client_sends(t)
+            else:
+                socket.append((at, datagram))
+                if wake is None:
+                    wakes += 1
+                    late = stall[1] if stall is not None and wakes % stall[0] == 0 else 0.0
+                    wake = max(at + WAKE_S + late, busy_until)
+        if wake is not None and wake <= t:
+            batch, socket[:] = socket[:READ_BATCH], socket[READ_BATCH:]
+            for at, datagram in batch:  # each with its kernel arrival time
+                client.receive_datagram(datagram, GATEWAY, at)
+            busy_until, wake = t + (cost_s or 0.0) * len(batch), None
+            push(busy_until, "acks")
+        if (timer := gateway.get_timer()) is not None and timer <= t:
+            gateway.handle_timer(t)
+            gateway_sends(t)
+        if (timer := client.get_timer()) is not None and timer <= t and busy_until <= t:
+            client.handle_timer(t)
+            client_sends(t)
+    net.now = t
+    return BatchedDownload(t - start, got, done, ended, wakes)

@@ -110,6 +110,7 @@ FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
 _OPEN_BLOCK = 1 << 63  # protect_until of a packet whose block's last repair has not left yet
 FEC_BURST_BLOCKS_MAX = 16  # a burst longer than this (≈ 1.3 MB) is bulk: no per-request target
+FEC_BULK_TAIL_TARGET = 0.99  # a bulk burst's last BDP: a retransmission there adds an RTT
 PACKET_OVERHEAD_BYTES = 60  # header, tag, ACK and STREAM frame headers of a full data packet
 ACK_HEAD_BYTES = 10  # an ACK frame's type, delay, loss and count; 16 bytes more per range
 BURST_PACKETS = 8  # the pacer lets this many packets leave at once after a pause (a tail)
@@ -155,7 +156,10 @@ class RelayConfig:
     max_streams: int = 1024
     fec_code: str = "zfec"
     fec_target: float = 0.999  # §12.3.3's success target of a request (all its blocks)
-    fec_bulk_target: float = 0.99  # per block of a bulk burst: retransmission is cheap there
+    # Per block of a bulk burst (0: no repairs). With no request deadline a block FEC
+    # misses costs a retransmission inside the window, not time (§12.3.3); fewer repairs
+    # cost less CPU (zfec's encode grows with them) and bytes. 0.8: docs/benchmarks.md.
+    fec_bulk_target: float = 0.8
     fec_max_k: int = 64  # zfec encodes + decodes 25 MB/s of data at 14 % loss (benchmarks.md)
     ack_every: int = 2  # RFC 9000 §13.2.2
     ack_every_bulk: int = 16  # packets flagged ACK_LATER (a bulk flight) per acknowledgement
@@ -181,9 +185,12 @@ class RelayConfig:
     def __post_init__(self) -> None:
         if self.fec_code not in CODES:
             raise LocalProtocolError(f"unknown FEC code {self.fec_code!r}; known: {sorted(CODES)}")
-        for name in ("fec_target", "fec_bulk_target"):
-            if not 0.0 < getattr(self, name) < 1.0:
-                raise LocalProtocolError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        if not 0.0 < self.fec_target < 1.0:
+            raise LocalProtocolError(f"fec_target must be in (0, 1), got {self.fec_target}")
+        if not 0.0 <= self.fec_bulk_target < 1.0:  # 0: bulk blocks go without repairs
+            raise LocalProtocolError(
+                f"fec_bulk_target must be in [0, 1), got {self.fec_bulk_target}"
+            )
         if self.rotate_packets < 1 or self.bulk_bytes < 1:
             raise LocalProtocolError("rotate_packets and bulk_bytes must be ≥ 1")
         if not 200 <= self.max_datagram_bytes <= MAX_DATAGRAM_BYTES:
@@ -360,6 +367,7 @@ class RelayConnection:
         self._fec_rx = FecDecoder()
         self._repairs: deque[Repair] = deque()
         self._burst_blocks = 0  # FEC blocks closed since the sender was last idle
+        self._block_small = False  # the open FEC block carries a non-bulk stream's data
         self._loss_meter = LossMeter()
         self.peer_loss = 0.0
         self._ack_needed, self._ack_count = False, 0
@@ -1312,8 +1320,11 @@ class RelayConnection:
     def _queue_repairs(self) -> None:
         loss = self.peer_loss
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
-        first, k = self._fec.first_pn, self._fec.size
+        first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())
+        self._block_small = False
+        if protected and loss > 0:  # a block of the burst, repaired or not (bulk: none)
+            self._burst_blocks += 1
         if not repairs:
             # Only this block's packets carry the open-block mark (every ack-eliciting
             # packet but a repair joins the block, and none is sent while repairs wait):
@@ -1323,7 +1334,6 @@ class RelayConnection:
                 if p is not None and p.protect_until == _OPEN_BLOCK:
                     p.protect_until = None
             return
-        self._burst_blocks += 1
         self._repairs.extend(repairs)
 
     def _block_target(self) -> float:
@@ -1335,12 +1345,20 @@ class RelayConnection:
         beyond :data:`FEC_BURST_BLOCKS_MAX` blocks is bulk: it has no request
         deadline, so each block gets ``fec_bulk_target`` and a loss beyond its
         repairs costs one retransmission inside the (larger) window instead of
-        repair bytes on every block.
+        repair bytes on every block — unless the block carries a non-bulk stream's
+        data (a request beside the bulk flow keeps its protection). A bulk block with
+        less than a bandwidth-delay product queued behind it is the burst's tail for
+        now: a retransmission there would add a round trip to the burst's end, so it
+        gets :data:`FEC_BULK_TAIL_TARGET`.
         """
         c = self.config
         block_bytes = c.fec_max_k * (self._pmtu.datagram_bytes - PACKET_OVERHEAD_BYTES)
-        blocks = self._burst_blocks + 1 + -(-self._queued_bytes() // block_bytes)
-        if blocks > FEC_BURST_BLOCKS_MAX:
+        queued = self._queued_bytes()
+        blocks = self._burst_blocks + 1 + -(-queued // block_bytes)
+        if blocks > FEC_BURST_BLOCKS_MAX and not self._block_small:
+            bdp = self.rate.btl_bw_bytes_per_s * (self.rate.min_rtt_s or 0.0)
+            if queued < bdp:
+                return max(c.fec_bulk_target, FEC_BULK_TAIL_TARGET)
             return c.fec_bulk_target
         return 1 - (1 - c.fec_target) / blocks
 
@@ -1386,6 +1404,8 @@ class RelayConnection:
                     out, stream.stream_id, offset, data, fin, send.priority, later
                 )
                 send.turn = self._pn
+                if not send.bulk:
+                    self._block_small = True
                 records.append((stream.stream_id, offset, offset + len(data), fin))
                 budget -= overhead + len(data)
                 credit -= new

@@ -116,6 +116,8 @@ class FecEncoder:
         if not block or not protected or loss <= 0:
             return []
         goal = self.target if target is None else target
+        if goal <= 0:  # no repairs: the block's losses are retransmitted
+            return []
         r = min(repair_symbols_needed(k, min(loss, 0.5), goal), MAX_SYMBOLS - k)
         if r == 0:
             return []
@@ -132,7 +134,9 @@ class FecDecoder:
         self.cache_packets = cache_packets
         self._cache: dict[int, bytes] = {}
         self._blocks: dict[int, tuple[Repair, dict[int, bytes]]] = {}
+        self._done: set[int] = set()  # blocks complete or rebuilt: later repairs are spare
         self.recovered = 0
+        self.spare_repairs = 0  # repairs that arrived for a block already whole
 
     def on_datagram(self, pn: int, datagram: bytes) -> None:
         self._cache[pn] = datagram
@@ -142,13 +146,18 @@ class FecDecoder:
                 del self._cache[old]
             for first in [f for f in self._blocks if f < floor]:
                 del self._blocks[first]
+            self._done = {f for f in self._done if f >= floor}
 
     def on_repair(self, frame: Repair, received: Callable[[int], bool]) -> list[bytes]:
         """Store a repair symbol; the datagrams it lets us recover (``received(pn)``: seen?)."""
         first, k = frame.first_pn, frame.k
-        missing = [pn for pn in range(first, first + k) if not received(pn)]
-        if not missing:
+        if first in self._done:  # rebuilt or whole already: no scan of its k packets again
+            self.spare_repairs += 1
+            return []
+        if all(received(pn) for pn in range(first, first + k)):
             self._blocks.pop(first, None)
+            self._done.add(first)
+            self.spare_repairs += 1
             return []
         entry = self._blocks.setdefault(first, (frame, {}))
         if (entry[0].k, entry[0].r, entry[0].code) != (k, frame.r, frame.code):
@@ -158,6 +167,7 @@ class FecDecoder:
         if len(have) + len(entry[1]) < k:
             return []
         del self._blocks[first]
+        self._done.add(first)
         return self._recover(frame, have, entry[1])
 
     def _recover(
