@@ -117,6 +117,8 @@ def _arrivals(out: dict, t0: float, client: list, gateway: list, writes: list) -
         "gw_late_max": round(late[-1], 2),
         "gw_write_gap_max": round(max(gaps, default=0.0) * 1e3, 2),
     }
+    up = [r[0] for r in client if r[1] == "tx" and int(r[2][1]) > 600 and r[0] <= last_t]
+    res["client_tx_upload_last"] = ms(up[-1]) if up else out["client_tx_first"]
     crx = [(r[0], float(r[2][2])) for r in client if r[1] == "rxb"]
     if crx:
         last_t, last_at = crx[-1]
@@ -203,9 +205,13 @@ def kernel_segments(b: dict, req: RequestExperiment) -> dict[str, float]:
     upload_ms = req.size_bytes / req.rate_bytes_per_s * 1e3
     return {
         "client: connect -> first datagram": b["client_tx_first"],
-        "client: send spread - S/B": b["client_tx_last"] - b["client_tx_first"] - upload_ms,
-        "uplink (kernel) - RTT/2": b["gw_kernel_first"] - b["client_tx_first"] - one_way_ms,
-        "arrival spread (kernel) - S/B": b["gw_kernel_last"] - b["gw_kernel_first"] - upload_ms,
+        "client: send spread - S/B (not in the sum)": b["client_tx_upload_last"]
+        - b["client_tx_first"]
+        - upload_ms,
+        "upload: last arrival - first sent - RTT/2 - S/B": b["gw_kernel_last"]
+        - b["client_tx_first"]
+        - one_way_ms
+        - upload_ms,
         "gateway: last arrival -> last write": b["gw_write_last"] - b["gw_kernel_last"],
         "service - T_proc": b["gw_service_answer"] - b["gw_write_last"] - proc_ms,
         "downlink (kernel) - RTT/2": b["client_kernel_last"] - b["gw_service_answer"] - one_way_ms,
