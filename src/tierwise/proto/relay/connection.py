@@ -993,14 +993,7 @@ class RelayConnection:
             # batch at once made each of them read as held up: timed by the largest only.
             return rate, False
         sent_dt = p.sent_s - start_sent_s
-        ack_dt = now - start_s
-        if p.app_limited and self._ack_recv_s - start_recv_s >= TRAIN_MIN_SPREAD_S:
-            # A burst that fits the window (a request) is timed by the peer's arrival
-            # stamps: a reader waiting for a core acknowledges it late and in batches,
-            # at its own pace, not the path's (the lab's gateway read a request at 40–70 of
-            # 100 Mbit/s, and the next went out paced below the path: docs/validation.md).
-            ack_dt = self._ack_recv_s - start_recv_s
-        dt = max(ack_dt, sent_dt)
+        dt = max(now - start_s, sent_dt)
         queued = False
         long_enough = nbytes >= TRAIN_MIN_PACKETS * self._pmtu.datagram_bytes
         timed = acks >= TRAIN_MIN_ACKS and now - start_s >= TRAIN_MIN_SPREAD_S
