@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import glob
+import itertools
+import json
 import os
 import tempfile
 from pathlib import Path as FsPath
@@ -84,7 +86,44 @@ def breakdown(ev: dict[str, float], client: list, gateway: list) -> dict[str, fl
     out.update(pacing_Mbit=round(float(first[2]) * 8e-6, 1), cwnd_kB=round(float(first[3]) / 1e3))
     out.update(btl_bw_Mbit=round(float(first[4]) * 8e-6, 1), startup=first[7], app_lim=first[8])
     out["repairs"] = int(ctx[-1][2][6]) - int(first[6])
+    out.update(_arrivals(out, t0, c, g, gw))
     return out
+
+
+def _arrivals(out: dict, t0: float, client: list, gateway: list, writes: list) -> dict:
+    """Kernel arrival stamps (``rxb``) against the times each process handled them.
+
+    The gateway's first data batch and the batch after which it wrote the request's
+    last byte; its lateness per batch during the upload (trace time − arrival); the
+    client's last batch (the response) and its lateness; the largest gap between two
+    writes to the service (a wait for a lost datagram's repair or retransmission).
+    """
+    ms = lambda t: round((t - t0) * 1e3, 2)  # noqa: E731
+    rxb = [(r[0], float(r[2][1]), float(r[2][2]), int(r[2][0])) for r in gateway if r[1] == "rxb"]
+    if not rxb:
+        return {}
+    first_t = t0 + out["gw_rx_first"] / 1e3
+    last_t = t0 + out["gw_write_last"] / 1e3
+    before_first = [b for b in rxb if b[0] <= first_t + 1e-6] or rxb[:1]
+    upload = [b for b in rxb if before_first[-1][0] <= b[0] <= last_t]
+    late = sorted((b[0] - b[1]) * 1e3 for b in upload)
+    wt = [r[0] for r in writes if r[0] <= last_t]
+    gaps = [b - a for a, b in itertools.pairwise(wt)]
+    res = {
+        "gw_kernel_first": ms(before_first[-1][1]),
+        "gw_kernel_last": ms(upload[-1][2]),
+        "gw_batches": len(upload),
+        "gw_late_median": round(late[len(late) // 2], 2),
+        "gw_late_max": round(late[-1], 2),
+        "gw_write_gap_max": round(max(gaps, default=0.0) * 1e3, 2),
+    }
+    up = [r[0] for r in client if r[1] == "tx" and int(r[2][1]) > 600 and r[0] <= last_t]
+    res["client_tx_upload_last"] = ms(up[-1]) if up else out["client_tx_first"]
+    crx = [(r[0], float(r[2][2])) for r in client if r[1] == "rxb"]
+    if crx:
+        last_t, last_at = crx[-1]
+        res.update(client_kernel_last=ms(last_at), client_late_last=ms(last_t) - ms(last_at))
+    return res
 
 
 def main() -> None:
@@ -92,6 +131,7 @@ def main() -> None:
     ap.add_argument("--runs", type=positive_int, default=5)
     ap.add_argument("--loss", type=fraction, default=0.0)
     ap.add_argument("--keep", help="copy the raw traces here")
+    ap.add_argument("--json", help="write every request's milestones and segments here")
     args = ap.parse_args()
     req = RequestExperiment(loss_up=args.loss, loss_down=args.loss, runs=args.runs)
     floor = serial_floor_s(req)
@@ -115,16 +155,30 @@ def main() -> None:
     print(f"floor {floor * 1e3:.1f} ms; load average {os.getloadavg()[0]:.2f}")
     cpu_ms = {end: round((cpu1[end] - cpu0[end]) / args.runs * 1e3, 1) for end in cpu0}
     print(f"CPU ms per request (user + system): {cpu_ms}")
-    parts = []
+    parts, kparts, records = [], [], []
     for ev in events:
         b = breakdown(ev, rows["client"], rows["server"])
         print(f"{b['app_last_byte'] / (floor * 1e3):.3f} x floor", b)
         parts.append(segments(b, req))
+        kparts.append(kernel_segments(b, req))
+        records.append({"events": ev, "breakdown": b, "kernel": kparts[-1]})
     print("ms per segment, less its share of the floor (median, min, max):")
+    _table(parts)
+    if all(kparts):
+        print("at kernel arrival stamps (median, min, max):")
+        _table(kparts)
+        slow = sorted(kparts, key=lambda k: k["total - floor"])[-max(1, len(kparts) // 10) :]
+        print(f"the slowest {len(slow)} (what the p99 is made of):")
+        _table(slow)
+    if args.json:
+        FsPath(args.json).write_text(json.dumps({"floor_s": floor, "requests": records}, indent=1))
+
+
+def _table(parts: list[dict]) -> None:
     for name in parts[0]:
         values = sorted(p[name] for p in parts)
         median, low, high = values[len(values) // 2], values[0], values[-1]
-        print(f"  {name:<34} {median:7.1f}  (min {low:.1f}, max {high:.1f})")
+        print(f"  {name:<42} {median:7.1f}  (min {low:.1f}, max {high:.1f})")
 
 
 def segments(b: dict, req: RequestExperiment) -> dict[str, float]:
@@ -139,6 +193,31 @@ def segments(b: dict, req: RequestExperiment) -> dict[str, float]:
         "service - T_proc": b["gw_service_answer"] - b["gw_write_last"] - proc_ms,
         "downlink - RTT/2": b["client_rx_last"] - b["gw_service_answer"] - one_way_ms,
         "client: last in -> app's last byte": b["app_last_byte"] - b["client_rx_last"],
+        "total - floor": b["app_last_byte"] - serial_floor_s(req) * 1e3,
+    }
+
+
+def kernel_segments(b: dict, req: RequestExperiment) -> dict[str, float]:
+    """The same request cut at kernel arrival stamps: the path's share against the processes'."""
+    if "gw_kernel_first" not in b or "client_kernel_last" not in b:
+        return {}
+    one_way_ms, proc_ms = req.rtt_s / 2 * 1e3, req.processing_s * 1e3
+    upload_ms = req.size_bytes / req.rate_bytes_per_s * 1e3
+    return {
+        "client: connect -> first datagram": b["client_tx_first"],
+        "client: send spread - S/B (not in the sum)": b["client_tx_upload_last"]
+        - b["client_tx_first"]
+        - upload_ms,
+        "upload: last arrival - first sent - RTT/2 - S/B": b["gw_kernel_last"]
+        - b["client_tx_first"]
+        - one_way_ms
+        - upload_ms,
+        "gateway: last arrival -> last write": b["gw_write_last"] - b["gw_kernel_last"],
+        "service - T_proc": b["gw_service_answer"] - b["gw_write_last"] - proc_ms,
+        "downlink (kernel) - RTT/2": b["client_kernel_last"] - b["gw_service_answer"] - one_way_ms,
+        "client: last arrival -> app's last byte": b["app_last_byte"] - b["client_kernel_last"],
+        "gateway lateness per batch, max": b["gw_late_max"],
+        "gateway: largest gap between writes": b["gw_write_gap_max"],
         "total - floor": b["app_last_byte"] - serial_floor_s(req) * 1e3,
     }
 

@@ -40,6 +40,7 @@ from tierwise.proto.relay import (
     StreamDataReceived,
     StreamReset,
 )
+from tierwise.relay import trace
 from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
@@ -81,6 +82,8 @@ class _Dialer(asyncio.DatagramProtocol):
         session = owner.session
         if session is None:
             return
+        if arrivals and trace.enabled():  # kernel arrival stamps: the wake-up's lateness
+            trace.event("rxb", len(batch), f"{arrivals[0]:.6f}", f"{arrivals[-1]:.6f}")
         lingering = owner.lingering
         others: dict[int, Session] = {}
         current = False  # a datagram for the current session (the watchdog's clock)

@@ -40,6 +40,7 @@ from tierwise.proto.relay import (
     StreamReset,
     wire,
 )
+from tierwise.relay import trace
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
 from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
@@ -117,6 +118,8 @@ class Gateway(asyncio.DatagramProtocol):
         self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
     ) -> None:
         """Feed a batch to its sessions, then let each session that got some send once."""
+        if arrivals and trace.enabled():  # kernel arrival stamps: the wake-up's lateness
+            trace.event("rxb", len(batch), f"{arrivals[0]:.6f}", f"{arrivals[-1]:.6f}")
         busy: dict[int, Session] = {}
         for i, (data, addr) in enumerate(batch):
             session = self._receive(data, addr, arrivals[i] if arrivals else None)
