@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.forkserver import close_all, fork_run
 from tests.peerjobs import PeerJobs, quiet_safe
 from tierwise.plan.planner import plan
 from tierwise.scenario.loader import bundled_example, parse_scenario
@@ -69,6 +72,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_sessionfinish() -> None:
     _PEER_JOBS.close()
+    close_all()
 
 
 @pytest.fixture
@@ -88,14 +92,28 @@ class Run:
         return json.loads(self.stdout)
 
 
-def run_cli(*args: str) -> Run:
-    """Run ``tierwise ARGS`` as a user would (a subprocess, so exit codes and stderr are real)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
-    )
+CLI_ENV = {"COLUMNS": "160", "PATH": "/usr/bin:/bin"}
+_started_fresh: set[str] = set()  # test files whose first run_cli started an interpreter
+_fresh_lock = threading.Lock()
+
+
+def run_cli(*args: str, fresh: bool = False) -> Run:
+    """Run ``tierwise ARGS`` as a user would (a process of its own, so exit codes and
+    stderr are real): the first run of each test file (or ``fresh``) in a new
+    interpreter, the others forked from a warm one (tests/forkserver.py)."""
+    test_file = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]
+    with _fresh_lock:
+        fresh = fresh or test_file not in _started_fresh
+        _started_fresh.add(test_file)
+    if fresh:
+        proc = subprocess.run(
+            [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
+            capture_output=True,
+            text=True,
+            env=CLI_ENV,
+        )
+    else:
+        proc = fork_run(list(args), CLI_ENV)
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -469,6 +469,25 @@ def sweep(
             "--workers", min=1, max=MAX_WORKERS, help="Local Dask workers (default: cores)."
         ),
     ] = None,
+    # the defaults are tierwise.plan.distributed's CONNECT_TIMEOUT_S and WORKER_WAIT_S
+    connect_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--connect-timeout",
+            min=0.1,
+            max=3600.0,
+            help="Seconds a --scheduler has to answer (default 5).",
+        ),
+    ] = None,
+    worker_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--worker-timeout",
+            min=0.1,
+            max=3600.0,
+            help="Seconds to wait for a worker to join a --scheduler that has none (default 10).",
+        ),
+    ] = None,
     page: Annotated[
         Path | None, typer.Option("--html", help="Write the interactive page (one HTML file).")
     ] = None,
@@ -490,6 +509,14 @@ def sweep(
             "sizes a local cluster; --scheduler names an existing one: give one of them",
             source="--workers",
         )
+    for option, value in (
+        ("--connect-timeout", connect_timeout),
+        ("--worker-timeout", worker_timeout),
+    ):
+        if value is not None and scheduler is None:
+            raise ScenarioError(
+                "applies to an existing cluster only: give --scheduler too", source=option
+            )
     for path, option, suffixes in (
         (out_file, "--out", (".parquet", ".pq")),
         (csv, "--csv", (".csv",)),
@@ -511,7 +538,10 @@ def sweep(
     elif keys is not None:
         raise ScenarioError("it chooses the page's map axes: give --html too", source="--map")
     use_dask = scheduler is not None or needs_dask(run.base.scenario())
-    with dask_client(scheduler, workers) if use_dask else contextlib.nullcontext() as client:
+    given = {"connect_timeout_s": connect_timeout, "worker_wait_s": worker_timeout}
+    waits = {name: value for name, value in given.items() if value is not None}
+    client_cm = dask_client(scheduler, workers, **waits) if use_dask else contextlib.nullcontext()
+    with client_cm as client:
         run.client = client
         if client is not None:
             run.point_chunk = task_points(run, client)

@@ -1,10 +1,14 @@
 """Run a test module's CLI cases two at a time, each still a real ``tierwise`` process.
 
+The first call of each test function starts a new interpreter; the others are
+children forked from a warm one (tests/forkserver.py): real processes, exit statuses
+and streams, without the interpreter's start-up.
+
 A test declares its runs with :func:`cli_calls`: a function of the test's parameters
 that returns ``{label: Call}``. The module-scoped ``cli_batch`` fixture
 (tests/cli/conftest.py) looks at the tests pytest selected in that module, writes each
 call's files into a folder of its own and starts every call in a pool of two threads
-(one interpreter each, as ``tests/cli/test_benchmark_args.py`` does); a test then
+(one process each); a test then
 waits only for its own runs (fixture ``cli_runs``). Unselected tests' calls never run,
 so ``-k`` stays cheap.
 """
@@ -22,9 +26,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Run
-
-CLI_ENV = {"COLUMNS": "160", "PATH": "/usr/bin:/bin"}  # as tests.conftest.run_cli
+from tests.conftest import CLI_ENV, Run
+from tests.forkserver import fork_run
 
 
 @dataclass(frozen=True)
@@ -85,38 +88,45 @@ def calls_of(item: pytest.Item) -> dict[str, Call]:
     return builder(**params)
 
 
-def _execute(c: Call, folder: Path) -> Done:
+def _execute(c: Call, folder: Path, fresh: bool) -> Done:
     folder.mkdir(parents=True)
     for name, data, mode in c.files:
         (folder / name).write_bytes(data)
         (folder / name).chmod(mode)
     args = [a.replace("{dir}", str(folder)) for a in c.args]
     start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=CLI_ENV if c.env is None else dict(c.env),
-        timeout=300,
-    )
+    if fresh or c.env is not None:
+        proc = subprocess.run(
+            [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
+            capture_output=True,
+            text=True,
+            env=CLI_ENV if c.env is None else dict(c.env),
+            timeout=300,
+        )
+    else:
+        proc = fork_run(args, CLI_ENV, timeout_s=300)
     seconds = time.monotonic() - start
     return Done(Run(proc.returncode, proc.stdout, proc.stderr), folder, seconds)
 
 
 class Batch:
-    """Futures of every selected call of one module, started in collection order."""
+    """Futures of every selected call of one module, started in collection order.
 
-    def __init__(self, calls: list[Call], root: Path) -> None:
+    The calls in ``fresh`` start a new interpreter; the others are forked from a warm
+    one (tests/forkserver.py), as are calls a test asks for that were not batched.
+    """
+
+    def __init__(self, calls: list[Call], root: Path, fresh: frozenset[Call] = frozenset()) -> None:
         self._pool = ThreadPoolExecutor(max_workers=2)
         self._root = root
         self._futures: dict[Call, Future[Done]] = {}
         for c in calls:
-            self._submit(c)
+            self._submit(c, c in fresh)
 
-    def _submit(self, c: Call) -> Future[Done]:
+    def _submit(self, c: Call, fresh: bool = False) -> Future[Done]:
         if c not in self._futures:  # the same call twice (same args and files) runs once
             folder = self._root / f"call{len(self._futures)}"
-            self._futures[c] = self._pool.submit(_execute, c, folder)
+            self._futures[c] = self._pool.submit(_execute, c, folder, fresh)
         return self._futures[c]
 
     def result(self, c: Call) -> Done:

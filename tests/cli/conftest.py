@@ -1,4 +1,5 @@
-"""Fixtures of the CLI tests: their declared runs, two real processes at a time."""
+"""Fixtures of the CLI tests: their declared runs, two real processes at a time (each
+test function's first run a new interpreter, the others forked from a warm one)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,19 @@ def cli_batch(
     module = request.module
     selected = [i for i in request.session.items if getattr(i, "module", None) is module]
     calls: list[Call] = []
+    fresh: set[Call] = set()  # each test function's first call: a new interpreter
+    functions: set[str] = set()
     for item in selected:
         try:
-            calls.extend(calls_of(item).values())
+            item_calls = list(calls_of(item).values())
         except Exception:
             continue
-    batch = Batch(calls, tmp_path_factory.mktemp("cli"))
+        name = getattr(item, "originalname", item.name)
+        if item_calls and name not in functions:
+            functions.add(name)
+            fresh.add(item_calls[0])
+        calls.extend(item_calls)
+    batch = Batch(calls, tmp_path_factory.mktemp("cli"), frozenset(fresh))
     yield batch
     batch.close()
 

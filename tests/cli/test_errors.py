@@ -680,6 +680,29 @@ SWEEP_CASES = {
         ["--vary", "task.rounds=1,2", "--scheduler", "nowhere"],
         ["--scheduler", "nowhere"],
     ),
+    "connect timeout without scheduler": (
+        ["--vary", "task.rounds=1,2", "--connect-timeout", "1"],
+        ["--connect-timeout: ", "--scheduler"],
+    ),
+    "worker timeout without scheduler": (
+        ["--vary", "task.rounds=1,2", "--worker-timeout", "1"],
+        ["--worker-timeout: ", "--scheduler"],
+    ),
+    "connect timeout zero": (
+        ["--vary", "task.rounds=1,2", "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "0"],
+        ["--connect-timeout", "0.1"],
+    ),
+    "worker timeout huge": (
+        [
+            "--vary",
+            "task.rounds=1,2",
+            "--scheduler",
+            "tcp://127.0.0.1:1",
+            "--worker-timeout",
+            "1e9",
+        ],
+        ["--worker-timeout", "3600"],
+    ),
 }
 
 
@@ -706,9 +729,10 @@ def test_sweep_over_the_simulated_seed_budget(cli_runs: dict[str, Done]) -> None
 
 @pytest.mark.slow
 def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
-    """A scheduler address nobody listens on: one line naming it, by the CLI's 5 s connect
-    timeout, not distributed's default 30 s (the bound leaves room for a loaded host's
-    interpreter start and dask import: 7 s at load 1, several times that at load 8)."""
+    """A scheduler address nobody listens on: one line naming it, by the CLI's connect
+    timeout (--connect-timeout; 5 s by default, test_scheduler_waits_default_to_the_
+    constants), not distributed's default 30 s (the bound leaves room for a loaded host's
+    interpreter start and dask import: 2 s at load 1, several times that at load 8)."""
     import socket
     import time
 
@@ -717,10 +741,31 @@ def test_unreachable_scheduler_is_one_line_in_bounded_time() -> None:
         port = s.getsockname()[1]
     start = time.monotonic()
     run = run_cli(
-        "sweep", DEPLOYMENT, "--vary", "task.rounds=1,2", "--scheduler", f"tcp://127.0.0.1:{port}"
-    )
-    assert_one_line_error(run, "--scheduler", f"127.0.0.1:{port}")
+        "sweep", DEPLOYMENT, "--vary", "task.rounds=1,2", "--scheduler", f"tcp://127.0.0.1:{port}",
+        "--connect-timeout", "1",
+    )  # fmt: skip
+    assert_one_line_error(run, "--scheduler", f"127.0.0.1:{port}", "after 1 s")
     assert time.monotonic() - start < 28
+
+
+def test_scheduler_waits_default_to_the_constants() -> None:
+    """Without --connect-timeout/--worker-timeout a sweep waits CONNECT_TIMEOUT_S (5 s) for
+    a scheduler and WORKER_WAIT_S (10 s) for its first worker, as its help says."""
+    import inspect
+
+    from typer.testing import CliRunner
+
+    from tierwise.cli import app
+    from tierwise.plan.distributed import CONNECT_TIMEOUT_S, WORKER_WAIT_S, dask_client
+
+    assert (CONNECT_TIMEOUT_S, WORKER_WAIT_S) == (5, 10)
+    defaults = inspect.signature(dask_client.__wrapped__).parameters
+    assert defaults["connect_timeout_s"].default == CONNECT_TIMEOUT_S
+    assert defaults["worker_wait_s"].default == WORKER_WAIT_S
+    shown = CliRunner().invoke(app, ["sweep", "--help"], env={"COLUMNS": "200"}).output
+    help_text = " ".join(shown.replace("│", " ").split())
+    assert f"has to answer (default {CONNECT_TIMEOUT_S:g})." in help_text
+    assert f"that has none (default {WORKER_WAIT_S:g})." in help_text
 
 
 @pytest.mark.parametrize(
@@ -809,10 +854,10 @@ def test_scheduler_address_that_is_not_dask_is_one_line(tmp_path: Path) -> None:
         address = f"tcp://127.0.0.1:{server.server_address[1]}"
         run = run_cli(
             "sweep", SIM_SWEEP, "--vary", "site.cloud.loss=0..0.1:2", "--scheduler", address,
-            "--out", str(tmp_path / "s.parquet"),
+            "--out", str(tmp_path / "s.parquet"), "--connect-timeout", "1",
         )  # fmt: skip
     finally:
         server.shutdown()
         server.server_close()
-    assert_one_line_error(run, "--scheduler", address, "Dask scheduler")
+    assert_one_line_error(run, "--scheduler", address, "Dask scheduler", "within 1 s")
     assert list(tmp_path.iterdir()) == []

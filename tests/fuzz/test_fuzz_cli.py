@@ -117,28 +117,70 @@ def _child(args: list[str], out: Path, err: Path, as_user: bool = False) -> None
         os._exit(code)
 
 
+@dataclass
+class Forked:
+    """One case to run in a forked child: the CLI's ``args``, its ``workdir`` (for its
+    stdout and stderr files, its own), its time limit, and whether it runs as a user."""
+
+    args: list[str]
+    workdir: Path
+    limit_s: float = TIME_LIMIT_S
+    as_user: bool = False
+
+
+def run_forked_many(runs: list[Forked], at_once: int = 2) -> list[Outcome]:
+    """Run each case in its own forked child, ``at_once`` children at a time, in order.
+
+    The children are forked and waited for from this thread alone (no helper threads:
+    a fork copies only the calling thread). Outcomes come back in ``runs``' order.
+    """
+    outcomes: list[Outcome | None] = [None] * len(runs)
+    running: dict[int, tuple[int, float]] = {}  # pid -> (index, start)
+    pending = iter(enumerate(runs))
+    while True:
+        while len(running) < at_once and (nxt := next(pending, None)) is not None:
+            index, run = nxt
+            start = time.monotonic()
+            pid = os.fork()
+            if pid == 0:
+                _child(run.args, run.workdir / "stdout", run.workdir / "stderr", run.as_user)
+            running[pid] = (index, start)
+        if not running:
+            break
+        for pid, (index, start) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            code: int | None = None
+            if done:
+                code = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() - start > runs[index].limit_s:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            else:
+                continue
+            del running[pid]
+            outcomes[index] = _outcome(code, runs[index].workdir, time.monotonic() - start)
+        time.sleep(0.005)
+    return [o for o in outcomes if o is not None]
+
+
+def _outcome(code: int | None, workdir: Path, elapsed_s: float) -> Outcome:
+    read = lambda p: p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""  # noqa: E731
+    return Outcome(code, read(workdir / "stdout"), read(workdir / "stderr"), elapsed_s)
+
+
 def run_forked(
     args: list[str], workdir: Path, limit_s: float = TIME_LIMIT_S, as_user: bool = False
 ) -> Outcome:
     """Fork, run the CLI with ``args`` in the child, wait at most ``limit_s``."""
-    out, err = workdir / "stdout", workdir / "stderr"
-    start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        _child(args, out, err, as_user)
-    code: int | None = None
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            break
-        if time.monotonic() - start > limit_s:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            break
-        time.sleep(0.005)
-    read = lambda p: p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""  # noqa: E731
-    return Outcome(code, read(out), read(err), time.monotonic() - start)
+    return run_forked_many([Forked(args, workdir, limit_s, as_user)])[0]
+
+
+def case_dirs(tmp_path: Path, count: int) -> list[Path]:
+    """A fresh directory per case, for cases run side by side."""
+    dirs = [tmp_path / f"case{index}" for index in range(count)]
+    for folder in dirs:
+        folder.mkdir()
+    return dirs
 
 
 def _is_time(key: str) -> bool:
@@ -188,11 +230,17 @@ def problems(outcome: Outcome) -> list[str]:
     return found
 
 
-def run_case(case: Case, workdir: Path) -> list[str]:
+def prepare_case(case: Case, workdir: Path) -> Forked:
+    """Write ``case``'s file into ``workdir``: the forked run that plays it."""
     path = workdir / f"case{case.index}.toml"
     path.write_bytes(case.data)
     limit_s = TIME_LIMIT_S * (3 if case.plot else 1)  # drawing PNG and SVG takes seconds
-    found = problems(run_forked(case.args(str(path), str(workdir / "plots")), workdir, limit_s))
+    return Forked(case.args(str(path), str(workdir / "plots")), workdir, limit_s)
+
+
+def case_problems(case: Case, outcome: Outcome) -> list[str]:
+    """:func:`problems` of ``case``'s outcome, logged to ``TIERWISE_FUZZ_LOG`` if any."""
+    found = problems(outcome)
     if found and os.environ.get("TIERWISE_FUZZ_LOG"):
         record = {
             "index": case.index,
@@ -236,6 +284,16 @@ def test_outcome_checks_can_fail() -> None:
     assert problems(Outcome(None, "", "", 20.0))
 
 
+def test_forked_runs_side_by_side_keep_their_order(tmp_path: Path) -> None:
+    """Cases run two at a time come back in the order given, each with its own output."""
+    every = [["calc", "--help"], ["no-such-command"], ["calc", "--help"]]
+    runs = [Forked(a, d) for a, d in zip(every, case_dirs(tmp_path, 3), strict=True)]
+    first, second, third = run_forked_many(runs)
+    assert (first.code, second.code, third.code) == (0, 2, 0)
+    assert "no-such-command" in second.stderr and second.stdout == ""
+    assert first.stdout == third.stdout and "tierwise calc" in first.stdout and first.stderr == ""
+
+
 def known_open(case: Case, found: list[str]) -> str | None:
     """The open issue that explains ``found``, if another branch owns its fix (else None)."""
     if STRICT:
@@ -257,9 +315,10 @@ def test_known_open_classes_are_narrow() -> None:
 def test_fuzz_cli(tmp_path: Path) -> None:
     """Mutated bundled files give a result or one short error: no crash, hang or nonsense."""
     failures, excused = [], []
-    for index in range(CASES):
-        case = make_case(index, SEED)
-        found = run_case(case, tmp_path)
+    cases = [make_case(index, SEED) for index in range(CASES)]
+    runs = [prepare_case(c, d) for c, d in zip(cases, case_dirs(tmp_path, CASES), strict=True)]
+    for index, (case, outcome) in enumerate(zip(cases, run_forked_many(runs), strict=True)):
+        found = case_problems(case, outcome)
         if found and (owner := known_open(case, found)):
             excused.append(f"case {index} ({case.origin}: {case.mutations}): {owner}")
         elif found:
@@ -272,9 +331,10 @@ def test_fuzz_cli(tmp_path: Path) -> None:
 def test_fuzz_calc(tmp_path: Path) -> None:
     """Every calc entry with hostile parameter values: a result or one short error."""
     failures = []
-    for index in range(CALC_CASES):
-        args = make_calc_case(index, SEED)
-        found = problems(run_forked(args, tmp_path))
+    every = [make_calc_case(index, SEED) for index in range(CALC_CASES)]
+    runs = [Forked(a, d) for a, d in zip(every, case_dirs(tmp_path, CALC_CASES), strict=True)]
+    for index, (args, outcome) in enumerate(zip(every, run_forked_many(runs), strict=True)):
+        found = problems(outcome)
         if found:
             failures.append(f"calc case {index} {[a[:60] for a in args]}: {found}")
             if os.environ.get("TIERWISE_FUZZ_LOG"):
@@ -291,9 +351,10 @@ def test_fuzz_calc(tmp_path: Path) -> None:
 def test_fuzz_lab_request_options(tmp_path: Path) -> None:
     """`lab request` with hostile option values, not root: exit 2 with one short line."""
     failures = []
-    for index in range(LAB_CASES):
-        args = make_lab_case(index, SEED)
-        outcome = run_forked(args, tmp_path, as_user=True)
+    every = [make_lab_case(index, SEED) for index in range(LAB_CASES)]
+    dirs = case_dirs(tmp_path, LAB_CASES)
+    runs = [Forked(a, d, as_user=True) for a, d in zip(every, dirs, strict=True)]
+    for index, (args, outcome) in enumerate(zip(every, run_forked_many(runs), strict=True)):
         found = problems(outcome) + ([] if outcome.code == 2 else [f"exit {outcome.code}"])
         if len(outcome.stderr.splitlines()) > 1:
             found.append(f"{len(outcome.stderr.splitlines())} stderr lines")
@@ -326,13 +387,14 @@ def sweep_problems(outcome: Outcome, out: Path | None) -> list[str]:
 def test_fuzz_sweep(tmp_path: Path) -> None:
     """`tierwise sweep` with hostile --vary specs and options: rows that make sense, or one line."""
     failures = []
-    for index in range(SWEEP_CASES):
-        work = tmp_path / f"sweep{index}"
-        work.mkdir()
-        args = [a.replace("{dir}", str(work)) for a in make_sweep_case(index, SEED)]
+    every = [
+        [a.replace("{dir}", str(work)) for a in make_sweep_case(index, SEED)]
+        for index, work in enumerate(case_dirs(tmp_path, SWEEP_CASES))
+    ]
+    # a vectorised sweep, Parquet and the page's threshold searches: seconds, not one
+    runs = [Forked(args, tmp_path / f"case{i}", TIME_LIMIT_S * 3) for i, args in enumerate(every)]
+    for index, (args, outcome) in enumerate(zip(every, run_forked_many(runs), strict=True)):
         out = Path(args[args.index("--out") + 1]) if "--out" in args else None
-        # a vectorised sweep, Parquet and the page's threshold searches: seconds, not one
-        outcome = run_forked(args, work, TIME_LIMIT_S * 3)
         found = sweep_problems(outcome, out)
         if outcome.code == 2 and len(outcome.stderr.splitlines()) != 1:
             found.append(f"{len(outcome.stderr.splitlines())} stderr lines")
@@ -347,11 +409,13 @@ def test_fuzz_relay_config(tmp_path: Path) -> None:
     key.write_text("ab" * 32 + "\n")
     key.chmod(0o600)
     failures = []
-    for index in range(RELAY_CASES):
-        args, text = make_relay_case(index, SEED)
-        config = tmp_path / "relay.toml"
+    every = [make_relay_case(index, SEED) for index in range(RELAY_CASES)]
+    runs = []
+    for (args, text), work in zip(every, case_dirs(tmp_path, RELAY_CASES), strict=True):
+        config = work / "relay.toml"
         config.write_text(text, encoding="utf-8")
-        outcome = run_forked([*args, "--config", str(config), "--key-file", str(key)], tmp_path)
+        runs.append(Forked([*args, "--config", str(config), "--key-file", str(key)], work))
+    for index, ((args, text), outcome) in enumerate(zip(every, run_forked_many(runs), strict=True)):
         found = problems(outcome)
         if found:
             failures.append(f"relay case {index} {args} {text[:200]!r}: {found}")

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from tests.fuzz.mutate import NUMBERS, VALUES, _calc_pool
-from tests.fuzz.test_fuzz_cli import LAB_CASES, SEED, problems, run_forked
+from tests.fuzz.test_fuzz_cli import LAB_CASES, SEED, Forked, case_dirs, problems, run_forked_many
 
 ROUTE_OPTIONS = {
     "--requests": "int", "--seed": "int", "--strategies": "str",
@@ -38,9 +38,10 @@ def make_route_case(index: int, seed: int = 0) -> list[str]:
 def test_fuzz_lab_route_options(tmp_path: Path) -> None:
     """Hostile values, not root: exit 2 with one short line, never a traceback or a run."""
     failures = []
-    for index in range(LAB_CASES):
-        args = make_route_case(index, SEED)
-        outcome = run_forked(args, tmp_path, as_user=True)
+    every = [make_route_case(index, SEED) for index in range(LAB_CASES)]
+    dirs = case_dirs(tmp_path, LAB_CASES)
+    runs = [Forked(a, d, as_user=True) for a, d in zip(every, dirs, strict=True)]
+    for index, (args, outcome) in enumerate(zip(every, run_forked_many(runs), strict=True)):
         found = problems(outcome) + ([] if outcome.code == 2 else [f"exit {outcome.code}"])
         if len(outcome.stderr.splitlines()) > 1:
             found.append(f"{len(outcome.stderr.splitlines())} stderr lines")

@@ -140,13 +140,14 @@ def test_scheduler_without_workers_is_one_line(cli, tmp_path):
         _wait_listening(port, scheduler)
         out = tmp_path / "s.parquet"
         run = cli("sweep", SIM, "--vary", AXES[0], "--scheduler", f"tcp://127.0.0.1:{port}",
-                  "--out", str(out))  # fmt: skip
+                  "--out", str(out), "--worker-timeout", "1")  # fmt: skip
     finally:
         scheduler.kill()
         scheduler.wait()
     assert run.code == 2, run
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
     assert "no workers" in run.stderr and f"127.0.0.1:{port}" in run.stderr
+    assert "none joined within 1 s" in run.stderr  # 10 s without the option (WORKER_WAIT_S)
     assert list(tmp_path.iterdir()) == []
 
 

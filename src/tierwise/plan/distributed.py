@@ -14,9 +14,10 @@ from typing import Any
 
 from tierwise.errors import ScenarioError, first_line, shown
 
-__all__ = ["CONNECT_TIMEOUT_S", "LOCAL_CLUSTER_CONFIG", "dask_client"]
+__all__ = ["CONNECT_TIMEOUT_S", "LOCAL_CLUSTER_CONFIG", "WORKER_WAIT_S", "dask_client"]
 
-CONNECT_TIMEOUT_S = 5  # a scheduler that does not answer within this is unreachable
+# a scheduler that does not answer within this is unreachable (`sweep --connect-timeout`)
+CONNECT_TIMEOUT_S = 5.0
 # The local cluster shares this machine's cores with the points it runs, so the timers
 # Dask keeps for long-lived clusters and dashboards are slowed down or off: measured on
 # 2 workers, the processes' CPU while idle fell from 0.11 to 0.02 cores and the client
@@ -33,14 +34,24 @@ LOCAL_CLUSTER_CONFIG: dict[str, object] = {
     "distributed.scheduler.work-stealing": False,
     "distributed.scheduler.active-memory-manager.start": False,
 }
-WORKER_WAIT_S = 10  # a scheduler with no worker after this long cannot run the sweep
+# a scheduler with no worker after this long cannot run the sweep (`sweep --worker-timeout`)
+WORKER_WAIT_S = 10.0
 
 
 @contextlib.contextmanager
 def dask_client(
-    address: str | None = None, workers: int | None = None, processes: bool = True
+    address: str | None = None,
+    workers: int | None = None,
+    processes: bool = True,
+    *,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    worker_wait_s: float = WORKER_WAIT_S,
 ) -> Iterator[Any]:
-    """A ``distributed.Client``: to ``address``, or to a new local cluster of ``workers``."""
+    """A ``distributed.Client``: to ``address``, or to a new local cluster of ``workers``.
+
+    ``address`` must answer Dask's handshake within ``connect_timeout_s`` and have a
+    worker within ``worker_wait_s``; neither applies to a local cluster.
+    """
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -50,9 +61,9 @@ def dask_client(
         ) from None
     _quiet()
     if address is not None:
-        _probe(address)
+        _probe(address, connect_timeout_s)
         try:
-            client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+            client = Client(address, timeout=f"{connect_timeout_s}s")
         except (Exception, MemoryError) as exc:
             raise ScenarioError(
                 f"cannot reach the Dask scheduler at {shown(address)}: {first_line(exc)}",
@@ -60,11 +71,11 @@ def dask_client(
             ) from None
         with client:
             try:  # a scheduler without workers would hold every task, and the sweep, forever
-                client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+                client.wait_for_workers(1, timeout=worker_wait_s)
             except (TimeoutError, OSError):
                 raise ScenarioError(
                     f"the Dask scheduler at {shown(address)} has no workers (none joined "
-                    f"within {WORKER_WAIT_S} s; start some with: dask worker {address})",
+                    f"within {worker_wait_s:g} s; start some with: dask worker {address})",
                     source="--scheduler",
                 ) from None
             yield client
@@ -96,7 +107,7 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _probe(address: str) -> None:
+def _probe(address: str, timeout_s: float) -> None:
     """Check ``address`` is a Dask scheduler: a ``tcp://HOST:PORT`` that finishes Dask's
     handshake within the timeout.
 
@@ -125,16 +136,16 @@ def _probe(address: str) -> None:
         raise refuse("expected tcp://HOST:PORT with a host and a port in 1–65535")
 
     async def handshake() -> None:
-        comm = await connect(address, timeout=CONNECT_TIMEOUT_S)
+        comm = await connect(address, timeout=timeout_s)
         await comm.close()
 
     try:
-        asyncio.run(asyncio.wait_for(handshake(), CONNECT_TIMEOUT_S + 1))
+        asyncio.run(asyncio.wait_for(handshake(), timeout_s + 1))
     except (OSError, ValueError) as exc:  # refused, unresolvable, timed out connecting
         if str(exc):
             raise refuse(f"cannot reach the Dask scheduler: {first_line(exc)}") from None
         raise refuse(
-            f"connected, but no Dask scheduler answered within {CONNECT_TIMEOUT_S} s "
+            f"connected, but no Dask scheduler answered within {timeout_s:g} s "
             "(a scheduler listens on port 8786; 8787 is its dashboard)"
         ) from None
     except (Exception, MemoryError):
