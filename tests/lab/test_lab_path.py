@@ -18,6 +18,7 @@ import time
 import pytest
 
 from tests.lab.conftest import lab
+from tests.lab.forwardloop import forward_loop
 from tierwise.errors import LabError, ModelError
 from tierwise.lab import (
     Ceiling,
@@ -30,7 +31,6 @@ from tierwise.lab import (
     netns,
     schedule,
 )
-from tierwise.lab.emulator import forward
 from tierwise.lab.service import set_buffers
 
 MBIT = 1e6 / 8  # bytes/s per Mbit/s
@@ -137,33 +137,17 @@ def test_forward_loop_delays_in_order_and_stops_on_eof() -> None:
     this process's GIL and a loaded CI host), so lateness is bounded only as a hang
     detector. The root tests time the real emulator process.
     """
-    a_out, a_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    b_out, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    stop_r, stop_w = os.pipe()
-    for s in (a_in, b_in):
-        s.setblocking(False)
-    for s in (a_out, b_out):
-        s.settimeout(HANG_S)
     up, down = Shaper(Direction(delay_s=0.03)), Shaper(Direction(delay_s=0.01), stream=1)
-    loop = threading.Thread(target=forward, args=(a_in.fileno(), b_in.fileno(), up, down, stop_r))
-    loop.start()
-    try:
+    with forward_loop(up, down, HANG_S) as loop:
         sent = time.monotonic()
         for i in range(5):
-            a_out.send(b"up%d" % i)
-        b_out.send(b"down")
-        assert a_out.recv(100) == b"down"
+            loop.a.send(b"up%d" % i)
+        loop.b.send(b"down")
+        assert loop.a.recv(100) == b"down"
         down_s = time.monotonic() - sent
-        assert [b_out.recv(100) for _ in range(5)] == [b"up%d" % i for i in range(5)]
+        assert [loop.b.recv(100) for _ in range(5)] == [b"up%d" % i for i in range(5)]
         up_s = time.monotonic() - sent
         assert 0.01 <= down_s < HANG_S and 0.03 <= up_s < HANG_S, (down_s, up_s)
-    finally:
-        os.close(stop_w)
-        loop.join(HANG_S)
-        os.close(stop_r)
-        for s in (a_out, a_in, b_out, b_in):
-            s.close()
-    assert not loop.is_alive()
     assert (up.stats.packets, down.stats.packets) == (5, 1)
 
 
