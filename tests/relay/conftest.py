@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
+from tierwise.relay import trace
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_socks
@@ -162,3 +165,14 @@ def stop_loop(
     loop.call_soon_threadsafe(loop.stop)
     thread.join(5)
     loop.close()
+
+
+@pytest.fixture
+def traced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Tracing on for this test, into ``tmp_path/relay.<pid>``; off again afterwards."""
+    monkeypatch.setenv(trace.ENV, str(tmp_path / "relay"))
+    monkeypatch.setattr(trace, "_checked", False)
+    monkeypatch.setattr(trace, "_file", None)
+    yield tmp_path / f"relay.{os.getpid()}"
+    if trace._file is not None:
+        trace._file.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 
@@ -14,17 +13,6 @@ from tierwise.relay import trace
 from tierwise.relay.session import Session
 
 KEY = bytes(range(32))
-
-
-@pytest.fixture
-def traced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Tracing on for this test, into ``tmp_path/relay.<pid>``; off again afterwards."""
-    monkeypatch.setenv(trace.ENV, str(tmp_path / "relay"))
-    monkeypatch.setattr(trace, "_checked", False)
-    monkeypatch.setattr(trace, "_file", None)
-    yield tmp_path / f"relay.{os.getpid()}"
-    if trace._file is not None:
-        trace._file.close()
 
 
 def test_untraced_process_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,17 +15,6 @@ from tierwise.relay import trace
 KEY = bytes(range(32))
 
 
-@pytest.fixture
-def traced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Tracing on for this test, into ``tmp_path/relay.<pid>``; off again afterwards."""
-    monkeypatch.setenv(trace.ENV, str(tmp_path / "relay"))
-    monkeypatch.setattr(trace, "_checked", False)
-    monkeypatch.setattr(trace, "_file", None)
-    yield tmp_path / f"relay.{os.getpid()}"
-    if trace._file is not None:
-        trace._file.close()
-
-
 def _rows(path: Path, kind: str) -> list[list[str]]:
     assert trace._file is not None
     trace._file.flush()
