@@ -41,7 +41,11 @@ def cpu_s(pid: int) -> float:
 
 
 def sink(server: socket.socket) -> None:
-    """Accept connections; count each one's bytes and answer the count (8 bytes)."""
+    """Accept connections; count each one's bytes and answer the count (8 bytes).
+
+    A connection the relay resets (the readiness probe closes before the count comes
+    back, so the relay resets its stream) must not end the sink: it once did, and every
+    later push waited for an accept that never came."""
     while True:
         try:
             conn, _ = server.accept()
@@ -49,9 +53,12 @@ def sink(server: socket.socket) -> None:
             return
         with conn:
             total = 0
-            while data := conn.recv(CHUNK):
-                total += len(data)
-            conn.sendall(total.to_bytes(8, "big"))
+            try:
+                while data := conn.recv(CHUNK):
+                    total += len(data)
+                conn.sendall(total.to_bytes(8, "big"))
+            except OSError:
+                pass  # reset (the readiness probe's stream): its pusher, if any, reports it
 
 
 def push(port: int, nbytes: int) -> float:

@@ -74,6 +74,9 @@ class _Pending:
     pipe: Pipe | GatewayAssociation | None = None
     connecting: bool = False
     early: list[tuple[bytes, bool]] = field(default_factory=list)
+    # refused or unreachable: its status went out with our FIN, and the bytes the client
+    # sent before it heard are dropped here, never read as a new stream's header
+    answered: bool = False
 
 
 class Gateway(asyncio.DatagramProtocol):
@@ -198,6 +201,9 @@ class Gateway(asyncio.DatagramProtocol):
         pending = self._streams.setdefault(key, _Pending())
         if pending.pipe is not None:
             pending.pipe.deliver(event.data, event.end_stream)
+        elif pending.answered:  # credited on arrival (not held): dropped
+            if event.end_stream:
+                self._streams.pop(key, None)
         elif pending.connecting:
             pending.early.append((event.data, event.end_stream))
         elif len(pending.buf) + len(event.data) > MAX_HEADER_BYTES + READ_AHEAD_BYTES:
@@ -210,6 +216,9 @@ class Gateway(asyncio.DatagramProtocol):
                 return
             host, port, used = target
             pending.connecting = True
+            # until a pipe writes them, the stream's bytes wait here uncredited: its window
+            # bounds them while the gateway connects (up to CONNECT_TIMEOUT_S)
+            session.held.add(event.stream_id)
             pending.early.append((bytes(pending.buf[used:]), event.end_stream))
             task = asyncio.get_running_loop().create_task(self._connect(session, key, host, port))
             self._tasks.add(task)
@@ -240,6 +249,7 @@ class Gateway(asyncio.DatagramProtocol):
             return
         pending = self._streams.get(key)
         if pending is None or sid not in conn.stream_ids:
+            session.held.discard(sid)
             writer.close()
             return
         conn.send(sid, bytes([OK]))
@@ -265,6 +275,7 @@ class Gateway(asyncio.DatagramProtocol):
             self._answer(session, sid, GENERAL_FAILURE)
             return
         pending = self._streams.get(key)
+        session.held.discard(sid)  # an association's bytes are credited as they arrive
         if pending is None or sid not in session.conn.stream_ids:
             return
         assoc = GatewayAssociation(session, sid, self.allowed, UDP_BUFFER_BYTES, self.counters)
@@ -275,6 +286,8 @@ class Gateway(asyncio.DatagramProtocol):
             pending.pipe = assoc
             for data, end in pending.early:
                 assoc.deliver(data, end)
+            if nbytes := sum(len(data) for data, _ in pending.early):
+                session.conn.stream_consumed(sid, nbytes)
             pending.early.clear()
             session.transmit()
             await assoc.closed.wait()
@@ -284,10 +297,25 @@ class Gateway(asyncio.DatagramProtocol):
             self._streams.pop(key, None)
 
     def _answer(self, session: Session, sid: int, status: int) -> None:
-        if sid in session.conn.stream_ids:
-            session.conn.send(sid, bytes([status]), end_stream=True)
-            session.transmit()
-        self._streams.pop((session.conn.connection_id, sid), None)
+        """A stream that gets no service: its status and our FIN; what it sent is dropped.
+
+        Its stream stays known (``answered``) until the client ends or resets it, so bytes
+        it sent before hearing the status are dropped and credited, not parsed as a new
+        stream's header.
+        """
+        key = (session.conn.connection_id, sid)
+        pending = self._streams.pop(key, None)
+        session.held.discard(sid)
+        conn = session.conn
+        if sid not in conn.stream_ids:
+            return
+        conn.send(sid, bytes([status]), end_stream=True)
+        early = pending.early if pending is not None else []
+        if nbytes := sum(len(data) for data, _ in early):
+            conn.stream_consumed(sid, nbytes)
+        if not any(end for _, end in early):
+            self._streams[key] = _Pending(answered=True)
+        session.transmit()
 
     def snapshot(self, listed: int | None = None) -> dict:
         """Totals over every session so far and the ``listed`` (``STATS_SESSIONS``)
