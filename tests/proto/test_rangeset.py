@@ -184,6 +184,7 @@ def test_lookups_match_a_set_after_removals_from_the_bottom(operations, probe, w
     gaps = rs.uncovered(probe, probe + width)
     assert {v for s, e in gaps for v in range(s, e)} == set(range(probe, probe + width)) - ref
     assert all(s < e for s, e in gaps) and gaps == sorted(gaps)
+    assert rs.uncovered(probe, probe) == [] and rs.uncovered(probe + width, probe) == []
 
 
 def test_many_removals_from_the_bottom_compact_and_keep_the_rest():

@@ -83,9 +83,14 @@ class RangeSet:
         return None
 
     def uncovered(self, start: int, end: int) -> list[tuple[int, int]]:
-        """The parts of ``[start, end)`` not in the set, in order."""
+        """The parts of ``[start, end)`` not in the set, in order (none if it is empty).
+
+        O(log n + k) for k ranges overlapping it: a search, not a walk from the bottom.
+        """
         starts, ends = self._starts, self._ends
         out: list[tuple[int, int]] = []
+        if start >= end:
+            return out
         i, n = bisect_right(ends, start, self._head), len(starts)
         while i < n and starts[i] < end:
             if starts[i] > start:

@@ -20,21 +20,13 @@ BULK_BYTES = 1_000_000  # a stream that has sent this much yields to smaller one
 
 
 def gaps(have: RangeSet, start: int, end: int) -> list[tuple[int, int]]:
-    """The parts of ``[start, end)`` not in ``have``."""
-    out, pos = [], start
-    for s, e in have:
-        if e <= pos:
-            continue
-        if s >= end:
-            break
-        if s > pos:
-            out.append((pos, s))
-        pos = max(pos, e)
-        if pos >= end:
-            break
-    if pos < end:
-        out.append((pos, end))
-    return out
+    """The parts of ``[start, end)`` not in ``have``.
+
+    A binary search in ``have`` (:meth:`RangeSet.uncovered`): at 14 % loss a receiver's
+    set holds hundreds of holes across a window, and a walk from its lowest range for
+    every frame cost a bulk receiver ≈ 50 µs per datagram.
+    """
+    return have.uncovered(start, end)
 
 
 class SendStream:
