@@ -208,8 +208,10 @@ class Client:
         return merged
 
     def release(self, session: Session, stream_id: int) -> None:
-        """A stream is done with its handler; a silent older session with none left ends."""
+        """A stream is done with its handler (and its reader: no longer ``held``); a silent
+        older session with none left ends."""
         session.handlers.pop(stream_id, None)
+        session.held.discard(stream_id)
         if not session.handlers and session.conn.connection_id in self.lingering:
             session.conn.close_session()
             session.transmit()
@@ -526,6 +528,8 @@ class _StatusGate:
         assert sent is not None
         if client._closed or not await client._wait_ready():
             abort_with_rst(pipe)
+            return
+        if pipe.closed.is_set():  # its application went away meanwhile: nothing to move
             return
         sid, session, queue = await client.open(*self.target)
         pipe.session, pipe.stream_id = session, sid

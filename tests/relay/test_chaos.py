@@ -1,0 +1,391 @@
+"""Chaos over real loopback sockets: a few hundred streams through one session, with
+applications and destinations that misbehave at random (seeded).
+
+The class of fault hunted here: the application layer (``Gateway._streams``,
+``Session.held``, the client's ``Session.handlers``, a :class:`Pipe`) and the sans-IO
+connection disagreeing about whether a stream exists. Afterwards:
+
+- no traceback, no "Task exception was never retrieved", no ERROR record;
+- every stream either byte-exact (SHA-256, both ways) or failed with an error its
+  application sees, never an orderly end after truncated data (at either end);
+- nothing left behind once every stream ended (streams, held, handlers, tasks);
+- a normal request through the same session still works, byte-exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import hashlib
+import logging
+import random
+import socket
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+from tierwise.relay.client import Client
+from tierwise.relay.gateway import Gateway
+from tierwise.relay.socks import serve_forward, serve_socks
+from tierwise.relay.udp import encode_addr
+
+KEY = bytes(range(32))
+HEAD = struct.Struct(">QQ")  # what the application sends first: upload bytes, answer bytes
+STREAM_TIMEOUT_S = 25.0
+SINK_HOLD_S = 1.5  # a destination that never reads holds its connection this long
+_LINGER_RST = struct.pack("ii", 1, 0)
+
+DESTINATIONS = ("count", "echo", "big", "slow", "refuse", "closed", "rst", "fin", "sink")
+APPS = ("normal", "noread", "early", "reset", "instant", "eager")
+# what each side may legitimately see (anything else fails the test)
+EXACT_PAIRS = {(a, d) for a in ("normal", "noread", "eager") for d in ("count", "echo", "big", "slow")}
+
+
+def payload(seed: int, n: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def _rst(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
+    writer.transport.abort()
+
+
+@dataclass
+class Destinations:
+    """One listening port per behaviour; what each connection saw, by outcome."""
+
+    ports: dict[str, int] = field(default_factory=dict)
+    seen: Counter[str] = field(default_factory=Counter)
+    servers: list[asyncio.Server] = field(default_factory=list)
+
+    async def start(self) -> None:
+        for name in DESTINATIONS:
+            if name == "refuse":
+                self.ports[name] = 9  # discard: never on --allow
+                continue
+            if name == "closed":  # allowed, nothing listening
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", 0))
+                    self.ports[name] = s.getsockname()[1]
+                continue
+            handler = getattr(self, f"_{name}")
+            server = await asyncio.start_server(handler, "127.0.0.1", 0)
+            self.servers.append(server)
+            self.ports[name] = server.sockets[0].getsockname()[1]
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+
+    async def _read_upload(self, reader: asyncio.StreamReader) -> tuple[int, bytes] | None:
+        """The upload's answer size and SHA-256, or None (an error or a truncated upload)."""
+        try:
+            head = await reader.readexactly(HEAD.size)
+        except asyncio.IncompleteReadError as exc:
+            self.seen["truncated" if exc.partial else "empty"] += 1
+            return None
+        except (ConnectionError, OSError):
+            self.seen["error"] += 1
+            return None
+        size, answer = HEAD.unpack(head)
+        digest, got = hashlib.sha256(), 0
+        try:
+            while chunk := await reader.read(1 << 16):
+                digest.update(chunk)
+                got += len(chunk)
+        except (ConnectionError, OSError):
+            self.seen["error"] += 1
+            return None
+        if got != size:
+            self.seen["truncated"] += 1  # an orderly EOF after a short upload: a relay fault
+            return None
+        self.seen["complete"] += 1
+        return answer, digest.digest()
+
+    async def _count(self, reader, writer, delay: float = 0.0) -> None:  # type: ignore[no-untyped-def]
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+            got = await self._read_upload(reader)
+            if got is None:
+                _rst(writer)
+                return
+            answer, digest = got
+            writer.write(digest)
+            body = payload(answer, answer)
+            for at in range(0, answer, 1 << 16):
+                writer.write(body[at : at + (1 << 16)])
+                await writer.drain()
+            writer.write_eof()
+            await writer.drain()
+        except (ConnectionError, OSError):
+            self.seen["error"] += 1
+        finally:
+            writer.close()
+
+    async def _big(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        await self._count(reader, writer)  # the application asks for a big answer
+
+    async def _slow(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        await self._count(reader, writer, delay=0.5)
+
+    async def _echo(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        try:
+            while chunk := await reader.read(1 << 16):
+                writer.write(chunk)
+                await writer.drain()
+            writer.write_eof()
+            await writer.drain()
+            self.seen["complete"] += 1
+        except (ConnectionError, OSError):
+            self.seen["error"] += 1
+        finally:
+            writer.close()
+
+    async def _rst(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        with contextlib.suppress(ConnectionError, OSError):
+            await asyncio.wait_for(reader.read(100), 0.05)
+        with contextlib.suppress(TimeoutError):
+            pass
+        _rst(writer)
+
+    async def _fin(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        writer.close()
+
+    async def _sink(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        await asyncio.sleep(SINK_HOLD_S)
+        _rst(writer)
+
+
+async def _socks_open(
+    port: int, target: int, eager: bytes = b""
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A SOCKS5 CONNECT to 127.0.0.1:``target``; ``eager`` is sent before the reply.
+    Raises ConnectionError when the proxy answers with an error code."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"\x05\x01\x00" + b"\x05\x01\x00" + encode_addr("127.0.0.1", target) + eager)
+    await writer.drain()
+    hello = await reader.readexactly(2)
+    assert hello == b"\x05\x00", hello
+    reply = await reader.readexactly(10)
+    if reply[1] != 0:
+        writer.close()
+        raise ConnectionRefusedError(f"SOCKS reply {reply[1]}")
+    return reader, writer
+
+
+@dataclass
+class Plan:
+    index: int
+    app: str
+    dest: str
+    via: str  # socks or forward
+    size: int
+    answer: int
+
+
+def plans(seed: int, count: int) -> list[Plan]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        dest = rng.choice(DESTINATIONS)
+        app = rng.choice(APPS)
+        via = "forward" if dest in ("count", "refuse") and rng.random() < 0.4 else "socks"
+        size = int(10 ** rng.uniform(0, 6.5)) if rng.random() < 0.9 else 0
+        answer = int(10 ** rng.uniform(0, 6.6)) if dest == "big" else rng.randrange(0, 5000)
+        out.append(Plan(i, app, dest, via, size, answer))
+    return out
+
+
+class Harness:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.outcomes: Counter[str] = Counter()
+        self.faults: list[str] = []
+
+    async def run_one(self, p: Plan, socks: int, forwards: dict[str, int], dport: int) -> None:
+        try:
+            async with asyncio.timeout(STREAM_TIMEOUT_S):
+                outcome = await self._run(p, socks, forwards, dport)
+        except TimeoutError:
+            outcome = "hung"
+        self.outcomes[outcome] += 1
+        exact = (p.app, p.dest) in EXACT_PAIRS
+        bad = outcome in ("hung", "truncated", "mismatch")
+        if exact and outcome != "exact":
+            bad = True
+        if p.dest == "rst" and outcome == "empty" and p.app in ("normal", "eager"):
+            bad = True  # the destination reset it: the application must see an error
+        if bad:
+            self.faults.append(f"{p}: {outcome}")
+
+    async def _run(self, p: Plan, socks: int, forwards: dict[str, int], dport: int) -> str:
+        body = payload(self.seed * 100_003 + p.index, p.size)
+        upload = HEAD.pack(p.size, p.answer) + body
+        try:
+            if p.via == "forward":
+                reader, writer = await asyncio.open_connection("127.0.0.1", forwards[p.dest])
+                if p.app == "instant":
+                    writer.close()
+                    return "instant"
+            elif p.app == "instant":
+                reader, writer = await asyncio.open_connection("127.0.0.1", socks)
+                writer.write(b"\x05\x01\x00\x05\x01\x00" + encode_addr("127.0.0.1", dport))
+                writer.close()
+                return "instant"
+            else:
+                eager = upload[:4096] if p.app == "eager" else b""
+                reader, writer = await _socks_open(socks, dport, eager)
+                upload = upload[len(eager) :]
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            return "error"
+        try:
+            return await self._talk(p, reader, writer, upload, body)
+        except (ConnectionError, OSError):
+            return "error"
+        finally:
+            writer.close()
+
+    async def _talk(self, p: Plan, reader, writer, upload: bytes, body: bytes) -> str:  # type: ignore[no-untyped-def]
+        if p.app == "reset":
+            writer.write(upload[: len(upload) // 2])
+            await asyncio.sleep(0.01)
+            _rst(writer)
+            return "reset"
+        received = asyncio.get_running_loop().create_task(
+            self._receive(p, reader, delay=1.0 if p.app == "noread" else 0.0)
+        )
+        try:
+            for at in range(0, len(upload), 1 << 16):
+                writer.write(upload[at : at + (1 << 16)])
+                await writer.drain()
+            if p.app == "early":
+                received.cancel()
+                return "early"
+            writer.write_eof()
+            got = await received
+        finally:
+            received.cancel()
+        if p.dest == "echo":
+            want = HEAD.pack(p.size, p.answer) + body
+        else:
+            want = hashlib.sha256(body).digest() + payload(p.answer, p.answer)
+        if got == want:
+            return "exact"
+        if not got:
+            return "empty"
+        return "mismatch" if len(got) == len(want) else "truncated"
+
+    async def _receive(self, p: Plan, reader: asyncio.StreamReader, delay: float) -> bytes:
+        await asyncio.sleep(delay)
+        got = bytearray()
+        while chunk := await reader.read(1 << 16):
+            got += chunk
+        return bytes(got)
+
+
+def leftovers(gateway: Gateway, client: Client) -> dict[str, object]:
+    """What a stream left behind once every stream ended (all should be empty)."""
+    out: dict[str, object] = {
+        "gateway._streams": {
+            sid: (type(p.pipe).__name__, p.connecting, p.answered, bytes(p.buf[:1]))
+            for (_, sid), p in gateway._streams.items()
+        }
+    }
+    out["gateway._tasks"] = len(gateway._tasks)
+    for i, session in enumerate(gateway.sessions.values()):
+        out[f"gateway session {i} held"] = set(session.held)
+        out[f"gateway session {i} streams"] = session.conn.stream_ids
+    session = client.session
+    assert session is not None
+    out["client handlers"] = {
+        sid: getattr(h, "__qualname__", type(h).__name__) for sid, h in session.handlers.items()
+    }
+    out["client held"] = set(session.held)
+    out["client streams"] = session.conn.stream_ids
+    out["client moves"] = len(client._moves)
+    out["client lingering"] = dict(client.lingering)
+    return {k: v for k, v in out.items() if v}
+
+
+async def chaos(seed: int, count: int, concurrent: int) -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    dests = Destinations()
+    await dests.start()
+    allow = {("127.0.0.1", port) for name, port in dests.ports.items() if name != "refuse"}
+    gateway = Gateway(KEY, allow)
+    transport, _ = await loop.create_datagram_endpoint(
+        lambda: gateway, local_addr=("127.0.0.1", 0)
+    )
+    client = Client(KEY, ("127.0.0.1", transport.get_extra_info("sockname")[1]))
+    await client.start()
+    socks = await serve_socks(client, "127.0.0.1", 0)
+    socks_port = socks.sockets[0].getsockname()[1]
+    forwards: dict[str, int] = {}
+    servers = [socks]
+    for name in ("count", "refuse"):
+        fwd = await serve_forward(client, ("127.0.0.1", 0), ("127.0.0.1", dests.ports[name]))
+        servers.append(fwd)
+        forwards[name] = fwd.sockets[0].getsockname()[1]
+    harness = Harness(seed)
+    try:
+        todo = plans(seed, count)
+        half = len(todo) // 2
+        # the first half concurrently (in waves), the rest one after another
+        for at in range(0, half, concurrent):
+            wave = todo[at : at + concurrent]
+            await asyncio.gather(
+                *(harness.run_one(p, socks_port, forwards, dests.ports[p.dest]) for p in wave)
+            )
+        for p in todo[half:]:
+            await harness.run_one(p, socks_port, forwards, dests.ports[p.dest])
+        # every stream ended: nothing of them may stay (the sink's hold, the acks of FINs)
+        left: dict[str, object] = {}
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            left = leftovers(gateway, client)
+            if not left:
+                break
+        assert not left, f"left behind: {left!r}; faults: {harness.faults}"
+        # and the session still carries a normal request, byte-exact
+        normal = Plan(-1, "normal", "count", "socks", 1_500_000, 700_000)
+        assert await harness._run(normal, socks_port, forwards, dests.ports["count"]) == "exact"
+        assert len(gateway.sessions) == 1
+        assert not harness.faults, "\n".join(harness.faults)
+        assert dests.seen["truncated"] == 0, dests.seen
+    finally:
+        for server in servers:
+            server.close()
+        client.close()
+        await asyncio.sleep(0.05)
+        transport.close()
+        dests.close()
+        gc.collect()  # a task that failed unseen reports itself when it is collected
+        await asyncio.sleep(0)
+    assert not errors, errors
+    print(f"seed {seed}: app outcomes {dict(harness.outcomes)}, destinations {dict(dests.seen)}")
+
+
+def _run(seed: int, count: int, concurrent: int, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="tierwise")
+    asyncio.run(asyncio.wait_for(chaos(seed, count, concurrent), 240))
+    bad = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not bad, [r.getMessage() for r in bad]
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_chaos(seed: int, caplog: pytest.LogCaptureFixture) -> None:
+    _run(seed, 200, 40, caplog)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2, 8))
+def test_chaos_sweep(seed: int, caplog: pytest.LogCaptureFixture) -> None:
+    _run(seed, 300, 60, caplog)
