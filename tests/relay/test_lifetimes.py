@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import struct
+
+import pytest
 
 from tests.relay.conftest import relay_pair
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
-from tierwise.relay.udp import encode_addr
+from tierwise.relay.socks import serve_forward
+from tierwise.relay.udp import UDP_HOST, GatewayAssociation, encode_addr
 
 _LINGER_RST = struct.pack("ii", 1, 0)
 
@@ -169,3 +173,88 @@ def test_a_finished_stream_leaves_no_held_mark(http_server: int) -> None:
     got, left = asyncio.run(run())
     assert got.endswith(bytes(i % 251 for i in range(5000)))
     assert not left, left
+
+
+def test_bytes_for_a_stream_nobody_reads_reset_it(http_server: int) -> None:
+    """A client stream whose handler is gone (its application left) while the gateway
+    still sends: the bytes were ignored and the stream kept at both ends for good (the
+    gateway's window-blocked pipe, the client's slot until ``max_streams``)."""
+
+    async def run() -> dict:
+        async with relay_pair({("127.0.0.1", http_server)}) as (gateway, client, _):
+            sid, session, _queue = await client.open("127.0.0.1", http_server)
+            session.conn.send(sid, b"GET /8000000 HTTP/1.0\r\n\r\n", end_stream=True)
+            session.transmit()
+            client.release(session, sid)  # its application went away
+            left = await _settled(gateway, client)
+            if sid in session.conn.stream_ids:
+                left["client stream"] = sid
+        return left
+
+    left = asyncio.run(run())
+    assert not left, left
+
+
+def test_an_association_reset_while_it_opens_raises_nothing(
+    udp_echo: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A UDP ASSOCIATE stream reset while the gateway opened its sockets: the gateway
+    then sent its status on the forgotten stream, and LocalProtocolError was raised in
+    a task nobody awaited ("Task exception was never retrieved")."""
+    real_start = GatewayAssociation.start
+
+    async def slow_start(self: GatewayAssociation) -> None:  # the real sockets, later
+        await asyncio.sleep(0.3)
+        await real_start(self)
+
+    monkeypatch.setattr(GatewayAssociation, "start", slow_start)
+
+    async def run() -> tuple[list[dict], dict, int]:
+        errors: list[dict] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _l, ctx: errors.append(ctx))
+        async with relay_pair({("127.0.0.1", udp_echo)}) as (gateway, client, _):
+            sid, session, _queue = await client.open(UDP_HOST, 0)
+            await asyncio.sleep(0.1)  # the gateway is opening the association's sockets
+            client.release(session, sid)
+            session.conn.reset(sid)
+            session.transmit()
+            left = await _settled(gateway, client)
+            associations = gateway.associations
+        gc.collect()
+        await asyncio.sleep(0)
+        return errors, left, associations
+
+    errors, left, associations = asyncio.run(run())
+    assert not errors, errors
+    assert not left, left
+    assert associations == 0
+
+
+def test_a_stream_that_cannot_move_ends_its_pump() -> None:
+    """A stream still waiting for its status when the session is lost moves to the next
+    session; when it cannot (the client is closing) its application's connection is
+    aborted, but its pump waited for the move for good, its proxy task never ended."""
+
+    async def run() -> list[str]:
+        dest = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = dest.sockets[0].getsockname()[1]
+        async with relay_pair({("127.0.0.1", port)}) as (gateway, client, _):
+            fwd = await serve_forward(client, ("127.0.0.1", 0), ("127.0.0.1", port))
+            await asyncio.sleep(0.1)
+            gateway.transport.close()  # the gateway is gone: no status will come
+            reader, writer = await asyncio.open_connection(*fwd.sockets[0].getsockname()[:2])
+            writer.write(b"request")
+            await asyncio.sleep(0.2)
+            client.close()  # the session ends, the stream has nowhere to go
+            with contextlib.suppress(ConnectionError):
+                await asyncio.wait_for(reader.read(-1), 5)
+            await asyncio.sleep(0.5)
+            current = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+            names = [t.get_coro().__qualname__ for t in tasks]  # type: ignore[union-attr]
+            fwd.close()
+            writer.close()
+        dest.close()
+        return names
+
+    assert asyncio.run(run()) == []

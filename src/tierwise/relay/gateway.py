@@ -289,6 +289,8 @@ class Gateway(asyncio.DatagramProtocol):
         self.associations += 1
         try:
             await assoc.start()
+            if self._streams.get(key) is not pending or sid not in session.conn.stream_ids:
+                return  # reset, or its session ended, while the sockets opened
             session.conn.send(sid, bytes([OK]))
             pending.pipe = assoc
             for data, end in pending.early:
