@@ -39,12 +39,29 @@ STREAM_TIMEOUT_S = 25.0
 SINK_HOLD_S = 1.0  # a destination that never reads holds its connection this long
 _LINGER_RST = struct.pack("ii", 1, 0)
 
-DESTINATIONS = ("count", "echo", "big", "slow", "refuse", "closed", "rst", "fin", "sink")
+DESTINATIONS = ("count", "echo", "big", "slow", "refuse", "closed", "rst", "fin", "sink", "udp")
 APPS = ("normal", "noread", "early", "reset", "instant", "eager")
 # what each side may legitimately see (anything else fails the test)
 EXACT_PAIRS = {
-    (a, d) for a in ("normal", "noread", "eager") for d in ("count", "echo", "big", "slow")
+    (a, d) for a in ("normal", "noread", "eager") for d in ("count", "echo", "big", "slow", "udp")
 }
+UDP_DATAGRAMS = 8  # an association's application sends this many and waits for their echoes
+
+
+class _UdpEcho(asyncio.DatagramProtocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.transport.sendto(data, addr)  # type: ignore[attr-defined]
+
+
+class _Inbox(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.queue.put_nowait(data)
 
 
 def payload(seed: int, n: int) -> bytes:
@@ -71,6 +88,14 @@ class Destinations:
             if name == "refuse":
                 self.ports[name] = 9  # discard: never on --allow
                 continue
+            if name == "udp":  # a UDP echo, reached by SOCKS UDP ASSOCIATE
+                loop = asyncio.get_running_loop()
+                transport, _ = await loop.create_datagram_endpoint(
+                    _UdpEcho, local_addr=("127.0.0.1", 0)
+                )
+                self.udp = transport
+                self.ports[name] = transport.get_extra_info("sockname")[1]
+                continue
             if name == "closed":  # allowed, nothing listening
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", 0))
@@ -84,6 +109,7 @@ class Destinations:
     def close(self) -> None:
         for server in self.servers:
             server.close()
+        self.udp.close()
 
     async def _read_upload(self, reader: asyncio.StreamReader) -> tuple[int, bytes] | None:
         """The upload's answer size and SHA-256, or None (an error or a truncated upload)."""
@@ -228,6 +254,8 @@ class Harness:
             self.faults.append(f"{p}: {outcome}")
 
     async def _run(self, p: Plan, socks: int, forwards: dict[str, int], dport: int) -> str:
+        if p.dest == "udp":
+            return await self._associate(p, socks, dport)
         body = payload(self.seed * 100_003 + p.index, p.size)
         upload = HEAD.pack(p.size, p.answer) + body
         try:
@@ -284,6 +312,52 @@ class Harness:
             return "empty"
         return "mismatch" if len(got) == len(want) else "truncated"
 
+    async def _associate(self, p: Plan, socks: int, dport: int) -> str:
+        """SOCKS UDP ASSOCIATE: datagrams to the UDP echo and back, then the control
+        connection closed (or reset, or closed at once)."""
+        loop = asyncio.get_running_loop()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", socks)
+        except OSError:
+            return "error"
+        inbox = _Inbox()
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: inbox, local_addr=("127.0.0.1", 0)
+        )
+        try:
+            writer.write(b"\x05\x01\x00\x05\x03\x00" + encode_addr("0.0.0.0", 0))
+            if p.app == "instant":
+                return "instant"
+            if await reader.readexactly(2) != b"\x05\x00":
+                return "mismatch"
+            reply = await reader.readexactly(10)
+            if reply[1] != 0:
+                return "error"
+            relay_port = struct.unpack(">H", reply[8:10])[0]
+            rng = random.Random(self.seed * 7 + p.index)
+            sent = [rng.randbytes(rng.randrange(1, 1200)) for _ in range(UDP_DATAGRAMS)]
+            head = b"\0\0\0" + encode_addr("127.0.0.1", dport)
+            for data in sent:
+                transport.sendto(head + data, ("127.0.0.1", relay_port))
+            if p.app == "reset":
+                _rst(writer)
+                return "reset"
+            if p.app == "early":
+                return "early"
+            got = []
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    while len(got) < len(sent):
+                        datagram = await inbox.queue.get()
+                        assert datagram.startswith(head), datagram[:16]
+                        got.append(datagram[len(head) :])
+            return "exact" if sorted(got) == sorted(sent) else "truncated"
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            return "error"
+        finally:
+            transport.close()
+            writer.close()
+
     async def _receive(self, p: Plan, reader: asyncio.StreamReader, delay: float) -> bytes:
         await asyncio.sleep(delay)
         got = bytearray()
@@ -301,6 +375,7 @@ def leftovers(gateway: Gateway, client: Client) -> dict[str, object]:
         }
     }
     out["gateway._tasks"] = len(gateway._tasks)
+    out["gateway.associations"] = gateway.associations
     for i, session in enumerate(gateway.sessions.values()):
         out[f"gateway session {i} held"] = set(session.held)
         out[f"gateway session {i} streams"] = session.conn.stream_ids
