@@ -258,3 +258,31 @@ def test_a_stream_that_cannot_move_ends_its_pump() -> None:
         return names
 
     assert asyncio.run(run()) == []
+
+
+def test_a_stream_that_ends_inside_its_header_is_reset() -> None:
+    """A stream whose FIN came before a whole destination header: the gateway waited
+    for the rest of the header for good (its record and the stream kept, one slot of
+    ``max_streams`` each); it now resets the stream."""
+
+    async def run() -> tuple[dict, list[int]]:
+        async with relay_pair(set()) as (gateway, client, _):
+            session = client.session
+            assert session is not None
+            streams = []
+            for header in (b"", b"\x09127.0", b"\x09127.0.0.1\x00"):
+                sid = session.conn.open_stream()
+                session.handlers[sid] = lambda event: None
+                session.conn.send(sid, header, end_stream=True)
+                session.transmit()
+                streams.append(sid)
+            await asyncio.sleep(0.5)
+            for sid in streams:
+                client.release(session, sid)
+            left = await _settled(gateway, client)
+            open_ = [sid for sid in streams if sid in session.conn.stream_ids]
+        return left, open_
+
+    left, open_ = asyncio.run(run())
+    assert not left, left
+    assert open_ == []

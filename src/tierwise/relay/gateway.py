@@ -214,6 +214,9 @@ class Gateway(asyncio.DatagramProtocol):
             pending.buf += event.data
             target = parse_target(bytes(pending.buf))
             if target is None:
+                if event.end_stream:  # ended before its header did: no stream to serve
+                    session.conn.reset(event.stream_id, code=1)
+                    self._streams.pop(key, None)
                 return
             host, port, used = target
             pending.connecting = True
