@@ -182,10 +182,8 @@ class Destinations:
             writer.close()
 
     async def _rst(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
-        with contextlib.suppress(ConnectionError, OSError):
+        with contextlib.suppress(OSError):  # TimeoutError and ConnectionError among them
             await asyncio.wait_for(reader.read(100), 0.05)
-        with contextlib.suppress(TimeoutError):
-            pass
         _rst(writer)
 
     async def _fin(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
