@@ -8,7 +8,7 @@ import hashlib
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -84,6 +84,25 @@ class Stack:
 
     def call(self, coro):  # type: ignore[no-untyped-def]
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+
+@contextlib.asynccontextmanager
+async def relay_pair(allow: set[tuple[str, int]]) -> AsyncIterator[tuple[Gateway, Client, int]]:
+    """A gateway (allowing ``allow``), a client and its SOCKS port, on loopback in the
+    running loop; closed again afterwards."""
+    loop = asyncio.get_running_loop()
+    gateway = Gateway(KEY, allow)
+    transport, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=("127.0.0.1", 0))
+    client = Client(KEY, ("127.0.0.1", transport.get_extra_info("sockname")[1]))
+    await client.start()
+    socks = await serve_socks(client, "127.0.0.1", 0)
+    try:
+        yield gateway, client, socks.sockets[0].getsockname()[1]
+    finally:
+        socks.close()
+        client.close()
+        await asyncio.sleep(0.05)
+        transport.close()
 
 
 @pytest.fixture

@@ -24,15 +24,17 @@ def _push_until_refused(port: int) -> int:
     """Send up to PUSH_BYTES to the forward port; the bytes sent before the relay ended it."""
     sent = 0
     block = os.urandom(64 * 1024)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        try:
+    try:
+        # the reset can come before this thread sees its connect complete (a loaded host):
+        # then connect itself fails with ECONNRESET
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             while sent < PUSH_BYTES:
                 sent += s.send(block)
             s.shutdown(socket.SHUT_WR)
             while s.recv(65536):
                 pass
-        except OSError:
-            pass  # reset: the refusal reached the application
+    except OSError:
+        pass  # reset: the refusal reached the application
     return sent
 
 

@@ -208,8 +208,10 @@ class Client:
         return merged
 
     def release(self, session: Session, stream_id: int) -> None:
-        """A stream is done with its handler; a silent older session with none left ends."""
+        """A stream is done with its handler (and its reader: no longer ``held``); a silent
+        older session with none left ends."""
         session.handlers.pop(stream_id, None)
+        session.held.discard(stream_id)
         if not session.handlers and session.conn.connection_id in self.lingering:
             session.conn.close_session()
             session.transmit()
@@ -245,6 +247,12 @@ class Client:
             handler = session.handlers.get(event.stream_id)
             if handler is not None:
                 handler(event)
+            elif type(event) is StreamDataReceived and not event.end_stream:
+                # bytes for a stream nobody reads any more (its application is gone; they
+                # were credited on arrival): reset it, so the gateway stops sending into
+                # it and its slot is freed at both ends, not kept until max_streams
+                if event.stream_id in session.conn.stream_ids:
+                    session.conn.reset(event.stream_id, code=1)
         elif isinstance(event, ConnectionTerminated):
             if not current:
                 del self.lingering[cid]
@@ -524,16 +532,21 @@ class _StatusGate:
         client, pipe, sent = self.client, self.pipe, self.sent
         self.sent = None  # once only
         assert sent is not None
-        if client._closed or not await client._wait_ready():
-            abort_with_rst(pipe)
-            return
-        sid, session, queue = await client.open(*self.target)
-        pipe.session, pipe.stream_id = session, sid
-        if sent or self.fin:
-            session.conn.send(sid, bytes(sent), end_stream=self.fin)
-            session.transmit()
-        session.handlers[sid] = self
-        pipe.movable.set()
+        try:
+            if client._closed or not await client._wait_ready():
+                abort_with_rst(pipe)
+                return
+            if pipe.closed.is_set():  # its application went away meanwhile: nothing to move
+                return
+            sid, session, queue = await client.open(*self.target)
+            pipe.session, pipe.stream_id = session, sid
+            if sent or self.fin:
+                session.conn.send(sid, bytes(sent), end_stream=self.fin)
+                session.transmit()
+            session.handlers[sid] = self
+        finally:
+            # moved or not, the pump goes on (a stream that could not move: it sees it gone)
+            pipe.movable.set()
         while not queue.empty():
             self(queue.get_nowait())
 

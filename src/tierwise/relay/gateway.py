@@ -181,6 +181,7 @@ class Gateway(asyncio.DatagramProtocol):
         if isinstance(event, StreamDataReceived):
             self._on_data(session, event)
         elif isinstance(event, StreamReset):
+            session.held.discard(event.stream_id)
             pending = self._streams.pop((cid, event.stream_id), None)
             if pending is not None and pending.pipe is not None:
                 _break(pending.pipe)
@@ -213,6 +214,9 @@ class Gateway(asyncio.DatagramProtocol):
             pending.buf += event.data
             target = parse_target(bytes(pending.buf))
             if target is None:
+                if event.end_stream:  # ended before its header did: no stream to serve
+                    session.conn.reset(event.stream_id, code=1)
+                    self._streams.pop(key, None)
                 return
             host, port, used = target
             pending.connecting = True
@@ -250,19 +254,25 @@ class Gateway(asyncio.DatagramProtocol):
         pending = self._streams.get(key)
         if pending is None or sid not in conn.stream_ids:
             session.held.discard(sid)
+            self._streams.pop(key, None)
             writer.close()
             return
         conn.send(sid, bytes([OK]))
         self.counters["connected"] += 1
         pending.pipe = Pipe(session, sid, writer)
-        for data, end in pending.early:
-            pending.pipe.deliver(data, end)
-        pending.early.clear()
-        session.transmit()  # the status now: the application waits for it before it sends
-        await pending.pipe.pump(reader)
-        await pending.pipe.closed.wait()
-        writer.close()
-        self._streams.pop(key, None)
+        try:
+            for data, end in pending.early:
+                pending.pipe.deliver(data, end)
+            pending.early.clear()
+            session.transmit()  # the status now: the application waits for it before it sends
+            await pending.pipe.pump(reader)
+            await pending.pipe.closed.wait()
+        finally:
+            writer.close()
+            # the stream is done at this end: no record of it stays (held, pending)
+            session.held.discard(sid)
+            if self._streams.get(key) is pending:
+                del self._streams[key]
 
     def allowed(self, host: str, port: int) -> bool:
         """Whether ``host:port`` is on the allow-list exactly (never an open proxy)."""
@@ -282,6 +292,8 @@ class Gateway(asyncio.DatagramProtocol):
         self.associations += 1
         try:
             await assoc.start()
+            if self._streams.get(key) is not pending or sid not in session.conn.stream_ids:
+                return  # reset, or its session ended, while the sockets opened
             session.conn.send(sid, bytes([OK]))
             pending.pipe = assoc
             for data, end in pending.early:

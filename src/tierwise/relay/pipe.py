@@ -88,9 +88,11 @@ class Pipe:
                 if self.tap is not None:
                     self.tap(b"", True)
         except (ConnectionError, OSError):
-            conn = self.session.conn
-            if self.stream_id in conn.stream_ids:
-                conn.reset(self.stream_id, code=1)
+            # the application's socket broke: the peer sees a reset, and this pipe is done
+            # both ways (its owner waits on ``closed``, which nothing else would set now)
+            self._reset_stream()
+            self.abort()
+            return
         self.session.transmit()
 
     def deliver(self, data: bytes, end_stream: bool) -> None:
@@ -102,10 +104,7 @@ class Pipe:
         """
         self.session.held.add(self.stream_id)  # (again: the stream may have moved)
         if self.writer.is_closing():
-            if data:
-                self.session.consumed(self.stream_id, len(data))  # dropped: free the window
-                self._reset_stream()
-                self.closed.set()
+            self._gone(data, end_stream)
             return
         self._out += data
         self._eof = self._eof or end_stream
@@ -118,10 +117,7 @@ class Pipe:
         self._flush_due = False
         data, self._out = bytes(self._out), bytearray()
         if self.writer.is_closing():
-            if data:
-                self.session.consumed(self.stream_id, len(data))
-                self._reset_stream()
-                self.closed.set()
+            self._gone(data, self._eof)
             return
         try:
             if data:
@@ -137,6 +133,16 @@ class Pipe:
             return
         if self._eof:
             self.closed.set()
+
+    def _gone(self, data: bytes, eof: bool) -> None:
+        """The application's socket is closed: what came for it is dropped (its window
+        freed), the stream reset unless it has ended (its peer stops sending into it),
+        and the pipe is done, a bare FIN included (its owner waits on ``closed``)."""
+        if data:
+            self.session.consumed(self.stream_id, len(data))
+        if data or not eof:
+            self._reset_stream()
+        self.closed.set()
 
     def _credit(self, nbytes: int) -> None:
         """Count ``nbytes`` written; report them consumed now if the socket keeps up,
