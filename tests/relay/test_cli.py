@@ -387,3 +387,30 @@ def test_stats_from_a_silent_endpoint_says_it_did_not_answer(monkeypatch) -> Non
             asyncio.run(run.fetch_stats(("127.0.0.1", port)))
     with pytest.raises(ScenarioError, match=r"127\.0\.0\.1:\d+: Connection refused$"):
         asyncio.run(run.fetch_stats(("127.0.0.1", free_port())))
+
+
+def test_a_config_fifo_is_read_or_refused_in_bounded_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--config <(…)`` (a FIFO) is read; a FIFO nothing writes to used to block start-up
+    for ever, and is now one line after ``CONFIG_WAIT_S``."""
+    import threading
+
+    from tierwise.errors import ScenarioError
+    from tierwise.relay import cli
+
+    monkeypatch.setattr(cli, "CONFIG_WAIT_S", 0.5)
+    fifo = tmp_path / "relay.toml"
+    os.mkfifo(fifo, 0o600)
+    t0 = time.monotonic()
+    with pytest.raises(ScenarioError, match=r"no writer finished within 0\.5 s"):
+        cli._config(fifo, cli.CLIENT_KEYS)
+    assert time.monotonic() - t0 < 5.0
+
+    def write() -> None:
+        time.sleep(0.1)  # the reader waits for the writer, as with bash's <(…)
+        with open(fifo, "w") as f:
+            f.write('gateway = "127.0.0.1:7443"\n')
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert cli._config(fifo, cli.CLIENT_KEYS) == {"gateway": "127.0.0.1:7443"}
+    writer.join()
