@@ -450,7 +450,7 @@ _BAD_ADDRESSES = [
 RELAY_BAD_FLAGS: dict[str, dict[str, list[str]]] = {
     "gateway": {
         "--listen": _BAD_ADDRESSES,
-        "--allow": [*_BAD_ADDRESSES, "10.0.0.0/8:80", "h:1,h:2"],
+        "--allow": [*_BAD_ADDRESSES, "10.0.0.0/8:80", "h:1,h:2", "0.0.0.0:80", "[::]:80"],
         "--stats": ["", "0", "65536", "８０", "x", "h:0"],
         "--log-level": ["", "trace", "\udcff"],
         "--max-sessions": ["0", "4097", "x", "1e3"],
@@ -458,10 +458,10 @@ RELAY_BAD_FLAGS: dict[str, dict[str, list[str]]] = {
         "--max-datagram": ["", "199", "1350.0", "１３５０", "65001"],
     },
     "client": {
-        "--gateway": _BAD_ADDRESSES,
+        "--gateway": [*_BAD_ADDRESSES, "0.0.0.0:7443", "[::]:7443"],
         "--socks": [*_BAD_ADDRESSES, "0.0.0.0:1080"],
         "--forward": ["", "=", "127.0.0.1:8000", "127.0.0.1:8000=", "127.0.0.1:1080=h:80",
-                      "127.0.0.1:8000=h:8000=1", "h:８０=h:80"],
+                      "127.0.0.1:8000=h:8000=1", "h:８０=h:80", "127.0.0.1:8000=0.0.0.0:80"],
         "--connect-timeout": ["", "0", "0 s", "nan s", "1e400 s", "1000 s"],
         "--user": ["", "u" * 256, "b\udcffb"],
         "--fec-target": ["", "nan", "1", "0.4"],

@@ -118,6 +118,21 @@ def parse_addr(text: str, flag: str, source: str | None = None) -> tuple[str, in
     return host, int(port)
 
 
+def parse_destination(text: str, flag: str, source: str | None = None) -> tuple[str, int]:
+    """:func:`parse_addr` for an address to connect to (``--gateway``, ``--allow``, a
+    ``--forward`` target): never 0.0.0.0 or ``[::]``, which mean "any address" only to a
+    listener; as a destination Linux takes them for this host, so ``--allow 0.0.0.0:80``
+    would open this host's port 80 to every client, not "any host on port 80"."""
+    host, port = parse_addr(text, flag, source)
+    if _is_ip(host) and ipaddress.ip_address(host).is_unspecified:
+        raise ScenarioError(
+            f"{shown(text)} is the any-address, which only a listener can use; "
+            "name the host to connect to",
+            source=source, path=flag,
+        )  # fmt: skip
+    return host, port
+
+
 def _is_port(text: str) -> bool:
     """1–65535 written in ASCII digits (``int()`` also reads "８０" and " 80")."""
     return text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536
@@ -407,7 +422,7 @@ def gateway(
     text, where_src, where = _pick(listen, cfg, "listen", src, "0.0.0.0:7443")
     addr = parse_addr(text, where, where_src)
     items, where_src, where = _pick(allow, cfg, "allow", src, [])
-    allowed = {parse_addr(a, where, where_src) for a in items}
+    allowed = {parse_destination(a, where, where_src) for a in items}
     if not allowed:
         raise ScenarioError(
             "at least one --allow HOST:PORT is required", source=where_src, path=where
@@ -481,7 +496,7 @@ def client(
     gw, where_src, where = _pick(gateway, cfg, "gateway", src)
     if gw is None:
         raise ScenarioError("the gateway address is required", path="--gateway")
-    gw_addr = parse_addr(gw, where, where_src)
+    gw_addr = parse_destination(gw, where, where_src)
     text, where_src, where = _pick(socks, cfg, "socks", src, "127.0.0.1:1080")
     socks_addr = parse_addr(text, where, where_src)
     items, where_src, where = _pick(forward, cfg, "forward", src, [])
@@ -540,7 +555,7 @@ def _forward(
     listen, sep, target = item.partition("=")
     if not sep:
         raise ScenarioError(f"expected LISTEN=TARGET, got {shown(item)}", source=source, path=where)
-    return parse_addr(listen, where, source), parse_addr(target, where, source)
+    return parse_addr(listen, where, source), parse_destination(target, where, source)
 
 
 def _distinct_listeners(
