@@ -828,7 +828,10 @@ def _relay_call(args: tuple[str, ...], config: str, key: str) -> Call:
         ((*RELAY_CL, "--connect-timeout", "5"), "", "ok", ("--connect-timeout", "no unit")),
         ((*RELAY_CL, "--connect-timeout", "1 h"), "", "ok", ("--connect-timeout", "300 s")),
         ((*RELAY_CL, "--udp-buffer", "1"), "", "ok", ("--udp-buffer", "1024")),
-        (RELAY_CL, "forward = ['127.0.0.1:80']\n", "ok", ("--forward", "LISTEN=TARGET")),
+        # a value from the file names the file and its key, not the flag
+        (RELAY_CL, "forward = ['127.0.0.1:80']\n", "ok", ("relay.toml: forward:", "LISTEN=")),
+        (RELAY_CL, "socks = ''\n", "ok", ("relay.toml: socks:", "HOST:PORT")),
+        ((*RELAY_CL, "--socks", ""), "", "ok", ("--socks:", "HOST:PORT")),  # not the default
         (RELAY_CL, "gateway_addr = 'x:1'\n", "ok", ("gateway_addr", "did you mean 'gateway'")),
         ((*RELAY_CL, "--socks", "0.0.0.0:1080"), "", "ok", ("--socks", "add --user")),
     ],

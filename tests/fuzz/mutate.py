@@ -433,3 +433,58 @@ def make_relay_case(index: int, seed: int = 0) -> tuple[list[str], str]:
         cfg[rng.choice(["alow", "key", "gateway ", "max-streams"])] = '"x"'
     text = "".join(f"{k} = {v}\n" for k, v in cfg.items())
     return ["relay", command, "--check"], text
+
+
+# ------------------------------------------------------------------ relay flags
+
+# A valid command line per command, and hostile values for each flag that must be refused:
+# exit 2, one stderr line naming the flag (or the file it came from), nothing on stdout.
+RELAY_FLAG_BASE = {
+    "gateway": ["relay", "gateway", "--check", "--allow", "127.0.0.1:9"],
+    "client": ["relay", "client", "--check", "--gateway", "127.0.0.1:7443"],
+}
+_BAD_ADDRESSES = [
+    "", ":80", "h:", "h:0", "h:65536", "h:-1", "h:+80", "h: 80", "h:８０", "h:0x50", "::1:80",
+    "[127.0.0.1]:80", "[::1", "*:80", "a..b:80", "300.1.1.1:80", "h\udcff:80", "1.2.3.4:99999",
+]  # fmt: skip
+RELAY_BAD_FLAGS: dict[str, dict[str, list[str]]] = {
+    "gateway": {
+        "--listen": _BAD_ADDRESSES,
+        "--allow": [*_BAD_ADDRESSES, "10.0.0.0/8:80", "h:1,h:2", "0.0.0.0:80", "[::]:80"],
+        "--stats": ["", "0", "65536", "８０", "x", "h:0"],
+        "--log-level": ["", "trace", "\udcff"],
+        "--max-sessions": ["0", "4097", "x", "1e3"],
+        "--stream-window": ["", "16", "nan MiB", "1e400 B", "99 GiB"],
+        "--max-datagram": ["", "199", "1350.0", "１３５０", "65001"],
+    },
+    "client": {
+        "--gateway": [*_BAD_ADDRESSES, "0.0.0.0:7443", "[::]:7443"],
+        "--socks": [*_BAD_ADDRESSES, "0.0.0.0:1080"],
+        "--forward": ["", "=", "127.0.0.1:8000", "127.0.0.1:8000=", "127.0.0.1:1080=h:80",
+                      "127.0.0.1:8000=h:8000=1", "h:８０=h:80", "127.0.0.1:8000=0.0.0.0:80"],
+        "--connect-timeout": ["", "0", "0 s", "nan s", "1e400 s", "1000 s"],
+        "--user": ["", "u" * 256, "b\udcffb"],
+        "--fec-target": ["", "nan", "1", "0.4"],
+        "--idle-timeout": ["", "1 s", "30"],
+        "--udp-buffer": ["0", "1e6"],
+    },
+}  # fmt: skip
+
+
+def make_relay_flag_case(index: int) -> tuple[list[str], str]:
+    """The ``index``-th hostile relay flag (every one in turn): the args and the flag."""
+    every = [
+        (command, flag, value)
+        for command, flags in sorted(RELAY_BAD_FLAGS.items())
+        for flag, values in flags.items()
+        for value in values
+    ]
+    command, flag, value = every[index % len(every)]
+    args = [*RELAY_FLAG_BASE[command], flag, value]
+    if flag == "--user":  # a user needs its password file (written by the test)
+        args += ["--password-file", "{dir}/password"]
+    return args, flag
+
+
+def relay_flag_cases() -> int:
+    return sum(len(v) for flags in RELAY_BAD_FLAGS.values() for v in flags.values())

@@ -41,7 +41,9 @@ from tests.fuzz.mutate import (
     make_case,
     make_lab_case,
     make_relay_case,
+    make_relay_flag_case,
     make_sweep_case,
+    relay_flag_cases,
 )
 
 CASES = int(os.environ.get("TIERWISE_FUZZ_CASES", "60"))
@@ -420,3 +422,29 @@ def test_fuzz_relay_config(tmp_path: Path) -> None:
         if found:
             failures.append(f"relay case {index} {args} {text[:200]!r}: {found}")
     assert not failures, f"{len(failures)} of {RELAY_CASES} broke:\n" + "\n".join(failures[:20])
+
+
+def test_fuzz_relay_flags(tmp_path: Path) -> None:
+    """Every hostile value of every `relay gateway|client` flag (tests/fuzz/mutate.py):
+    exit 2 with one stderr line that names the flag, and nothing on stdout."""
+    key = tmp_path / "relay.key"
+    key.write_text("ab" * 32 + "\n")
+    key.chmod(0o600)
+    count = relay_flag_cases()
+    every = [make_relay_flag_case(index) for index in range(count)]
+    runs = []
+    for (args, _), work in zip(every, case_dirs(tmp_path, count), strict=True):
+        (work / "password").write_text("secret\n")
+        args = [a.replace("{dir}", str(work)) for a in args]  # "\udcff": a non-UTF-8 byte
+        runs.append(Forked([*args, "--key-file", str(key)], work))
+    failures = []
+    for (args, flag), outcome in zip(every, run_forked_many(runs), strict=True):
+        found = problems(outcome) + ([] if outcome.code == 2 else [f"exit {outcome.code}"])
+        lines = outcome.stderr.splitlines()
+        if len(lines) != 1:
+            found.append(f"{len(lines)} stderr lines")
+        elif flag not in lines[0] and flag.lstrip("-") not in lines[0]:
+            found.append(f"the line does not name {flag}: {lines[0][:160]!r}")
+        if found:
+            failures.append(f"{[a[:40] for a in args[1:]]}: {found}")
+    assert not failures, f"{len(failures)} of {count} broke:\n" + "\n".join(failures[:30])

@@ -69,6 +69,15 @@ def test_via_with_factor_is_refused() -> None:
     assert run.code == 2 and "--factor does not apply with --via" in run.stderr
 
 
+def test_size_without_via_is_refused() -> None:
+    """`lab throughput --size` moves that many bytes per transport with --via only;
+    without --via it used to be dropped in silence (each flow runs --duration)."""
+    run = run_cli("lab", "throughput", "--size", "1MB")
+    assert run.code == 2 and run.stdout == "", run.stderr
+    assert "--size: applies with --via only" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

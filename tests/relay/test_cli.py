@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
@@ -267,3 +268,149 @@ def test_forward_to_a_refused_destination_is_one_line(key: Path) -> None:
     assert out.returncode == 2 and out.stdout == "", out.stderr
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: --forward:"), out.stderr
     assert f"127.0.0.1:{other}" in out.stderr and "--allow" in out.stderr
+
+
+def run_cli(*args: str, timeout_s: float = 20, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
+    """``tierwise relay ARGS``; stdout and stderr captured unless ``kw`` says otherwise."""
+    kw = {"stdout": subprocess.PIPE, **kw}
+    return subprocess.run(
+        [*CLI, "relay", *args], stderr=subprocess.PIPE, text=True, check=False,
+        timeout=timeout_s, **kw,
+    )  # fmt: skip
+
+
+def one_line(out: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit 2, nothing on stdout, one stderr line holding every needle."""
+    assert out.returncode == 2 and out.stdout in ("", None), (out.returncode, out.stderr)
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    for needle in needles:
+        assert needle in out.stderr, (needle, out.stderr)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_key_or_password_that_is_not_a_regular_file_is_one_line(
+    key: Path, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO as the key (or password) file used to block start-up until a writer came;
+    a device or a directory is no key either: each is refused before it is opened."""
+    path = tmp_path / "odd"
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "directory":
+        path.mkdir(mode=0o700)
+    else:
+        path = Path("/dev/null")
+    base = ("--check", "--gateway", "127.0.0.1:7443")
+    one_line(run_cli("client", *base, "--key-file", str(path)), str(path), "not a regular file")
+    one_line(
+        run_cli("client", *base, "--key-file", str(key), "--user", "u", "--password-file",
+                str(path)),
+        str(path), "password file", "not a regular file",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["closed", "full"])
+def test_output_that_cannot_be_written_is_one_line(key: Path, where: str) -> None:
+    """keygen (its key would go nowhere) and --check with stdout closed or a full disk:
+    exit 2 and one line, not a traceback (or exit 0 with the key lost)."""
+    for args in (("keygen",), ("gateway", "--check", "--allow", "127.0.0.1:9",
+                               "--key-file", str(key))):  # fmt: skip
+        if where == "closed":  # `>&-`: fd 1 is not open at all
+            out = run_cli(*args, stdout=None, preexec_fn=lambda: os.close(1))
+        else:
+            with open("/dev/full", "wb") as full:
+                out = run_cli(*args, stdout=full)
+        one_line(out, "cannot write the output")
+
+
+def test_empty_or_file_values_are_checked_and_named_where_they_came_from(
+    key: Path, tmp_path: Path
+) -> None:
+    """An empty flag is a value to check, not "use the default" (``--listen ''`` used to
+    listen on 0.0.0.0:7443); a bad value from the file names the file and its key, not a
+    flag the user never typed; a password file without a user is not silently dropped."""
+    gw = ("gateway", "--check", "--allow", "127.0.0.1:9", "--key-file", str(key))
+    for flag in ("--listen", "--stats", "--log-level"):
+        one_line(run_cli(*gw, flag, ""), flag)
+    cl = ("client", "--check", "--gateway", "127.0.0.1:7443", "--key-file", str(key))
+    for flag in ("--socks", "--connect-timeout"):
+        one_line(run_cli(*cl, flag, ""), flag)
+    config = tmp_path / "relay.toml"
+    config.write_text('gateway = "127.0.0.1:7443"\nsocks = "127.0.0.1:0"\n')
+    one_line(run_cli("client", "--check", "--config", str(config), "--key-file", str(key)),
+             f"{config}: socks:")  # fmt: skip
+    (tmp_path / "pw").write_text("secret\n")
+    one_line(run_cli(*cl, "--password-file", str(tmp_path / "pw")), "--password-file", "--user")
+
+
+def test_two_listeners_on_one_port_are_refused_up_front(key: Path) -> None:
+    """--forward on the --socks port (or two forwards on one port) could only fail at
+    start-up after the session opened: refused by --check already, naming both."""
+    cl = ("client", "--check", "--gateway", "127.0.0.1:7443", "--key-file", str(key))
+    one_line(run_cli(*cl, "--forward", "127.0.0.1:1080=10.0.0.5:80"), "--forward", "--socks")
+    one_line(
+        run_cli(*cl, "--forward", "127.0.0.1:8000=h:80", "--forward", "0.0.0.0:8000=h:81"),
+        "--forward", "0.0.0.0:8000",
+    )  # fmt: skip
+    ok = run_cli(*cl, "--forward", "127.0.0.1:8000=h:80", "--forward", "[::1]:8000=h:81")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_listener_in_use_fails_before_the_gateway_is_asked(key: Path) -> None:
+    """The SOCKS port taken: one line naming --socks at once, not after waiting out the
+    gateway (silent here: a client that asked first would wait the whole 20 s)."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        t0 = time.monotonic()
+        out = run_cli(
+            "client", "--gateway", f"127.0.0.1:{free_port(socket.SOCK_DGRAM)}",
+            "--key-file", str(key), "--socks", f"127.0.0.1:{port}", "--connect-timeout", "20 s",
+            timeout_s=40,
+        )  # fmt: skip
+        elapsed_s = time.monotonic() - t0
+    one_line(out, "--socks", "in use")
+    assert elapsed_s < 15.0  # the interpreter's start-up on a loaded host, not the 20 s wait
+
+
+def test_stats_from_a_silent_endpoint_says_it_did_not_answer(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An endpoint that accepts and never answers: "did not answer", not an empty reason
+    (a TimeoutError is an OSError, and was caught as one)."""
+    import asyncio
+
+    from tierwise.errors import ScenarioError
+    from tierwise.relay import run
+
+    monkeypatch.setattr(run, "FETCH_TIMEOUT_S", 0.3)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        with pytest.raises(ScenarioError, match=r"did not answer within 0\.3 s"):
+            asyncio.run(run.fetch_stats(("127.0.0.1", port)))
+    with pytest.raises(ScenarioError, match=r"127\.0\.0\.1:\d+: Connection refused$"):
+        asyncio.run(run.fetch_stats(("127.0.0.1", free_port())))
+
+
+def test_a_config_fifo_is_read_or_refused_in_bounded_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--config <(…)`` (a FIFO) is read; a FIFO nothing writes to used to block start-up
+    for ever, and is now one line after ``CONFIG_WAIT_S``."""
+    import threading
+
+    from tierwise.errors import ScenarioError
+    from tierwise.relay import cli
+
+    monkeypatch.setattr(cli, "CONFIG_WAIT_S", 0.5)
+    fifo = tmp_path / "relay.toml"
+    os.mkfifo(fifo, 0o600)
+    t0 = time.monotonic()
+    with pytest.raises(ScenarioError, match=r"no writer finished within 0\.5 s"):
+        cli._config(fifo, cli.CLIENT_KEYS)
+    assert time.monotonic() - t0 < 5.0
+
+    def write() -> None:
+        time.sleep(0.1)  # the reader waits for the writer, as with bash's <(…)
+        with open(fifo, "w") as f:
+            f.write('gateway = "127.0.0.1:7443"\n')
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert cli._config(fifo, cli.CLIENT_KEYS) == {"gateway": "127.0.0.1:7443"}
+    writer.join()

@@ -41,6 +41,7 @@ __all__ = ["STATE_DIR", "hold", "lab_app"]
 STATE_DIR = FsPath("/run/tierwise")
 HOLDER_READY_TIMEOUT_S = 30.0  # the rate check measures the emulator's ceiling first (~1 s)
 HOLDER_STOP_TIMEOUT_S = 10.0
+BULK_DEFAULT_SIZE = "100MB"  # `lab throughput --via`: bytes per transfer
 _HOLDER_MAIN = "from tierwise.lab.cli import hold; hold()"  # = holders.HOLDER_MARK
 
 lab_app = typer.Typer(
@@ -551,8 +552,9 @@ def throughput(
         ),
     ] = None,
     size: Annotated[
-        str, typer.Option("--size", help="With --via: bytes per transfer, e.g. '100MB'.")
-    ] = "100MB",
+        str | None,
+        typer.Option("--size", help="With --via: bytes per transfer (default 100MB)."),
+    ] = None,
     rtt: RttOpt = "200ms",
     rate: RateOpt = "100Mbit/s",
     seed: SeedOpt = 0,
@@ -565,13 +567,17 @@ def throughput(
     if via is not None:
         from tierwise.lab.viacli import render_via_bulk, throughput_via
 
-        result = throughput_via(via, loss, cc, duration, size, rtt, rate, seed, mtu_bytes)
+        bulk = size if size is not None else BULK_DEFAULT_SIZE
+        result = throughput_via(via, loss, cc, duration, bulk, rtt, rate, seed, mtu_bytes)
         _write_record(result, record)
         if as_json:
             print(json.dumps(result))
         else:
             render_via_bulk(out, result)
         return
+    if size is not None:  # a transfer of a size is what --via moves; without it, ignored
+        raise ScenarioError("applies with --via only (without it each flow runs --duration)",
+                            source="--size")  # fmt: skip
     exp = build_throughput(loss, cc or "reno,cubic,bbr", duration or "5s", rtt, rate, seed)
     from tierwise.lab.netns import require_lab
     from tierwise.lab.throughput import run_throughput

@@ -13,6 +13,7 @@ the effective settings as JSON and exits without opening a socket.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import re
@@ -93,32 +94,67 @@ CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "session": (dict, None),
 }
 CONNECT_TIMEOUT_S = (0.1, 300.0)
+CONFIG_WAIT_S = 5.0  # a --config FIFO (<(…)): how long a writer may take to finish
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 
 
-def parse_addr(text: str, flag: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port``; the host an IP literal or a DNS name."""
+def parse_addr(text: str, flag: str, source: str | None = None) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port``; the host an IP literal or a DNS name, the port
+    1–65535 in ASCII digits. ``flag`` (and ``source``, a file) name where it came from."""
     host, sep, port = text.rpartition(":")
     bracketed = host.startswith("[") and host.endswith("]")
     host = host[1:-1] if bracketed else host
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(port) > 5:
-        raise ScenarioError(f"expected HOST:PORT, got {shown(text)}", path=flag)
+    if not sep or not host or not _is_port(port):
+        raise ScenarioError(
+            f"expected HOST:PORT with a port from 1 to 65535, got {shown(text)}",
+            source=source, path=flag,
+        )  # fmt: skip
     if not _valid_host(host, bracketed):
         raise ScenarioError(
             f"{shown(host)} is neither an IP address nor a host name "
             "(IPv6 goes in brackets: [::1]:8000)",
-            path=flag,
-        )
+            source=source, path=flag,
+        )  # fmt: skip
     return host, int(port)
 
 
-def parse_stats_addr(text: str, flag: str = "--stats") -> tuple[str, int]:
+def parse_destination(text: str, flag: str, source: str | None = None) -> tuple[str, int]:
+    """:func:`parse_addr` for an address to connect to (``--gateway``, ``--allow``, a
+    ``--forward`` target): never 0.0.0.0 or ``[::]``, which mean "any address" only to a
+    listener; as a destination Linux takes them for this host, so ``--allow 0.0.0.0:80``
+    would open this host's port 80 to every client, not "any host on port 80"."""
+    host, port = parse_addr(text, flag, source)
+    if _is_ip(host) and ipaddress.ip_address(host).is_unspecified:
+        raise ScenarioError(
+            f"{shown(text)} is the any-address, which only a listener can use; "
+            "name the host to connect to",
+            source=source, path=flag,
+        )  # fmt: skip
+    return host, port
+
+
+def _is_port(text: str) -> bool:
+    """1–65535 written in ASCII digits (``int()`` also reads "８０" and " 80")."""
+    return text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536
+
+
+def shown_addr(addr: tuple[str, int]) -> str:
+    """``host:port``, an IPv6 host in brackets (``[::1]:7443``), as the flags take it."""
+    host, port = addr
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_stats_addr(
+    text: str, flag: str = "--stats", source: str | None = None
+) -> tuple[str, int]:
     """``HOST:PORT``, or a bare ``PORT`` on loopback (127.0.0.1), the safe default."""
-    if text.isdigit() and len(text) <= 5:
-        if not 0 < int(text) < 65536:
-            raise ScenarioError(f"expected a port from 1 to 65535, got {shown(text)}", path=flag)
+    if text.isascii() and text.isdigit():
+        if not _is_port(text):
+            raise ScenarioError(
+                f"expected a port from 1 to 65535, got {shown(text)}", source=source, path=flag
+            )
         return "127.0.0.1", int(text)
-    return parse_addr(text, flag)
+    return parse_addr(text, flag, source)
 
 
 def _valid_host(host: str, bracketed: bool) -> bool:
@@ -137,9 +173,10 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
     """The file's settings, checked against ``keys``; relative paths made absolute."""
     if path is None:
         return {}
-    from tierwise.tomlfile import read_toml
+    from tierwise.tomlfile import parse_toml, read_toml
 
-    cfg = read_toml(path)
+    fifo = _fifo_bytes(path)
+    cfg = read_toml(path) if fifo is None else parse_toml(fifo, str(path))
     for key, value in cfg.items():
         if key not in keys:
             raise ScenarioError(
@@ -154,6 +191,51 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
         if key.endswith("_file"):
             cfg[key] = str(path.parent / value)
     return cfg
+
+
+def _fifo_bytes(path: Path) -> bytes | None:
+    """A FIFO's bytes (``--config <(make-config)``), or None for anything else.
+
+    A FIFO nothing writes to would block the read for ever: it gets ``CONFIG_WAIT_S``
+    for a writer to come and finish, then it is one line."""
+    import os
+    import select
+    import stat
+    import time
+
+    from tierwise.tomlfile import MAX_FILE_BYTES
+
+    try:
+        if not stat.S_ISFIFO(path.stat().st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None  # read_toml says why
+    data = bytearray()
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        deadline = time.monotonic() + CONFIG_WAIT_S
+        while len(data) <= MAX_FILE_BYTES:
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                raise ScenarioError(
+                    f"a FIFO that no writer finished within {CONFIG_WAIT_S:g} s",
+                    source=str(path),
+                )
+            if not poller.poll(left_s * 1e3):
+                continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return bytes(data)
+            data += chunk
+    finally:
+        os.close(fd)
+    raise ScenarioError(f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not read",
+                        source=str(path))  # fmt: skip
 
 
 def _check_value(value: Any, kind: type, bounds: Any, source: str, key: str) -> None:
@@ -171,6 +253,18 @@ def _check_value(value: Any, kind: type, bounds: Any, source: str, key: str) -> 
         )
 
 
+def _pick(flag_value: Any, cfg: dict, key: str, source: str | None, default: Any = None):  # type: ignore[no-untyped-def]
+    """``(value, source, where)`` of a setting: the flag's if given (an empty string is
+    a value to check, never "not given"), else the file's (named by its key, so an error
+    names the file, not a flag the user never typed), else ``default``."""
+    flag = "--" + key.replace("_", "-")
+    if flag_value is not None and flag_value != []:
+        return flag_value, None, flag
+    if key in cfg:
+        return cfg[key], source, key
+    return default, None, flag
+
+
 def _int(value: int | None, cfg: dict, key: str, default: int, keys: dict) -> int:
     if value is None:
         return cfg.get(key, default)
@@ -178,14 +272,14 @@ def _int(value: int | None, cfg: dict, key: str, default: int, keys: dict) -> in
     return value
 
 
-def _level(flag: str | None, cfg: dict) -> str:
-    level = (flag or cfg.get("log_level", "info")).upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+def _level(flag: str | None, cfg: dict, source: str | None) -> str:
+    text, src, where = _pick(flag, cfg, "log_level", source, "info")
+    if text.lower() not in ("debug", "info", "warning", "error"):
         raise ScenarioError(
-            f"unknown log level {shown(level.lower())}; expected debug, info, warning or error",
-            path="--log-level",
-        )
-    return level
+            f"unknown log level {shown(text)}; expected debug, info, warning or error",
+            source=src, path=where,
+        )  # fmt: skip
+    return text.upper()
 
 
 def _setup(level: str) -> None:
@@ -209,25 +303,47 @@ def _read_key(path: Path) -> bytes:
     return read_key(path)
 
 
-def _timeout_s(flag: str | None, cfg: dict) -> float:
+def _timeout_s(flag: str | None, cfg: dict, source: str | None) -> float:
     from tierwise.errors import UnitError
     from tierwise.units import parse_quantity
 
-    text = flag or cfg.get("connect_timeout", "10 s")
+    text, src, where = _pick(flag, cfg, "connect_timeout", source, "10 s")
     try:
         seconds = parse_quantity(text, "time")
     except UnitError as exc:
-        raise ScenarioError(str(exc), path="--connect-timeout") from None
+        raise ScenarioError(str(exc), source=src, path=where) from None
     low, high = CONNECT_TIMEOUT_S
     if not low <= seconds <= high:
         raise ScenarioError(
-            f"must be between {low:g} s and {high:g} s, got {shown(text)}", path="--connect-timeout"
+            f"must be between {low:g} s and {high:g} s, got {shown(text)}", source=src, path=where
         )
     return seconds
 
 
 def _print_check(settings: dict) -> None:
-    sys.stdout.write(json.dumps(settings, indent=2, default=str) + "\n")
+    emit(json.dumps(settings, indent=2, default=str) + "\n")
+
+
+def emit(text: str) -> None:
+    """Write ``text`` whole to standard output, or fail with one line: stdout closed
+    (``>&-``), a full disk (``>/dev/full``) or a reader gone (``| head -c0``) must not
+    end in a traceback, nor in exit 0 when a new key went nowhere."""
+    import os
+
+    try:
+        if sys.stdout is None:
+            raise OSError(errno.EBADF, "standard output is closed")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        try:  # keep the interpreter's last flush from printing the same failure again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        except OSError:
+            pass
+        reason = getattr(exc, "strerror", None) or "standard output is closed"
+        raise ScenarioError(f"cannot write the output: {reason}", source="stdout") from None
 
 
 @relay_app.command()
@@ -240,7 +356,7 @@ def keygen(
     key = generate_key()
     if out is None:
         _private_stdout()
-        sys.stdout.write(key + "\n")
+        emit(key + "\n")
     else:
         write_key(out, key)
 
@@ -297,19 +413,24 @@ def gateway(
 ) -> None:
     """Run the gateway next to the service; it connects only to --allow destinations."""
     cfg = _config(config, GATEWAY_KEYS)
+    src = str(config) if config is not None else None
     tuned = _session(
         cfg, config, "gateway", stream_window, session_window, fec_target, idle_timeout,
         initial_rate, max_datagram,
     )  # fmt: skip
-    level = _level(log_level, cfg)
-    addr = parse_addr(listen or cfg.get("listen", "0.0.0.0:7443"), "--listen")
-    allowed = {parse_addr(a, "--allow") for a in (allow or cfg.get("allow", []))}
+    level = _level(log_level, cfg, src)
+    text, where_src, where = _pick(listen, cfg, "listen", src, "0.0.0.0:7443")
+    addr = parse_addr(text, where, where_src)
+    items, where_src, where = _pick(allow, cfg, "allow", src, [])
+    allowed = {parse_destination(a, where, where_src) for a in items}
     if not allowed:
-        raise ScenarioError("at least one --allow HOST:PORT is required", path="--allow")
+        raise ScenarioError(
+            "at least one --allow HOST:PORT is required", source=where_src, path=where
+        )
     sessions = _int(max_sessions, cfg, "max_sessions", 64, GATEWAY_KEYS)
     streams = _int(max_streams, cfg, "max_streams", 1024, GATEWAY_KEYS)
-    stats_text = stats or cfg.get("stats")
-    stats_addr = parse_stats_addr(stats_text) if stats_text is not None else None
+    text, where_src, where = _pick(stats, cfg, "stats", src)
+    stats_addr = parse_stats_addr(text, where, where_src) if text is not None else None
     path = _key_path(key_file, cfg)
     key = _read_key(path)
     if check:
@@ -366,19 +487,23 @@ def client(
 ) -> None:
     """Run the client: a SOCKS5 proxy and forwarded ports over one relay session."""
     cfg = _config(config, CLIENT_KEYS)
+    src = str(config) if config is not None else None
     tuned = _session(
         cfg, config, "client", stream_window, session_window, fec_target, idle_timeout,
         initial_rate, max_datagram,
     )  # fmt: skip
-    level = _level(log_level, cfg)
-    gw = gateway or cfg.get("gateway")
+    level = _level(log_level, cfg, src)
+    gw, where_src, where = _pick(gateway, cfg, "gateway", src)
     if gw is None:
         raise ScenarioError("the gateway address is required", path="--gateway")
-    gw_addr = parse_addr(gw, "--gateway")
-    socks_addr = parse_addr(socks or cfg.get("socks", "127.0.0.1:1080"), "--socks")
-    forwards = [_forward(item) for item in forward or cfg.get("forward", [])]
-    credentials = _credentials(user or cfg.get("user"), password_file, cfg, socks_addr)
-    timeout_s = _timeout_s(connect_timeout, cfg)
+    gw_addr = parse_destination(gw, where, where_src)
+    text, where_src, where = _pick(socks, cfg, "socks", src, "127.0.0.1:1080")
+    socks_addr = parse_addr(text, where, where_src)
+    items, where_src, where = _pick(forward, cfg, "forward", src, [])
+    forwards = [_forward(item, where, where_src) for item in items]
+    _distinct_listeners(socks_addr, forwards)
+    credentials = _credentials(_pick(user, cfg, "user", src), password_file, cfg, socks_addr)
+    timeout_s = _timeout_s(connect_timeout, cfg, src)
     buffer = _int(udp_buffer, cfg, "udp_buffer", 1 << 20, CLIENT_KEYS)
     path = _key_path(key_file, cfg)
     key = _read_key(path)
@@ -424,31 +549,83 @@ def _effective(side: str, tuned: dict, **extra: Any) -> dict:
     return {**effective(config, side), **({"max_streams": config.max_streams} if extra else {})}
 
 
-def _forward(item: str) -> tuple[tuple[str, int], tuple[str, int]]:
+def _forward(
+    item: str, where: str = "--forward", source: str | None = None
+) -> tuple[tuple[str, int], tuple[str, int]]:
     listen, sep, target = item.partition("=")
     if not sep:
-        raise ScenarioError(f"expected LISTEN=TARGET, got {shown(item)}", path="--forward")
-    return parse_addr(listen, "--forward"), parse_addr(target, "--forward")
+        raise ScenarioError(f"expected LISTEN=TARGET, got {shown(item)}", source=source, path=where)
+    return parse_addr(listen, where, source), parse_destination(target, where, source)
+
+
+def _distinct_listeners(
+    socks: tuple[str, int], forwards: list[tuple[tuple[str, int], tuple[str, int]]]
+) -> None:
+    """Every local port once: a second listener on an address (or the same port on a
+    wildcard address) could only fail at start-up, after the session is opened."""
+    taken: dict[tuple[str, int], str] = {socks: "--socks"}
+    for listen, _ in forwards:
+        host, port = listen
+        for (other_host, other_port), flag in taken.items():
+            wildcard = {host, other_host} & {"0.0.0.0", "::"}
+            if port == other_port and (host == other_host or wildcard):
+                raise ScenarioError(
+                    f"{shown_addr(listen)} listens on the port {flag} "
+                    f"({shown_addr((other_host, other_port))}) already takes; "
+                    "give each listener its own port",
+                    path="--forward",
+                )
+        taken[listen] = "--forward"
 
 
 def _credentials(
-    user: str | None, flag: Path | None, cfg: dict, socks_addr: tuple[str, int]
+    user_pick: tuple[Any, str | None, str],
+    flag: Path | None,
+    cfg: dict,
+    socks_addr: tuple[str, int],
 ) -> tuple[str, str] | None:
+    user, user_src, user_where = user_pick
     path = flag or (Path(cfg["password_file"]) if "password_file" in cfg else None)
+    if user is None and path is not None:
+        raise ScenarioError(
+            "a password file without a user: add --user NAME (RFC 1929), or drop it",
+            path="--password-file",
+        )
     if user is not None:
         if path is None:
             raise ScenarioError("--user needs --password-file", path="--password-file")
+        from tierwise.relay.keys import regular_file
         from tierwise.tomlfile import read_text
 
+        user_bytes = _utf8(user, user_src, user_where)
+        regular_file(path, "password file")
         password = read_text(path).strip()
-        if not 0 < len(user.encode()) < 256 or not 0 < len(password.encode()) < 256:
-            raise ScenarioError("user and password must be 1–255 bytes (RFC 1929)", path="--user")
+        if not 0 < len(user_bytes) < 256:
+            raise ScenarioError(
+                f"must be 1–255 bytes (RFC 1929), got {len(user_bytes)}",
+                source=user_src, path=user_where,
+            )  # fmt: skip
+        if not 0 < len(password.encode()) < 256:
+            raise ScenarioError(
+                f"the password must be 1–255 bytes (RFC 1929), got {len(password.encode())}",
+                source=str(path),
+            )
         return user, password
     if not ipaddress.ip_address(_resolve_literal(socks_addr[0])).is_loopback:
         raise ScenarioError(
             "SOCKS without a password may listen on loopback only; add --user", path="--socks"
         )
     return None
+
+
+def _utf8(text: str, source: str | None, where: str) -> bytes:
+    """``text`` as UTF-8; an argument that was not (``$'\\xff'``) is one line."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise ScenarioError(
+            f"{shown(text)} is not valid UTF-8", source=source, path=where
+        ) from None
 
 
 def _resolve_literal(host: str) -> str:
@@ -491,16 +668,24 @@ def stats(
         addr = parse_stats_addr(gateway_addr, "--gateway")  # type: ignore[arg-type]
         data = asyncio.run(fetch_stats(addr, role="gateway"))
     if json_out:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit(json.dumps(data, indent=2) + "\n")
         return
+    import io
+
     from rich.console import Console
 
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: the sessions' rows whole, not cut at 80
-        console = Console(width=160)
+    try:
+        tty = sys.stdout is not None and sys.stdout.isatty()
+    except ValueError:  # closed
+        tty = False
+    # a file or a pipe: the sessions' rows whole, not cut at 80
+    width = Console().width if tty else 160
+    # drawn whole first, then written at once: a failed write is one line, not half a table
+    console = Console(file=io.StringIO(), width=width, force_terminal=tty)
     console.print(_measures_table(data))
     if data.get("role") == "gateway":
         console.print(_sessions_table(data))
+    emit(console.file.getvalue())  # type: ignore[attr-defined]
 
 
 def _cell(value: Any) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tierwise.errors import ScenarioError
 
-__all__ = ["generate_key", "read_key", "write_key"]
+__all__ = ["generate_key", "read_key", "regular_file", "write_key"]
 
 KEY_BYTES = 32
 
@@ -32,12 +32,35 @@ def write_key(path: Path, key_hex: str) -> None:
         f.write(key_hex + "\n")
 
 
-def read_key(path: Path) -> bytes:
-    """The 32-byte key in ``path``; refused if the file is readable by group or others."""
+def regular_file(path: Path, what: str) -> int:
+    """The mode of ``path`` if it is a regular file; else one line naming it. A FIFO
+    would block the reader until some writer comes (a hang at start-up), a device is no
+    secret and a directory no key: each is refused before anything opens it."""
     try:
         mode = path.stat().st_mode
     except OSError as exc:
-        raise ScenarioError(f"cannot read key file: {exc.strerror}", source=str(path)) from exc
+        raise ScenarioError(
+            f"cannot read {what}: {exc.strerror or exc}", source=str(path)
+        ) from None
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "something else")
+        raise ScenarioError(f"{what} is {kind}, not a regular file", source=str(path))
+    return mode
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def read_key(path: Path) -> bytes:
+    """The 32-byte key in ``path``; refused if the file is readable by group or others,
+    or is not a regular file."""
+    mode = regular_file(path, "key file")
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ScenarioError(
             f"key file is accessible by others (mode {stat.S_IMODE(mode):04o}); "

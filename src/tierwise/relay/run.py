@@ -11,6 +11,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import os
 import signal
 import socket
 
@@ -70,7 +71,9 @@ async def run_gateway(
     except OSError as exc:
         if stats_sock is not None:
             stats_sock.close()
-        raise ScenarioError(f"cannot listen on {listen[0]}:{listen[1]}: {exc.strerror}") from exc
+        raise ScenarioError(
+            f"cannot listen on udp {_addr(listen)}: {_reason(exc)}", path="--listen"
+        ) from None
     widen_buffers(transport)
     server = await _serve_stats(gateway, stats_sock) if stats_sock is not None else None
     log.info("gateway listening on udp %s:%s; allowed: %s", *listen, sorted(allow))
@@ -118,6 +121,8 @@ async def run_client(
 ) -> None:
     """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py)."""
     config = RelayConfig(**(session or {}))
+    listeners = [(socks, "--socks")] if socks is not None else []
+    _can_listen(listeners + [(listen, "--forward") for listen, _ in forwards])
     client = Client(
         key, gateway, config=config, credentials=credentials, udp_buffer_bytes=udp_buffer_bytes
     )
@@ -132,8 +137,9 @@ async def run_client(
         for listen, target in forwards:
             servers.append(await serve_forward(client, listen, target))
             log.info("forwarding %s:%s to %s:%s", *listen, *target)
-    except OSError as exc:
-        raise ScenarioError(f"cannot listen: {exc.strerror}", source="command line") from exc
+    except OSError as exc:  # taken between the check and now
+        client.close()
+        raise ScenarioError(f"cannot listen: {_reason(exc)}", path="--socks/--forward") from None
     stop = _stop_event()
     await stop.wait()
     log.info("draining")
@@ -142,6 +148,32 @@ async def run_client(
     await _drain(lambda: bool(client._handlers))
     client.close()
     await _let_connections_end()
+
+
+def _addr(addr: tuple[str, int]) -> str:
+    """``host:port``, an IPv6 host in brackets."""
+    return f"[{addr[0]}]:{addr[1]}" if ":" in addr[0] else f"{addr[0]}:{addr[1]}"
+
+
+def _reason(exc: OSError) -> str:
+    """The OS's words for ``exc``: asyncio's "Connect call failed ('h', p)" and
+    "error while attempting to bind on address …" say less than ``strerror`` does."""
+    if exc.errno is not None and exc.errno > 0:
+        return os.strerror(exc.errno)
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _can_listen(listeners: list[tuple[tuple[str, int], str]]) -> None:
+    """Bind every local listener at once, then let go: an address in use, not local or
+    unresolvable is one line naming its flag before the session is opened (and before
+    any log line), not after the gateway has answered."""
+    held: list[socket.socket] = []
+    try:
+        for (host, port), flag in listeners:
+            held.append(listen_socket(host, port, source=flag))
+    finally:
+        for sock in held:
+            sock.close()
 
 
 async def _let_connections_end(timeout_s: float = 1.0) -> None:
@@ -173,8 +205,8 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
         await client.start()
     except OSError as exc:
         raise ScenarioError(
-            f"cannot reach {gateway[0]}:{gateway[1]}: {exc.strerror or exc}", path="--gateway"
-        ) from exc
+            f"cannot reach {_addr(gateway)}: {_reason(exc)}", path="--gateway"
+        ) from None
     try:
         async with asyncio.timeout(timeout_s):
             while not client.ready.is_set():  # a fresh HELLO every REDIAL_S, no backoff
@@ -184,7 +216,7 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
                     client.redial()
     except TimeoutError:
         raise ScenarioError(
-            f"no answer from {gateway[0]}:{gateway[1]} within {timeout_s:g} s "
+            f"no answer from {_addr(gateway)} within {timeout_s:g} s "
             "(is the gateway running, reachable over UDP, and using the same key and "
             "[session] rotate_packets?)",
             path="--gateway",
@@ -204,19 +236,23 @@ async def fetch_stats(addr: tuple[str, int], role: str = "client") -> dict:
     port, or a gateway's, asked at its ``--stats`` address (``role="gateway"``)."""
     flag = f"--{role}"
     what = "relay client" if role == "client" else "relay gateway stats endpoint"
-    where = f"{addr[0]}:{addr[1]}"
+    where = _addr(addr)
+    writer = None
     try:
         async with asyncio.timeout(FETCH_TIMEOUT_S):
             reader, writer = await asyncio.open_connection(*addr)
             writer.write(b"GET /stats HTTP/1.0\r\n\r\n")
             raw = await _read_to_end(reader, FETCH_MAX_BYTES)
-    except OSError as exc:
-        raise ScenarioError(f"no {what} at {where}: {exc.strerror or exc}", path=flag) from exc
-    except TimeoutError:
+    except TimeoutError:  # before OSError: TimeoutError is one, with no strerror
         raise ScenarioError(
-            f"{where} did not answer within {FETCH_TIMEOUT_S:g} s", path=flag
+            f"{where} did not answer within {FETCH_TIMEOUT_S:g} s (is it a {what}?)", path=flag
         ) from None
-    writer.close()
+    except (OSError, UnicodeError) as exc:  # refused, reset, a name that does not resolve
+        reason = _reason(exc) if isinstance(exc, OSError) else "not a valid host name"
+        raise ScenarioError(f"no {what} at {where}: {reason}", path=flag) from None
+    finally:
+        if writer is not None:
+            writer.close()
     _, _, body = raw.partition(b"\r\n\r\n")
     try:
         data = json.loads(body)

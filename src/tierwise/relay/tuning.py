@@ -138,10 +138,10 @@ def session_settings(
                     source=source, path=f"session.{key}",
                 )  # fmt: skip
             out[key] = _value(keys[key], value, source, f"session.{key}", from_file=True)
-    for key, text in (flags or {}).items():
-        if text is not None:
-            out[key] = _value(keys[key], text, "command line", FLAGS[key], from_file=False)
-    _cross_check(out, side, source)
+    given = [key for key, text in (flags or {}).items() if text is not None]
+    for key in given:
+        out[key] = _value(keys[key], flags[key], "command line", FLAGS[key], from_file=False)  # type: ignore[index]
+    _cross_check(out, side, source, "idle_timeout_s" in given)
     return out
 
 
@@ -154,7 +154,8 @@ def _value(t: Tunable, value: Any, source: str, where: str, *, from_file: bool) 
             raise fail(f"one of {', '.join(t.choices)}")
         return value
     if t.kind == "int":
-        if isinstance(value, str) and not from_file and value.strip().isdigit():
+        # ASCII digits only: int() also reads "１３５０" (full-width), which no one types on purpose
+        if isinstance(value, str) and not from_file and _ascii_digits(value.strip()):
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
             raise fail(f"an integer from {_span(t)}")
@@ -195,6 +196,10 @@ def _quantity(t: Tunable, value: Any, from_file: bool, fail, source: str, where:
         raise ScenarioError(str(exc), source=source, path=where) from None
 
 
+def _ascii_digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def _span(t: Tunable) -> str:
     unit = {"time": " s", "size": " bytes", "rate": " bytes/s"}.get(t.kind, "")
     if t.kind in ("int", "size", "rate"):
@@ -202,15 +207,21 @@ def _span(t: Tunable) -> str:
     return f"{t.low:g}{unit} to {t.high:g}{unit}"
 
 
-def _cross_check(out: dict[str, Any], side: str, source: str) -> None:
+def _cross_check(out: dict[str, Any], side: str, source: str, idle_flag: bool) -> None:
     keep = out.get("keepalive_s", 5.0)
     idle = out.get("idle_timeout_s", 30.0 if side == "client" else 12.0)
     if keep >= idle:
+        # name what the user set: the flag if --idle-timeout brought the clash
+        where = (
+            {"source": "command line", "path": FLAGS["idle_timeout_s"]}
+            if idle_flag
+            else {"source": source, "path": "session.keepalive_s"}
+        )
         raise ScenarioError(
             f"keepalive_s ({keep:g} s) must be below idle_timeout_s ({idle:g} s), or an idle "
             "session ends between keepalives",
-            source=source, path="session.keepalive_s",
-        )  # fmt: skip
+            **where,
+        )
 
 
 def effective(config: Any, side: str) -> dict[str, Any]:
