@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import os
 import socket
+import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -103,6 +104,24 @@ async def relay_pair(allow: set[tuple[str, int]]) -> AsyncIterator[tuple[Gateway
         client.close()
         await asyncio.sleep(0.05)
         transport.close()
+
+
+def curl(stack: Stack, url: str, *extra: str) -> subprocess.CompletedProcess:
+    """Real curl through the stack's SOCKS5 port (host names resolved at the gateway)."""
+    return subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "--max-time",
+            "20",
+            "--socks5-hostname",
+            f"127.0.0.1:{stack.socks_port}",
+            url,
+            *extra,
+        ],
+        capture_output=True,
+        check=False,
+    )
 
 
 @pytest.fixture

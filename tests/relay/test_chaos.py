@@ -457,7 +457,21 @@ async def _exercise(
         )
     for p in todo[half:]:
         await harness.run_one(p, socks_port, forwards, dests.ports[p.dest])
-    # every stream ended: nothing of them may stay (the sink's hold, the acks of FINs)
+    await ends_clean(harness, gateway, client, socks_port, forwards, dests)
+    assert dests.seen["truncated"] == 0, dests.seen
+    return harness
+
+
+async def ends_clean(
+    harness: Harness,
+    gateway: Gateway,
+    client: Client,
+    socks_port: int,
+    forwards: dict[str, int],
+    dests: Destinations,
+) -> None:
+    """Every stream ended: nothing of them may stay (the sink's hold, the acks of FINs),
+    and the session still carries a normal request, byte-exact, with no fault seen."""
     left: dict[str, object] = {}
     for _ in range(100):
         await asyncio.sleep(0.1)
@@ -468,13 +482,10 @@ async def _exercise(
         if not left:
             break
     assert not left, f"left behind: {left!r}; faults: {harness.faults}"
-    # and the session still carries a normal request, byte-exact
     normal = Plan(-1, "normal", "count", "socks", 1_500_000, 700_000)
     assert await harness._run(normal, socks_port, forwards, dests.ports["count"]) == "exact"
     assert len(gateway.sessions) == 1
     assert not harness.faults, "\n".join(harness.faults)
-    assert dests.seen["truncated"] == 0, dests.seen
-    return harness
 
 
 class _Dead:
@@ -533,20 +544,7 @@ async def _exercise_restart(
         print(f"in flight at the restart: {dict(harness.outcomes)}")
         for p in todo[concurrent:]:
             await harness.run_one(p, socks_port, forwards, dests.ports[p.dest])
-        left: dict[str, object] = {}
-        for _ in range(100):
-            await asyncio.sleep(0.1)
-            left = leftovers(fresh, client)
-            tasks = asyncio.all_tasks() - {asyncio.current_task(), client._watchdog}
-            if tasks:
-                left["tasks"] = [t.get_coro() for t in tasks]
-            if not left:
-                break
-        assert not left, f"left behind: {left!r}; faults: {harness.faults}"
-        normal = Plan(-1, "normal", "count", "socks", 1_500_000, 700_000)
-        assert await harness._run(normal, socks_port, forwards, dests.ports["count"]) == "exact"
-        assert len(fresh.sessions) == 1
-        assert not harness.faults, "\n".join(harness.faults)
+        await ends_clean(harness, fresh, client, socks_port, forwards, dests)
     finally:
         fresh.close()
         await asyncio.sleep(0.05)

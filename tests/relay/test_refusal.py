@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.relay.conftest import Stack
+from tests.relay.conftest import Stack, curl
 
 PUSH_BYTES = 4_000_000
 
@@ -67,20 +67,6 @@ def test_bytes_after_a_refusal_open_no_stream(stack: Stack, case: str) -> None:
     assert not stack.gateway._streams  # every refused stream ended: none left behind
     # the session still carries a good request (its window was credited for the drops)
     body = bytes(i % 251 for i in range(300_000))
-    import subprocess
-
-    out = subprocess.run(
-        [
-            "curl",
-            "-sS",
-            "--max-time",
-            "20",
-            "--socks5-hostname",
-            f"127.0.0.1:{stack.socks_port}",
-            f"http://127.0.0.1:{stack.http_port}/300000",
-        ],
-        capture_output=True,
-        check=False,
-    )
+    out = curl(stack, f"http://127.0.0.1:{stack.http_port}/300000")
     assert out.stdout == body, out.stderr
     assert len(stack.gateway.sessions) == 1

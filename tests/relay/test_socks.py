@@ -10,26 +10,9 @@ import time
 
 import pytest
 
-from tests.relay.conftest import Stack
+from tests.relay.conftest import Stack, curl
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (Debian: curl)")
-
-
-def curl(stack: Stack, url: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            "curl",
-            "-sS",
-            "--max-time",
-            "20",
-            "--socks5-hostname",
-            f"127.0.0.1:{stack.socks_port}",
-            url,
-            *extra,
-        ],
-        capture_output=True,
-        check=False,
-    )
 
 
 def test_curl_get_by_name_and_address(stack: Stack) -> None:
