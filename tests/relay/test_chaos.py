@@ -576,7 +576,7 @@ def test_chaos(seed: int, caplog: pytest.LogCaptureFixture) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(2, 8))
+@pytest.mark.parametrize("seed", range(2, 4))  # seeds 2-7 ran clean (115 s); CI keeps two
 def test_chaos_sweep(seed: int, caplog: pytest.LogCaptureFixture) -> None:
     _run(seed, 300, 60, caplog)
 
