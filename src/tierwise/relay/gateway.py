@@ -298,8 +298,7 @@ class Gateway(asyncio.DatagramProtocol):
             pending.pipe = assoc
             for data, end in pending.early:
                 assoc.deliver(data, end)
-            if nbytes := sum(len(data) for data, _ in pending.early):
-                session.conn.stream_consumed(sid, nbytes)
+            _credit_early(session, sid, pending.early)
             pending.early.clear()
             session.transmit()
             await assoc.closed.wait()
@@ -323,8 +322,7 @@ class Gateway(asyncio.DatagramProtocol):
             return
         conn.send(sid, bytes([status]), end_stream=True)
         early = pending.early if pending is not None else []
-        if nbytes := sum(len(data) for data, _ in early):
-            conn.stream_consumed(sid, nbytes)
+        _credit_early(session, sid, early)
         if not any(end for _, end in early):
             self._streams[key] = _Pending(answered=True)
         session.transmit()
@@ -398,6 +396,12 @@ def _carried(session: Session) -> int:
     """Bytes a session has carried both ways: what "busiest" means in the stats."""
     stats = session.conn.stats
     return stats.bytes_sent + stats.bytes_received
+
+
+def _credit_early(session: Session, sid: int, early: list[tuple[bytes, bool]]) -> None:
+    """Credit the bytes a stream sent while the gateway connected (they were held)."""
+    if nbytes := sum(len(data) for data, _ in early):
+        session.conn.stream_consumed(sid, nbytes)
 
 
 def _break(pipe: Pipe | GatewayAssociation) -> None:
