@@ -439,3 +439,92 @@ def test_an_application_that_stops_reading_holds_the_relay_to_its_window(
     period = pattern(CHUNK_BYTES * 36)[: CHUNK_BYTES * 32]
     whole = period * (len(got) // len(period) + 1)
     assert got == whole[: len(got)]  # in order, nothing lost or repeated
+
+
+def _through_socks(socks_port: int, target_port: int) -> socket.socket:
+    app = socket.create_connection(("127.0.0.1", socks_port), timeout=10)
+    app.sendall(b"\x05\x01\x00")
+    app.recv(2)
+    app.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", target_port))
+    assert app.recv(10)[1] == 0
+    return app
+
+
+def _read_to_end(conn: socket.socket, arriving: threading.Event) -> str:
+    """'reset' or 'clean EOF after N bytes' for a reader of a half-done transfer."""
+    got = 0
+    try:
+        while chunk := conn.recv(65536):
+            got += len(chunk)
+            arriving.set()
+    except ConnectionResetError:
+        return "reset"
+    return f"clean EOF after {got} bytes"
+
+
+def test_gateway_killed_mid_upload_resets_the_service(key: Path) -> None:
+    """A gateway process that dies (SIGKILL) mid-upload: the service sees an RST at once.
+
+    The kernel closes a dead process's sockets; a socket with nothing unread sends a FIN,
+    which the service would read as the upload's clean end. Until the client's FIN is
+    written, the gateway's destination socket lingers zero seconds, so its close is an RST.
+    """
+    sink = socket.create_server(("127.0.0.1", 0))
+    sink.settimeout(20)
+    outcome: list[str] = []
+    arriving = threading.Event()
+
+    def serve() -> None:
+        conn, _ = sink.accept()
+        with conn:
+            conn.settimeout(20)
+            outcome.append(_read_to_end(conn, arriving))
+
+    reader = threading.Thread(target=serve)
+    reader.start()
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
+               f"127.0.0.1:{sink.getsockname()[1]}", "--key-file", str(key))  # fmt: skip
+    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
+               "--key-file", str(key), "--log-level", "error")  # fmt: skip
+    try:
+        wait_port(sport)
+        with _through_socks(sport, sink.getsockname()[1]) as app:
+            app.sendall(bytes(200_000))  # part of an upload; the rest never comes
+            assert arriving.wait(20)
+            gw.kill()
+            gw.wait()
+            reader.join(20)
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        sink.close()
+    assert outcome == ["reset"]
+
+
+def test_client_killed_mid_download_resets_the_application(key: Path, paced_source: int) -> None:
+    """A client process that dies (SIGKILL) mid-download: its application sees an RST,
+    never a clean end after part of the answer (the mirror of the test above)."""
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
+               f"127.0.0.1:{paced_source}", "--key-file", str(key))  # fmt: skip
+    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
+               "--key-file", str(key), "--log-level", "error")  # fmt: skip
+    arriving = threading.Event()
+    try:
+        wait_port(sport)
+        with _through_socks(sport, paced_source) as app, ThreadPoolExecutor(1) as pool:
+            app.sendall(b"%d\n" % (64 << 20))  # ~20 s at the source's pace
+            future = pool.submit(_read_to_end, app, arriving)
+            assert arriving.wait(20)
+            cl.kill()
+            cl.wait()
+            outcome = future.result(timeout=20)
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert outcome == "reset"

@@ -14,6 +14,10 @@ Relay → TCP is flow-controlled end to end: the session grants the peer credit 
 stream's bytes only once the application's socket has taken them (the transport's
 buffer drained below ``CREDIT_BUFFER_BYTES``), so a reader that stops holds the relay
 to one stream window of buffered bytes instead of letting them pile up in memory.
+
+Until the stream's FIN is in the kernel, the socket closes with an RST (``SO_LINGER``
+zero), so a relay process that dies mid-transfer leaves its application an error,
+not what looks like a complete, shorter stream.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import struct
 from collections.abc import Callable
 
 from tierwise.relay import trace
+from tierwise.relay.reset import linger_zero
 from tierwise.relay.session import Session
 
 __all__ = ["NOT_ALLOWED", "OK", "REFUSED", "UNREACHABLE", "Pipe", "encode_target", "parse_target"]
@@ -56,12 +61,14 @@ class Pipe:
     def __init__(self, session: Session, stream_id: int, writer: asyncio.StreamWriter) -> None:
         self.session, self.stream_id, self.writer = session, stream_id, writer
         session.held.add(stream_id)  # this pipe reports what its socket consumed
+        linger_zero(writer.get_extra_info("socket"), True)  # an RST if this process dies
         self.closed = asyncio.Event()
         self._out = bytearray()
         self._eof = self._flush_due = False
         self._written = 0  # written to the socket, not yet reported as consumed
         self._written_conn: object = None  # the connection those bytes came from
         self._crediting: asyncio.Task | None = None
+        self._ending: asyncio.Task | None = None
         self.movable = asyncio.Event()  # cleared while the stream moves to a new session
         self.movable.set()
         self.tap: Callable[[bytes, bool], None] | None = None  # hears what is sent (and FIN)
@@ -124,15 +131,39 @@ class Pipe:
                 self.writer.write(data)
                 trace.event("tcp_write", self.stream_id, len(data), int(self._eof))
                 self._credit(len(data))
-            if self._eof and self.writer.can_write_eof():
-                self.writer.write_eof()
+            if self._eof:
+                self._end()
         except OSError:
             self._report()
             self._reset_stream()
             self.abort()
+
+    def _end(self) -> None:
+        """The stream's FIN, once every byte before it is in the kernel: only then may a
+        close be orderly (a FIN), so the socket stops lingering zero just before."""
+        if self.closed.is_set() or self._ending is not None:
             return
-        if self._eof:
-            self.closed.set()
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():
+            transport.set_write_buffer_limits(high=0, low=0)  # drain() waits for empty
+            self._ending = asyncio.get_running_loop().create_task(self._end_when_drained())
+            return
+        linger_zero(self.writer.get_extra_info("socket"), False)
+        if self.writer.can_write_eof():
+            self.writer.write_eof()
+        self.closed.set()
+
+    async def _end_when_drained(self) -> None:
+        try:
+            while self.writer.transport.get_write_buffer_size() and not self.closed.is_set():
+                await self.writer.drain()
+        except (ConnectionError, OSError):
+            self.abort()  # the application's socket broke before the end reached it
+            return
+        finally:
+            self._ending = None
+        if not self.closed.is_set():
+            self._end()
 
     def _gone(self, data: bytes, eof: bool) -> None:
         """The application's socket is closed: what came for it is dropped (its window
