@@ -336,6 +336,9 @@ class Client:
         assert self.session is not None
         session = self.session
         sid = session.conn.open_stream()
+        # held from the start: whoever takes its bytes (the status byte, a pipe, a drop)
+        # credits them, each byte once
+        session.conn.hold(sid)
         queue: asyncio.Queue[Event] = asyncio.Queue()
         session.handlers[sid] = queue.put_nowait
         session.conn.send(sid, encode_target(host, port))
@@ -365,23 +368,43 @@ class Client:
             log.warning("no stream to %s:%s: the gateway refused or reset it", host, port)
         ok = isinstance(first, StreamDataReceived) and first.data
         status = first.data[0] if ok else GENERAL_FAILURE  # type: ignore[union-attr]
+        if ok:
+            session.conn.stream_consumed(sid, 1)  # the status byte, taken
         if status != OK:
-            self.release(session, sid)
-            if sid in session.conn.stream_ids:  # free the slot at both ends (max_streams)
-                session.conn.reset(sid, code=0)
-                session.transmit()
+            self._drop(session, sid, first, queue)
         return status, sid, session, queue, first
+
+    def _drop(
+        self,
+        session: Session | None,
+        sid: int,
+        first: Event | None,
+        queue: asyncio.Queue | None,
+        reset: bool = True,
+    ) -> None:
+        """A checked stream nobody will read: what it delivered after the status byte
+        is credited, the stream released and (``reset``) reset at both ends, which
+        frees its slot (max_streams)."""
+        if session is None:
+            return
+        dropped = len(first.data) - 1 if isinstance(first, StreamDataReceived) and first.data else 0
+        while queue is not None and not queue.empty():
+            event = queue.get_nowait()
+            if isinstance(event, StreamDataReceived):
+                dropped += len(event.data)
+        session.conn.stream_consumed(sid, dropped)
+        self.release(session, sid)
+        if reset and sid in session.conn.stream_ids:
+            session.conn.reset(sid, code=0)
+        session.transmit()
 
     async def check(self, host: str, port: int) -> int:
         """The gateway's status for ``host:port`` (it connects there once; the stream is
         then reset): what a ``--forward`` is checked with when the client starts."""
-        status, sid, session, _, _ = await self._open_checked(host, port)
+        status, sid, session, queue, first = await self._open_checked(host, port)
         if status == OK and session is not None:
             self.reachable.add((host, port))
-            self.release(session, sid)
-            if sid in session.conn.stream_ids:
-                session.conn.reset(sid, code=0)
-                session.transmit()
+            self._drop(session, sid, first, queue)
         return status
 
     async def _wait_ready(self) -> bool:
@@ -479,8 +502,13 @@ class Client:
         transport, _ = await loop.create_datagram_endpoint(lambda: assoc, local_addr=(local, 0))
         on_reply(OK, transport.get_extra_info("sockname"))
         assoc.on_event(StreamDataReceived(sid, first.data[1:], first.end_stream))  # type: ignore[union-attr]
+        taken = len(first.data) - 1  # type: ignore[union-attr]
         while not queue.empty():
-            assoc.on_event(queue.get_nowait())
+            event = queue.get_nowait()
+            taken += len(event.data) if isinstance(event, StreamDataReceived) else 0
+            assoc.on_event(event)
+        session.conn.stream_consumed(sid, taken)
+        session.held.discard(sid)  # an association's bytes are credited as they arrive
         session.handlers[sid] = assoc.on_event
         eof = loop.create_task(_until_eof(reader))
         ended = loop.create_task(assoc.closed.wait())
@@ -566,6 +594,10 @@ class _StatusGate:
             return
         self.status = event.data[0] if event.data else GENERAL_FAILURE
         self.sent = None
+        conn = self.pipe.session.conn
+        # the status byte is taken here (the pipe credits what it writes); a refused
+        # stream's other bytes are dropped with it
+        conn.stream_consumed(event.stream_id, 1 if self.status == OK else len(event.data))
         if self.status == OK:
             self.client.reachable.add(self.target)
             if len(event.data) > 1 or event.end_stream:
@@ -575,7 +607,6 @@ class _StatusGate:
         log.warning(
             "stream to %s:%s refused by the gateway (status %d): reset", *self.target, self.status
         )
-        conn = self.pipe.session.conn
         if self.pipe.stream_id in conn.stream_ids:
             conn.reset(self.pipe.stream_id, code=0)
             self.pipe.session.transmit()

@@ -158,6 +158,9 @@ class Gateway(asyncio.DatagramProtocol):
         one, so forged HELLOs cost an AEAD check, not a new connection (~80 µs).
         """
         conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
+        # every stream is held from its first byte: what the gateway takes (a header, bytes
+        # written to the service, bytes it drops) it credits, each byte once
+        conn.hold_peer_streams = True
         self._spare = None
         before = conn.stats.dropped_auth, conn.stats.dropped_malformed
         now = asyncio.get_running_loop().time()
@@ -181,10 +184,12 @@ class Gateway(asyncio.DatagramProtocol):
         if isinstance(event, StreamDataReceived):
             self._on_data(session, event)
         elif isinstance(event, StreamReset):
-            session.held.discard(event.stream_id)
             pending = self._streams.pop((cid, event.stream_id), None)
             if pending is not None and pending.pipe is not None:
                 _break(pending.pipe)
+            elif pending is not None:  # what it sent before a pipe took it: dropped
+                dropped = len(pending.buf) + sum(len(data) for data, _ in pending.early)
+                session.conn.stream_consumed(event.stream_id, dropped)
         elif isinstance(event, ConnectionTerminated):
             log.info("session %s ended: %s", cid.hex(), event.reason)
             if self.sessions.pop(cid, None) is not None:
@@ -208,22 +213,27 @@ class Gateway(asyncio.DatagramProtocol):
         elif pending.connecting:
             pending.early.append((event.data, event.end_stream))
         elif len(pending.buf) + len(event.data) > MAX_HEADER_BYTES + READ_AHEAD_BYTES:
-            session.conn.reset(event.stream_id, code=1)  # no valid header: drop the stream
+            # no valid header: drop the stream (and what it sent)
+            session.conn.stream_consumed(event.stream_id, len(pending.buf) + len(event.data))
+            session.conn.reset(event.stream_id, code=1)
             self._streams.pop(key, None)
         else:
             pending.buf += event.data
             target = parse_target(bytes(pending.buf))
             if target is None:
                 if event.end_stream:  # ended before its header did: no stream to serve
+                    session.conn.stream_consumed(event.stream_id, len(pending.buf))
                     session.conn.reset(event.stream_id, code=1)
                     self._streams.pop(key, None)
                 return
             host, port, used = target
             pending.connecting = True
-            # until a pipe writes them, the stream's bytes wait here uncredited: its window
-            # bounds them while the gateway connects (up to CONNECT_TIMEOUT_S)
-            session.held.add(event.stream_id)
+            # the header is taken; until a pipe writes them, the stream's other bytes wait
+            # here uncredited: its window bounds them while the gateway connects (up to
+            # CONNECT_TIMEOUT_S)
+            session.conn.stream_consumed(event.stream_id, used)
             pending.early.append((bytes(pending.buf[used:]), event.end_stream))
+            pending.buf.clear()
             task = asyncio.get_running_loop().create_task(self._connect(session, key, host, port))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -253,8 +263,9 @@ class Gateway(asyncio.DatagramProtocol):
             return
         pending = self._streams.get(key)
         if pending is None or sid not in conn.stream_ids:
-            session.held.discard(sid)
             self._streams.pop(key, None)
+            if pending is not None:
+                _credit_early(session, sid, pending.early)
             writer.close()
             return
         conn.send(sid, bytes([OK]))
@@ -269,8 +280,8 @@ class Gateway(asyncio.DatagramProtocol):
             await pending.pipe.closed.wait()
         finally:
             writer.close()
-            # the stream is done at this end: no record of it stays (held, pending)
-            session.held.discard(sid)
+            # the stream is done at this end: no record of it stays (its held mark goes
+            # with the connection's stream)
             if self._streams.get(key) is pending:
                 del self._streams[key]
 
@@ -285,7 +296,6 @@ class Gateway(asyncio.DatagramProtocol):
             self._answer(session, sid, GENERAL_FAILURE)
             return
         pending = self._streams.get(key)
-        session.held.discard(sid)  # an association's bytes are credited as they arrive
         if pending is None or sid not in session.conn.stream_ids:
             return
         assoc = GatewayAssociation(session, sid, self.allowed, UDP_BUFFER_BYTES, self.counters)
@@ -300,6 +310,7 @@ class Gateway(asyncio.DatagramProtocol):
                 assoc.deliver(data, end)
             _credit_early(session, sid, pending.early)
             pending.early.clear()
+            session.held.discard(sid)  # an association's bytes are credited as they arrive
             session.transmit()
             await assoc.closed.wait()
         finally:

@@ -60,7 +60,7 @@ class Pipe:
 
     def __init__(self, session: Session, stream_id: int, writer: asyncio.StreamWriter) -> None:
         self.session, self.stream_id, self.writer = session, stream_id, writer
-        session.held.add(stream_id)  # this pipe reports what its socket consumed
+        session.conn.hold(stream_id)  # this pipe reports what its socket consumed
         linger_zero(writer.get_extra_info("socket"), True)  # an RST if this process dies
         self.closed = asyncio.Event()
         self._out = bytearray()
@@ -109,7 +109,7 @@ class Pipe:
         write) reset the stream: the peer stops sending into it and its end sees an
         error, never an orderly close after bytes nobody read.
         """
-        self.session.held.add(self.stream_id)  # (again: the stream may have moved)
+        self.session.conn.hold(self.stream_id)  # (again: the stream may have moved)
         if self.writer.is_closing():
             self._gone(data, end_stream)
             return

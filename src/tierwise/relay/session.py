@@ -62,14 +62,18 @@ class Session:
         self.conn, self.transport, self.on_event = conn, transport, on_event
         # The owner's callbacks for this session's streams, by stream id (the client's).
         self.handlers: dict[int, Callable[[Event], None]] = {}
-        # Streams whose reader reports what it consumed (a Pipe into a socket); for the
-        # others (UDP associations, a stream's first status byte) delivery is consumption.
-        self.held: set[int] = set()
         self.loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._trace = trace.enabled()
         self._traced_exit = ""
+
+    @property
+    def held(self) -> set[int]:
+        """Streams whose reader reports what it consumed (a Pipe into a socket); for the
+        others (UDP associations, a refused stream) delivery is consumption. The set is
+        the connection's: a stream's mark goes when the connection forgets the stream."""
+        return self.conn.held
 
     def now(self) -> float:
         return self.loop.time()
@@ -93,7 +97,7 @@ class Session:
         self._send_due()
         credited = False
         while (event := self.conn.next_event()) is not None:
-            if type(event) is StreamDataReceived and event.stream_id not in self.held:
+            if type(event) is StreamDataReceived and event.stream_id not in self.conn.held:
                 credited |= self.conn.stream_consumed(event.stream_id, len(event.data))
             self.on_event(self, event)
         if credited:  # the new credit goes now, not with the next timer

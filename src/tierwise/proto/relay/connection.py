@@ -323,6 +323,13 @@ class RelayConnection:
         self._recv_keys: DirectionKeys | None = None
         self._replay = ReplayWindow()
         self._streams: dict[int, _Stream] = {}
+        # Streams whose owner reports what its reader consumed (:meth:`stream_consumed`)
+        # rather than counting delivery as consumption (:meth:`hold`). The connection never
+        # reads it; it lives here so a stream's mark goes when the stream does: once the
+        # owner has taken every event (the stream's last ones still find it held).
+        self.held: set[int] = set()
+        self._forgotten: list[int] = []  # held streams forgotten since the events drained
+        self.hold_peer_streams = False  # streams the peer opens start held (a gateway's)
         # Kept equal to a scan of the streams (_sendable_stream, _queued_bytes) wherever a
         # stream's send side changes: the timer and the sender ask per datagram, several times.
         self._ready_unmetered: set[int] = set()  # lost bytes or a lone FIN to send
@@ -382,6 +389,8 @@ class RelayConnection:
         self._local_max_data = c.session_window_bytes
         self._recv_total = 0
         self._delivered_total = 0
+        self._delivered_bytes = 0  # stream bytes handed to the owner in events
+        self._settled_bytes = 0  # bytes a stream's end credited without delivering them
 
     # ------------------------------------------------------------------ public API
 
@@ -399,7 +408,18 @@ class RelayConnection:
         self._last_recv_s = now
 
     def next_event(self) -> Event | None:
-        return self._events.popleft() if self._events else None
+        if self._events:
+            return self._events.popleft()
+        if self._forgotten:  # every event of a forgotten stream is taken: unmark it
+            self.held.difference_update(self._forgotten)
+            self._forgotten.clear()
+        return None
+
+    def hold(self, stream_id: int) -> None:
+        """Mark a stream whose reader reports consumption (:attr:`held`); a stream already
+        forgotten is marked only until its remaining events are taken."""
+        if stream_id in self._streams or stream_id in self._forgotten:
+            self.held.add(stream_id)
 
     def open_stream(self, priority: int = 0) -> int:
         """A new stream's id; it reaches the peer with its first bytes (smaller: more urgent)."""
@@ -485,6 +505,14 @@ class RelayConnection:
             self._terminate(0, reason)
 
     @property
+    def unconsumed_bytes(self) -> int:
+        """Stream bytes delivered to the owner and not yet reported consumed (with
+        ``credit_on_consume``): what the owner's readers still hold. Once every stream
+        has ended it is 0; below 0, some bytes were credited twice (the peer may send
+        more than the window); a positive remainder is window lost for good."""
+        return self._delivered_bytes - (self._delivered_total - self._settled_bytes)
+
+    @property
     def stream_ids(self) -> list[int]:
         return list(self._streams)
 
@@ -497,6 +525,8 @@ class RelayConnection:
     def _forget(self, sid: int) -> _Stream | None:
         """Take a stream out of the session (and out of the sender's ready sets)."""
         stream = self._streams.pop(sid, None)
+        if sid in self.held:
+            self._forgotten.append(sid)
         if stream is not None:
             self._queued -= stream.send.end - stream.send.next_offset
             self._ready_unmetered.discard(sid)
@@ -814,6 +844,7 @@ class RelayConnection:
         if data or (recv.finished and not stream.fin_delivered):
             stream.fin_delivered = recv.finished
             self._events.append(StreamDataReceived(f.stream_id, data, recv.finished))
+            self._delivered_bytes += len(data)
         self._after_delivery(stream, len(data))
 
     def _accept_stream(self, f: StreamFrame) -> _Stream | None:
@@ -827,6 +858,8 @@ class RelayConnection:
             self._control.append(Reset(sid, REFUSED, 0))
             self._await_peer_final(sid, 0, 0)
             return None
+        if self.hold_peer_streams:
+            self.held.add(sid)
         return self._add_stream(sid, f.priority)
 
     def _after_delivery(self, stream: _Stream, nbytes: int) -> None:
@@ -895,6 +928,7 @@ class RelayConnection:
         final_size = max(final_size, highest)
         self._recv_total += final_size - highest
         if final_size > delivered:
+            self._settled_bytes += final_size - delivered
             self._grant(None, final_size - delivered)
 
     def _on_max_data(self, f: MaxData, now: float) -> None:

@@ -1,0 +1,54 @@
+"""Held streams: the owner's "I credit what my reader takes" mark lives with the stream.
+
+A stream is forgotten by the connection when both ends are done with it, which can
+happen while its last events still wait for the owner: the mark must outlast those
+events (else they would be credited as delivered, and again by the reader) and then
+go (else it accumulates over a long session). ``unconsumed_bytes`` is the balance an
+owner can check: delivered minus credited, 0 once every stream has ended.
+"""
+
+from __future__ import annotations
+
+from tierwise.proto.relay import RelayConfig
+from tierwise.sim.relay import Net, Path, payload
+
+
+def held_net() -> Net:
+    net = Net(Path(delay_s=0.02), Path(delay_s=0.02), seed=1,
+              config=RelayConfig(credit_on_consume=True))  # fmt: skip
+    net.gateway.hold_peer_streams = True
+    net.run(1.0, lambda: net.client.established)
+    return net
+
+
+def test_a_forgotten_streams_mark_outlasts_its_last_event_then_goes() -> None:
+    net = held_net()
+    sid = net.client.open_stream()
+    net.client.send(sid, payload("up", 5_000))
+    net.run(net.now + 1.0, lambda: len(net.received["gateway"].get(sid, b"")) == 5_000)
+    assert sid in net.gateway.held  # held from its first byte
+    net.gateway.send(sid, b"answer", end_stream=True)  # the gateway's side ends first
+    net.run(net.now + 1.0, lambda: sid in net.finished["client"])
+    net.run(net.now + 0.2)  # the gateway's FIN acknowledged
+    seen: list[tuple[bool, bool]] = []
+    net.on_gateway_stream = lambda s, _: seen.append(
+        (s in net.gateway.held, s in net.gateway.stream_ids)
+    )
+    net.client.send(sid, b"", end_stream=True)  # the last event forgets the stream
+    net.run(net.now + 1.0, lambda: bool(seen))
+    assert seen == [(True, False)]  # taken while forgotten, still held
+    assert sid not in net.gateway.held  # gone once the events were drained
+    net.gateway.hold(sid)  # a stream long gone is not marked again
+    assert not net.gateway.held
+
+
+def test_unconsumed_bytes_is_what_the_reader_has_not_reported() -> None:
+    net = held_net()
+    sid = net.client.open_stream()
+    net.client.send(sid, payload("up", 30_000), end_stream=True)
+    net.run(net.now + 2.0, lambda: sid in net.finished["gateway"])
+    assert net.gateway.unconsumed_bytes == 30_000
+    net.gateway.stream_consumed(sid, 20_000)
+    assert net.gateway.unconsumed_bytes == 10_000
+    net.gateway.stream_consumed(sid, 20_000)  # 10,000 B credited twice
+    assert net.gateway.unconsumed_bytes == -10_000
