@@ -94,6 +94,20 @@ def test_a_secret_written_into_the_config_is_refused_with_the_file_key_to_use(
     assert "hunter2" not in out.stderr
 
 
+@pytest.mark.parametrize("mode", [0o664, 0o646, 0o666])
+def test_a_config_others_may_write_is_refused(key: Path, tmp_path: Path, mode: int) -> None:
+    """A TOML file group or others can write chooses the key and the destinations: one
+    line naming it, its mode and `chmod go-w` (OpenSSH's rule for its config); 0644 is
+    fine (the file holds no secret: those are refused in it)."""
+    config = tmp_path / "relay.toml"
+    config.write_text('gateway = "127.0.0.1:7443"\n')
+    cmd = ("relay", "client", "--check", "--config", str(config), "--key-file", str(key))
+    config.chmod(mode)
+    one_line(run_cli(*cmd), str(config), f"mode {mode:04o}", f"chmod go-w {config}")
+    config.chmod(0o644)
+    assert run_cli(*cmd).code == 0
+
+
 @pytest.mark.parametrize(
     "listen",
     ["0.0.0.0:8000", "[::]:8000", "192.0.2.1:8000", "[2001:db8::1]:8000",

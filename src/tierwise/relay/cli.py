@@ -199,6 +199,7 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
         return {}
     from tierwise.tomlfile import parse_toml, read_toml
 
+    _not_writable_by_others(path)
     fifo = _fifo_bytes(path)
     cfg = read_toml(path) if fifo is None else parse_toml(fifo, str(path))
     for key, value in cfg.items():
@@ -222,6 +223,24 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
         if key.endswith("_file"):
             cfg[key] = str(path.parent / value)
     return cfg
+
+
+def _not_writable_by_others(path: Path) -> None:
+    """Refuse a config file group or others may write (OpenSSH's rule for its config):
+    whoever can write it chooses the key the relay trusts and what the gateway allows."""
+    import shlex
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # read_toml says why
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ScenarioError(
+            f"config file is writable by others (mode {stat.S_IMODE(mode):04o}), who could "
+            f"choose its key and destinations; run: chmod go-w {shlex.quote(str(path))}",
+            source=str(path),
+        )
 
 
 def _fifo_bytes(path: Path) -> bytes | None:
