@@ -179,9 +179,11 @@ def test_socks_without_a_password_listens_on_loopback_only(key: Path, socks: str
     one_line(client_check(key, "--socks", socks), "--socks", "--user")
 
 
-def test_socks_on_a_name_that_is_loopback_needs_no_password(key: Path) -> None:
-    """`localhost` resolves to loopback only: no --user needed (it used to be refused)."""
-    out = client_check(key, "--socks", "localhost:1080")
+@pytest.mark.parametrize("name", ["localhost", "LOCALHOST"])
+def test_socks_on_a_name_that_is_loopback_needs_no_password(key: Path, name: str) -> None:
+    """A name is resolved as the listener resolves it: `LOCALHOST` is loopback only, so no
+    --user is needed (only the exact spelling `localhost` used to pass)."""
+    out = client_check(key, "--socks", f"{name}:1080")
     assert out.code == 0, out.stderr
 
 
