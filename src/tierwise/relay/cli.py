@@ -237,8 +237,8 @@ def _not_writable_by_others(path: Path) -> None:
         return  # read_toml says why
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise ScenarioError(
-            f"config file is writable by others (mode {stat.S_IMODE(mode):04o}), who could "
-            f"choose its key and destinations; run: chmod go-w {shlex.quote(str(path))}",
+            f"config file is writable by group or others (mode {stat.S_IMODE(mode):04o}), who "
+            f"could choose its key and destinations; run: chmod go-w {shlex.quote(str(path))}",
             source=str(path),
         )
 
