@@ -435,6 +435,7 @@ def test_fuzz_relay_flags(tmp_path: Path) -> None:
     runs = []
     for (args, _), work in zip(every, case_dirs(tmp_path, count), strict=True):
         (work / "password").write_text("secret\n")
+        (work / "password").chmod(0o600)  # a password others can read is refused, as a key
         args = [a.replace("{dir}", str(work)) for a in args]  # "\udcff": a non-UTF-8 byte
         runs.append(Forked([*args, "--key-file", str(key)], work))
     failures = []

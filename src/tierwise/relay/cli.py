@@ -91,8 +91,12 @@ CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "log_level": (str, None),
     "connect_timeout": (str, None),
     "udp_buffer": (int, (1024, 64 << 20)),
+    "public_forward": (bool, None),
     "session": (dict, None),
 }
+# a secret in the file would sit beside settings people share and print (--check):
+# each has a key naming a private file instead
+SECRET_KEYS = {"password": "password_file", "key": "key_file"}
 CONNECT_TIMEOUT_S = (0.1, 300.0)
 CONFIG_WAIT_S = 5.0  # a --config FIFO (<(…)): how long a writer may take to finish
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
@@ -107,6 +111,13 @@ def parse_addr(text: str, flag: str, source: str | None = None) -> tuple[str, in
     if not sep or not host or not _is_port(port):
         raise ScenarioError(
             f"expected HOST:PORT with a port from 1 to 65535, got {shown(text)}",
+            source=source, path=flag,
+        )  # fmt: skip
+    numeric = _numeric_ipv4(host)
+    if numeric is not None and numeric != host:
+        raise ScenarioError(
+            f"{shown(host)} is read as the IPv4 address {numeric} (a hex, octal or "
+            f"shortened spelling); write {numeric}",
             source=source, path=flag,
         )  # fmt: skip
     if not _valid_host(host, bracketed):
@@ -157,6 +168,19 @@ def parse_stats_addr(
     return parse_addr(text, flag, source)
 
 
+def _numeric_ipv4(host: str) -> str | None:
+    """The dotted quad the C resolver reads in ``host`` (``inet_aton`` takes ``0x0``,
+    ``0x0a000001`` and ``10.1`` as addresses), or None for a real name. Such a spelling
+    passes as a name, so every check of an address (the any-address as a destination,
+    loopback for a listener) would judge a name the resolver turns into 0.0.0.0."""
+    import socket
+
+    try:
+        return socket.inet_ntoa(socket.inet_aton(host))
+    except (OSError, UnicodeError, ValueError):
+        return None
+
+
 def _valid_host(host: str, bracketed: bool) -> bool:
     try:
         ip = ipaddress.ip_address(host)
@@ -175,9 +199,17 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
         return {}
     from tierwise.tomlfile import parse_toml, read_toml
 
+    _not_writable_by_others(path)
     fifo = _fifo_bytes(path)
     cfg = read_toml(path) if fifo is None else parse_toml(fifo, str(path))
     for key, value in cfg.items():
+        if SECRET_KEYS.get(key) in keys:
+            raise ScenarioError(
+                f"a secret does not go in the config file; put it in a file only you can "
+                f"read (chmod 600) and name that file with {SECRET_KEYS[key]}",
+                source=str(path),
+                path=key,
+            )
         if key not in keys:
             raise ScenarioError(
                 f"unknown key{did_you_mean(key, keys)}; expected one of: {', '.join(keys)}",
@@ -191,6 +223,24 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
         if key.endswith("_file"):
             cfg[key] = str(path.parent / value)
     return cfg
+
+
+def _not_writable_by_others(path: Path) -> None:
+    """Refuse a config file group or others may write (OpenSSH's rule for its config):
+    whoever can write it chooses the key the relay trusts and what the gateway allows."""
+    import shlex
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # read_toml says why
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ScenarioError(
+            f"config file is writable by group or others (mode {stat.S_IMODE(mode):04o}), who "
+            f"could choose its key and destinations; run: chmod go-w {shlex.quote(str(path))}",
+            source=str(path),
+        )
 
 
 def _fifo_bytes(path: Path) -> bytes | None:
@@ -242,6 +292,8 @@ def _check_value(value: Any, kind: type, bounds: Any, source: str, key: str) -> 
     if kind is list:
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         what = "a list of strings"
+    elif kind is bool:
+        ok, what = isinstance(value, bool), "true or false"
     else:
         ok = isinstance(value, kind) and not isinstance(value, bool)
         what = {str: "a string", int: "an integer"}[kind]
@@ -459,8 +511,20 @@ def client(
     gateway: Annotated[str | None, typer.Option(help="The gateway's HOST:PORT.")] = None,
     socks: Annotated[str | None, typer.Option(help="SOCKS5 listen address.")] = None,
     forward: Annotated[
-        list[str] | None, typer.Option(help="LISTEN=TARGET, both HOST:PORT (repeatable).")
+        list[str] | None,
+        typer.Option(
+            help="LISTEN=TARGET, both HOST:PORT (repeatable). LISTEN must be a loopback "
+            "address unless --public-forward is given."
+        ),
     ] = None,
+    public_forward: Annotated[
+        bool,
+        typer.Option(
+            "--public-forward",
+            help="Let a --forward listen on a non-loopback address: anyone who can reach "
+            "it reaches its TARGET, with no authentication (like ssh's GatewayPorts).",
+        ),
+    ] = False,
     user: Annotated[str | None, typer.Option(help="SOCKS5 user (RFC 1929).")] = None,
     password_file: Annotated[
         Path | None, typer.Option(help="File holding the SOCKS5 password.")
@@ -499,17 +563,23 @@ def client(
     gw_addr = parse_destination(gw, where, where_src)
     text, where_src, where = _pick(socks, cfg, "socks", src, "127.0.0.1:1080")
     socks_addr = parse_addr(text, where, where_src)
+    socks_from = where_src, where
     items, where_src, where = _pick(forward, cfg, "forward", src, [])
     forwards = [_forward(item, where, where_src) for item in items]
     _distinct_listeners(socks_addr, forwards)
-    credentials = _credentials(_pick(user, cfg, "user", src), password_file, cfg, socks_addr)
+    public = public_forward or cfg.get("public_forward", False)
+    exposed = _exposed_forwards(forwards, public, where, where_src)
+    credentials = _credentials(
+        _pick(user, cfg, "user", src), password_file, cfg, socks_addr, socks_from
+    )
     timeout_s = _timeout_s(connect_timeout, cfg, src)
     buffer = _int(udp_buffer, cfg, "udp_buffer", 1 << 20, CLIENT_KEYS)
     path = _key_path(key_file, cfg)
     key = _read_key(path)
     if check:
         _print_check(
-            {"gateway": gw_addr, "socks": socks_addr, "forward": forwards, "key_file": path,
+            {"gateway": gw_addr, "socks": socks_addr, "forward": forwards,
+             "public_forward": public, "key_file": path,
              "user": credentials[0] if credentials else None, "connect_timeout_s": timeout_s,
              "udp_buffer": buffer, "log_level": level.lower(),
              "session": _effective("client", tuned)}
@@ -520,6 +590,8 @@ def client(
     from tierwise.relay.run import run_client
 
     _setup(level)
+    for listen, target in exposed:
+        _warn_public(listen, target)
     asyncio.run(
         run_client(
             key, gw_addr, socks_addr, forwards, credentials,
@@ -578,11 +650,45 @@ def _distinct_listeners(
         taken[listen] = "--forward"
 
 
+def _exposed_forwards(
+    forwards: list[tuple[tuple[str, int], tuple[str, int]]],
+    public: bool,
+    where: str,
+    source: str | None,
+) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+    """The forwards that listen beyond loopback; refused unless ``public`` (the operator's
+    explicit opt-in). A forward has no authentication: on 0.0.0.0 it hands its target to
+    anyone who can reach this host, an open proxy to one destination. ssh -L binds
+    loopback too unless GatewayPorts says otherwise."""
+    exposed = [(listen, target) for listen, target in forwards if not _loopback_only(listen[0])]
+    if exposed and not public:
+        listen, target = exposed[0]
+        what = "is not a loopback address" if _is_ip(listen[0]) else (
+            "does not resolve to loopback addresses only")  # fmt: skip
+        raise ScenarioError(
+            f"{shown_addr(listen)} {what}, and a forward has no "
+            f"authentication: anyone who reaches it reaches {shown_addr(target)}; listen on "
+            "127.0.0.1 or [::1], or add --public-forward (public_forward = true) to mean it",
+            source=source, path=where,
+        )  # fmt: skip
+    return exposed
+
+
+def _warn_public(listen: tuple[str, int], target: tuple[str, int]) -> None:
+    import logging
+
+    logging.getLogger("tierwise.relay").warning(
+        "--forward on %s has no authentication: anyone who reaches it reaches %s; firewall it",
+        shown_addr(listen), shown_addr(target),
+    )  # fmt: skip
+
+
 def _credentials(
     user_pick: tuple[Any, str | None, str],
     flag: Path | None,
     cfg: dict,
     socks_addr: tuple[str, int],
+    socks_from: tuple[str | None, str] = (None, "--socks"),
 ) -> tuple[str, str] | None:
     user, user_src, user_where = user_pick
     path = flag or (Path(cfg["password_file"]) if "password_file" in cfg else None)
@@ -594,28 +700,56 @@ def _credentials(
     if user is not None:
         if path is None:
             raise ScenarioError("--user needs --password-file", path="--password-file")
-        from tierwise.relay.keys import regular_file
-        from tierwise.tomlfile import read_text
-
         user_bytes = _utf8(user, user_src, user_where)
-        regular_file(path, "password file")
-        password = read_text(path).strip()
         if not 0 < len(user_bytes) < 256:
             raise ScenarioError(
                 f"must be 1–255 bytes (RFC 1929), got {len(user_bytes)}",
                 source=user_src, path=user_where,
             )  # fmt: skip
-        if not 0 < len(password.encode()) < 256:
-            raise ScenarioError(
-                f"the password must be 1–255 bytes (RFC 1929), got {len(password.encode())}",
-                source=str(path),
-            )
-        return user, password
-    if not ipaddress.ip_address(_resolve_literal(socks_addr[0])).is_loopback:
+        return user, _read_password(path)
+    if not _loopback_only(socks_addr[0]):
         raise ScenarioError(
-            "SOCKS without a password may listen on loopback only; add --user", path="--socks"
-        )
+            f"{shown_addr(socks_addr)} is not loopback-only, and SOCKS without a password may "
+            "listen on loopback only; add --user (and --password-file)",
+            source=socks_from[0], path=socks_from[1],
+        )  # fmt: skip
     return None
+
+
+def _read_password(path: Path) -> str:
+    """The SOCKS password in ``path``: a private file (0600, as the key), 1–255 bytes."""
+    from tierwise.relay.keys import private_file
+    from tierwise.tomlfile import read_text
+
+    private_file(path, "password file")
+    password = read_text(path).strip()
+    if not 0 < len(password.encode()) < 256:
+        raise ScenarioError(
+            f"the password must be 1–255 bytes (RFC 1929), got {len(password.encode())}",
+            source=str(path),
+        )
+    return password
+
+
+def _loopback_only(host: str) -> bool:
+    """Whether every address a listener on ``host`` binds is a loopback one. A name is
+    resolved as ``asyncio.start_server`` resolves it (passive, every family: a name with
+    one public address among its loopback ones listens publicly too); a name that does not
+    resolve is not known to be loopback."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(_is_loopback_ip(str(info[4][0])) for info in infos)
+
+
+def _is_loopback_ip(text: str) -> bool:
+    """127.0.0.0/8 or ::1; an IPv4-mapped ``::ffff:127.0.0.1`` is the IPv4 loopback."""
+    ip = ipaddress.ip_address(text.partition("%")[0])
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
 
 
 def _utf8(text: str, source: str | None, where: str) -> bytes:
@@ -626,10 +760,6 @@ def _utf8(text: str, source: str | None, where: str) -> bytes:
         raise ScenarioError(
             f"{shown(text)} is not valid UTF-8", source=source, path=where
         ) from None
-
-
-def _resolve_literal(host: str) -> str:
-    return "127.0.0.1" if host == "localhost" else host if _is_ip(host) else "0.0.0.0"
 
 
 def _is_ip(host: str) -> bool:

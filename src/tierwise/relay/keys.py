@@ -1,7 +1,9 @@
 """Pre-shared relay keys: generated from the OS, stored hex-encoded in 0600 files.
 
 A key file readable by group or others is refused (OpenSSH's rule for private
-keys): the key is the whole of the relay's security.
+keys): the key is the whole of the relay's security. Every secret the relay reads
+from a file (the key, the SOCKS password) passes the same check,
+:func:`private_file`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from tierwise.errors import ScenarioError
 
-__all__ = ["generate_key", "read_key", "regular_file", "write_key"]
+__all__ = ["generate_key", "private_file", "read_key", "regular_file", "write_key"]
 
 KEY_BYTES = 32
 
@@ -57,16 +59,25 @@ _KINDS = {
 }
 
 
+def private_file(path: Path, what: str) -> None:
+    """Refuse ``path`` (one line naming it, its mode and the fix) unless it is a regular
+    file that neither group nor others may read, write or run: a secret others can
+    read is no secret, and one others can write can be swapped for theirs."""
+    mode = regular_file(path, what)
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        import shlex
+
+        raise ScenarioError(
+            f"{what} is accessible by others (mode {stat.S_IMODE(mode):04o}); "
+            f"run: chmod 600 {shlex.quote(str(path))}",
+            source=str(path),
+        )
+
+
 def read_key(path: Path) -> bytes:
     """The 32-byte key in ``path``; refused if the file is readable by group or others,
     or is not a regular file."""
-    mode = regular_file(path, "key file")
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ScenarioError(
-            f"key file is accessible by others (mode {stat.S_IMODE(mode):04o}); "
-            f"run: chmod 600 {path}",
-            source=str(path),
-        )
+    private_file(path, "key file")
     from tierwise.tomlfile import read_text
 
     text = read_text(path).strip()
