@@ -84,6 +84,27 @@ def key(tmp_path: Path) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def relay_processes(
+    key: Path, allow_port: int
+) -> Iterator[tuple[subprocess.Popen, subprocess.Popen, int]]:
+    """A gateway allowing ``127.0.0.1:allow_port`` and a client, as processes: ``(gateway,
+    client, SOCKS port)`` once the SOCKS port listens; both killed afterwards."""
+    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
+    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
+               f"127.0.0.1:{allow_port}", "--key-file", str(key))  # fmt: skip
+    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
+               "--key-file", str(key), "--log-level", "error")  # fmt: skip
+    try:
+        wait_port(sport)
+        yield gw, cl, sport
+    finally:
+        for p in (gw, cl):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 @pytest.mark.slow
 def test_gateway_killed_mid_transfer(key: Path, paced_source: int) -> None:
     """SIGKILL mid-transfer: every stream completes or is reset; new streams work in 2 s."""
@@ -256,29 +277,16 @@ def test_client_killed_mid_upload_resets_the_service(key: Path) -> None:
 
     reader = threading.Thread(target=read_all)
     reader.start()
-    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
-    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
-               f"127.0.0.1:{sink.getsockname()[1]}", "--key-file", str(key))  # fmt: skip
-    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
-               "--key-file", str(key), "--log-level", "warning")  # fmt: skip
     try:
-        wait_port(sport)
-        app = socket.create_connection(("127.0.0.1", sport), timeout=10)
-        app.sendall(b"\x05\x01\x00")
-        app.recv(2)
-        app.sendall(b"\x05\x01\x00" + encode_addr("127.0.0.1", sink.getsockname()[1]))
-        assert app.recv(10)[1] == 0
-        app.sendall(bytes(300_000))
-        time.sleep(0.3)
-        cl.kill()
-        killed_s = time.monotonic()
-        reader.join(IDLE_TIMEOUT_S + 10)
-        app.close()
+        with relay_processes(key, sink.getsockname()[1]) as (_, cl, sport):
+            app = _through_socks(sport, sink.getsockname()[1])
+            app.sendall(bytes(300_000))
+            time.sleep(0.3)
+            cl.kill()
+            killed_s = time.monotonic()
+            reader.join(IDLE_TIMEOUT_S + 10)
+            app.close()
     finally:
-        for p in (gw, cl):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
         sink.close()
     assert [o for o, _ in outcome] == ["reset"]
     assert outcome[0][1] - killed_s < IDLE_TIMEOUT_S + 3
@@ -482,24 +490,15 @@ def test_gateway_killed_mid_upload_resets_the_service(key: Path) -> None:
 
     reader = threading.Thread(target=serve)
     reader.start()
-    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
-    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
-               f"127.0.0.1:{sink.getsockname()[1]}", "--key-file", str(key))  # fmt: skip
-    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
-               "--key-file", str(key), "--log-level", "error")  # fmt: skip
     try:
-        wait_port(sport)
-        with _through_socks(sport, sink.getsockname()[1]) as app:
-            app.sendall(bytes(200_000))  # part of an upload; the rest never comes
-            assert arriving.wait(20)
-            gw.kill()
-            gw.wait()
-            reader.join(20)
+        with relay_processes(key, sink.getsockname()[1]) as (gw, _, sport):
+            with _through_socks(sport, sink.getsockname()[1]) as app:
+                app.sendall(bytes(200_000))  # part of an upload; the rest never comes
+                assert arriving.wait(20)
+                gw.kill()
+                gw.wait()
+                reader.join(20)
     finally:
-        for p in (gw, cl):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
         sink.close()
     assert outcome == ["reset"]
 
@@ -507,14 +506,8 @@ def test_gateway_killed_mid_upload_resets_the_service(key: Path) -> None:
 def test_client_killed_mid_download_resets_the_application(key: Path, paced_source: int) -> None:
     """A client process that dies (SIGKILL) mid-download: its application sees an RST,
     never a clean end after part of the answer (the mirror of the test above)."""
-    gport, sport = free_port(socket.SOCK_DGRAM), free_port()
-    gw = start("gateway", "--listen", f"127.0.0.1:{gport}", "--allow",
-               f"127.0.0.1:{paced_source}", "--key-file", str(key))  # fmt: skip
-    cl = start("client", "--gateway", f"127.0.0.1:{gport}", "--socks", f"127.0.0.1:{sport}",
-               "--key-file", str(key), "--log-level", "error")  # fmt: skip
     arriving = threading.Event()
-    try:
-        wait_port(sport)
+    with relay_processes(key, paced_source) as (_, cl, sport):
         with _through_socks(sport, paced_source) as app, ThreadPoolExecutor(1) as pool:
             app.sendall(b"%d\n" % (64 << 20))  # ~20 s at the source's pace
             future = pool.submit(_read_to_end, app, arriving)
@@ -522,9 +515,4 @@ def test_client_killed_mid_download_resets_the_application(key: Path, paced_sour
             cl.kill()
             cl.wait()
             outcome = future.result(timeout=20)
-    finally:
-        for p in (gw, cl):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     assert outcome == "reset"
