@@ -143,20 +143,24 @@ def run_streams(  # type: ignore[no-untyped-def]
     seen: dict | None = None,
     mid_s: float | None = None,
     rebind: bool = False,
+    owed: dict | None = None,
 ):
     """Start the stack behind an impaired path; run ``pairs`` concurrently; their outcomes,
     the outcome of one more stream opened ``after_s`` later, and the two paths used.
     ``seen`` gets how often the client's session went silent and answered again;
     ``mid_s`` after the streams start ``seen["mid"]`` gets the client's stats and, with
-    ``rebind``, the client moves to a new UDP port."""
+    ``rebind``, the client moves to a new UDP port. ``owed`` gets each session's credit
+    balance (``unconsumed_bytes``) once every stream has ended, where it is not 0."""
     paths = replace(path), replace(path)  # fresh state each way, the module's left alone
     client_of: list[Client] = []
+    gateway_of: list[Gateway] = []
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
 
     async def up() -> tuple[int, list]:
         gateway = Gateway(KEY, {("127.0.0.1", service)})
+        gateway_of.append(gateway)
         gw, _ = await loop.create_datagram_endpoint(lambda: gateway, local_addr=("127.0.0.1", 0))
         impaired = ImpairedPath(gw.get_extra_info("sockname"), *paths, seed=11)
         client = Client(KEY, await impaired.start())
@@ -184,9 +188,28 @@ def run_streams(  # type: ignore[no-untyped-def]
             outcomes = [f.result() for f in futures]
         time.sleep(after_s)
         later = exchange(socks_port, service, 10_000, 10_000, 10)
+        if owed is not None:
+            balance = _balance(gateway_of[0], client_of[0])
+            owed.update(asyncio.run_coroutine_threadsafe(balance, loop).result(15))
     finally:
         stop_loop(loop, thread, closers)
     return outcomes, later, paths
+
+
+async def _balance(gateway: Gateway, client: Client, within_s: float = 5.0) -> dict:
+    """Each session's ``unconsumed_bytes`` where not 0, once no stream is left (or the
+    open streams, after ``within_s``)."""
+    sessions = {f"gateway {i}": s for i, s in enumerate(gateway.sessions.values())}
+    sessions.update({f"client lingering {i}": s for i, s in enumerate(client.lingering.values())})
+    if client.session is not None:
+        sessions["client"] = client.session
+    for _ in range(int(within_s / 0.05)):
+        if not any(s.conn.stream_ids for s in sessions.values()):
+            break
+        await asyncio.sleep(0.05)
+    open_streams = {f"{k} streams": s.conn.stream_ids for k, s in sessions.items()}
+    owed = {k: s.conn.unconsumed_bytes for k, s in sessions.items()}
+    return {k: v for k, v in {**open_streams, **owed}.items() if v}
 
 
 async def _snapshot(client: Client) -> dict:
@@ -220,8 +243,12 @@ def test_concurrent_streams_are_byte_exact_through_an_impaired_path(
     name: str, service: int
 ) -> None:
     """10 concurrent streams, 1 B to 1 MB each way, arrive byte-exact both ways."""
-    outcomes, later, paths = run_streams(IMPAIRMENTS[name], sizes(7, 8, 1_000_000), service)
+    owed: dict = {}
+    outcomes, later, paths = run_streams(
+        IMPAIRMENTS[name], sizes(7, 8, 1_000_000), service, owed=owed
+    )
     assert outcomes == ["complete"] * len(outcomes), outcomes
+    assert not owed, owed  # every delivered byte credited once, at both ends
     assert later == "complete"
     for path in paths:  # the path did impair both ways
         assert path.sent > 500 and path.dropped > 0.02 * path.sent, (path.sent, path.dropped)
@@ -242,10 +269,12 @@ def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(
     path = Path(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(1.0, 6.0)])
     seen: dict = {}
     started = time.monotonic()
+    owed: dict = {}
     outcomes, later, paths = run_streams(
-        path, sizes(8, 6, 1_000_000), service, seen=seen, mid_s=4.0, rebind=rebind
+        path, sizes(8, 6, 1_000_000), service, seen=seen, mid_s=4.0, rebind=rebind, owed=owed
     )
     assert outcomes == ["complete"] * len(outcomes), outcomes
+    assert not owed, owed  # the kept session's streams too: every byte credited once
     assert later == "complete"
     assert time.monotonic() - started > 6.0  # the transfer outlasted the blackout
     # the blackout took datagrams each way: at least the probes a silent end sends with

@@ -207,6 +207,14 @@ class Client:
                 merged.update({(id(session), sid): h for sid, h in session.handlers.items()})
         return merged
 
+    @property
+    def busy(self) -> bool:
+        """Streams still open: what a drain (SIGTERM) waits for. A stream counts until
+        its connection forgets it (every byte and FIN both ways acknowledged), not only
+        until its handler goes: an application's upload read to its end may be unsent."""
+        sessions = (*self.lingering.values(), self.session)
+        return bool(self._handlers) or any(s.conn.stream_ids for s in sessions if s is not None)
+
     def release(self, session: Session, stream_id: int) -> None:
         """A stream is done with its handler (and its reader: no longer ``held``); a silent
         older session with none left ends."""
@@ -616,5 +624,7 @@ class _StatusGate:
 def _to_pipe(pipe: Pipe, event: Event) -> None:
     if isinstance(event, StreamDataReceived):
         pipe.deliver(event.data, event.end_stream)
+    elif event is SESSION_LOST:
+        pipe.lose()  # a stream that had ended in full still drains into its socket
     elif isinstance(event, StreamReset):
         abort_with_rst(pipe)

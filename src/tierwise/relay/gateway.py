@@ -111,6 +111,13 @@ class Gateway(asyncio.DatagramProtocol):
         """Datagrams dropped before reaching a session (every reason, and refused HELLOs)."""
         return sum(self.counters[k] for k in (*GATEWAY_DROPS, "sessions_refused"))
 
+    @property
+    def busy(self) -> bool:
+        """Streams still open: what a drain (SIGTERM) waits for. A stream counts until
+        its connection forgets it (every byte and FIN both ways acknowledged), not only
+        until its record goes: a service's answer read to its end may still be unsent."""
+        return bool(self._streams) or any(s.conn.stream_ids for s in self.sessions.values())
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
@@ -181,6 +188,10 @@ class Gateway(asyncio.DatagramProtocol):
 
     def _on_event(self, session: Session, event: Event) -> None:
         cid = session.conn.connection_id
+        if self.sessions.get(cid) is not session:
+            # its session ended: a datagram's frames after its CLOSE (or rebuilt from its
+            # repairs) still come as events, and must not open or feed a stream
+            return
         if isinstance(event, StreamDataReceived):
             self._on_data(session, event)
         elif isinstance(event, StreamReset):
@@ -199,8 +210,10 @@ class Gateway(asyncio.DatagramProtocol):
             session.close()
             for key in [k for k in self._streams if k[0] == cid]:
                 pipe = self._streams.pop(key).pipe
-                if pipe is not None:
-                    _break(pipe)
+                if isinstance(pipe, Pipe):
+                    pipe.lose()  # a stream that had ended in full still drains into its socket
+                elif pipe is not None:
+                    pipe.abort()
 
     def _on_data(self, session: Session, event: StreamDataReceived) -> None:
         key = (session.conn.connection_id, event.stream_id)

@@ -87,6 +87,8 @@ class Pipe:
                     self.tap(data, False)
                 self.session.transmit()
                 while conn.send_buffered_bytes(self.stream_id) > SEND_BUFFER_MAX:
+                    if not conn.established:  # its session ended: nothing more will leave
+                        return  # (the session's owner breaks this pipe)
                     await asyncio.sleep(0.005)
             await self.movable.wait()
             conn = self.session.conn
@@ -209,6 +211,17 @@ class Pipe:
         if self.stream_id in conn.stream_ids:
             conn.reset(self.stream_id, code=1)
             self.session.transmit()
+
+    def lose(self) -> None:
+        """The stream's session ended under this pipe. A stream its connection had
+        already finished (forgotten with its FIN delivered here: every byte and both FINs
+        delivered and acknowledged) only has bytes on their way into the socket left:
+        they and the FIN go out in order, as they would have. Any other stream's end
+        never came: its socket is broken with an RST."""
+        if self._eof and self.stream_id not in self.session.conn.stream_ids:
+            return
+        linger_zero(self.writer.get_extra_info("socket"), True)
+        self.abort()
 
     def abort(self) -> None:
         if self._out:  # delivered but never written: its window is freed all the same

@@ -80,7 +80,7 @@ async def run_gateway(
     stop = _stop_event()
     await stop.wait()
     log.info("draining")
-    await _drain(lambda: bool(gateway._streams))
+    await _drain(lambda: gateway.busy)
     gateway.close()
     transport.close()
     if server is not None:
@@ -145,7 +145,7 @@ async def run_client(
     log.info("draining")
     for server in servers:
         server.close()
-    await _drain(lambda: bool(client._handlers))
+    await _drain(lambda: client.busy)
     client.close()
     await _let_connections_end()
 
