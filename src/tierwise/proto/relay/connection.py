@@ -26,6 +26,7 @@ by loss.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
@@ -131,6 +132,7 @@ CHALLENGE_BYTES = wire.HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES 
 
 # Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
 _RETRANSMITTED = (MaxData, MaxStreamData, Reset, Close)
+SENT_STALE_MIN = 64  # lost packets' numbers left in RelayConnection._sent_pns before a rebuild
 
 
 class State(Enum):
@@ -342,7 +344,11 @@ class RelayConnection:
     def _init_transport(self) -> None:
         c = self.config
         self._pn = 0
-        self._sent: dict[int, _Sent] = {}
+        self._sent: dict[int, _Sent] = {}  # outstanding packets, in packet-number order
+        # their numbers, ascending (bisected by _on_ack), plus numbers of packets declared
+        # lost since (_sent_stale of them) that no ACK range has covered yet
+        self._sent_pns: list[int] = []
+        self._sent_stale = 0
         self._in_flight = 0
         self._largest_acked = -1
         self._acked_before = -1  # the largest acknowledged before the ACK frame being read
@@ -919,15 +925,27 @@ class RelayConnection:
         largest = f.ranges[0][1] - 1 if f.ranges else -1
         if largest >= self._pn:
             return  # acknowledges a packet we never sent: ignore the frame
+        # Only the packets still outstanding in each range: a bisection into the sorted
+        # packet numbers, not a walk over every number from the oldest outstanding one to
+        # the range's end (the ranges repeat what earlier ACKs acknowledged); a range
+        # below the oldest outstanding packet costs one comparison.
         newly: list[_Sent] = []
-        lowest = next(iter(self._sent), None)
+        sent, pns = self._sent, self._sent_pns
+        lowest = next(iter(sent), largest + 1)
         for start, end in f.ranges:
-            if lowest is None:
-                break
-            for pn in range(max(start, lowest), end):
-                p = self._sent.pop(pn, None)
+            if end <= lowest:
+                continue
+            i = bisect_left(pns, start)
+            j = bisect_left(pns, end, i)
+            if i >= j:
+                continue
+            for pn in pns[i:j]:
+                p = sent.pop(pn, None)
                 if p is not None:
                     newly.append(p)
+                else:  # declared lost before, acknowledged now: its number was stale here
+                    self._sent_stale -= 1
+            del pns[i:j]
         if not newly:
             return
         self._acked_before = self._largest_acked
@@ -1055,6 +1073,12 @@ class RelayConnection:
 
     def _on_packet_lost(self, p: _Sent) -> None:
         del self._sent[p.pn]
+        # its number stays in _sent_pns (no shift of the list per loss) until the list is
+        # mostly such stale numbers: then it is rebuilt from the dict's keys, in pn order
+        self._sent_stale += 1
+        if self._sent_stale > SENT_STALE_MIN and 2 * self._sent_stale > len(self._sent_pns):
+            self._sent_pns = list(self._sent)
+            self._sent_stale = 0
         if self._pmtu.max_bytes > self._pmtu.base_bytes and self._pmtu.on_lost(
             p.pn, p.size, p.sent_s
         ):
@@ -1470,6 +1494,7 @@ class RelayConnection:
         if self._in_flight <= 0:
             self._first_sent_s = self._delivered_s = now
         control: list[Frame] = [f for f in frames if isinstance(f, _RETRANSMITTED)]
+        self._sent_pns.append(pn)  # numbers only grow: the list stays sorted
         self._sent[pn] = _Sent(
             pn,
             now,
