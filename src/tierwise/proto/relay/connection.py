@@ -947,6 +947,7 @@ class RelayConnection:
                     self._sent_stale -= 1
             del pns[i:j]
         if not newly:
+            self._probe_share(f.loss, largest)
             return
         self._acked_before = self._largest_acked
         self._ack_recv_s = now - f.delay_s
@@ -960,6 +961,12 @@ class RelayConnection:
         for p in sorted(newly, key=lambda p: p.pn):
             self._on_packet_acked(p, now)
         self._detect_lost(now)
+        self._probe_share(f.loss, largest)
+
+    def _probe_share(self, reported: float, largest: int) -> None:
+        """The peer's loss report less its share of lost path MTU probes (:mod:`.pmtu`)."""
+        if self._pmtu.max_bytes > self._pmtu.base_bytes:
+            self.peer_loss = self._pmtu.peer_loss(reported, largest)
 
     def _on_packet_acked(self, p: _Sent, now: float) -> None:
         if p.eliciting:
@@ -1247,7 +1254,9 @@ class RelayConnection:
         return self._queued
 
     def _cwnd_room(self) -> bool:
-        return self._in_flight + self._pmtu.datagram_bytes <= self.rate.cwnd_bytes
+        # path MTU probes in flight take no room: stream data never waits for their fate
+        in_flight = self._in_flight - self._pmtu.flying_bytes
+        return in_flight + self._pmtu.datagram_bytes <= self.rate.cwnd_bytes
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Addr]]:
         """Every datagram due now: handshake, acknowledgements, repairs, paced stream data."""
@@ -1281,10 +1290,14 @@ class RelayConnection:
 
     def _next_packet(self, now: float) -> bytes | None:
         paced = now + _EPS_S >= self._next_send_s
-        # a path MTU probe goes between FEC blocks (a block's packet numbers are consecutive)
-        if self._pmtu.max_bytes > self._pmtu.base_bytes and paced and not self._repairs:
-            if not self._fec.open and (size := self._pmtu.due(now, self._pn)) is not None:
-                return self._pmtu_probe(size, now)
+        # a path MTU probe goes between FEC blocks (a block's packet numbers are consecutive),
+        # and a search's probe not ahead of a request's data (while the sender is idle or
+        # sends bulk only); a black hole's confirmation goes at once: the data waits on it
+        pmtu = self._pmtu
+        if pmtu.max_bytes > pmtu.base_bytes and paced and not self._repairs and not self._fec.open:
+            if (size := pmtu.due(now, self._pn)) is not None:
+                if pmtu.black_hole_suspected or not self._request_waiting():
+                    return self._pmtu_probe(size, now)
         if self._repairs:
             if paced:
                 repair = self._repairs.popleft()
@@ -1314,6 +1327,13 @@ class RelayConnection:
         if self._ack_needed and self._ack_at is not None and now + _EPS_S >= self._ack_at:
             return self._emit(self._ack_frames(now, 32), now, eliciting=False)
         return self._close_block(now, paced)
+
+    def _request_waiting(self) -> bool:
+        """Whether a stream not (yet) bulk has a frame to send (asked only when a probe is due)."""
+        sids = self._ready_unmetered
+        if self._credit > 0:
+            sids = sids | self._ready_new
+        return any(not self._streams[sid].send.bulk for sid in sids)
 
     def _pmtu_probe(self, size: int, now: float) -> bytes:
         """A PING padded to ``size`` bytes: outside FEC, its loss is no data loss (:mod:`.pmtu`)."""
