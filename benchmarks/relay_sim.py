@@ -18,7 +18,17 @@ process does, up to 64 datagrams per wake-up (each with its arrival time), spend
 much per datagram before its ACKs leave (0: one at a time, as the plain simulator)::
 
     python benchmarks/relay_sim.py --lab --bulk-mb 30 --rate-mbit 200 --loss 0.14 \
-        --reader-cost-us 0,150 [--fec-bulk-target 0.99,0]
+        --reader-cost-us 0,150 [--fec-bulk-target 0.99,0] [--seed 23,5,7]
+
+``--pmtu`` runs short sessions with path MTU discovery (``max_datagram_bytes`` 8,880,
+a jumbo link's): a new session per seed, then ``--requests`` requests one after another
+(the issue's 354,640 B up, then a 354,640 B download, in turn), over links whose MTU is
+9,000 (the search pays), 1,500 (the larger probes are lost) and 1,470 (every probe is
+lost: only the base size fits), at each of ``--losses``; per link the requests' time
+over the floor, datagrams and repairs per session, the loss each sender read from its
+peer against the path's, and the probes lost::
+
+    python benchmarks/relay_sim.py --pmtu --requests 8 --losses 0,0.036,0.14 --seed 31,32,33
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from _args import fraction, positive_float, positive_int, run
 from rich.progress import Progress
 
 from tierwise.proto.relay import RelayConfig
+from tierwise.proto.relay.pmtu import REPAIR_EXTRA_BYTES
 from tierwise.sim.relay import Net, Path, all_done, batched_download, payload, request_response
 
 RATE_BYTES_PER_S = 333e6 / 8
@@ -149,21 +160,87 @@ def lab_main(args: argparse.Namespace) -> None:
         f" 1.5 MB queue, {args.loss:.1%} loss on the download"
     )
     print(
-        "| bulk FEC target | reader µs per datagram | goodput / path | start-up ended (s, MB/s)"
-        " | datagrams sent | repairs | declared lost | rebuilt by FEC | ACKs | tail drops"
-        " | CPU s per GB (both ends) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "| bulk FEC target | seed | reader µs per datagram | goodput / path"
+        " | start-up ended (s, MB/s) | datagrams sent | repairs | declared lost | rebuilt by FEC"
+        " | ACKs | tail drops | CPU s per GB (both ends) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     for target in args.fec_bulk_target or [RelayConfig().fec_bulk_target]:
         config = RelayConfig(fec_bulk_target=target)
-        for cost_us in args.reader_cost_us:
-            r = lab_download(rate, args.loss, size, cost_us * 1e-6, config=config)
+        for cost_us, seed in ((c, s) for c in args.reader_cost_us for s in args.seed or [23]):
+            r = lab_download(rate, args.loss, size, cost_us * 1e-6, seed=seed, config=config)
             end = r["startup_end"]
             ended = "—" if end is None else f"{end[0]:.2f}, {end[1] / 1e6:.2f}"
             done = "" if r["complete"] else " (bound)"
             print(
-                f"| {target:g} | {cost_us:g} | {r['goodput']:.3f}{done} | {ended} | {r['sent']}"
+                f"| {target:g} | {seed} | {cost_us:g} | {r['goodput']:.3f}{done} | {ended}"
+                f" | {r['sent']}"
                 f" | {r['repairs']} | {r['lost']} | {r['recovered']} | {r['acks']}"
                 f" | {r['tail_drops']} | {r['cpu_s'] / (size / 1e9):.0f} |"
+            )
+
+
+UDP_IP_BYTES = 28  # the simulated links count IPv4 and UDP headers against the MTU
+
+
+def pmtu_session(mtu: int, loss: float, count: int, seed: int) -> dict:
+    """A new session over ``mtu`` links, ``count`` requests in turn: up and down alike."""
+    jumbo = RelayConfig(max_datagram_bytes=9000 - UDP_IP_BYTES - REPAIR_EXTRA_BYTES)
+    up = Path(delay_s=0.1, loss=loss, mtu_bytes=mtu)
+    down = Path(delay_s=0.1, loss=loss, mtu_bytes=mtu)
+    net = Net(up, down, seed=seed, config=jumbo)
+    net.run(5, lambda: net.client.established)
+    floor_up = 0.2 + (UP_BYTES + DOWN_BYTES) / RATE_BYTES_PER_S
+    floor_down = 0.2 + (3 + UP_BYTES) / RATE_BYTES_PER_S
+    ratios = []
+    for i in range(count):
+        upload = i % 2 == 0  # the issue's request, then a download of the same size
+        sizes = (UP_BYTES, DOWN_BYTES) if upload else (3, UP_BYTES)
+        expected = request_response(net, [sizes])
+        start = net.now
+        net.run(start + 60, all_done(net, expected))
+        for sid, (sent_up, sent_down) in expected.items():
+            assert bytes(net.received["gateway"].pop(sid)) == sent_up
+            assert bytes(net.received["client"].pop(sid)) == sent_down
+        ratios.append((net.now - start) / (floor_up if upload else floor_down))
+        net.run(net.now + 0.05)
+    ends = (net.client, net.gateway)
+    return {
+        "ratios": ratios,
+        "datagrams": sum(e.stats.packets_sent for e in ends),
+        "repairs": sum(e.stats.repair_packets_sent for e in ends),
+        "peer_loss": [e.peer_loss for e in ends],
+        "jumbo": sum(e.pmtu_stats()["datagram_bytes"] > 8000 for e in ends),
+        "probes_lost": sum(e.pmtu_stats()["pmtu_probes_lost"] for e in ends),
+    }
+
+
+def pmtu_main(args: argparse.Namespace) -> None:
+    seeds = args.seed or [31]
+    print(
+        f"{args.requests} requests on a new session, max_datagram_bytes 8,880, 200 ms,"
+        f" 333 Mbit/s, seeds {','.join(map(str, seeds))}; request / floor (odd: 354,640 B up,"
+        " even: 354,640 B down), over every seed's requests; per session: datagrams and"
+        " repairs (both ends), the loss each end read from its peer at the end"
+    )
+    print(
+        "| link MTU | loss | median | p90 | worst | first requests' median | datagrams"
+        " | repairs | loss read − path loss | ends at 8,880 B | probes lost |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    for loss in args.losses:
+        for mtu in (9000, 1500, 1470):
+            runs = [pmtu_session(mtu, loss, args.requests, seed) for seed in seeds]
+            ratios = np.array([x for r in runs for x in r["ratios"]])
+            first = np.median([r["ratios"][0] for r in runs])
+            read = np.mean([x for r in runs for x in r["peer_loss"]]) - loss
+            print(
+                f"| {mtu} | {loss:.1%} | {np.median(ratios):.3f} | {np.percentile(ratios, 90):.3f}"
+                f" | {ratios.max():.3f} | {first:.3f}"
+                f" | {np.mean([r['datagrams'] for r in runs]):.0f}"
+                f" | {np.mean([r['repairs'] for r in runs]):.0f} | {read:+.4f}"
+                f" | {sum(r['jumbo'] for r in runs)} of {2 * len(runs)}"
+                f" | {sum(r['probes_lost'] for r in runs)} |"
             )
 
 
@@ -174,6 +251,26 @@ def target_list(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a list of numbers") from None
     if not values or any(not 0 <= v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: each target must be in [0, 1)")
+    return values
+
+
+def seed_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of integers") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: each seed must be ≥ 0")
+    return values
+
+
+def loss_list(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of numbers") from None
+    if not values or any(not 0 <= v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: each loss must be in [0, 1)")
     return values
 
 
@@ -200,9 +297,19 @@ def main() -> None:
         type=target_list,
         help="with --lab: RelayConfig.fec_bulk_target values to compare (default: the default)",
     )
+    parser.add_argument(
+        "--seed", type=seed_list, help="with --lab (default 23) or --pmtu (31): loss seeds"
+    )
+    parser.add_argument("--pmtu", action="store_true", help="short sessions with PMTU discovery")
+    parser.add_argument(
+        "--losses", type=loss_list, default=[0.0, 0.036], help="with --pmtu: random loss each way"
+    )
     args = parser.parse_args()
     if args.lab:
         lab_main(args)
+        return
+    if args.pmtu:
+        pmtu_main(args)
         return
     floor = 0.2 + (UP_BYTES + DOWN_BYTES) / RATE_BYTES_PER_S
     rows, bulk_rows = [], []

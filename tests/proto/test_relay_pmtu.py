@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tierwise.errors import LocalProtocolError
 from tierwise.proto.relay import RelayConfig
+from tierwise.proto.relay.meter import LossMeter
 from tierwise.proto.relay.pmtu import (
     BASE_DATAGRAM_BYTES,
     MAX_DATAGRAM_BYTES,
     REPAIR_EXTRA_BYTES,
     PmtuSearch,
 )
-from tierwise.sim.relay import Net, Path, all_done, request_response
+from tierwise.sim.relay import Net, Path, all_done, payload, request_response
 
 UDP_IP = 28  # the simulated links' IPv4 + UDP header
 JUMBO = RelayConfig(max_datagram_bytes=9000 - UDP_IP - REPAIR_EXTRA_BYTES)  # 8,880
@@ -68,6 +71,7 @@ def test_an_ethernet_link_stops_the_search_at_its_mtu() -> None:
     are the only datagrams the link drops for size, and none counts as a lost packet."""
     net, sizes = jumbo_net(1500)
     transfer(net, 2_000_000, 2_000_000)
+    net.run(net.now + 3.0)  # the last probes' fate settles
     for conn, path in ((net.client, net.up), (net.gateway, net.down)):
         stats = conn.pmtu_stats()
         assert stats["pmtu_bytes"] == 1500 - UDP_IP
@@ -130,3 +134,91 @@ def test_the_default_size_sends_no_probe() -> None:
     transfer(net, 500_000, 500_000)
     assert net.client.pmtu_stats()["pmtu_probes_sent"] == 0
     assert net.client.pmtu_stats()["datagram_bytes"] == BASE_DATAGRAM_BYTES
+
+
+def test_a_request_goes_before_the_probes() -> None:
+    """Probes fall due at packet 256, in the middle of this request: they wait until its
+    data is out (and go between FEC blocks), so it never queues behind them."""
+    net = Net(Path(delay_s=0.05, mtu_bytes=9000), Path(delay_s=0.05, mtu_bytes=9000), config=JUMBO)
+    client = net.client
+    size = 600_000  # ≈ 450 datagrams of the base size
+    sid = client.open_stream()
+    client.send(sid, payload("req", size), end_stream=True)
+    seen: list[tuple[int, int]] = []  # (datagram size, stream bytes sent by then)
+    net.tap = lambda name, d: (
+        seen.append((len(d), client.stats.stream_bytes_sent)) if name == "up" else None,
+        d,
+    )[1]
+    net.run(5, lambda: sid in net.finished["gateway"])
+    assert sid in net.finished["gateway"]
+    big = BASE_DATAGRAM_BYTES + REPAIR_EXTRA_BYTES
+    probes = [(n, sent) for n, sent in seen if n > big]
+    assert len(probes) == 6, seen
+    assert all(sent >= size for _, sent in probes), probes  # the request's data was out
+    assert max(n for n, sent in seen if sent < size) <= big
+
+
+def test_lost_probes_do_not_read_as_path_loss() -> None:
+    """On a clean 1,500-byte path the larger probes are lost: the receiver counts their gaps
+    as loss and reports it, and the sender takes their share out, so it reads no loss and
+    sizes no repairs from them (it read 0.3–0.5 % and sent repairs before)."""
+    net, _ = jumbo_net(1500)
+    expected = request_response(net, [(354_640, 1000)] * 4)
+    net.run(30, all_done(net, expected))
+    assert all_done(net, expected)()
+    net.run(net.now + 2.0)  # the last probes' fate settles
+    for conn in (net.client, net.gateway):
+        assert conn.pmtu_stats()["pmtu_probes_lost"] == 6, conn.pmtu_stats()
+        assert conn.peer_loss == 0.0, conn.peer_loss
+        assert conn.stats.packets_lost == 0
+
+
+def test_a_path_that_carries_only_the_base_size_ends_the_search_there() -> None:
+    """Every probe is lost (a 1,470-byte MTU: the base datagram and its repair fit, 1,452 B
+    does not): the search ends at the base size without a black hole, data is never lost
+    and the sender reads no loss."""
+    net, _ = jumbo_net(1470)
+    transfer(net, 2_000_000, 2_000_000)
+    net.run(net.now + 3.0)  # the last probes' fate settles
+    for conn in (net.client, net.gateway):
+        stats = conn.pmtu_stats()
+        assert stats["datagram_bytes"] == BASE_DATAGRAM_BYTES, stats
+        assert stats["pmtu_probes_acked"] == 0 and stats["pmtu_black_holes"] == 0, stats
+        # six sizes at once, then 1,452 B twice more (RFC 8899 MAX_PROBES)
+        assert stats["pmtu_probes_lost"] == stats["pmtu_probes_sent"] == 8, stats
+        assert conn.stats.packets_lost == 0 and conn.peer_loss == 0.0
+    assert net.up.oversize == net.down.oversize == 8
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(20, 1500),
+    st.sets(st.integers(1, 1500), max_size=12),
+    st.sets(st.integers(1, 1500), max_size=200),
+    st.lists(st.integers(0, 1500), min_size=1, max_size=20),
+)
+def test_the_probes_share_is_what_the_peers_meter_reads_of_their_gaps(
+    n: int, probes: set[int], others: set[int], checkpoints: list[int]
+) -> None:
+    """The peer's meter fed with every gap, less the share :meth:`PmtuSearch.peer_loss` takes
+    out, is the meter fed with the other gaps only (the meter is linear in its gaps)."""
+    probes = {pn for pn in probes if pn < n}
+    others = {pn for pn in others if pn < n} - probes
+    search = PmtuSearch(8880)
+    every, rest = LossMeter(), LossMeter()
+    marks = sorted({pn for pn in checkpoints if pn < n} - probes - others)
+    for pn in range(n):
+        if pn in probes:  # a probe that never arrives: declared lost, or (odd) still in flight
+            search.on_sent(pn, 4048)
+            if pn % 2 == 0:
+                search.on_lost(pn, 4048, 0.0)
+            rest.on_packet(pn)  # the meter without the probes' gaps
+            continue
+        if pn not in others:
+            rest.on_packet(pn)
+            every.on_packet(pn)
+        else:
+            continue
+        if marks and pn == marks[0]:
+            marks.pop(0)
+            assert search.peer_loss(every.loss, pn) == pytest.approx(rest.loss, abs=1e-6)

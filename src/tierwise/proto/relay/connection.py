@@ -26,6 +26,7 @@ by loss.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
@@ -131,6 +132,7 @@ CHALLENGE_BYTES = wire.HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES 
 
 # Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
 _RETRANSMITTED = (MaxData, MaxStreamData, Reset, Close)
+SENT_STALE_MIN = 64  # lost packets' numbers left in RelayConnection._sent_pns before a rebuild
 
 
 class State(Enum):
@@ -349,7 +351,11 @@ class RelayConnection:
     def _init_transport(self) -> None:
         c = self.config
         self._pn = 0
-        self._sent: dict[int, _Sent] = {}
+        self._sent: dict[int, _Sent] = {}  # outstanding packets, in packet-number order
+        # their numbers, ascending (bisected by _on_ack), plus numbers of packets declared
+        # lost since (_sent_stale of them) that no ACK range has covered yet
+        self._sent_pns: list[int] = []
+        self._sent_stale = 0
         self._in_flight = 0
         self._largest_acked = -1
         self._acked_before = -1  # the largest acknowledged before the ACK frame being read
@@ -953,16 +959,29 @@ class RelayConnection:
         largest = f.ranges[0][1] - 1 if f.ranges else -1
         if largest >= self._pn:
             return  # acknowledges a packet we never sent: ignore the frame
+        # Only the packets still outstanding in each range: a bisection into the sorted
+        # packet numbers, not a walk over every number from the oldest outstanding one to
+        # the range's end (the ranges repeat what earlier ACKs acknowledged); a range
+        # below the oldest outstanding packet costs one comparison.
         newly: list[_Sent] = []
-        lowest = next(iter(self._sent), None)
+        sent, pns = self._sent, self._sent_pns
+        lowest = next(iter(sent), largest + 1)
         for start, end in f.ranges:
-            if lowest is None:
-                break
-            for pn in range(max(start, lowest), end):
-                p = self._sent.pop(pn, None)
+            if end <= lowest:
+                continue
+            i = bisect_left(pns, start)
+            j = bisect_left(pns, end, i)
+            if i >= j:
+                continue
+            for pn in pns[i:j]:
+                p = sent.pop(pn, None)
                 if p is not None:
                     newly.append(p)
+                else:  # declared lost before, acknowledged now: its number was stale here
+                    self._sent_stale -= 1
+            del pns[i:j]
         if not newly:
+            self._probe_share(f.loss, largest)
             return
         self._acked_before = self._largest_acked
         self._ack_recv_s = now - f.delay_s
@@ -976,6 +995,12 @@ class RelayConnection:
         for p in sorted(newly, key=lambda p: p.pn):
             self._on_packet_acked(p, now)
         self._detect_lost(now)
+        self._probe_share(f.loss, largest)
+
+    def _probe_share(self, reported: float, largest: int) -> None:
+        """The peer's loss report less its share of lost path MTU probes (:mod:`.pmtu`)."""
+        if self._pmtu.max_bytes > self._pmtu.base_bytes:
+            self.peer_loss = self._pmtu.peer_loss(reported, largest)
 
     def _on_packet_acked(self, p: _Sent, now: float) -> None:
         if p.eliciting:
@@ -1089,6 +1114,12 @@ class RelayConnection:
 
     def _on_packet_lost(self, p: _Sent) -> None:
         del self._sent[p.pn]
+        # its number stays in _sent_pns (no shift of the list per loss) until the list is
+        # mostly such stale numbers: then it is rebuilt from the dict's keys, in pn order
+        self._sent_stale += 1
+        if self._sent_stale > SENT_STALE_MIN and 2 * self._sent_stale > len(self._sent_pns):
+            self._sent_pns = list(self._sent)
+            self._sent_stale = 0
         if self._pmtu.max_bytes > self._pmtu.base_bytes and self._pmtu.on_lost(
             p.pn, p.size, p.sent_s
         ):
@@ -1257,7 +1288,9 @@ class RelayConnection:
         return self._queued
 
     def _cwnd_room(self) -> bool:
-        return self._in_flight + self._pmtu.datagram_bytes <= self.rate.cwnd_bytes
+        # path MTU probes in flight take no room: stream data never waits for their fate
+        in_flight = self._in_flight - self._pmtu.flying_bytes
+        return in_flight + self._pmtu.datagram_bytes <= self.rate.cwnd_bytes
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Addr]]:
         """Every datagram due now: handshake, acknowledgements, repairs, paced stream data."""
@@ -1291,10 +1324,14 @@ class RelayConnection:
 
     def _next_packet(self, now: float) -> bytes | None:
         paced = now + _EPS_S >= self._next_send_s
-        # a path MTU probe goes between FEC blocks (a block's packet numbers are consecutive)
-        if self._pmtu.max_bytes > self._pmtu.base_bytes and paced and not self._repairs:
-            if not self._fec.open and (size := self._pmtu.due(now, self._pn)) is not None:
-                return self._pmtu_probe(size, now)
+        # a path MTU probe goes between FEC blocks (a block's packet numbers are consecutive),
+        # and a search's probe not ahead of a request's data (while the sender is idle or
+        # sends bulk only); a black hole's confirmation goes at once: the data waits on it
+        pmtu = self._pmtu
+        if pmtu.max_bytes > pmtu.base_bytes and paced and not self._repairs and not self._fec.open:
+            if (size := pmtu.due(now, self._pn)) is not None:
+                if pmtu.black_hole_suspected or not self._request_waiting():
+                    return self._pmtu_probe(size, now)
         if self._repairs:
             if paced:
                 repair = self._repairs.popleft()
@@ -1324,6 +1361,13 @@ class RelayConnection:
         if self._ack_needed and self._ack_at is not None and now + _EPS_S >= self._ack_at:
             return self._emit(self._ack_frames(now, 32), now, eliciting=False)
         return self._close_block(now, paced)
+
+    def _request_waiting(self) -> bool:
+        """Whether a stream not (yet) bulk has a frame to send (asked only when a probe is due)."""
+        sids = self._ready_unmetered
+        if self._credit > 0:
+            sids = sids | self._ready_new
+        return any(not self._streams[sid].send.bulk for sid in sids)
 
     def _pmtu_probe(self, size: int, now: float) -> bytes:
         """A PING padded to ``size`` bytes: outside FEC, its loss is no data loss (:mod:`.pmtu`)."""
@@ -1504,6 +1548,7 @@ class RelayConnection:
         if self._in_flight <= 0:
             self._first_sent_s = self._delivered_s = now
         control: list[Frame] = [f for f in frames if isinstance(f, _RETRANSMITTED)]
+        self._sent_pns.append(pn)  # numbers only grow: the list stays sorted
         self._sent[pn] = _Sent(
             pn,
             now,

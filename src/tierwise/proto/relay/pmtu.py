@@ -9,9 +9,12 @@ carry no stream data (a PING and PADDING). An acknowledged probe of
 of a block (and the ACK it carries) still fits. A probe that is lost is tried
 :data:`MAX_PROBES` times (RFC 8899 §5.1.2: random loss must not end the search);
 its loss is neither congestion nor a data loss: the packet-loss counters, the
-retransmission queue and FEC never see it (the receiver, which sees only a gap in
-the packet numbers, counts it in its raw loss measurement, so the search waits
-for :data:`PROBE_AFTER_PACKETS` and retries only one size at a time). The sizes tried are
+retransmission queue and FEC never see it. The receiver sees only a gap in the
+packet numbers and counts it in its raw loss measurement (:class:`.meter.LossMeter`),
+which it reports back in every ACK and the sender sizes its repairs from; so the
+sender takes the probes' share out of that report (:meth:`PmtuSearch.peer_loss`: the
+meter is linear in the gaps, so their share is the meter's reading had they been the
+only ones). The search waits for packet :data:`PROBE_AFTER_PACKETS`. The sizes tried are
 :data:`PROBE_SIZES` (the UDP payloads of the common MTUs over IPv6 and IPv4: 1,500,
 4,096, 9,000, 16,384, 65,535) up to the configured maximum, and the maximum
 itself; a size that fails ends the search for it and every larger one (RFC 8899
@@ -32,11 +35,21 @@ jumbo path is found in one round trip, an Ethernet path in :data:`MAX_PROBES`); 
 loss only the smallest size lost is tried again until it is settled.
 Sans-IO: the connection asks :meth:`PmtuSearch.due` for a probe size, reports
 what it sent, what was acknowledged and what was lost; this object reads no clock.
+The connection sends a due probe only between FEC blocks and while no request
+(non-bulk stream) has data waiting, and probes take no room in the congestion
+window (:attr:`PmtuSearch.flying_bytes`): a request never waits behind them.
+(A black hole's confirmation goes at once: the data waits on it.)
 """
 
 from __future__ import annotations
 
 from tierwise.proto.relay import wire
+from tierwise.proto.relay.meter import (
+    EARLY_PACKETS,
+    LOSS_EWMA,
+    LOSS_SLACK_PACKETS,
+    LOSS_WINDOW_PACKETS,
+)
 
 __all__ = [
     "BASE_DATAGRAM_BYTES",
@@ -59,10 +72,15 @@ MAX_DATAGRAM_BYTES = 65_000
 # Ethernet 1,500; 4,096 (InfiniBand-style); 9,000 (jumbo frames); 16,384; 65,535 (loopback)
 PROBE_SIZES = (1452, 1472, 4048, 4068, 8952, 8972, 16336, 16356, 65487)
 MAX_PROBES = 3  # RFC 8899 MAX_PROBES
-# The search starts at this packet number: past the receiver's first loss windows
-# (meter.LOSS_WINDOW_PACKETS + LOSS_SLACK_PACKETS = 192), whose early estimate a lost
-# probe would skew most (its gap is all the receiver sees of it).
+# The search starts at this packet number. Its first reason, the receiver's early loss
+# estimate that a lost probe's gap skews most, is gone (peer_loss takes the probes' share
+# out); it stays because probes sent from the session's start, or at the first RTT
+# sample, upset a transfer's start-up in the simulator: a 20 MB upload on a 9,000-byte
+# link overran its queue (5,964 tail drops, read as a black hole), a first download took
+# 1.5 × as long (docs/benchmarks.md, 2026-12-02 relayack).
 PROBE_AFTER_PACKETS = 256
+GAP_LOSS_FLOOR = 1e-9  # the probes' share of the peer's loss below this is none
+LOSS_QUANTUM = 1e-6  # the ACK frame carries the loss in ppm
 RAISE_S = 600.0  # RFC 8899 PMTU_RAISE_TIMER
 BLACK_HOLE_LOSSES = 6  # large datagrams lost with none acknowledged: suspect a black hole
 BLACK_HOLE_RESEARCH_S = 60.0  # after a black hole, search again this much later
@@ -83,6 +101,13 @@ class PmtuSearch:
         self._next_at: float | None = 0.0 if self._targets else None
         self._big_lost = 0  # large datagrams lost since one was last acknowledged
         self._confirm_pn: int | None = None  # the base-size probe of a suspected black hole
+        self.flying_bytes = 0  # probes in flight: outside the congestion window
+        # The probes' share of the peer's loss meter, kept as the meter keeps its own:
+        # lost probes in windows it has not judged yet, and the EWMA over those it has.
+        self._gaps: list[int] = []
+        self._gap_judged = 0  # windows below this are folded into _gap_loss
+        self._gap_windows = 0  # ... of which the meter judged this many (its first sets, no EWMA)
+        self._gap_loss = 0.0
 
     def _sizes(self) -> list[int]:
         top = self.max_bytes + REPAIR_EXTRA_BYTES
@@ -90,16 +115,21 @@ class PmtuSearch:
         return [*sizes, top] if top > self.pmtu_bytes else sizes
 
     @property
+    def black_hole_suspected(self) -> bool:
+        """Large datagrams are being lost: :meth:`due` asks for a base-size confirmation."""
+        return self._big_lost >= BLACK_HOLE_LOSSES
+
+    @property
     def searching(self) -> bool:
         return bool(self._targets) or self._confirm_pn is not None
 
     def due(self, now: float, pn: int) -> int | None:
-        """The size of a probe to send now, if one is due.
+        """The size of a probe to send now, if one is due (``pn``: the next packet number).
 
         Every size still to try is in flight at once, one probe each (a jumbo path is
         found in one round trip, an Ethernet one in ``MAX_PROBES``), smallest first.
         """
-        if self._big_lost >= BLACK_HOLE_LOSSES:
+        if self.black_hole_suspected:
             # a black hole is suspected: does a datagram of the base size get through?
             return self.base_bytes if self._confirm_pn is None else None
         if self._next_at is None or now < self._next_at or pn < PROBE_AFTER_PACKETS:
@@ -117,6 +147,7 @@ class PmtuSearch:
     def on_sent(self, pn: int, size: int) -> None:
         """The probe :meth:`due` asked for left as packet ``pn`` of ``size`` bytes."""
         self._probes[pn] = size
+        self.flying_bytes += size
         self.probes_sent += 1
         if self._big_lost >= BLACK_HOLE_LOSSES and self._confirm_pn is None:
             self._confirm_pn = pn
@@ -124,6 +155,7 @@ class PmtuSearch:
     def on_acked(self, pn: int, size: int, now: float) -> None:
         """A packet was acknowledged (a probe, or any other ack-eliciting one)."""
         if self._probes.pop(pn, None) is not None:
+            self.flying_bytes -= size
             self.probes_acked += 1
             if pn == self._confirm_pn:
                 self._confirm_pn = None
@@ -142,7 +174,10 @@ class PmtuSearch:
     def on_lost(self, pn: int, size: int, now: float) -> bool:
         """A packet was declared lost; True if it was a probe (not a data loss)."""
         if self._probes.pop(pn, None) is not None:
+            self.flying_bytes -= size
             self.probes_lost += 1
+            if pn // LOSS_WINDOW_PACKETS >= self._gap_judged:  # (else folded in already)
+                self._gaps.append(pn)
             if pn == self._confirm_pn:  # the base is lost too: a blackout, not a black hole
                 self._confirm_pn = None
                 self._big_lost = 0
@@ -155,6 +190,67 @@ class PmtuSearch:
         if size > self.base_bytes + REPAIR_EXTRA_BYTES and self.datagram_bytes > self.base_bytes:
             self._big_lost += 1
         return False
+
+    def peer_loss(self, reported: float, largest: int) -> float:
+        """The loss the peer ``reported`` for this direction, less its probes' share.
+
+        ``largest``: the largest packet number the report's ACK acknowledges (the
+        peer's meter has seen up to it). A lost probe is a gap in the numbers, which
+        the peer's :class:`.meter.LossMeter` counts as a lost datagram. The meter is
+        linear in its gaps (a fraction missing, then an EWMA of windows' fractions),
+        so their share is what it would read had they been the only gaps: the probes
+        declared lost, and those still in flight below ``largest`` (missing there
+        now). Without a lost probe this is ``reported`` unchanged.
+        """
+        if not self._gaps and not self._probes and self._gap_loss == 0.0:
+            return reported
+        missing = [*self._gaps, *(pn for pn in self._probes if pn < largest)]
+        ready = (largest - LOSS_SLACK_PACKETS) // LOSS_WINDOW_PACKETS  # windows it judged
+        if ready > self._gap_judged:
+            self._fold(missing, ready)
+            missing = [pn for pn in missing if pn // LOSS_WINDOW_PACKETS >= ready]
+        if self._gap_windows == 0:  # the meter's early estimate: missing below its largest
+            span = largest + 1
+            share = sum(pn < largest for pn in missing) / span if span >= EARLY_PACKETS else 0.0
+        else:
+            share = self._gap_loss
+        if share <= 0.0:
+            return reported
+        left = reported - share  # the report is in ppm (wire): less than that is none
+        return left if left >= LOSS_QUANTUM else 0.0
+
+    def _fold(self, missing: list[int], ready: int) -> None:
+        """The peer's meter judged windows up to ``ready``: fold the gaps in them.
+
+        Windows without a gap only decay the EWMA (in one step however many there are),
+        so this costs the windows with a gap, not the session's length."""
+        per_window: dict[int, int] = {}
+        for pn in missing:
+            window = pn // LOSS_WINDOW_PACKETS
+            if self._gap_judged <= window < ready:
+                per_window[window] = per_window.get(window, 0) + 1
+        at = self._gap_judged
+        for window in sorted(per_window):
+            self._decay(window - at)
+            fraction = per_window[window] / LOSS_WINDOW_PACKETS
+            if self._gap_windows == 0:  # the meter's first window sets its reading
+                self._gap_loss = fraction
+            else:
+                self._gap_loss += LOSS_EWMA * (fraction - self._gap_loss)
+            self._gap_windows += 1
+            at = window + 1
+        self._decay(ready - at)
+        if self._gap_loss < GAP_LOSS_FLOOR:
+            self._gap_loss = 0.0
+        self._gap_judged = ready
+        self._gaps = [pn for pn in self._gaps if pn // LOSS_WINDOW_PACKETS >= ready]
+
+    def _decay(self, windows: int) -> None:
+        """``windows`` judged windows without a probe's gap."""
+        if windows > 0:
+            first = self._gap_windows == 0
+            self._gap_loss = 0.0 if first else self._gap_loss * (1 - LOSS_EWMA) ** windows
+            self._gap_windows += windows
 
     def _search_done(self, now: float) -> None:
         if not self._targets:  # RFC 8899 SEARCH_COMPLETE: try again later
