@@ -4,7 +4,8 @@ A stream is forgotten by the connection when both ends are done with it, which c
 happen while its last events still wait for the owner: the mark must outlast those
 events (else they would be credited as delivered, and again by the reader) and then
 go (else it accumulates over a long session). ``unconsumed_bytes`` is the balance an
-owner can check: delivered minus credited, 0 once every stream has ended.
+owner can check: delivered minus credited, 0 once every stream has ended. And a
+session's end is the end of its streams: no frame after the peer's CLOSE opens one.
 """
 
 from __future__ import annotations
@@ -52,3 +53,25 @@ def test_unconsumed_bytes_is_what_the_reader_has_not_reported() -> None:
     assert net.gateway.unconsumed_bytes == 10_000
     net.gateway.stream_consumed(sid, 20_000)  # 10,000 B credited twice
     assert net.gateway.unconsumed_bytes == -10_000
+
+
+def test_frames_after_a_close_open_no_stream() -> None:
+    """A datagram carrying the peer's CLOSE and, after it, a new stream's first bytes:
+    the session ends there; nothing after the CLOSE opens or feeds a stream."""
+    from tierwise.proto.relay import ConnectionTerminated, StreamDataReceived
+    from tierwise.sim.relay import CLIENT
+
+    net = held_net()
+    sid = net.client.open_stream()
+    net.client.send(sid, payload("after the close", 600))
+    net.client.close_session()
+    datagrams = net.client.datagrams_to_send(net.now)
+    assert datagrams
+    for data, _ in datagrams:
+        net.gateway.receive_datagram(data, CLIENT, net.now)
+    events = []
+    while (event := net.gateway.next_event()) is not None:
+        events.append(type(event))
+    assert ConnectionTerminated in events
+    assert StreamDataReceived not in events, events
+    assert not net.gateway.stream_ids

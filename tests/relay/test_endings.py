@@ -14,7 +14,7 @@ import socket
 import pytest
 
 from tests.relay.conftest import KEY, relay_pair
-from tierwise.proto.relay import RelayConfig
+from tierwise.proto.relay import RelayConfig, StreamDataReceived
 from tierwise.relay import run as relay_run
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
@@ -161,6 +161,81 @@ def test_bytes_after_a_sessions_close_open_no_stream() -> None:
     accepted, left = asyncio.run(run())
     assert len(accepted) == 1, accepted  # the first service only
     assert not left, left
+
+
+async def _partial_header(gateway: Gateway, client: Client) -> tuple[int, object]:
+    """A stream whose first byte (a header's host length, 9) has reached the gateway and
+    nothing more: ``(stream id, the gateway's session)``."""
+    await client.ready.wait()
+    assert client.session is not None
+    conn = client.session.conn
+    sid = conn.open_stream()
+    conn.hold(sid)
+    client.session.handlers[sid] = lambda event: None  # read by nobody, reset by nobody
+    conn.send(sid, bytes([9]))
+    client.session.transmit()
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if gateway._streams:
+            break
+    return sid, next(iter(gateway.sessions.values()))
+
+
+def test_bytes_of_a_stream_already_gone_open_no_stream() -> None:
+    """Bytes the connection delivers for a stream it has already forgotten (the gateway
+    reset it while its later bytes waited in the same batch of events) are not a new
+    stream's header: before, they opened one — here naming an allowed service, which the
+    gateway connected to."""
+
+    async def run() -> tuple[list[int], list]:
+        accepted: list[int] = []
+
+        async def note(reader, writer) -> None:  # type: ignore[no-untyped-def]
+            accepted.append(1)
+            writer.close()
+
+        dest = await asyncio.start_server(note, "127.0.0.1", 0)
+        port = dest.sockets[0].getsockname()[1]
+        async with relay_pair({("127.0.0.1", port)}) as (gateway, client, _):
+            sid, session = await _partial_header(gateway, client)
+            session.conn.reset(sid, code=1)  # gone here, its record with it
+            gateway._streams.clear()
+            late = StreamDataReceived(sid, encode_target("127.0.0.1", port) + b"x" * 10)
+            gateway._on_event(session, late)
+            await asyncio.sleep(0.3)
+            records = list(gateway._streams)
+        dest.close()
+        return accepted, records
+
+    assert asyncio.run(run()) == ([], [])
+
+
+def test_a_header_completed_by_a_large_chunk_is_served() -> None:
+    """The chunk that completes a stream's header can be large: bytes that waited for a
+    lost earlier packet arrive as one. The gateway reset any stream whose header was not
+    complete before more than 1 MB arrived, though the header was in that chunk."""
+
+    async def run() -> tuple[int, int]:
+        got: list[int] = []
+
+        async def count(reader, writer) -> None:  # type: ignore[no-untyped-def]
+            got.append(len(await reader.read(-1)))
+            writer.close()
+
+        dest = await asyncio.start_server(count, "127.0.0.1", 0)
+        port = dest.sockets[0].getsockname()[1]
+        async with relay_pair({("127.0.0.1", port)}) as (gateway, client, _):
+            sid, session = await _partial_header(gateway, client)
+            rest = encode_target("127.0.0.1", port)[1:] + bytes(2 << 20)
+            gateway._on_event(session, StreamDataReceived(sid, rest, end_stream=True))
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if got:
+                    break
+        dest.close()
+        return len(got), got[0] if got else -1
+
+    assert asyncio.run(run()) == (1, 2 << 20)
 
 
 def test_a_pump_held_back_by_a_full_send_buffer_ends_with_its_session() -> None:

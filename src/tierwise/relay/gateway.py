@@ -51,8 +51,7 @@ __all__ = ["Gateway"]
 log = logging.getLogger("tierwise.relay.gateway")
 CONNECT_TIMEOUT_S = 10.0
 HAPPY_EYEBALLS_S = 0.25  # RFC 8305 §5: try the next address after 250 ms
-MAX_HEADER_BYTES = 258
-READ_AHEAD_BYTES = 1 << 20
+MAX_HEADER_BYTES = 258  # host length u8, up to 255 bytes of host, port u16 (pipe.py)
 MAX_ASSOCIATIONS = 256  # UDP ASSOCIATE streams at once (each holds two sockets)
 UDP_BUFFER_BYTES = 1 << 20
 GENERAL_FAILURE = 1
@@ -217,7 +216,16 @@ class Gateway(asyncio.DatagramProtocol):
 
     def _on_data(self, session: Session, event: StreamDataReceived) -> None:
         key = (session.conn.connection_id, event.stream_id)
-        pending = self._streams.setdefault(key, _Pending())
+        pending = self._streams.get(key)
+        if pending is None:
+            conn = session.conn
+            if not conn.has_stream(event.stream_id):
+                # no record and gone from the connection (reset here while its later bytes
+                # waited in the same batch): its bytes are not a new stream's header
+                if event.stream_id in conn.held:  # (not credited on arrival)
+                    conn.stream_consumed(event.stream_id, len(event.data))
+                return
+            pending = self._streams[key] = _Pending()
         if pending.pipe is not None:
             pending.pipe.deliver(event.data, event.end_stream)
         elif pending.answered:  # credited on arrival (not held): dropped
@@ -225,12 +233,10 @@ class Gateway(asyncio.DatagramProtocol):
                 self._streams.pop(key, None)
         elif pending.connecting:
             pending.early.append((event.data, event.end_stream))
-        elif len(pending.buf) + len(event.data) > MAX_HEADER_BYTES + READ_AHEAD_BYTES:
-            # no valid header: drop the stream (and what it sent)
-            session.conn.stream_consumed(event.stream_id, len(pending.buf) + len(event.data))
-            session.conn.reset(event.stream_id, code=1)
-            self._streams.pop(key, None)
         else:
+            # a header is at most MAX_HEADER_BYTES: the buffer holds less until it parses
+            # (the event that completes it may carry much more: a chunk that waited for a
+            # lost first packet)
             pending.buf += event.data
             target = parse_target(bytes(pending.buf))
             if target is None:

@@ -518,6 +518,10 @@ class RelayConnection:
         more than the window); a positive remainder is window lost for good."""
         return self._delivered_bytes - (self._delivered_total - self._settled_bytes)
 
+    def has_stream(self, stream_id: int) -> bool:
+        """Whether the stream is open here (neither reset nor finished both ways)."""
+        return stream_id in self._streams
+
     @property
     def stream_ids(self) -> list[int]:
         return list(self._streams)
@@ -795,6 +799,9 @@ class RelayConnection:
                 eliciting = True
             else:
                 self._FRAME_HANDLERS[type(frame)](self, frame, now)
+                if self.state is State.CLOSED:
+                    return  # a CLOSE: what follows it (and what its repairs rebuild) is not
+                    # the session's any more — no stream opened or fed after its end
                 other = True
                 eliciting = True
         if later is not None:
