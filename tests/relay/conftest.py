@@ -106,6 +106,19 @@ async def relay_pair(allow: set[tuple[str, int]]) -> AsyncIterator[tuple[Gateway
         transport.close()
 
 
+async def settled(
+    left: Callable[[], dict[str, object]], within_s: float = 3.0
+) -> dict[str, object]:
+    """Poll ``left()`` (what the relay still holds, empty when nothing) every 50 ms until
+    it is empty or ``within_s`` has passed; its last answer."""
+    now: dict[str, object] = {}
+    for _ in range(int(within_s / 0.05)):
+        await asyncio.sleep(0.05)
+        if not (now := left()):
+            break
+    return now
+
+
 def curl(stack: Stack, url: str, *extra: str) -> subprocess.CompletedProcess:
     """Real curl through the stack's SOCKS5 port (host names resolved at the gateway)."""
     return subprocess.run(

@@ -16,7 +16,7 @@ import struct
 
 import pytest
 
-from tests.relay.conftest import KEY, relay_pair
+from tests.relay.conftest import KEY, relay_pair, settled
 from tests.relay.test_chaos import kill
 from tierwise.proto.relay import RelayConnection
 from tierwise.relay.client import Client
@@ -49,15 +49,6 @@ def _left(gateway: Gateway, client: Client) -> dict[str, object]:
         "client": _balance(client.session.conn),
     }
     return {k: v for k, v in out.items() if v}
-
-
-async def _quiet(gateway: Gateway, client: Client, within_s: float = 3.0) -> dict[str, object]:
-    left: dict[str, object] = {}
-    for _ in range(int(within_s / 0.05)):
-        await asyncio.sleep(0.05)
-        if not (left := _left(gateway, client)):
-            break
-    return left
 
 
 async def _socks(port: int, target: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
@@ -103,7 +94,7 @@ def test_two_thousand_streams_leave_one_session_whole() -> None:
             got: list[bytes] = []
             for at in range(0, 2000, 50):
                 got += await asyncio.gather(*(one(i) for i in range(at, at + 50)))
-            left = await _quiet(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
         service.close()
         return got, left
 
@@ -142,7 +133,7 @@ def test_a_udp_association_credits_every_record_both_ways(udp_echo: int) -> None
                 echoed += 1
             app.close()
             writer.close()  # the control connection's end ends the association
-            left = await _quiet(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
         return echoed, left
 
     echoed, left = asyncio.run(run())
@@ -169,7 +160,7 @@ def test_a_forward_check_of_a_service_that_speaks_first_owes_nothing() -> None:
         async with relay_pair({("127.0.0.1", port)}) as (gateway, client, _):
             await client.ready.wait()
             status = await client.check("127.0.0.1", port)
-            left = await _quiet(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
         service.close()
         return status, left
 
@@ -211,7 +202,7 @@ def test_refusals_with_bytes_sent_before_the_status_owe_nothing() -> None:
                     writer.write(b"x" * 50_000)
                     outcomes.append(await _outcome(reader))
                     writer.close()
-            left = await _quiet(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
             for server in servers:
                 server.close()
         service.close()
@@ -250,7 +241,7 @@ def test_a_stream_moved_across_a_gateway_restart_owes_nothing_on_its_new_session
                 writer.write(b"300000\n")
                 got = len(await asyncio.wait_for(reader.read(-1), 10))
                 writer.close()
-                left = await _quiet(fresh, client)
+                left = await settled(lambda: _left(fresh, client))
                 if client.lingering:
                     left["client lingering"] = len(client.lingering)
             finally:

@@ -15,7 +15,7 @@ import struct
 
 import pytest
 
-from tests.relay.conftest import relay_pair
+from tests.relay.conftest import relay_pair, settled
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_forward
@@ -49,15 +49,6 @@ def _left(gateway: Gateway, client: Client) -> dict[str, object]:
     return {k: v for k, v in left.items() if v}
 
 
-async def _settled(gateway: Gateway, client: Client, within_s: float = 3.0) -> dict[str, object]:
-    left: dict[str, object] = {}
-    for _ in range(int(within_s / 0.05)):
-        await asyncio.sleep(0.05)
-        if not (left := _left(gateway, client)):
-            break
-    return left
-
-
 async def _read_all(reader: asyncio.StreamReader) -> bytes | str:
     try:
         return await reader.read(-1)
@@ -80,7 +71,7 @@ def test_a_destination_that_resets_ends_the_gateway_stream() -> None:
             reader, writer = await _socks(socks, port)
             writer.write(b"x" * 500)  # all read before the reset; not half-closed
             got = await asyncio.wait_for(_read_all(reader), 5)
-            left = await _settled(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
             writer.close()
         dest.close()
         return got, left
@@ -114,7 +105,7 @@ def test_an_application_that_resets_ends_the_client_stream() -> None:
             await writer.drain()
             await asyncio.sleep(0.1)
             _rst(writer)
-            left = await _settled(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
         dest.close()
         return ",".join(seen), left
 
@@ -147,7 +138,7 @@ def test_a_bare_fin_for_a_closed_application_ends_the_client_stream() -> None:
             await writer.drain()
             writer.close()  # never reads the answer
             await asyncio.sleep(1.0)
-            left = await _settled(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
         dest.close()
         return left
 
@@ -167,7 +158,7 @@ def test_a_finished_stream_leaves_no_held_mark(http_server: int) -> None:
                 writer.write(b"GET /5000 HTTP/1.0\r\n\r\n")
                 got = await reader.read(-1)
                 writer.close()
-            left = await _settled(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
         return got, left
 
     got, left = asyncio.run(run())
@@ -186,7 +177,7 @@ def test_bytes_for_a_stream_nobody_reads_reset_it(http_server: int) -> None:
             session.conn.send(sid, b"GET /8000000 HTTP/1.0\r\n\r\n", end_stream=True)
             session.transmit()
             client.release(session, sid)  # its application went away
-            left = await _settled(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
             if sid in session.conn.stream_ids:
                 left["client stream"] = sid
         return left
@@ -218,7 +209,7 @@ def test_an_association_reset_while_it_opens_raises_nothing(
             client.release(session, sid)
             session.conn.reset(sid)
             session.transmit()
-            left = await _settled(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
             associations = gateway.associations
         gc.collect()
         await asyncio.sleep(0)
@@ -279,7 +270,7 @@ def test_a_stream_that_ends_inside_its_header_is_reset() -> None:
             await asyncio.sleep(0.5)
             for sid in streams:
                 client.release(session, sid)
-            left = await _settled(gateway, client)
+            left = await settled(lambda: _left(gateway, client))
             open_ = [sid for sid in streams if sid in session.conn.stream_ids]
         return left, open_
 
