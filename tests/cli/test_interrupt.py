@@ -105,13 +105,17 @@ def test_a_signal_while_loading_is_one_word_and_its_exit_status(
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_once_our_code_runs_every_signal_is_handled(launcher: Path, signum: int) -> None:
     """From the entry module's first line (it catches SIGTERM): always 128 + the
-    signal, one word, or 0 if the help was done — never a traceback."""
+    signal, one word, or 0 if the help was done — never a traceback. One more outcome
+    is the interpreter's, not ours: after the command has ended, Python's finalization
+    restores each signal's default action, and a signal then ends the process by that
+    action (status −signal, nothing printed), as for any program at its exit (seen in
+    CI at 300 ms)."""
     if not caught(os.getpid()):
         pytest.skip("no SigCgt in /proc/PID/status")
     for ms in DELAYS_MS[::2]:
         code, err = interrupted(launcher, signum, signal.SIGTERM, ms / 1e3)
         assert "Traceback" not in err and "Exception ignored" not in err, (ms, err)
-        assert code in (0, 128 + signum), (ms, code, err)
+        assert code in (0, 128 + signum) or (code == -signum and not err), (ms, code, err)
 
 
 def test_a_signal_the_parent_ignores_stays_ignored(launcher: Path) -> None:
