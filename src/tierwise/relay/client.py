@@ -388,11 +388,10 @@ class Client:
         sid: int,
         first: Event | None,
         queue: asyncio.Queue | None,
-        reset: bool = True,
     ) -> None:
         """A checked stream nobody will read: what it delivered after the status byte
-        is credited, the stream released and (``reset``) reset at both ends, which
-        frees its slot (max_streams)."""
+        is credited, the stream released and reset at both ends, which frees its slot
+        (max_streams)."""
         if session is None:
             return
         dropped = len(first.data) - 1 if isinstance(first, StreamDataReceived) and first.data else 0
@@ -402,7 +401,7 @@ class Client:
                 dropped += len(event.data)
         session.conn.stream_consumed(sid, dropped)
         self.release(session, sid)
-        if reset and sid in session.conn.stream_ids:
+        if session.conn.has_stream(sid):
             session.conn.reset(sid, code=0)
         session.transmit()
 
