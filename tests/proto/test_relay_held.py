@@ -75,3 +75,34 @@ def test_frames_after_a_close_open_no_stream() -> None:
     assert ConnectionTerminated in events
     assert StreamDataReceived not in events, events
     assert not net.gateway.stream_ids
+
+
+def test_a_reset_stream_evicted_unanswered_returns_its_bytes_to_the_window() -> None:
+    """A stream this end reset waits for the peer's final size to settle the session's
+    credit; past the bound on waiting streams the oldest is given up. What arrived of it
+    (here out of order: its first packet lost) must still go back to the window, or a
+    long session's window shrinks for good (here to nothing: a later upload stalls)."""
+    from tierwise.proto.relay import RelayConfig
+    from tierwise.proto.relay.connection import AWAIT_FINAL_MIN
+    from tierwise.sim.relay import CLIENT, Net, Path
+
+    window = 20_000  # the lost stream's bytes fill the session's window
+    net = Net(Path(delay_s=0.01), Path(delay_s=0.01), seed=3,
+              config=RelayConfig(session_window_bytes=window, max_streams=16))  # fmt: skip
+    net.run(1.0, lambda: net.client.established)
+    sid = net.client.open_stream()
+    net.client.send(sid, payload("lost", window))
+    flight = net.client.datagrams_to_send(net.now)
+    for datagram, _ in flight[1:]:  # the stream's first packet is lost
+        net.gateway.receive_datagram(datagram, CLIENT, net.now)
+    net.run(net.now)
+    assert sid not in net.received["gateway"]  # nothing in order yet
+    net.gateway.reset(sid)
+    for _ in range(AWAIT_FINAL_MIN):  # more resets wait than the bound (max 16 streams) keeps
+        net.gateway.reset(net.gateway.open_stream())
+    net.gateway.datagrams_to_send(net.now)  # lost: the peer's answers come a PTO later
+    net.run(net.now + 2.0)
+    big = net.client.open_stream()
+    net.client.send(big, payload("after", 3 * window), end_stream=True)
+    net.run(net.now + 10.0, lambda: big in net.finished["gateway"])
+    assert len(net.received["gateway"].get(big, b"")) == 3 * window

@@ -259,7 +259,7 @@ class Client:
                 # bytes for a stream nobody reads any more (its application is gone; they
                 # were credited on arrival): reset it, so the gateway stops sending into
                 # it and its slot is freed at both ends, not kept until max_streams
-                if event.stream_id in session.conn.stream_ids:
+                if session.conn.has_stream(event.stream_id):
                     session.conn.reset(event.stream_id, code=1)
         elif isinstance(event, ConnectionTerminated):
             if not current:
@@ -614,7 +614,7 @@ class _StatusGate:
         log.warning(
             "stream to %s:%s refused by the gateway (status %d): reset", *self.target, self.status
         )
-        if self.pipe.stream_id in conn.stream_ids:
+        if conn.has_stream(self.pipe.stream_id):
             conn.reset(self.pipe.stream_id, code=0)
             self.pipe.session.transmit()
         abort_with_rst(self.pipe)

@@ -281,7 +281,7 @@ class Gateway(asyncio.DatagramProtocol):
             self._answer(session, sid, code)
             return
         pending = self._streams.get(key)
-        if pending is None or sid not in conn.stream_ids:
+        if pending is None or not conn.has_stream(sid):
             self._streams.pop(key, None)
             if pending is not None:
                 _credit_early(session, sid, pending.early)
@@ -315,13 +315,13 @@ class Gateway(asyncio.DatagramProtocol):
             self._answer(session, sid, GENERAL_FAILURE)
             return
         pending = self._streams.get(key)
-        if pending is None or sid not in session.conn.stream_ids:
+        if pending is None or not session.conn.has_stream(sid):
             return
         assoc = GatewayAssociation(session, sid, self.allowed, UDP_BUFFER_BYTES, self.counters)
         self.associations += 1
         try:
             await assoc.start()
-            if self._streams.get(key) is not pending or sid not in session.conn.stream_ids:
+            if self._streams.get(key) is not pending or not session.conn.has_stream(sid):
                 return  # reset, or its session ended, while the sockets opened
             session.conn.send(sid, bytes([OK]))
             pending.pipe = assoc
@@ -348,7 +348,7 @@ class Gateway(asyncio.DatagramProtocol):
         pending = self._streams.pop(key, None)
         session.held.discard(sid)
         conn = session.conn
-        if sid not in conn.stream_ids:
+        if not conn.has_stream(sid):
             return
         conn.send(sid, bytes([status]), end_stream=True)
         early = pending.early if pending is not None else []

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Callable
 
 from tierwise.relay import trace
-from tierwise.relay.reset import linger_zero
+from tierwise.relay.reset import abort_with_rst, linger_zero
 from tierwise.relay.session import Session
 
 __all__ = ["NOT_ALLOWED", "OK", "REFUSED", "UNREACHABLE", "Pipe", "encode_target", "parse_target"]
@@ -79,7 +79,7 @@ class Pipe:
             while data := await reader.read(READ_BYTES):
                 await self.movable.wait()
                 conn = self.session.conn
-                if self.stream_id not in conn.stream_ids:
+                if not conn.has_stream(self.stream_id):
                     return
                 conn.send(self.stream_id, data)
                 trace.event("tcp_read", self.stream_id, len(data))
@@ -92,7 +92,7 @@ class Pipe:
                     await asyncio.sleep(0.005)
             await self.movable.wait()
             conn = self.session.conn
-            if self.stream_id in conn.stream_ids:
+            if conn.has_stream(self.stream_id):
                 conn.close(self.stream_id)
                 if self.tap is not None:
                     self.tap(b"", True)
@@ -208,7 +208,7 @@ class Pipe:
 
     def _reset_stream(self) -> None:
         conn = self.session.conn
-        if self.stream_id in conn.stream_ids:
+        if conn.has_stream(self.stream_id):
             conn.reset(self.stream_id, code=1)
             self.session.transmit()
 
@@ -218,10 +218,9 @@ class Pipe:
         delivered and acknowledged) only has bytes on their way into the socket left:
         they and the FIN go out in order, as they would have. Any other stream's end
         never came: its socket is broken with an RST."""
-        if self._eof and self.stream_id not in self.session.conn.stream_ids:
+        if self._eof and not self.session.conn.has_stream(self.stream_id):
             return
-        linger_zero(self.writer.get_extra_info("socket"), True)
-        self.abort()
+        abort_with_rst(self)
 
     def abort(self) -> None:
         if self._out:  # delivered but never written: its window is freed all the same

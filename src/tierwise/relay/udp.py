@@ -124,7 +124,7 @@ class _Stream:
     def put(self, host: str, port: int, payload: bytes) -> None:
         """Queue one datagram on the stream, or drop it if the stream is full (never block)."""
         conn = self.session.conn
-        if self.sid not in conn.stream_ids:
+        if not conn.has_stream(self.sid):
             return
         if conn.send_buffered_bytes(self.sid) + len(payload) > self.buffer_bytes:
             self.counters["udp_dropped_full"] += 1
@@ -187,7 +187,7 @@ class ClientAssociation(_Stream, asyncio.DatagramProtocol):
         if self.transport is not None:
             self.transport.close()
         conn = self.session.conn
-        if self.sid in conn.stream_ids:
+        if conn.has_stream(self.sid):
             conn.reset(self.sid, code=0)
             self.session.transmit()
         self.closed.set()
@@ -298,7 +298,7 @@ class GatewayAssociation(_Stream):
         for task in self._tasks:
             task.cancel()
         conn = self.session.conn
-        if self.sid in conn.stream_ids:
+        if conn.has_stream(self.sid):
             conn.reset(self.sid, code=0)
             self.session.transmit()
         self.closed.set()

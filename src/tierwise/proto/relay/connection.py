@@ -102,8 +102,8 @@ HELLO_RETRY_MAX_S = 4.0
 REFUSED = 1  # RESET code: too many streams
 # Streams this end reset whose peer's final size has not arrived yet: the peer answers a
 # RESET with its own at once, so only the last RTT's resets (and refusals) wait; past
-# max(this, 4 × max_streams) the oldest is forgotten (its in-flight bytes then stay off the
-# session window). An entry is two ints.
+# max(this, 4 × max_streams) the oldest is settled at the highest offset received (its
+# in-flight bytes then stay off the session window). An entry is two ints.
 AWAIT_FINAL_MIN = 1024
 _WINDOWS = struct.Struct(">QQ")
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
@@ -933,7 +933,11 @@ class RelayConnection:
     def _await_peer_final(self, sid: int, delivered: int, highest: int) -> None:
         self._await_final[sid] = (delivered, highest)
         if len(self._await_final) > max(AWAIT_FINAL_MIN, 4 * self.config.max_streams):
-            del self._await_final[next(iter(self._await_final))]
+            # the oldest waits no longer: what arrived of it counts now (its bytes still in
+            # flight stay off the window); its peer's final size, if it ever comes, is ignored
+            oldest = next(iter(self._await_final))
+            delivered, highest = self._await_final.pop(oldest)
+            self._settle(highest, delivered, highest)
 
     def _settle(self, final_size: int, delivered: int, highest: int) -> None:
         """A closed stream's final size counts in full: bytes never to be delivered
