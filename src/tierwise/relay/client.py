@@ -59,7 +59,7 @@ DEAD_PEER_S = 1.0  # a silent gateway is noticed this fast, and a new session op
 SILENT_GRACE_S = 15.0  # a silent session's open streams wait this long for the path to return
 UDP_BUFFER_BYTES = 1 << 20
 PROBE_SILENCE_S = 0.5  # streams open and the gateway silent this long: probe it
-REDIAL_S = 0.5  # a request while the handshake is unanswered this long sends a fresh HELLO
+REDIAL_S = 0.5  # while the handshake is unanswered, `relay client` says HELLO again this often
 REPLAY_BYTES = 1 << 20  # what a stream keeps of its application's bytes until the status
 SESSION_FIELDS = (  # the tunables `relay stats` shows (the [session] keys, tuning.py)
     *(f.name for f in fields(RelayConfig) if f.name != "credit_on_consume"),
@@ -141,7 +141,6 @@ class Client:
         self._transport: asyncio.DatagramTransport | None = None
         self.ready = asyncio.Event()
         self.udp_buffer_bytes = udp_buffer_bytes
-        self._opened_s = 0.0
         self.last_rx_s = self._probed_s = 0.0
         self._watchdog: asyncio.Task | None = None
         self._closed = False
@@ -235,16 +234,16 @@ class Client:
         assert self._transport is not None
         self.session = Session(conn, self._transport, self._on_event)
         conn.connect(self.gateway, self.session.now())
-        self._opened_s = self.session.now()
         self.session.transmit()
 
     def redial(self) -> None:
-        """An application is waiting: do not sit out the HELLO backoff, say HELLO again now."""
+        """An application is waiting: do not sit out the HELLO backoff, say HELLO again now
+        (the same HELLO: a gateway that got an earlier one answers from its session)."""
         session = self.session
-        if self.ready.is_set() or session is None or session.now() - self._opened_s < REDIAL_S:
+        if self.ready.is_set() or session is None:
             return
-        session.close()
-        self._open()
+        if session.conn.hello_now(session.now()):
+            session.transmit()
 
     def _on_event(self, session: Session, event: Event) -> None:
         current = session is self.session

@@ -99,6 +99,7 @@ SUPERSEDED_PTOS = 4
 SUPERSEDED_MIN_S = 0.25
 HELLO_RETRY_S = 0.5
 HELLO_RETRY_MAX_S = 4.0
+HELLO_NOW_MIN_S = 0.25  # hello_now() sends nothing sooner than this after the last HELLO
 REFUSED = 1  # RESET code: too many streams
 # Streams this end reset whose peer's final size has not arrived yet: the peer answers a
 # RESET with its own at once, so only the last RTT's resets (and refusals) wait; past
@@ -321,6 +322,7 @@ class RelayConnection:
         self._welcome_due = False  # the gateway owes the client a WELCOME
         self._hello_at: float | None = None
         self._hello_retry_s = HELLO_RETRY_S
+        self._hello_sent_s: float | None = None  # when the last HELLO left
         self._send_keys: DirectionKeys | None = None
         self._recv_keys: DirectionKeys | None = None
         self._replay = ReplayWindow()
@@ -412,6 +414,20 @@ class RelayConnection:
         self.state = State.HELLO_SENT
         self._hello_at = now
         self._last_recv_s = now
+
+    def hello_now(self, now: float) -> bool:
+        """Client, handshake unanswered: say the same HELLO again now and start its backoff
+        over (an application is waiting; the gateway may only just have come up). The
+        same HELLO, not a new session: a gateway that got the first one answers this one
+        from the same session, so no second session is opened for the one client. Nothing
+        is sent within ``HELLO_NOW_MIN_S`` of the last HELLO; whether one is due now."""
+        if self.state is not State.HELLO_SENT:
+            return False
+        if self._hello_sent_s is not None and now - self._hello_sent_s < HELLO_NOW_MIN_S:
+            return False
+        self._hello_at = now
+        self._hello_retry_s = HELLO_RETRY_S
+        return True
 
     def next_event(self) -> Event | None:
         if self._events:
@@ -1327,6 +1343,7 @@ class RelayConnection:
         ):
             self._hello_at = now + self._hello_retry_s
             self._hello_retry_s = min(2 * self._hello_retry_s, HELLO_RETRY_MAX_S)
+            self._hello_sent_s = now
             return [(self._hello_bytes(), self.peer_addr)]
         if self._welcome_due:
             self._welcome_due = False
