@@ -44,7 +44,7 @@ async def gateway_with(n: int) -> tuple[Gateway, asyncio.BaseTransport]:
     addr = transport.get_extra_info("sockname")
     for i in range(n):
         client = RelayConnection(KEY, is_client=True, config=config)
-        client.connect(addr, loop.time())
+        client.connect(addr, loop.time(), wall_s=time.time())
         ((hello, _),) = client.datagrams_to_send(loop.time())
         gw.datagrams_received([(hello, ("127.0.0.1", 20000 + i % 40000))])
     assert len(gw.sessions) == n, len(gw.sessions)

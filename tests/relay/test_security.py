@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.relay.conftest import KEY, Stack
-from tierwise.proto.relay import RelayConfig, wire
+from tierwise.proto.relay import RelayConfig, RelayConnection, wire
 from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_socks
@@ -263,3 +263,98 @@ def test_streams_past_the_limit_are_refused(stack: Stack) -> None:
             s.close()
         for close in closers:
             stack.loop.call_soon_threadsafe(close)
+
+
+def _hello(wall_s: float | None) -> tuple[RelayConnection, bytes]:
+    """A client connection and the HELLO it sends, dated ``wall_s`` (None: undated)."""
+    conn = RelayConnection(KEY, is_client=True)
+    conn.connect(("127.0.0.1", 9), 0.0, wall_s=wall_s)
+    ((hello, _),) = conn.datagrams_to_send(0.0)
+    return conn, hello
+
+
+def test_a_recorded_hello_opens_no_second_session() -> None:
+    """An attacker who recorded a HELLO replays it after its session ended: no session
+    is opened for nobody, nothing is answered (no WELCOME to reflect), one drop counted.
+    An undated HELLO, one dated ten minutes off, and, at a restarted gateway, one dated
+    before its start are refused the same way; a fresh HELLO still opens a session."""
+
+    async def run() -> dict[str, object]:
+        loop = asyncio.get_running_loop()
+        gateway = Gateway(KEY, set())
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: gateway, local_addr=("127.0.0.1", 0)
+        )
+        addr = transport.get_extra_info("sockname")
+        attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        attacker.bind(("127.0.0.1", 0))
+        attacker.setblocking(False)
+        out: dict[str, object] = {}
+
+        async def exchange(datagram: bytes) -> bytes | None:
+            attacker.sendto(datagram, addr)
+            try:
+                return await asyncio.wait_for(loop.sock_recv(attacker, 2048), 0.3)
+            except TimeoutError:
+                return None
+
+        try:
+            client, recorded = _hello(time.time())
+            welcome = await exchange(recorded)
+            assert welcome is not None and len(gateway.sessions) == 1
+            client.receive_datagram(welcome, addr, 0.0)
+            assert client.established
+            client.close_session()
+            for datagram, _ in client.datagrams_to_send(0.01):
+                attacker.sendto(datagram, addr)
+            for _ in range(50):
+                if not gateway.sessions:
+                    break
+                await asyncio.sleep(0.01)
+            out["after close"] = len(gateway.sessions)
+            out["replay answered"] = await exchange(recorded)
+            out["undated answered"] = await exchange(_hello(None)[1])
+            out["stale answered"] = await exchange(_hello(time.time() - 600)[1])
+            out["sessions"] = len(gateway.sessions)
+            out["counters"] = {k: gateway.counters[k] for k in ("dropped_replay", "dropped_auth")}
+            restarted = Gateway(KEY, set())  # remembers nothing: its start is the watermark
+            recorded_before = _hello(time.time() - 5)[1]  # recorded 5 s before the restart
+            restarted.datagrams_received([(recorded_before, attacker.getsockname())])
+            out["restarted"] = (len(restarted.sessions), restarted.counters["dropped_replay"])
+            out["fresh answered"] = await exchange(_hello(time.time())[1]) is not None
+            return out
+        finally:
+            attacker.close()
+            transport.close()
+
+    out = asyncio.run(run())
+    assert out == {
+        "after close": 0,
+        "replay answered": None,
+        "undated answered": None,
+        "stale answered": None,
+        "sessions": 0,
+        "counters": {"dropped_replay": 1, "dropped_auth": 2},
+        "restarted": (0, 1),
+        "fresh answered": True,
+    }
+
+
+def test_the_hello_ledger_is_bounded_and_keeps_refusing_what_it_let_go() -> None:
+    from tierwise.relay.gateway import HELLO_WINDOW_S, HelloLedger
+
+    now = 1_000_000.0
+    ledger = HelloLedger(started_wall_s=now - 100, max_entries=4)
+    for i in range(10):
+        cid = i.to_bytes(8, "big")
+        assert ledger.refuse(cid, now + i, now + i) is None
+        ledger.admit(cid, now + i, now + i)
+    assert len(ledger) == 4
+    # let go past the bound: dated at or below the watermark, refused all the same
+    assert ledger.refuse((0).to_bytes(8, "big"), now, now + 10) == "replay"
+    assert ledger.refuse((9).to_bytes(8, "big"), now + 9, now + 10) == "replay"
+    assert ledger.refuse(b"new-id!!", now + 10, now + 10) is None
+    later = now + 10 + HELLO_WINDOW_S + 1  # entries past the window go; the window refuses
+    ledger.admit(b"new-id!!", later, later)
+    assert len(ledger) == 1
+    assert ledger.refuse((9).to_bytes(8, "big"), now + 9, later) == "auth"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import fields
@@ -233,7 +234,7 @@ class Client:
         conn = RelayConnection(self.key, is_client=True, config=self.config)
         assert self._transport is not None
         self.session = Session(conn, self._transport, self._on_event)
-        conn.connect(self.gateway, self.session.now())
+        conn.connect(self.gateway, self.session.now(), wall_s=time.time())
         self.session.transmit()
 
     def redial(self) -> None:

@@ -11,7 +11,10 @@ Bounds: ``max_sessions`` sessions (a HELLO beyond it is
 dropped), each session's streams by :class:`RelayConfig.max_streams`, each
 stream's buffers by the flow-control windows. A datagram that names no known
 session and is not a valid HELLO costs one header parse and one AEAD check (a
-failed HELLO leaves its connection object unused, and the next HELLO reuses it).
+failed HELLO leaves its connection object unused, and the next HELLO reuses it); a
+HELLO undated, dated more than ``HELLO_WINDOW_S`` off, or seen before (a recorded one
+replayed: :class:`HelloLedger`) costs the parse alone. Clients' clocks must be within
+two minutes of the gateway's.
 
 :meth:`Gateway.snapshot` is what an operator observes (``--stats``, :mod:`.metrics`):
 totals over every session since the start (ended ones included, so counters only grow)
@@ -40,6 +43,7 @@ from tierwise.proto.relay import (
     StreamReset,
     wire,
 )
+from tierwise.proto.relay.connection import hello_sent_s
 from tierwise.relay import trace
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
 from tierwise.relay.reset import abort_with_rst
@@ -62,9 +66,57 @@ IDLE_TIMEOUT_S = 12.0
 # thousands of sessions answers in bounded work; the totals still count every session.
 STATS_SESSIONS = 32
 # Datagrams the gateway drops before any session sees them, by reason (its own counters).
-GATEWAY_DROPS = ("dropped_malformed", "dropped_unknown_session", "dropped_auth")
+GATEWAY_DROPS = ("dropped_malformed", "dropped_unknown_session", "dropped_auth", "dropped_replay")
+# A HELLO dated further than this from the gateway's clock is refused (as unauthentic):
+# a recorded HELLO can be replayed within it at most, and the ledger below refuses that.
+HELLO_WINDOW_S = 120.0
+HELLO_LEDGER_MAX = 65536  # HELLOs remembered (an entry is a session id and a time)
+# HELLOs dated before the gateway started (less this, for the client's clock) are refused:
+# a restarted gateway remembers nothing, and a replay of an old HELLO must not pass then.
+HELLO_RESTART_SLACK_S = 2.0
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
+
+
+class HelloLedger:
+    """The HELLOs that opened sessions, so that a recorded one replayed opens none.
+
+    A HELLO is dated by its client (authenticated with it). One dated more than
+    ``HELLO_WINDOW_S`` off the gateway's clock is refused; within that window each
+    session id is taken once. Memory is bounded: entries older than the window go (the
+    window refuses them), and past ``HELLO_LEDGER_MAX`` entries the oldest goes and
+    the watermark rises to its date: HELLOs dated at or below it are refused.
+    """
+
+    def __init__(self, started_wall_s: float, max_entries: int = HELLO_LEDGER_MAX) -> None:
+        self.watermark_s = started_wall_s - HELLO_RESTART_SLACK_S
+        self.max_entries = max_entries
+        self._seen: dict[bytes, float] = {}  # session id: its HELLO's date, oldest admitted first
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def refuse(self, cid: bytes, sent_s: float | None, wall_s: float) -> str | None:
+        """Why a HELLO naming no session is refused before its AEAD check: "auth" (undated,
+        or dated outside the window), "replay" (seen, or dated at or below the watermark);
+        None if it may go on to the check."""
+        if sent_s is None or abs(sent_s - wall_s) > HELLO_WINDOW_S:
+            return "auth"
+        if sent_s <= self.watermark_s or cid in self._seen:
+            return "replay"
+        return None
+
+    def admit(self, cid: bytes, sent_s: float, wall_s: float) -> None:
+        """An authentic HELLO opened a session: remember it, within the bounds."""
+        seen = self._seen
+        seen[cid] = sent_s
+        while seen:
+            oldest, date = next(iter(seen.items()))
+            if len(seen) > self.max_entries:
+                self.watermark_s = max(self.watermark_s, date)
+            elif date >= wall_s - HELLO_WINDOW_S:
+                break
+            del seen[oldest]
 
 
 @dataclass
@@ -104,6 +156,7 @@ class Gateway(asyncio.DatagramProtocol):
         self.ended: Counter[str] = Counter()  # RelayStats summed over sessions that ended
         self.started: dict[bytes, float] = {}  # session id: when it was established (loop)
         self.started_wall_s = time.time()
+        self.hellos = HelloLedger(self.started_wall_s)
 
     @property
     def dropped(self) -> int:
@@ -163,6 +216,12 @@ class Gateway(asyncio.DatagramProtocol):
         A HELLO that fails its check leaves a connection untouched: keep it for the next
         one, so forged HELLOs cost an AEAD check, not a new connection (~80 µs).
         """
+        wall_s = time.time()
+        sent_s = hello_sent_s(data)
+        refused = self.hellos.refuse(cid, sent_s, wall_s)
+        if refused is not None:  # before the AEAD check: a replay costs no more than a parse
+            self.counters["dropped_" + refused] += 1
+            return
         conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
         # every stream is held from its first byte: what the gateway takes (a header, bytes
         # written to the service, bytes it drops) it credits, each byte once
@@ -178,6 +237,8 @@ class Gateway(asyncio.DatagramProtocol):
         # the forged HELLOs this spare connection rejected are counted above, not twice
         conn.stats.dropped_auth -= before[0]
         conn.stats.dropped_malformed -= before[1]
+        assert sent_s is not None  # refuse() took the undated
+        self.hellos.admit(cid, sent_s, wall_s)
         session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
         self.sessions[cid] = session
         self.started[cid] = now

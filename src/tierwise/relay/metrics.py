@@ -62,7 +62,8 @@ COUNTERS: dict[str, tuple[str, str]] = {
 }
 DROP_HELP = (
     "Datagrams dropped unanswered, by reason: auth (failed authentication, forged HELLOs "
-    "included), replay, malformed, unknown_session (names no session and is no HELLO), "
+    "and HELLOs dated over 2 minutes off included), replay (a packet or a session's HELLO "
+    "seen before), malformed, unknown_session (names no session and is no HELLO), "
     "flow_control (past the granted credit)"
 )
 GAUGES: dict[str, tuple[str, str]] = {

@@ -218,7 +218,7 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
         raise ScenarioError(
             f"no answer from {_addr(gateway)} within {timeout_s:g} s "
             "(is the gateway running, reachable over UDP, and using the same key and "
-            "[session] rotate_packets?)",
+            "[session] rotate_packets, with its clock within 2 minutes of this one?)",
             path="--gateway",
         ) from None
 

@@ -75,7 +75,7 @@ from tierwise.proto.relay.wire import (
     StreamFrame,
 )
 
-__all__ = ["RelayConfig", "RelayConnection", "RelayStats"]
+__all__ = ["RelayConfig", "RelayConnection", "RelayStats", "hello_sent_s"]
 
 Addr = Any
 TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
@@ -107,6 +107,10 @@ REFUSED = 1  # RESET code: too many streams
 # in-flight bytes then stay off the session window). An entry is two ints.
 AWAIT_FINAL_MIN = 1024
 _WINDOWS = struct.Struct(">QQ")
+# After the windows, a HELLO carries its send time (u64 ns since the Unix epoch, 0: none),
+# inside the authenticated bytes: a gateway refuses a recorded HELLO replayed later.
+_HELLO_TIME = struct.Struct(">Q")
+_HELLO_TIME_AT = wire.HEADER_BYTES + 32 + _WINDOWS.size
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
@@ -323,6 +327,7 @@ class RelayConnection:
         self._hello_at: float | None = None
         self._hello_retry_s = HELLO_RETRY_S
         self._hello_sent_s: float | None = None  # when the last HELLO left
+        self._wall_offset_s: float | None = None  # wall clock − ``now`` (HELLO times)
         self._send_keys: DirectionKeys | None = None
         self._recv_keys: DirectionKeys | None = None
         self._replay = ReplayWindow()
@@ -406,10 +411,13 @@ class RelayConnection:
     def established(self) -> bool:
         return self.state is State.ESTABLISHED
 
-    def connect(self, addr: Addr, now: float) -> None:
-        """Client: start the handshake towards the gateway at ``addr``."""
+    def connect(self, addr: Addr, now: float, wall_s: float | None = None) -> None:
+        """Client: start the handshake towards the gateway at ``addr``. ``wall_s``, the
+        Unix time at ``now``, dates each HELLO (a gateway refuses an undated one, or one
+        dated more than two minutes off its own clock: see :func:`hello_fields`)."""
         if not self.is_client or self.state is not State.START:
             raise LocalProtocolError(f"connect() needs a fresh client, state is {self.state.value}")
+        self._wall_offset_s = None if wall_s is None else wall_s - now
         self.peer_addr = addr
         self.state = State.HELLO_SENT
         self._hello_at = now
@@ -637,9 +645,11 @@ class RelayConnection:
         else:
             self.stats.dropped_malformed += 1
 
-    def _hello_bytes(self) -> bytes:
+    def _hello_bytes(self, now: float) -> bytes:
         c = self.config
+        sent_ns = 0 if self._wall_offset_s is None else round((now + self._wall_offset_s) * 1e9)
         body = self._random + _WINDOWS.pack(c.stream_window_bytes, c.session_window_bytes)
+        body += _HELLO_TIME.pack(max(sent_ns, 0))
         head = wire.HEADER.pack(wire.HELLO, self.connection_id, 0) + body
         head += bytes(wire.HELLO_BYTES - len(head) - wire.TAG_BYTES)
         return head + self._hs.encrypt(self._random[:12], b"", head)
@@ -1344,7 +1354,7 @@ class RelayConnection:
             self._hello_at = now + self._hello_retry_s
             self._hello_retry_s = min(2 * self._hello_retry_s, HELLO_RETRY_MAX_S)
             self._hello_sent_s = now
-            return [(self._hello_bytes(), self.peer_addr)]
+            return [(self._hello_bytes(now), self.peer_addr)]
         if self._welcome_due:
             self._welcome_due = False
             return [(self._welcome_bytes(), self.peer_addr)]
@@ -1603,6 +1613,16 @@ class RelayConnection:
             slack_s = max(slack_s, min(now - self._next_send_s, LATE_WAKE_CREDIT_S))
         start = max(self._next_send_s, now - slack_s)
         self._next_send_s = start + size / rate
+
+
+def hello_sent_s(data: bytes) -> float | None:
+    """The Unix time a HELLO says it was sent, None if it has none (or is no HELLO's
+    size). Not yet authenticated: read before the AEAD check so that a gateway can refuse
+    stale or replayed HELLOs cheaply; a changed time then fails that check."""
+    if len(data) != wire.HELLO_BYTES:
+        return None
+    (sent_ns,) = _HELLO_TIME.unpack_from(data, _HELLO_TIME_AT)
+    return sent_ns / 1e9 if sent_ns else None
 
 
 def _earlier(a: float | None, b: float | None) -> float | None:

@@ -5,12 +5,16 @@ the AEAD's associated data, so nothing in it can be changed undetected::
 
     type u8 | connection id (8 bytes) | packet number u64
 
-    HELLO    (client → gateway)  header | client random (32) | zero padding | tag (16)
-    WELCOME  (gateway → client)  header | gateway random (32) | tag (16)
+    HELLO    (client → gateway)  header | client random (32) | stream window u64 |
+                                 session window u64 | sent u64 (Unix ns, 0: undated) |
+                                 zero padding | tag (16)
+    WELCOME  (gateway → client)  header | gateway random (32) | stream window u64 |
+                                 session window u64 | tag (16)
     DATA     (both ways)         header | AEAD(frames) (ciphertext + 16-byte tag)
 
 A HELLO is padded to :data:`HELLO_BYTES` so the WELCOME it earns is smaller
-(no amplification). Frames inside a DATA packet::
+(no amplification); its send time lets a gateway refuse a recorded HELLO replayed
+later (a second session for nobody). Frames inside a DATA packet::
 
     PADDING          0x00  (the rest of the packet)
     PING             0x01
