@@ -29,6 +29,13 @@ over the floor, datagrams and repairs per session, the loss each sender read fro
 peer against the path's, and the probes lost::
 
     python benchmarks/relay_sim.py --pmtu --requests 8 --losses 0,0.036,0.14 --seed 31,32,33
+
+``--cold N`` runs a new session's first request instead, ``N`` seeds at each of
+``--losses``: once the handshake is done the client sends the issue's request
+(354,640 B up, 1,000 B down), timed against the same floor; per loss the median and p99 over the seeds, how many answers needed a
+retransmission, and the repairs each end sent per request::
+
+    python benchmarks/relay_sim.py --cold 200 --losses 0,0.036,0.14
 """
 
 from __future__ import annotations
@@ -244,6 +251,50 @@ def pmtu_main(args: argparse.Namespace) -> None:
             )
 
 
+def cold_request(loss: float, seed: int) -> dict:
+    """A new session's first request, sent once the handshake is done; timed from then."""
+    net = Net(Path(loss=loss), Path(loss=loss), seed=seed)
+    net.run(60, lambda: net.client.established)
+    expected = request_response(net, [(UP_BYTES, DOWN_BYTES)])
+    start = net.now
+    net.run(start + 60, all_done(net, expected))
+    for sid, (sent_up, sent_down) in expected.items():
+        assert bytes(net.received["gateway"].pop(sid)) == sent_up
+        assert bytes(net.received["client"].pop(sid)) == sent_down
+    return {
+        "time_s": net.now - start,
+        "answer_retransmitted": net.gateway.stats.retransmitted_bytes > 0,
+        "repairs": (net.client.stats.repair_packets_sent, net.gateway.stats.repair_packets_sent),
+    }
+
+
+def cold_main(args: argparse.Namespace) -> None:
+    floor = 0.2 + (UP_BYTES + DOWN_BYTES) / RATE_BYTES_PER_S
+    print(
+        f"a new session's first request (354,640 B up, 1,000 B down, sent once established),"
+        f" {args.cold} seeds per loss, 200 ms, 333 Mbit/s; time / floor"
+        f" ({floor * 1e3:.1f} ms)"
+    )
+    print(
+        "| loss | median | p99 | worst | answers retransmitted | client repairs per request"
+        " | gateway repairs per request |\n|---|---|---|---|---|---|---|"
+    )
+    with Progress(transient=True) as progress:
+        for loss in args.losses:
+            task = progress.add_task(f"new sessions at {loss:.1%} loss", total=args.cold)
+            runs = []
+            for seed in range(args.cold):
+                runs.append(cold_request(loss, 1000 + seed))
+                progress.advance(task)
+            ratios = np.array([r["time_s"] for r in runs]) / floor
+            late = sum(r["answer_retransmitted"] for r in runs)
+            up, down = (np.mean([r["repairs"][i] for r in runs]) for i in (0, 1))
+            print(
+                f"| {loss:.1%} | {np.median(ratios):.2f} | {np.percentile(ratios, 99):.2f}"
+                f" | {ratios.max():.2f} | {late} of {len(runs)} | {up:.0f} | {down:.1f} |"
+            )
+
+
 def target_list(text: str) -> list[float]:
     try:
         values = [float(x) for x in text.split(",")]
@@ -302,9 +353,20 @@ def main() -> None:
     )
     parser.add_argument("--pmtu", action="store_true", help="short sessions with PMTU discovery")
     parser.add_argument(
-        "--losses", type=loss_list, default=[0.0, 0.036], help="with --pmtu: random loss each way"
+        "--losses",
+        type=loss_list,
+        default=[0.0, 0.036],
+        help="with --pmtu or --cold: random loss each way",
+    )
+    parser.add_argument(
+        "--cold",
+        type=positive_int,
+        help="a new session's first request, this many seeds at each of --losses",
     )
     args = parser.parse_args()
+    if args.cold:
+        cold_main(args)
+        return
     if args.lab:
         lab_main(args)
         return

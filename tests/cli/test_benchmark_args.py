@@ -33,6 +33,7 @@ CASES = [
     ("relay_gateway_stats.py", ["--few", "0"], "--few"),
     ("relay_native.py", ["--cases", "bulk99"], "--cases"),
     ("relay_sim.py", ["--requests", "0"], "--requests"),
+    ("relay_sim.py", ["--cold", "-2"], "--cold"),
     ("relay_trace.py", ["--runs", "x"], "--runs"),
     ("route_estimators.py", ["--samples", "0"], "--samples"),
     ("route_gateway.py", ["--concurrent", "-1"], "--concurrent"),

@@ -152,3 +152,21 @@ def test_relay_leaves_cubic_its_share_in_a_shallow_queue() -> None:
     assert tcp["share"] > 0.2  # 1.4 % when a train's rate read 12 % above the path
     assert relay["retransmissions"] < 0.02 * packets  # 89,075 in 30 s then
     assert tcp["goodput_bytes_per_s"] + relay["goodput_bytes_per_s"] > 0.8 * 2.5e6
+
+
+def test_a_new_sessions_first_answer_is_protected_by_the_other_directions_loss() -> None:
+    """A new session's first request at 14 % loss each way: the client has judged none of
+    the gateway's packets when the answer leaves (it has barely received any), so the
+    peer's loss report says 0; the gateway has just measured the upload's loss, and
+    that is the answer's prior. Every answer carries repairs and none waits for a
+    retransmission (before: no repairs, 24 of 200 seeds retransmitted)."""
+    repaired = retransmitted = 0
+    for seed in range(1000, 1020):
+        net = Net(Path(loss=0.14), Path(loss=0.14), seed=seed)
+        net.run(30, lambda net=net: net.client.established)
+        expected = request_response(net, [(UP, DOWN)])
+        net.run(net.now + 30, all_done(net, expected))
+        assert all_done(net, expected)()
+        repaired += net.gateway.stats.repair_packets_sent > 0
+        retransmitted += net.gateway.stats.retransmitted_bytes > 0
+    assert (repaired, retransmitted) == (20, 0)

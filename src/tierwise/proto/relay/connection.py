@@ -56,7 +56,12 @@ from tierwise.proto.relay.events import (
     StreamReset,
 )
 from tierwise.proto.relay.fec import CODES, FecDecoder, FecEncoder
-from tierwise.proto.relay.meter import LossMeter, RttEstimator
+from tierwise.proto.relay.meter import (
+    LOSS_SLACK_PACKETS,
+    LOSS_WINDOW_PACKETS,
+    LossMeter,
+    RttEstimator,
+)
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
 from tierwise.proto.relay.rate import RateController, RateSample
 from tierwise.proto.relay.streams import BULK_BYTES, RecvStream, SendStream
@@ -1435,6 +1440,12 @@ class RelayConnection:
 
     def _queue_repairs(self) -> None:
         loss = self.peer_loss
+        if self._largest_acked < LOSS_WINDOW_PACKETS + LOSS_SLACK_PACKETS:
+            # the peer has judged no window of this direction yet (its early estimate is
+            # from a handful of packets, or none: a new session's first answer): what the
+            # other direction loses is the prior (§12.3.3: they may differ, but a path
+            # that drops one way seldom carries the other clean)
+            loss = max(loss, self._loss_meter.loss)
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())
