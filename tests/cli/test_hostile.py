@@ -1,0 +1,83 @@
+"""Classes of hostile or mistaken input, each member one line and exit 2 (or a result).
+
+Each test takes a whole class (booleans where numbers go, percentages where fractions
+go, units a user never means, unwritable output, inputs that never end) and runs
+several members of it through every file kind or option that could receive it. The
+runs are real ``tierwise`` processes, two at a time (tests/cli/batch.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.batch import Done, call, cli_calls
+from tests.cli.test_errors import assert_one_line_error
+from tierwise.scenario.loader import bundled_example
+
+EXAMPLES = Path(str(bundled_example("deployment"))).parent
+SCENARIO = (EXAMPLES / "deployment.toml").read_text("utf-8")
+SIM = (EXAMPLES / "sim-photo.toml").read_text("utf-8")
+ROUTE = (EXAMPLES / "route.toml").read_text("utf-8")
+QUANT = '[quant.odd]\nname = "odd"\nblock_values = 32\nblock_bytes = 18\n'
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert old in text, f"the bundled file no longer contains {old!r}"
+    return text.replace(old, new, 1)
+
+
+# (label, command with {f} for the file, file text, key path the error must name)
+def _number_places(value: str) -> list[tuple[str, list[str], str, str]]:
+    """Every kind of file (and --set) with ``value`` in one of its number fields."""
+    return [
+        ("scenario int", ["plan", "{f}"], _edit(SCENARIO, "rounds = 20", f"rounds = {value}"),
+         "task.rounds"),
+        ("scenario float", ["plan", "{f}"],
+         _edit(SCENARIO, "decode_slowdown = 1.0", f"decode_slowdown = {value}"),
+         "site.cloud.decode_slowdown"),
+        ("--set", ["plan", "{f}", "--set", f"site.cloud.loss={value}"], SCENARIO,
+         "site.cloud.loss"),
+        ("--set in a table", ["plan", "{f}", "--set", f"decision.weights.time={value}"],
+         SCENARIO, "decision.weights.time"),
+        ("sim file", ["sim", "{f}"], _edit(SIM, "seed = 1", f"seed = {value}"), "run.seed"),
+        ("route config", ["route", "decisions", "--config", "{f}"],
+         _edit(ROUTE, "hysteresis = 0.1", f"hysteresis = {value}"), "decision.hysteresis"),
+        ("catalog file", ["catalog", "--catalog", "{f}"],
+         _edit(QUANT, "block_values = 32", f"block_values = {value}"), "block_values"),
+    ]  # fmt: skip
+
+
+BOOLEANS = ["true", "false"]
+SLIPS = {'"14%"': "0.14", '"3.6 %"': "0.036", '"1,000"': "1000"}
+
+
+def _place_calls(value: str, place: int) -> dict[str, object]:
+    _, args, text, _ = _number_places(value)[place]
+    return {"": call(*[a.replace("{f}", "{dir}/in.toml") for a in args], files={"in.toml": text})}
+
+
+PLACES = range(len(_number_places("1")))
+
+
+@pytest.mark.parametrize("place", PLACES, ids=[p[0] for p in _number_places("1")])
+@pytest.mark.parametrize("value", BOOLEANS)
+@cli_calls(_place_calls)
+def test_a_boolean_where_a_number_goes_is_refused(
+    value: str, place: int, cli_runs: dict[str, Done]
+) -> None:
+    """true/false in any number field of any file kind: its key path, never 1 or 0."""
+    key = _number_places(value)[place][3]
+    assert_one_line_error(cli_runs[""].run, key, f"got {value}", "boolean")
+
+
+@pytest.mark.parametrize("place", PLACES, ids=[p[0] for p in _number_places("1")])
+@pytest.mark.parametrize("value", list(SLIPS))
+@cli_calls(_place_calls)
+def test_a_percentage_or_a_comma_in_a_number_is_refused_with_the_meant_number(
+    value: str, place: int, cli_runs: dict[str, Done]
+) -> None:
+    """'14%', '3.6 %', '1,000' in any number field: refused, naming what to write instead."""
+    key = _number_places(value)[place][3]
+    assert_one_line_error(cli_runs[""].run, key, f"write {SLIPS[value]}")
