@@ -81,3 +81,25 @@ def test_a_percentage_or_a_comma_in_a_number_is_refused_with_the_meant_number(
     """'14%', '3.6 %', '1,000' in any number field: refused, naming what to write instead."""
     key = _number_places(value)[place][3]
     assert_one_line_error(cli_runs[""].run, key, f"write {SLIPS[value]}")
+
+
+UNIT_SLIPS = {
+    "millihertz": (["calc", "pcm-rate", "--sample-rate", "24 mHz"], ["'24 MHz'", "never meant"]),
+    "megametres": (["calc", "propagation", "--distance", "10 Mm"], ["'10 mm'", "never meant"]),
+    "milli-FLOP": (["calc", "encoder-placement", "--encode-flops", "1.31 mFLOP"], ["'1.31 MFLOP'"]),
+    "thousands in --set": (
+        ["plan", "--set", "task.upload=1,000 MB"],
+        ["task.upload", "'1000 MB'", "comma"],
+    ),
+    "space in --set": (["plan", "--set", "task.upload=1 000 MB"], ["'1000 MB'", "space"]),
+    "percent as a rate": (["plan", "--set", "site.cloud.uplink=14 %"], ["percentage"]),
+}
+
+
+@pytest.mark.parametrize("name", list(UNIT_SLIPS))
+@cli_calls(lambda name: {"": call(*UNIT_SLIPS[name][0])})
+def test_unit_spellings_never_meant_are_refused_with_the_fix(
+    name: str, cli_runs: dict[str, Done]
+) -> None:
+    """mHz, Mm, mFLOP, '1,000 MB', '14 %' on the command line: one line with the fix."""
+    assert_one_line_error(cli_runs[""].run, *UNIT_SLIPS[name][1])
