@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tierwise.errors import ScenarioError, TierwiseError, shown
+from tierwise.errors import ScenarioError, TierwiseError, number_slip, shown
 from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
 from tierwise.route.cli import route_app  # light: the gateway loads when it runs
@@ -126,11 +126,11 @@ def plan(
     if example is not None and file is not None:
         raise ScenarioError("give a FILE or --example, not both", source="command line")
     bundled = file is None and example is None
-    file = bundled_example(example or "deployment") if file is None else file
-    overrides = [
-        *([f"decision.objective={objective}"] if objective else []),
+    file = bundled_example("deployment" if example is None else example) if file is None else file
+    overrides = [  # an empty --objective '' is refused like any other value, not ignored
+        *([f"decision.objective={objective}"] if objective is not None else []),
         *(set_ or []),
-        *([f"decision.baseline={baseline}"] if baseline else []),
+        *([f"decision.baseline={baseline}"] if baseline is not None else []),
     ]
     with _threshold_bar() as step:  # fails before anything is printed
         result = plan_file(file, overrides, extra or [], progress=step)
@@ -280,7 +280,10 @@ def reproduce(
     from tierwise.reproduce import render
     from tierwise.reproduce.run import all_cases, matches_section, run_cases, unreproducible
 
-    if section and not any(matches_section(c.section, section) for c in all_cases()):
+    known = section is None or (
+        section.strip() != "" and any(matches_section(c.section, section) for c in all_cases())
+    )
+    if not known:
         raise ScenarioError(f"no printed numbers in section {section!r}", source="--section")
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("recomputing the chapter", total=None)
@@ -324,6 +327,26 @@ def _fail(message: str) -> NoReturn:
         f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True
     )
     sys.exit(2)
+
+
+def _option_slip(exc: Exception, args: list[str]) -> str | None:
+    """'--loss 14%' or '--max-sessions true': click's 'not a valid number', said with the
+    number meant ('write 0.14 for 14 %'), for every int and float option of every command."""
+    param = getattr(exc, "param", None)
+    for opt in getattr(param, "opts", None) or ():
+        for i, arg in enumerate(args):
+            if arg == opt and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(opt + "="):
+                value = arg[len(opt) + 1 :]
+            else:
+                continue
+            if value.strip().lower() in ("true", "false"):
+                return f"Invalid value for '{opt}': expected a number, got {value.strip()!r}"
+            slip = number_slip(value)
+            if slip is not None:
+                return f"Invalid value for '{opt}': {slip}"
+    return None
 
 
 def _click_exceptions() -> tuple[type[Exception], ...]:
@@ -377,7 +400,7 @@ def sim(
     if example is not None and file is not None:
         raise ScenarioError("give a FILE or --example, not both", source="command line")
     bundled = file is None and example is None
-    path = file if file is not None else sim_example(example or "sim-photo")
+    path = file if file is not None else sim_example("sim-photo" if example is None else example)
     sf = load_sim(path)
     changes = {k: v for k, v in (("runs", runs), ("seed", seed)) if v is not None}
     if changes:
@@ -655,7 +678,8 @@ def main() -> None:
             sys.exit(2)
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "tierwise"
-        _fail(f"{command}: {exc.format_message()} (see {command} --help)")
+        why = _option_slip(exc, sys.argv[1:]) or exc.format_message()
+        _fail(f"{command}: {why} (see {command} --help)")
     if code == 130 or _TERMINATED:  # typer's answer to KeyboardInterrupt
         _interrupted()
     sys.exit(code if isinstance(code, int) else 0)

@@ -103,3 +103,49 @@ def test_unit_spellings_never_meant_are_refused_with_the_fix(
 ) -> None:
     """mHz, Mm, mFLOP, '1,000 MB', '14 %' on the command line: one line with the fix."""
     assert_one_line_error(cli_runs[""].run, *UNIT_SLIPS[name][1])
+
+
+# Options that take a fraction or a count, given a percentage, a comma or a boolean. Every
+# value here fails before any work starts (a lab command never reaches its lab).
+OPTION_SLIPS = {
+    "lab --loss": (["lab", "request", "--loss", "14%"], ["'--loss'", "write 0.14 for 14 %"]),
+    "lab --loss-up=": (["lab", "up", "--loss-up=3.6 %"], ["'--loss-up'", "write 0.036"]),
+    "lab throughput list": (["lab", "throughput", "--loss", "0,14%"], ["write 0.14"]),
+    "model-server rate": (["lab", "model-server", "--error-rate", "5%"], ["write 0.05"]),
+    "relay --fec-target": (
+        ["relay", "gateway", "--check", "--fec-target", "99.9%"], ["--fec-target", "write 0.999"]
+    ),
+    "relay int true": (["relay", "gateway", "--check", "--max-sessions", "true"], ["'true'"]),
+    "calc float": (["calc", "mathis", "--loss", "14%"], ["--loss", "write 0.14"]),
+    "calc decimal comma": (["calc", "mathis", "--loss", "0,14"], ["--loss", "0.14"]),
+    "sim --runs comma": (["sim", "--runs", "1,000"], ["'--runs'", "write 1000"]),
+    "sweep --workers": (["sweep", "x.toml", "--vary", "task.rounds=1,2", "--workers", "50%"],
+                        ["'--workers'", "percentage"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(OPTION_SLIPS))
+@cli_calls(lambda name: {"": call(*OPTION_SLIPS[name][0])})
+def test_a_percentage_comma_or_boolean_option_value_names_the_number_meant(
+    name: str, cli_runs: dict[str, Done]
+) -> None:
+    """Every command's number options: '14%' says 'write 0.14', not 'not a valid float'."""
+    assert_one_line_error(cli_runs[""].run, *OPTION_SLIPS[name][1])
+
+
+EMPTY_OPTIONS = {
+    "plan --objective": (["plan", "--objective", ""], ["decision.objective", "got ''"]),
+    "plan --baseline": (["plan", "--baseline", ""], ["decision.baseline", "got ''"]),
+    "plan --example": (["plan", "--example", ""], ["no bundled example ''"]),
+    "sim --example": (["sim", "--example", ""], ["no bundled sim example ''"]),
+    "reproduce --section": (["reproduce", "--section", ""], ["--section", "''"]),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_OPTIONS))
+@cli_calls(lambda name: {"": call(*EMPTY_OPTIONS[name][0])})
+def test_an_empty_option_value_is_refused_not_taken_as_absent(
+    name: str, cli_runs: dict[str, Done]
+) -> None:
+    """--objective '' is a mistake to name, not a request for the default."""
+    assert_one_line_error(cli_runs[""].run, *EMPTY_OPTIONS[name][1])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tierwise.errors import ScenarioError, UnitError, did_you_mean, shown
+from tierwise.errors import ScenarioError, UnitError, did_you_mean, number_slip, shown
 
 __all__ = ["FLAGS", "SESSION_KEYS", "Tunable", "effective", "session_settings"]
 
@@ -147,7 +147,9 @@ def session_settings(
 
 def _value(t: Tunable, value: Any, source: str, where: str, *, from_file: bool) -> Any:
     def fail(expected: str) -> ScenarioError:
-        return ScenarioError(f"expected {expected}, got {shown(value)}", source=source, path=where)
+        slip = number_slip(value) if t.kind == "fraction" else None  # '99.9%', '0,999'
+        message = slip or f"expected {expected}, got {shown(value)}"
+        return ScenarioError(message, source=source, path=where)
 
     if t.kind == "choice":
         if value not in t.choices:
