@@ -149,3 +149,58 @@ def test_an_empty_option_value_is_refused_not_taken_as_absent(
 ) -> None:
     """--objective '' is a mistake to name, not a request for the default."""
     assert_one_line_error(cli_runs[""].run, *EMPTY_OPTIONS[name][1])
+
+
+# Every command that reads a user's file, with {f} for the file.
+READERS = {
+    "plan": ["plan", "{f}"],
+    "plan --catalog": ["plan", "--catalog", "{f}"],
+    "sim": ["sim", "{f}"],
+    "sweep": ["sweep", "{f}", "--vary", "task.rounds=1,2"],
+    "catalog": ["catalog", "--catalog", "{f}"],
+    "catalog add-model": ["catalog", "add-model", "{f}", "--id", "x"],
+    "route replay": ["route", "replay", "{f}"],
+    "route decisions": ["route", "decisions", "--log", "{f}"],
+    "route config": ["route", "decisions", "--config", "{f}"],
+}
+ODD_FILES = {  # a path (or file bytes) and what the error names
+    "directory": ("{dir}", ["directory"]),
+    "endless device": ("/dev/zero", ["larger than 10 MB"]),
+    "binary garbage": (bytes(range(256)) * 8, ["not UTF-8"]),
+    "invalid UTF-8": (b'name = "caf\xe9"\n', ["not UTF-8", "line 1"]),
+    "missing": ("{dir}/nope", ["not found"]),
+}
+
+
+def _odd_calls(reader: str, odd: str) -> dict[str, object]:
+    where, _ = ODD_FILES[odd]
+    files = {"in.bin": where} if isinstance(where, bytes) else {}
+    path = "{dir}/in.bin" if files else where
+    return {"": call(*[a.replace("{f}", path) for a in READERS[reader]], files=files)}
+
+
+@pytest.mark.parametrize("odd", list(ODD_FILES))
+@pytest.mark.parametrize("reader", list(READERS))
+@cli_calls(_odd_calls)
+def test_every_reader_refuses_odd_files_in_one_line(
+    reader: str, odd: str, cli_runs: dict[str, Done]
+) -> None:
+    """Directories, /dev/zero, binary garbage, bad UTF-8, no file: one line, any reader."""
+    assert_one_line_error(cli_runs[""].run, *ODD_FILES[odd][1])
+
+
+@pytest.mark.slow  # each waits tomlfile.INPUT_WAIT_S (5 s) for a writer that never comes
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_reader_gives_up_on_a_fifo_nothing_writes_to(reader: str, tmp_path: Path) -> None:
+    """mkfifo f; tierwise plan f: one line after about 5 s, never a hang."""
+    import os
+    import time
+
+    from tests.conftest import run_cli
+
+    fifo = tmp_path / "in.toml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    run = run_cli(*[a.replace("{f}", str(fifo)) for a in READERS[reader]])
+    assert time.monotonic() - started < 30
+    assert_one_line_error(run, "did not finish within 5 s")
