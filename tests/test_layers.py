@@ -25,6 +25,7 @@ RANKS = {
     "schemakeys": 0,
     "listen": 0,
     "jsonvalue": 0,
+    "console": 0,
     "_native": 0,
     "catalog": 1,
     "model": 2,
@@ -47,6 +48,7 @@ ALLOWED = {
     ("tomlfile", "errors"),
     ("schemakeys", "errors"),
     ("listen", "errors"),
+    ("console", "errors"),
     ("reproduce", "calc"),
     ("reproduce", "report"),
 }
@@ -61,6 +63,7 @@ ONLY = {
     "schemakeys": {"errors"},
     "listen": {"errors"},
     "jsonvalue": set(),
+    "console": {"errors"},
     "_native": set(),
     "model": {"errors", "units", "catalog"},
     "proto": {"errors"},

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from tierwise.console import WholeConsole, WholeStdout
 from tierwise.errors import ScenarioError, TierwiseError, number_slip, shown
 from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
@@ -33,7 +34,7 @@ app = typer.Typer(
 app.add_typer(lab_app, name="lab")
 app.add_typer(route_app, name="route")
 app.add_typer(relay_app, name="relay")
-out = Console()
+out = WholeConsole()
 
 CatalogOpt = Annotated[
     list[Path] | None,
@@ -285,7 +286,8 @@ def reproduce(
     )
     if not known:
         raise ScenarioError(f"no printed numbers in section {section!r}", source="--section")
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    err = Console(stderr=True)  # a bar only on a terminal: elsewhere it leaves a blank line
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("recomputing the chapter", total=None)
         results = run_cases(
             section, lambda done, total: bar.update(task, completed=done, total=total)
@@ -323,9 +325,12 @@ def _reproduce_files(results, skipped, html_out: Path | None, plot: Path | None)
 def _fail(message: str) -> NoReturn:
     """Print ``message`` as one line on stderr (no markup, no wrapping) and exit 2."""
     text = " ".join(message.splitlines())  # one line whatever the message holds
-    Console(stderr=True).print(
-        f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True
-    )
+    try:
+        Console(stderr=True).print(
+            f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True
+        )
+    except (OSError, ValueError):  # stderr full or closed: the status still says it
+        pass
     sys.exit(2)
 
 
@@ -661,9 +666,57 @@ def _interrupted() -> NoReturn:
 def main() -> None:
     """Entry point: run the app, turning user errors into one line and exit 2.
 
+    A report's output is held in memory and written whole when the command has
+    finished (tierwise.console): an error drops it, an unwritable stdout is one line.
     Ctrl-C exits 130 and SIGTERM 143 (128 + the signal), each after cleaning up.
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
+    whole = None if _writes_live(sys.argv[1:]) else WholeStdout.install()
+    try:
+        _run()
+    except SystemExit as exc:
+        if whole is not None:
+            _finish(whole, exc.code)
+        raise
+    finally:
+        if whole is not None and sys.stdout is whole:  # an exception that is a bug
+            whole.discard()
+
+
+def _finish(whole: WholeStdout, code: Any) -> None:
+    """Write the held output if the command finished (0, or 1: reproduce disagrees)."""
+    if code not in (0, 1, None):
+        whole.discard()  # an error or an interrupt: nothing half-printed
+        return
+    try:
+        whole.write_whole()
+    except TierwiseError as exc:
+        _fail(str(exc))
+
+
+def _write_now() -> None:
+    """Write what stdout holds now (help that goes with exit status 2)."""
+    if isinstance(sys.stdout, WholeStdout):
+        try:
+            sys.stdout.write_whole()
+        except TierwiseError as exc:
+            _fail(str(exc))
+
+
+def _writes_live(args: list[str]) -> bool:
+    """Servers print a banner and then a log as they run: their stdout is not held."""
+    if "--help" in args or len(args) < 1:
+        return False
+    group, command = args[0], (args[1] if len(args) > 1 else "")
+    if group == "relay":
+        return command in ("gateway", "client")
+    if group == "lab":
+        return command == "model-server"
+    return group == "route" and not {"decisions", "replay"} & set(args[1:])
+
+
+def _run() -> NoReturn:
+    """The app, its errors as one line: always ends in ``sys.exit``."""
     try:
         code = app(standalone_mode=False, prog_name="tierwise")
     except TierwiseError as exc:
@@ -674,7 +727,8 @@ def main() -> None:
         _interrupted()
     except _click_exceptions() as exc:  # usage errors arrive here in non-standalone mode
         if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()  # the help text, as click prints it
+            exc.show()  # the help text, as click prints it, kept although the status is 2
+            _write_now()
             sys.exit(2)
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "tierwise"

@@ -204,3 +204,91 @@ def test_every_reader_gives_up_on_a_fifo_nothing_writes_to(reader: str, tmp_path
     run = run_cli(*[a.replace("{f}", str(fifo)) for a in READERS[reader]])
     assert time.monotonic() - started < 30
     assert_one_line_error(run, "did not finish within 5 s")
+
+
+# ------------------------------------------------------------ output that cannot be written
+
+REPORTS = {  # commands whose whole output is a report on stdout
+    "plan": ["plan"],
+    "plan --json": ["plan", "--json"],
+    "sim": ["sim"],
+    "catalog": ["catalog"],
+    "calc": ["calc"],
+    "reproduce": ["reproduce", "--section", "12.3.2"],
+    "--help": ["plan", "--help"],
+    "relay keygen": ["relay", "keygen"],
+}
+
+
+def _run_to(args: list[str], stdout: int | None, env: dict[str, str] | None = None, close=False):
+    """``tierwise ARGS`` in a new interpreter with fd 1 set to ``stdout`` (or closed)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import CLI_ENV, Run
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tierwise.cli import main; main()", *args],
+        stdout=stdout if not close else None,
+        stderr=subprocess.PIPE,
+        env={**CLI_ENV, **(env or {})},
+        preexec_fn=(lambda: __import__("os").close(1)) if close else None,
+        timeout=120,
+    )
+    return Run(proc.returncode, "", proc.stderr.decode("utf-8", "replace"))
+
+
+DESTINATIONS = ["/dev/full", "closed", "broken pipe"]
+
+
+@pytest.mark.slow  # 24 interpreters
+@pytest.mark.parametrize("where", DESTINATIONS)
+@pytest.mark.parametrize("report", list(REPORTS))
+def test_an_unwritable_stdout_is_one_line_and_status_2(report: str, where: str) -> None:
+    """>/dev/full, >&- and a reader gone: one line naming stdout, never a traceback."""
+    import os
+
+    args = REPORTS[report]
+    if where == "/dev/full":
+        with open("/dev/full", "wb") as full:
+            run = _run_to(args, full.fileno())
+    elif where == "closed":
+        run = _run_to(args, None, close=True)
+    else:
+        read, write = os.pipe()
+        os.close(read)  # no reader: every write is EPIPE
+        try:
+            run = _run_to(args, write)
+        finally:
+            os.close(write)
+    assert_one_line_error(run, "stdout", "cannot write the output")
+
+
+ENVIRONMENTS = {
+    "COLUMNS=0": {"COLUMNS": "0"},
+    "COLUMNS=1": {"COLUMNS": "1"},
+    "COLUMNS=-5": {"COLUMNS": "-5"},
+    "COLUMNS huge": {"COLUMNS": "99999999"},
+    "ASCII": {"PYTHONIOENCODING": "ascii"},
+    "C locale": {"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"},
+}
+TABLES = ["plan", "sim", "catalog", "reproduce", "--help"]
+
+
+@pytest.mark.parametrize("env", list(ENVIRONMENTS))
+@pytest.mark.parametrize("report", TABLES)
+@cli_calls(lambda report, env: {"": call(*REPORTS[report], env={
+    **{"COLUMNS": "160", "PATH": "/usr/bin:/bin"}, **ENVIRONMENTS[env]})})  # fmt: skip
+def test_odd_terminals_still_get_the_whole_table(
+    report: str, env: str, cli_runs: dict[str, Done]
+) -> None:
+    """COLUMNS=0 or huge, an ASCII-only locale: the report, drawable in that terminal."""
+    run = cli_runs[""].run
+    assert run.code in (0, 1), run.stderr  # reproduce: 1 if a number disagrees
+    assert "Traceback" not in run.stderr and run.stdout
+    widths = [len(line) for line in run.stdout.splitlines()]
+    assert max(widths) <= 1000
+    if "COLUMNS" in ENVIRONMENTS[env] and ENVIRONMENTS[env]["COLUMNS"] in ("0", "1"):
+        assert max(widths) >= 40  # not one character per line
+    if ENVIRONMENTS[env].get("PYTHONIOENCODING") == "ascii":
+        assert run.stdout.isascii()
