@@ -252,8 +252,10 @@ def _append_entry(path: Path, model_id: str, text: str) -> None:
     model = parse_toml(old, str(path)).get("model", {})
     if isinstance(model, dict) and model_id in model:
         raise ScenarioError(f"model.{model_id} already exists", source=str(path))
-    try:
-        path.write_text(old + ("\n" if old and not old.endswith("\n\n") else "") + text)
+    from tierwise.outfile import write_text
+
+    try:  # the whole catalog rewritten and renamed over the old one: never half an entry
+        write_text(path, old + ("\n" if old and not old.endswith("\n\n") else "") + text)
     except OSError as exc:
         raise ScenarioError(f"cannot write: {exc.strerror}", source=str(path)) from exc
 
@@ -310,11 +312,12 @@ def reproduce(
 
 
 def _reproduce_files(results, skipped, html_out: Path | None, plot: Path | None) -> None:
+    from tierwise.outfile import write_text
     from tierwise.reproduce import render
 
     try:
         if html_out is not None:
-            html_out.write_text(render.render_html(results, skipped), encoding="utf-8")
+            write_text(html_out, render.render_html(results, skipped))
         if plot is not None:
             render.chapter_figures(plot)
     except OSError as exc:
@@ -426,8 +429,11 @@ def sim(
     )
     saved = _sim_plot(result, plot) if plot is not None else []
     if trace is not None:
+        from tierwise.outfile import staged
+
         try:
-            result["trace"].write_csv(str(trace))
+            with staged(trace) as partial:
+                result["trace"].write_csv(str(partial))
         except OSError as exc:
             raise ScenarioError(
                 f"cannot write the trace: {exc.strerror or exc}", source=str(trace)
@@ -633,8 +639,10 @@ def _sweep_out(
 
 
 def _write_text(path: Path, text: str) -> None:
+    from tierwise.outfile import write_text
+
     try:
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     except OSError as exc:
         raise ScenarioError(f"cannot write: {exc.strerror or exc}", source=str(path)) from exc
 

@@ -292,3 +292,55 @@ def test_odd_terminals_still_get_the_whole_table(
         assert max(widths) >= 40  # not one character per line
     if ENVIRONMENTS[env].get("PYTHONIOENCODING") == "ascii":
         assert run.stdout.isascii()
+
+
+# ------------------------------------------------------------ output files: whole or not at all
+
+OLD = "# the old file, which a failed write must leave as it was\n" * 100  # 5.8 kB
+OUTPUTS = {  # the command, and the file it writes (in {dir})
+    "plan --html": (["plan", "--html", "{dir}/out.html"], "out.html"),
+    "plan --plot": (["plan", "--plot", "{dir}"], "breakdown.png"),
+    "sim --trace": (["sim", "--trace", "{dir}/out.csv"], "out.csv"),
+    "reproduce --html": (["reproduce", "--section", "12.3.2", "--html", "{dir}/out.html"],
+                         "out.html"),
+    "catalog add-model --out": (
+        ["catalog", "add-model", str(EXAMPLES.parent / "catalog" / "data" / "architectures"
+                                     / "qwen3-8b.json"), "--id", "q", "--out", "{dir}/c.toml"],
+        "c.toml",
+    ),
+    "sweep --csv": (["sweep", str(EXAMPLES / "deployment.toml"), "--vary", "task.rounds=1..40:40",
+                     "--csv", "{dir}/out.csv"], "out.csv"),
+}  # fmt: skip
+FILE_LIMIT_BYTES = len(OLD) + 100  # above the old file, below every new one
+
+
+@pytest.mark.slow  # six interpreters
+@pytest.mark.parametrize("name", list(OUTPUTS))
+def test_a_write_that_fails_half_way_leaves_the_old_file(name: str, tmp_path: Path) -> None:
+    """A file-size limit hit mid-write (as a full disk would be): one line, exit 2, the old
+    file as it was and no partial file beside it."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import CLI_ENV, Run
+
+    args, written = OUTPUTS[name]
+    target = tmp_path / written
+    target.write_text(OLD)
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it is EFBIG, not a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT_BYTES, FILE_LIMIT_BYTES))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tierwise.cli import main; main()",
+         *[a.replace("{dir}", str(tmp_path)) for a in args]],
+        # no bytecode: a .pyc cut short by the limit would be renamed into place by Python
+        capture_output=True, text=True, env={**CLI_ENV, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=limit, timeout=300,
+    )  # fmt: skip
+    assert_one_line_error(Run(proc.returncode, proc.stdout, proc.stderr), "too large")
+    assert target.read_text() == OLD
+    assert [p.name for p in tmp_path.iterdir()] == [written]

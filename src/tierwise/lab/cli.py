@@ -32,6 +32,7 @@ from tierwise.errors import LabError, ScenarioError, number_slip, shown
 from tierwise.lab.flowscli import flows_command
 from tierwise.lab.model_server import model_server_command
 from tierwise.lab.route_world import lab_route_command
+from tierwise.outfile import write_text
 
 if TYPE_CHECKING:
     from tierwise.lab.holders import HolderState
@@ -466,7 +467,7 @@ def _write_record(result: dict, record: FsPath | None) -> None:
     if record is None:
         return
     try:
-        record.write_text(json.dumps(result, indent=1) + "\n")
+        write_text(record, json.dumps(result, indent=1) + "\n")
     except OSError as exc:
         raise ScenarioError(
             f"cannot write the record: {exc.strerror or exc}", source=str(record)
