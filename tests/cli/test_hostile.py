@@ -344,3 +344,72 @@ def test_a_write_that_fails_half_way_leaves_the_old_file(name: str, tmp_path: Pa
     assert_one_line_error(Run(proc.returncode, proc.stdout, proc.stderr), "too large")
     assert target.read_text() == OLD
     assert [p.name for p in tmp_path.iterdir()] == [written]
+
+
+# ------------------------------------------------------------ JSON inputs: logs and config.json
+
+_GOOD = {"ts": 1e9, "predicted": {"edge": {"time_s": 0.5, "feasible": True},
+         "cloud": {"time_s": 0.2, "feasible": True}}, "chosen": "cloud", "actual_s": 0.3,
+         "outcome": "ok", "stages": {"first_token_s": 0.1}}  # fmt: skip
+BAD_RECORDS = {  # a change to a good record, and the key the error must name
+    "ts a string": ({"ts": "now"}, "ts"),
+    "predicted a list": ({"predicted": [1]}, "predicted"),
+    "time_s a string": ({"predicted": {"edge": {"time_s": "1 s", "feasible": True}},
+                         "chosen": "edge"}, "predicted.edge.time_s"),
+    "feasible missing": ({"predicted": {"edge": {"time_s": 1}}, "chosen": "edge"},
+                         "predicted.edge.feasible"),
+    "chosen not predicted": ({"chosen": "mars"}, "chosen"),
+    "actual_s missing": ({"actual_s": None}, "actual_s"),
+    "actual_s a boolean": ({"actual_s": True}, "actual_s"),
+    "actual_s NaN": ({"actual_s": float("nan")}, "actual_s"),
+    "stages a string": ({"stages": "x"}, "stages"),
+    "not an object": ([1, 2], "expected a JSON object"),
+    "not JSON": ("{", "not JSON"),
+}  # fmt: skip
+
+
+def _log(change: object) -> str:
+    import json
+
+    if isinstance(change, str):
+        bad = change
+    elif isinstance(change, dict):
+        bad = json.dumps({**_GOOD, **change})
+    else:
+        bad = json.dumps(change)
+    return json.dumps(_GOOD) + "\n\n" + bad + "\n"  # the bad record is on line 3
+
+
+@pytest.mark.parametrize("command", ["replay", "decisions"])
+@pytest.mark.parametrize("bad", list(BAD_RECORDS))
+@cli_calls(lambda command, bad: {"": call(
+    "route", *(["replay", "{dir}/d.jsonl"] if command == "replay"
+               else ["decisions", "--since", "1000000 h", "--log", "{dir}/d.jsonl"]),
+    files={"d.jsonl": _log(BAD_RECORDS[bad][0])})})  # fmt: skip
+def test_a_bad_decisions_log_record_names_its_line_and_key(
+    command: str, bad: str, cli_runs: dict[str, Done]
+) -> None:
+    """A wrong type, a missing field, a site never predicted: file:line and the key."""
+    run = cli_runs[""].run
+    assert_one_line_error(run, "d.jsonl:3", BAD_RECORDS[bad][1])
+
+
+_ARCH = EXAMPLES.parent / "catalog" / "data" / "architectures" / "qwen3-8b.json"
+BAD_CONFIGS = {  # a change to a good config.json, and what the error must name
+    "a boolean size": ({"hidden_size": True}, "'hidden_size'"),
+    "a string size": ({"intermediate_size": "14%"}, "'intermediate_size'"),
+    "text_config a list": ({"text_config": [1]}, "'text_config'"),
+    "vision_config a string": ({"vision_config": "x"}, "'vision_config'"),
+    "tie a string": ({"tie_word_embeddings": "yes"}, "'tie_word_embeddings'"),
+    "bias a string": ({"attention_bias": "no"}, "'attention_bias'"),
+    "layers missing": ({"num_hidden_layers": None}, "'num_hidden_layers'"),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_CONFIGS))
+@cli_calls(lambda bad: {"": call("catalog", "add-model", "{dir}/config.json", "--id", "m",
+    files={"config.json": __import__("json").dumps(
+        {**__import__("json").loads(_ARCH.read_text()), **BAD_CONFIGS[bad][0]})})})  # fmt: skip
+def test_a_bad_config_json_names_the_key(bad: str, cli_runs: dict[str, Done]) -> None:
+    """config.json with wrong types or nested tables of the wrong shape: one line, its key."""
+    assert_one_line_error(cli_runs[""].run, "config.json", BAD_CONFIGS[bad][1])
