@@ -413,3 +413,25 @@ BAD_CONFIGS = {  # a change to a good config.json, and what the error must name
 def test_a_bad_config_json_names_the_key(bad: str, cli_runs: dict[str, Done]) -> None:
     """config.json with wrong types or nested tables of the wrong shape: one line, its key."""
     assert_one_line_error(cli_runs[""].run, "config.json", BAD_CONFIGS[bad][1])
+
+
+EDGE_NUMBERS = {  # numbers at the edge, where a number goes on the command line
+    "a 5,000-digit relay setting": (
+        ["relay", "gateway", "--check", "--allow", "127.0.0.1:80", "--max-datagram", "9" * 5000],
+        ["--max-datagram", "an integer"],
+    ),
+    "a negative --since": (["route", "decisions", "--since", "-5 s"], ["--since", "back"]),
+    "--seed=-1": (["sim", "--seed=-1"], ["--seed"]),
+    "nan runs": (["sim", "--runs", "nan"], ["--runs"]),
+    "1e309 in --set": (["plan", "--set", "task.rounds=1e309"], ["task.rounds", "finite"]),
+    "9**9**9 in --set": (["plan", "--set", "task.upload=9**9**9 MB"], ["task.upload"]),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE_NUMBERS))
+@cli_calls(lambda name: {"": call(*EDGE_NUMBERS[name][0])})
+def test_edge_numbers_on_the_command_line_are_one_line(
+    name: str, cli_runs: dict[str, Done]
+) -> None:
+    """5,000 digits, a negative look-back, nan, 1e309, 9**9**9: one line, never a traceback."""
+    assert_one_line_error(cli_runs[""].run, *EDGE_NUMBERS[name][1])

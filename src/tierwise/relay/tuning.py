@@ -158,6 +158,8 @@ def _value(t: Tunable, value: Any, source: str, where: str, *, from_file: bool) 
     if t.kind == "int":
         # ASCII digits only: int() also reads "１３５０" (full-width), which no one types on purpose
         if isinstance(value, str) and not from_file and _ascii_digits(value.strip()):
+            if len(value.strip()) > 30:  # int() refuses 4,300 digits; no setting needs 30
+                raise fail(f"an integer from {_span(t)}")
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
             raise fail(f"an integer from {_span(t)}")
