@@ -702,6 +702,32 @@ def _finish(whole: WholeStdout, code: Any) -> None:
         _fail(str(exc))
 
 
+def _command() -> Any:
+    """The app as click runs it, every option refusing an empty value (``--plot ''``
+    planned into the current folder, ``--objective ''`` chose the default)."""
+    command = typer.main.get_command(app)
+    _refuse_empty_values(command)
+    return command
+
+
+def _refuse_empty_values(command: Any) -> None:
+    for param in command.params:
+        if param.param_type_name == "option":
+            param.process_value = _nonempty(param.process_value)
+    for sub in getattr(command, "commands", {}).values():
+        _refuse_empty_values(sub)
+
+
+def _nonempty(process: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def checked(ctx: Any, value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise typer.BadParameter("an empty value: give one, or leave the option out")
+        return process(ctx, value)
+
+    return checked
+
+
 def _write_now() -> None:
     """Write what stdout holds now (help that goes with exit status 2)."""
     if isinstance(sys.stdout, WholeStdout):
@@ -726,7 +752,7 @@ def _writes_live(args: list[str]) -> bool:
 def _run() -> NoReturn:
     """The app, its errors as one line: always ends in ``sys.exit``."""
     try:
-        code = app(standalone_mode=False, prog_name="tierwise")
+        code = _command()(standalone_mode=False, prog_name="tierwise")
     except TierwiseError as exc:
         _fail(str(exc))
     except typer.Exit as exc:

@@ -133,22 +133,30 @@ def test_a_percentage_comma_or_boolean_option_value_names_the_number_meant(
     assert_one_line_error(cli_runs[""].run, *OPTION_SLIPS[name][1])
 
 
-EMPTY_OPTIONS = {
-    "plan --objective": (["plan", "--objective", ""], ["decision.objective", "got ''"]),
-    "plan --baseline": (["plan", "--baseline", ""], ["decision.baseline", "got ''"]),
-    "plan --example": (["plan", "--example", ""], ["no bundled example ''"]),
-    "sim --example": (["sim", "--example", ""], ["no bundled sim example ''"]),
-    "reproduce --section": (["reproduce", "--section", ""], ["--section", "''"]),
+EMPTY_OPTIONS = {  # every option of every command: an empty value is not "absent"
+    "plan --objective": ["plan", "--objective", ""],
+    "plan --baseline": ["plan", "--baseline", ""],
+    "plan --example": ["plan", "--example", ""],
+    "plan --plot": ["plan", "--plot", ""],
+    "plan --html=": ["plan", "--html="],
+    "plan --set": ["plan", "--set", " "],
+    "sim --example": ["sim", "--example", ""],
+    "sim --trace": ["sim", "--trace", ""],
+    "reproduce --section": ["reproduce", "--section", ""],
+    "route decisions --since": ["route", "decisions", "--since", ""],
+    "relay gateway --listen": ["relay", "gateway", "--check", "--listen", ""],
+    "lab up --rtt": ["lab", "up", "--rtt", ""],
 }
 
 
 @pytest.mark.parametrize("name", list(EMPTY_OPTIONS))
-@cli_calls(lambda name: {"": call(*EMPTY_OPTIONS[name][0])})
+@cli_calls(lambda name: {"": call(*EMPTY_OPTIONS[name])})
 def test_an_empty_option_value_is_refused_not_taken_as_absent(
     name: str, cli_runs: dict[str, Done]
 ) -> None:
-    """--objective '' is a mistake to name, not a request for the default."""
-    assert_one_line_error(cli_runs[""].run, *EMPTY_OPTIONS[name][1])
+    """--objective '' or --plot '' is a mistake to name, not the default or the cwd."""
+    option = name.split()[-1].rstrip("=")
+    assert_one_line_error(cli_runs[""].run, f"'{option}'", "an empty value")
 
 
 # Every command that reads a user's file, with {f} for the file.
