@@ -443,3 +443,20 @@ def test_edge_numbers_on_the_command_line_are_one_line(
 ) -> None:
     """5,000 digits, a negative look-back, nan, 1e309, 9**9**9: one line, never a traceback."""
     assert_one_line_error(cli_runs[""].run, *EDGE_NUMBERS[name][1])
+
+
+NOTHING_TO_DRAW = {  # scenarios whose every stage is 0 s: figures with empty bars
+    "agent, 0 rounds": _edit((EXAMPLES / "screenshot-agent.toml").read_text("utf-8"),
+                             "rounds = 30", "rounds = 0"),
+    "deployment, 0 rounds": _edit(SCENARIO, "rounds = 20", "rounds = 0"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(NOTHING_TO_DRAW))
+@cli_calls(lambda name: {"": call("plan", "{dir}/s.toml", "--plot", "{dir}",
+                                  files={"s.toml": NOTHING_TO_DRAW[name]})})  # fmt: skip
+def test_a_plan_with_nothing_to_draw_still_draws(name: str, cli_runs: dict[str, Done]) -> None:
+    """rounds = 0 with --plot: the figures (empty bars), not a traceback from the legend."""
+    done = cli_runs[""]
+    assert done.run.code == 0, done.run.stderr
+    assert (done.dir / "breakdown.png").stat().st_size > 0

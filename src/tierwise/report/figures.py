@@ -303,6 +303,8 @@ def _bar_legend(
         handles.append(
             Line2D([], [], color="black", linestyle="--", label=_deadline_text(deadline))
         )
+    if not handles:  # every stage 0 s (rounds = 0) and no deadline: nothing to name
+        return
     fig.legend(
         handles=handles,
         loc="outside lower center",
