@@ -70,3 +70,53 @@ def test_error_type_is_the_callers() -> None:
     """The catalog gets CatalogError naming the file, with the same checks."""
     with pytest.raises(CatalogError, match=r"^cat\.toml: not UTF-8"):
         parse_toml(b"\xff", "cat.toml", error=lambda msg, src: CatalogError(f"{src}: {msg}"))
+
+
+@pytest.mark.parametrize("reader", ["read_toml", "read_text", "read_json"])
+def test_a_fifo_nothing_writes_to_is_an_error_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """mkfifo f; tierwise plan f: every reader gives up after INPUT_WAIT_S, never hangs."""
+    import os
+    import time
+
+    from tierwise import tomlfile
+
+    monkeypatch.setattr(tomlfile, "INPUT_WAIT_S", 0.3)
+    fifo = tmp_path / "in.toml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(ScenarioError, match=r"did not finish within 0\.3 s"):
+        getattr(tomlfile, reader)(fifo)
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_fifo_whose_writer_finishes_is_read(tmp_path: Path) -> None:
+    """--config <(make-config): the bytes a writer sends and closes are read whole."""
+    import os
+    import threading
+    import time
+
+    fifo = tmp_path / "in.toml"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        time.sleep(0.1)  # the reader opens first, as with bash's <(…)
+        with open(fifo, "w") as f:  # more than a pipe's 64 KiB: several reads
+            f.write("".join(f"k{i} = {i}\n" for i in range(20_000)))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    data = read_toml(fifo)
+    writer.join()
+    assert len(data) == 20_000 and data["k19999"] == 19_999
+
+
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [("/dev/zero", "larger than 10 MB"), ("/dev/urandom", "larger than 10 MB"), ("/", "directory")],
+)
+def test_endless_devices_and_directories_are_one_error(path: str, needle: str) -> None:
+    """/dev/zero is read to the size bound, not for ever; a directory is named one."""
+    with pytest.raises(ScenarioError, match=needle):
+        read_toml(path)

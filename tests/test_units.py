@@ -121,3 +121,53 @@ def test_formatted_quantities_parse_back(value: float, kind: str) -> None:
     """What format_quantity prints, parse_quantity reads back (to the digits printed)."""
     text = format_quantity(value, kind, digits=6)
     assert math.isclose(parse_quantity(text, kind), value, rel_tol=1e-5, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "fix"),
+    [
+        ("5 mHz", "frequency", "'5 MHz'"),
+        ("2.4 mHz", "frequency", "'2.4 MHz'"),
+        ("10 Mm", "length", "'10 mm'"),
+        ("3 Gm", "length", "'3 km'"),
+        ("1.31 mFLOP", "flops", "'1.31 MFLOP'"),
+        ("7 mflop", "flops", "'7 MFLOP'"),
+        ("7 mflops", "flops", "'7 MFLOP'"),
+        ("4 mFLOPs", "flops", "'4 MFLOP'"),
+        ("900 mFLOP/s", "flop_rate", "'900 MFLOP/s'"),
+    ],
+)
+def test_spellings_never_meant_are_refused_with_the_fix(text: str, kind: str, fix: str) -> None:
+    """Millihertz, megametres, milli-FLOP: a billion off what was meant, so never read."""
+    with pytest.raises(UnitError, match="never meant") as caught:
+        parse_quantity(text, kind)
+    assert fix in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("text", ["14%", "3.6 %", "100 %"])
+def test_a_percentage_is_no_quantity(text: str, kind: str) -> None:
+    """'14 %' where a time, size or rate goes: named a percentage, not an unknown unit."""
+    with pytest.raises(UnitError, match="is a percentage"):
+        parse_quantity(text, kind)
+
+
+@given(
+    number=st.integers(min_value=1000, max_value=10**12),
+    separator=st.sampled_from([",", " ", "\u202f", "\u00a0"]),
+    unit=st.sampled_from(["MB", "kB", "B", "GiB"]),
+)
+def test_thousands_separators_are_refused_not_misread(number: int, separator: str, unit: str):
+    """'1,000 MB' or '1 000 MB' is never read as 1 MB, nor 1000 MB: refused, naming both."""
+    text = f"{number:,} {unit}".replace(",", separator)
+    with pytest.raises(UnitError) as caught:
+        parse_quantity(text, "size")
+    assert f"'{number} {unit}'" in str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "readings"), [("1,5 s", ["'15 s'", "'1.5 s'"])])
+def test_a_decimal_comma_names_both_readings(text: str, readings: list[str]) -> None:
+    """'1,5 s' is 1.5 s in half the world and 15 s to a parser: both are offered."""
+    with pytest.raises(UnitError) as caught:
+        parse_quantity(text, "time")
+    assert all(r in str(caught.value) for r in readings)

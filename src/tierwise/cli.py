@@ -19,7 +19,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tierwise.errors import ScenarioError, TierwiseError, shown
+from tierwise.console import WholeConsole, WholeStdout
+from tierwise.errors import ScenarioError, TierwiseError, number_slip, shown
 from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
 from tierwise.route.cli import route_app  # light: the gateway loads when it runs
@@ -33,7 +34,7 @@ app = typer.Typer(
 app.add_typer(lab_app, name="lab")
 app.add_typer(route_app, name="route")
 app.add_typer(relay_app, name="relay")
-out = Console()
+out = WholeConsole()
 
 CatalogOpt = Annotated[
     list[Path] | None,
@@ -126,11 +127,11 @@ def plan(
     if example is not None and file is not None:
         raise ScenarioError("give a FILE or --example, not both", source="command line")
     bundled = file is None and example is None
-    file = bundled_example(example or "deployment") if file is None else file
-    overrides = [
-        *([f"decision.objective={objective}"] if objective else []),
+    file = bundled_example("deployment" if example is None else example) if file is None else file
+    overrides = [  # an empty --objective '' is refused like any other value, not ignored
+        *([f"decision.objective={objective}"] if objective is not None else []),
         *(set_ or []),
-        *([f"decision.baseline={baseline}"] if baseline else []),
+        *([f"decision.baseline={baseline}"] if baseline is not None else []),
     ]
     with _threshold_bar() as step:  # fails before anything is printed
         result = plan_file(file, overrides, extra or [], progress=step)
@@ -251,8 +252,10 @@ def _append_entry(path: Path, model_id: str, text: str) -> None:
     model = parse_toml(old, str(path)).get("model", {})
     if isinstance(model, dict) and model_id in model:
         raise ScenarioError(f"model.{model_id} already exists", source=str(path))
-    try:
-        path.write_text(old + ("\n" if old and not old.endswith("\n\n") else "") + text)
+    from tierwise.outfile import write_text
+
+    try:  # the whole catalog rewritten and renamed over the old one: never half an entry
+        write_text(path, old + ("\n" if old and not old.endswith("\n\n") else "") + text)
     except OSError as exc:
         raise ScenarioError(f"cannot write: {exc.strerror}", source=str(path)) from exc
 
@@ -280,9 +283,13 @@ def reproduce(
     from tierwise.reproduce import render
     from tierwise.reproduce.run import all_cases, matches_section, run_cases, unreproducible
 
-    if section and not any(matches_section(c.section, section) for c in all_cases()):
+    known = section is None or (
+        section.strip() != "" and any(matches_section(c.section, section) for c in all_cases())
+    )
+    if not known:
         raise ScenarioError(f"no printed numbers in section {section!r}", source="--section")
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    err = Console(stderr=True)  # a bar only on a terminal: elsewhere it leaves a blank line
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("recomputing the chapter", total=None)
         results = run_cases(
             section, lambda done, total: bar.update(task, completed=done, total=total)
@@ -305,11 +312,12 @@ def reproduce(
 
 
 def _reproduce_files(results, skipped, html_out: Path | None, plot: Path | None) -> None:
+    from tierwise.outfile import write_text
     from tierwise.reproduce import render
 
     try:
         if html_out is not None:
-            html_out.write_text(render.render_html(results, skipped), encoding="utf-8")
+            write_text(html_out, render.render_html(results, skipped))
         if plot is not None:
             render.chapter_figures(plot)
     except OSError as exc:
@@ -320,10 +328,33 @@ def _reproduce_files(results, skipped, html_out: Path | None, plot: Path | None)
 def _fail(message: str) -> NoReturn:
     """Print ``message`` as one line on stderr (no markup, no wrapping) and exit 2."""
     text = " ".join(message.splitlines())  # one line whatever the message holds
-    Console(stderr=True).print(
-        f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True
-    )
+    try:
+        Console(stderr=True).print(
+            f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True
+        )
+    except (OSError, ValueError):  # stderr full or closed: the status still says it
+        pass
     sys.exit(2)
+
+
+def _option_slip(exc: Exception, args: list[str]) -> str | None:
+    """'--loss 14%' or '--max-sessions true': click's 'not a valid number', said with the
+    number meant ('write 0.14 for 14 %'), for every int and float option of every command."""
+    param = getattr(exc, "param", None)
+    for opt in getattr(param, "opts", None) or ():
+        for i, arg in enumerate(args):
+            if arg == opt and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(opt + "="):
+                value = arg[len(opt) + 1 :]
+            else:
+                continue
+            if value.strip().lower() in ("true", "false"):
+                return f"Invalid value for '{opt}': expected a number, got {value.strip()!r}"
+            slip = number_slip(value)
+            if slip is not None:
+                return f"Invalid value for '{opt}': {slip}"
+    return None
 
 
 def _click_exceptions() -> tuple[type[Exception], ...]:
@@ -377,7 +408,7 @@ def sim(
     if example is not None and file is not None:
         raise ScenarioError("give a FILE or --example, not both", source="command line")
     bundled = file is None and example is None
-    path = file if file is not None else sim_example(example or "sim-photo")
+    path = file if file is not None else sim_example("sim-photo" if example is None else example)
     sf = load_sim(path)
     changes = {k: v for k, v in (("runs", runs), ("seed", seed)) if v is not None}
     if changes:
@@ -398,8 +429,11 @@ def sim(
     )
     saved = _sim_plot(result, plot) if plot is not None else []
     if trace is not None:
+        from tierwise.outfile import staged
+
         try:
-            result["trace"].write_csv(str(trace))
+            with staged(trace) as partial:
+                result["trace"].write_csv(str(partial))
         except OSError as exc:
             raise ScenarioError(
                 f"cannot write the trace: {exc.strerror or exc}", source=str(trace)
@@ -605,8 +639,10 @@ def _sweep_out(
 
 
 def _write_text(path: Path, text: str) -> None:
+    from tierwise.outfile import write_text
+
     try:
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     except OSError as exc:
         raise ScenarioError(f"cannot write: {exc.strerror or exc}", source=str(path)) from exc
 
@@ -638,11 +674,85 @@ def _interrupted() -> NoReturn:
 def main() -> None:
     """Entry point: run the app, turning user errors into one line and exit 2.
 
+    A report's output is held in memory and written whole when the command has
+    finished (tierwise.console): an error drops it, an unwritable stdout is one line.
     Ctrl-C exits 130 and SIGTERM 143 (128 + the signal), each after cleaning up.
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
+    whole = None if _writes_live(sys.argv[1:]) else WholeStdout.install()
     try:
-        code = app(standalone_mode=False, prog_name="tierwise")
+        _run()
+    except SystemExit as exc:
+        if whole is not None:
+            _finish(whole, exc.code)
+        raise
+    finally:
+        if whole is not None and sys.stdout is whole:  # an exception that is a bug
+            whole.discard()
+
+
+def _finish(whole: WholeStdout, code: Any) -> None:
+    """Write the held output if the command finished (0, or 1: reproduce disagrees)."""
+    if code not in (0, 1, None):
+        whole.discard()  # an error or an interrupt: nothing half-printed
+        return
+    try:
+        whole.write_whole()
+    except TierwiseError as exc:
+        _fail(str(exc))
+
+
+def _command() -> Any:
+    """The app as click runs it, every option refusing an empty value (``--plot ''``
+    planned into the current folder, ``--objective ''`` chose the default)."""
+    command = typer.main.get_command(app)
+    _refuse_empty_values(command)
+    return command
+
+
+def _refuse_empty_values(command: Any) -> None:
+    for param in command.params:
+        if param.param_type_name == "option":
+            param.process_value = _nonempty(param.process_value)
+    for sub in getattr(command, "commands", {}).values():
+        _refuse_empty_values(sub)
+
+
+def _nonempty(process: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def checked(ctx: Any, value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise typer.BadParameter("an empty value: give one, or leave the option out")
+        return process(ctx, value)
+
+    return checked
+
+
+def _write_now() -> None:
+    """Write what stdout holds now (help that goes with exit status 2)."""
+    if isinstance(sys.stdout, WholeStdout):
+        try:
+            sys.stdout.write_whole()
+        except TierwiseError as exc:
+            _fail(str(exc))
+
+
+def _writes_live(args: list[str]) -> bool:
+    """Servers print a banner and then a log as they run: their stdout is not held."""
+    if "--help" in args or len(args) < 1:
+        return False
+    group, command = args[0], (args[1] if len(args) > 1 else "")
+    if group == "relay":
+        return command in ("gateway", "client")
+    if group == "lab":
+        return command == "model-server"
+    return group == "route" and not {"decisions", "replay"} & set(args[1:])
+
+
+def _run() -> NoReturn:
+    """The app, its errors as one line: always ends in ``sys.exit``."""
+    try:
+        code = _command()(standalone_mode=False, prog_name="tierwise")
     except TierwiseError as exc:
         _fail(str(exc))
     except typer.Exit as exc:
@@ -651,11 +761,13 @@ def main() -> None:
         _interrupted()
     except _click_exceptions() as exc:  # usage errors arrive here in non-standalone mode
         if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()  # the help text, as click prints it
+            exc.show()  # the help text, as click prints it, kept although the status is 2
+            _write_now()
             sys.exit(2)
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "tierwise"
-        _fail(f"{command}: {exc.format_message()} (see {command} --help)")
+        why = _option_slip(exc, sys.argv[1:]) or exc.format_message()
+        _fail(f"{command}: {why} (see {command} --help)")
     if code == 130 or _TERMINATED:  # typer's answer to KeyboardInterrupt
         _interrupted()
     sys.exit(code if isinstance(code, int) else 0)

@@ -20,6 +20,7 @@ The CLI turns any ``TierwiseError`` into one line on stderr and exit status 2.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "clip",
     "did_you_mean",
     "first_line",
+    "number_slip",
     "shown",
 ]
 
@@ -125,3 +127,42 @@ def did_you_mean(word: object, choices: Iterable[str]) -> str:
         return ""
     near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+_DIGITS = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?"
+_PERCENT = re.compile(rf"\s*(?P<number>{_DIGITS})\s*%\s*")
+_COMMA = re.compile(r"\s*[+-]?\d[\d,]*,\d[\d,.]*\s*")  # 1,000 · 1,000.5 · 1,5
+
+
+def number_slip(text: object) -> str | None:
+    """Why ``text`` (a number as a user typed it) is refused rather than misread, or None.
+
+    A percentage ("14%", "3.6 %") where a fraction goes would be read 100 times too
+    large, or not at all; a comma is a thousands separator ("1,000") or a decimal comma
+    ("1,5") and nothing tells which. Both are refused with the spelling that is meant.
+    """
+    if not isinstance(text, str) or len(text) > 100:
+        return None
+    percent = _PERCENT.fullmatch(text)
+    if percent is not None:
+        from decimal import Decimal, InvalidOperation
+
+        try:
+            fraction = f"{Decimal(percent['number']).scaleb(-2).normalize():f}"
+        except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
+            return None
+        return (
+            f"{shown(text)} is a percentage; this takes a fraction: "
+            f"write {fraction} for {percent['number']} %"
+        )
+    if _COMMA.fullmatch(text) is not None:
+        number = text.strip()
+        readings = [number.replace(",", "")]
+        if number.count(",") == 1 and "." not in number:
+            readings.append(number.replace(",", "."))
+        written = " or ".join(readings)
+        return (
+            f"{shown(text)} has a comma: a number takes no thousands separator and a "
+            f"decimal point (write {written})"
+        )
+    return None

@@ -1,7 +1,9 @@
 """Walk a pydantic schema by key path: the keys a table takes, the tables a key holds.
 
 Used by the loaders (an unknown key's did-you-mean names the nearest key of *that*
-table) and by the generator of ``docs/scenario.md``.
+table) and by the generator of ``docs/scenario.md``. :class:`NoBooleanNumbers`, the
+base of every schema, keeps pydantic from reading ``true`` as 1 and ``"14%"`` as
+nothing useful in any number field.
 """
 
 from __future__ import annotations
@@ -10,11 +12,22 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
-from tierwise.errors import did_you_mean, shown
+from tierwise.errors import did_you_mean, number_slip, shown
 
-__all__ = ["KEYS_DOC", "is_model", "keys_at", "members", "table_type", "tag", "unknown_key"]
+__all__ = [
+    "KEYS_DOC",
+    "NoBooleanNumbers",
+    "is_model",
+    "keys_at",
+    "members",
+    "plain_number",
+    "table_type",
+    "tag",
+    "unknown_key",
+]
 
 KEYS_DOC = "docs/scenario.md"
 
@@ -85,3 +98,55 @@ def unknown_key(word: object, keys: list[str], *, name_it: bool = False) -> str:
     where = f"expected one of: {listed}" if len(listed) <= 80 else f"{KEYS_DOC} lists every key"
     named = f" {shown(word)}" if name_it else ""
     return f"unknown key{named}{did_you_mean(word, keys)}; {where}"
+
+
+def plain_number(value: Any) -> Any:
+    """``value`` unless it is a boolean or a misspelt number (pydantic reads ``true`` as 1).
+
+    Runs before every int and float of a :class:`NoBooleanNumbers` schema, so a TOML
+    ``rounds = true`` or ``ratio = "14%"`` is an error at its own key path.
+    """
+    if isinstance(value, bool):
+        return _refuse(f"expected a number, got {str(value).lower()} (a boolean is not 1 or 0)")
+    slip = number_slip(value)
+    return value if slip is None else _refuse(slip)
+
+
+def _refuse(message: str) -> Any:
+    raise ValueError(message)
+
+
+def _guard_numbers(node: Any) -> None:
+    """Put :func:`plain_number` before every int and float schema under ``node`` (in place)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            function = node.get("function")
+            if isinstance(function, dict) and function.get("function") is plain_number:
+                continue  # a nested model's schema, already guarded
+            if node.get("type") in ("int", "float"):
+                inner = dict(node)
+                node.clear()
+                node.update(core_schema.no_info_before_validator_function(plain_number, inner))
+                continue
+            stack.extend(node.values())
+
+
+class NoBooleanNumbers(BaseModel):
+    """Base of every schema: a number field refuses booleans, percentages and commas.
+
+    Pydantic's lax mode reads ``true`` as 1 and ``false`` as 0, so ``decode_slowdown =
+    true`` would plan with 1.0 and ``loss = false`` with 0; this refuses them, with the
+    key path, in every int and float however deep (a list, a dict, a union member).
+    """
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[BaseModel], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        schema = handler(source)
+        _guard_numbers(schema)
+        return schema

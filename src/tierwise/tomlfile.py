@@ -3,6 +3,9 @@
 One reader for every file a user hands us, so that each gets the same guarantees:
 
 - at most ``MAX_FILE_BYTES`` are read (a FIFO or ``/dev/zero`` cannot exhaust memory);
+- a FIFO, socket or device is read without blocking: one that has not finished within
+  ``INPUT_WAIT_S`` (``mkfifo f; tierwise plan f`` with no writer) is an error, not a
+  hang, while ``--config <(make-config)`` still reads what its writer sends;
 - bytes that are not UTF-8 are named by offset and line; a UTF-8 byte-order mark is
   accepted and dropped (editors on Windows write one);
 - tables and arrays nested deeper than ``MAX_DEPTH`` (a 1,000-part dotted header,
@@ -15,6 +18,9 @@ default, or the caller's own type (the catalog raises :class:`CatalogError`).
 
 from __future__ import annotations
 
+import os
+import stat
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +29,7 @@ from typing import Any
 from tierwise.errors import ScenarioError, TierwiseError
 
 __all__ = [
+    "INPUT_WAIT_S",
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
     "check_depth",
@@ -35,6 +42,7 @@ __all__ = [
 
 MAX_FILE_BYTES = 10_000_000  # the bundled files are a few kB; a scenario is never 10 MB
 MAX_DEPTH = 16  # the schema's deepest key is 5 levels (variability.site.<name>.uplink.dist)
+INPUT_WAIT_S = 5.0  # a FIFO or device (<(…), /dev/stdin): how long its writer may take
 _BOM = b"\xef\xbb\xbf"
 
 ErrorFactory = Callable[[str, str], TierwiseError]
@@ -74,20 +82,75 @@ def read_json(path: str | Path, *, error: ErrorFactory = scenario_error) -> dict
 
 
 def read_bytes(path: str | Path, error: ErrorFactory = scenario_error) -> bytes:
-    """The bytes of ``path``, at most ``MAX_FILE_BYTES``; any problem is one ``error``."""
+    """The bytes of ``path``, at most ``MAX_FILE_BYTES``; any problem is one ``error``.
+
+    Opened without blocking, so a FIFO with no writer cannot stall the open itself.
+    """
     source = str(path)
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise error("cannot read file: file not found", source) from None
     except IsADirectoryError:
         raise error("cannot read file: it is a directory, not a file", source) from None
     except OSError as exc:
         raise error(f"cannot read file: {exc.strerror or exc}", source) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise error("cannot read file: it is a directory, not a file", source)
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            data = _read_regular(fd)
+        else:
+            data = _read_stream(fd, source, error)
+    except OSError as exc:
+        raise error(f"cannot read file: {exc.strerror or exc}", source) from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         raise error(f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not read", source)
     return data
+
+
+def _read_regular(fd: int) -> bytes:
+    chunks = []
+    left = MAX_FILE_BYTES + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_stream(fd: int, source: str, error: ErrorFactory) -> bytes:
+    """A FIFO's or device's bytes up to end of file, or one ``error`` after ``INPUT_WAIT_S``."""
+    import select
+
+    data = bytearray()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    deadline = time.monotonic() + INPUT_WAIT_S
+    while len(data) <= MAX_FILE_BYTES:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            raise error(
+                f"not a regular file, and its writer did not finish within {INPUT_WAIT_S:g} s "
+                "(a FIFO nothing writes to?); not read",
+                source,
+            )
+        if not poller.poll(left_s * 1e3):
+            continue
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
 
 
 def parse_toml(

@@ -11,6 +11,10 @@ takes microseconds whatever the user types, and a unit is never guessed:
 - Milli-bits and milli-bytes ("50 mbps", "mB") are never meant: refused with the
   fix ("did you mean '50 Mbit/s'?").
 - ``KB``, ``Kb`` and ``Kbps`` are ambiguous (1000 or 1024?): refused with both fixes.
+- Other spellings a user never means, each 10^6 to 10^9 off what was meant
+  (``_NEVER_MEANT``: millihertz, megametres, milli-FLOP), are refused with the fix.
+- A percentage ("14 %") is not a quantity, and a comma or space inside the number
+  ("1,000 MB", "1 000 MB") is never guessed to be a thousands separator or a decimal.
 
 Internal units per kind: seconds, bytes, bytes/s, FLOP, FLOP/s, joules, watts,
 metres, hertz.
@@ -103,6 +107,20 @@ _UNPREFIXED: dict[str, tuple[float, str]] = {
 }
 _PER_TIME = {"size": "rate", "flops": "flop_rate", "energy": "power"}
 
+# Spellings that parse but are never meant, each 10^6 to 10^9 off what was: unit ->
+# (what it would read as, the fix). Refused with the fix, before any lookup.
+_NEVER_MEANT: dict[str, tuple[str, str]] = {
+    "mHz": ("millihertz", "MHz"),
+    "Mm": ("megametres", "mm"),
+    "Gm": ("gigametres", "km"),
+    "mFLOP": ("milli-FLOP", "MFLOP"),
+    "mFLOPs": ("milli-FLOP", "MFLOP"),
+    "mflop": ("milli-FLOP", "MFLOP"),
+    "mflops": ("milli-FLOP", "MFLOP"),
+    "mFlop": ("milli-FLOP", "MFLOP"),
+    "mFlops": ("milli-FLOP", "MFLOP"),
+}
+
 # kind -> (smallest non-zero, largest) SI magnitude the schema accepts, and their text
 LIMITS: dict[str, tuple[float, float, str]] = {
     "time": (1e-12, 1e9, "1 ps to 1e9 s (32 years)"),
@@ -141,6 +159,8 @@ def _units() -> dict[str, tuple[float, str]]:
                     table.setdefault(prefix + name + plural, (factor * scale, kind))
     for name, (factor, kind) in _UNPREFIXED.items():
         table.setdefault(name, (factor, kind))
+    for name in _NEVER_MEANT:
+        table.pop(name, None)
     return table
 
 
@@ -177,6 +197,7 @@ def parse_quantity(value: Any, kind: str) -> float:
             f"takes at most {MAX_TEXT}"
         )
     match = _NUMBER.fullmatch(value)
+    _refuse_slips(value, match, kind)
     if match is not None and not match["unit"]:
         raise UnitError(f"{shown(value)} has no unit: expected {_a(kind)} such as {example}")
     if match is None or _ARITHMETIC.search(match["unit"]):
@@ -193,6 +214,29 @@ def parse_quantity(value: Any, kind: str) -> float:
     if found_kind != kind:
         raise UnitError(f"{shown(value)} is not {_a(kind)} (expected something like {example})")
     return _finite(float(match["number"]) * factor, match["number"], value, kind)
+
+
+_SPLIT_NUMBER = re.compile(r"\s*[+-]?\d[\d,.]*[\s,]+\d[\d,.\s]*")  # '1,000 MB', '1 000 MB'
+
+
+def _refuse_slips(value: str, match: re.Match[str] | None, kind: str) -> None:
+    """A percentage, or a comma or space inside the number: refused with what to write."""
+    if match is not None and match["unit"] == "%":
+        raise UnitError(f"{shown(value)} is a percentage, not {_a(kind)} such as {KINDS[kind][1]}")
+    split = _SPLIT_NUMBER.match(value)
+    unit = value[split.end() :].strip() if split is not None else ""
+    if split is None or not unit or (match is not None and not _ARITHMETIC.search(match["unit"])):
+        return
+    digits = re.sub(r"\s", "", split.group())
+    readings = [digits.replace(",", "")]
+    if digits.count(",") == 1 and "." not in digits:
+        readings.append(digits.replace(",", "."))
+    what = "a comma" if "," in digits else "a space"
+    written = " or ".join(f"'{r} {unit}'" for r in readings)
+    raise UnitError(
+        f"{shown(value)} has {what} inside its number: a number takes no thousands "
+        f"separator and a decimal point (write {written})"
+    )
 
 
 def _finite(number: float, digits: str, value: str, kind: str) -> float:
@@ -224,6 +268,12 @@ def _is_information(unit: str) -> bool:
 def _unknown_unit(value: str, number: str, unit: str, kind: str) -> str:
     example = KINDS[kind][1]
     base = f"unknown unit {shown(unit)} in {shown(value)}"
+    top, slash, per = unit.partition("/")
+    if top.strip() in _NEVER_MEANT:
+        name, fix = _NEVER_MEANT[top.strip()]
+        meant = f"'{number} {fix}{slash}{per}'"
+        also = f" (megametres: write '{number}000 km')" if top.strip() == "Mm" else ""
+        return f"{base}: {name} are never meant; did you mean {meant}?{also}"
     rest = unit[1:]
     if unit.startswith("m") and _is_information(rest):
         noun = "bytes" if rest.startswith("B") else "bits"

@@ -831,7 +831,7 @@ def _relay_call(args: tuple[str, ...], config: str, key: str) -> Call:
         # a value from the file names the file and its key, not the flag
         (RELAY_CL, "forward = ['127.0.0.1:80']\n", "ok", ("relay.toml: forward:", "LISTEN=")),
         (RELAY_CL, "socks = ''\n", "ok", ("relay.toml: socks:", "HOST:PORT")),
-        ((*RELAY_CL, "--socks", ""), "", "ok", ("--socks:", "HOST:PORT")),  # not the default
+        ((*RELAY_CL, "--socks", ""), "", "ok", ("'--socks'", "an empty value")),  # not the default
         (RELAY_CL, "gateway_addr = 'x:1'\n", "ok", ("gateway_addr", "did you mean 'gateway'")),
         ((*RELAY_CL, "--socks", "0.0.0.0:1080"), "", "ok", ("--socks", "add --user")),
     ],

@@ -391,17 +391,18 @@ def test_stats_from_a_silent_endpoint_says_it_did_not_answer(monkeypatch) -> Non
 
 def test_a_config_fifo_is_read_or_refused_in_bounded_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``--config <(…)`` (a FIFO) is read; a FIFO nothing writes to used to block start-up
-    for ever, and is now one line after ``CONFIG_WAIT_S``."""
+    for ever, and is now one line after ``tomlfile.INPUT_WAIT_S``."""
     import threading
 
+    from tierwise import tomlfile
     from tierwise.errors import ScenarioError
     from tierwise.relay import cli
 
-    monkeypatch.setattr(cli, "CONFIG_WAIT_S", 0.5)
+    monkeypatch.setattr(tomlfile, "INPUT_WAIT_S", 0.5)
     fifo = tmp_path / "relay.toml"
     os.mkfifo(fifo, 0o600)
     t0 = time.monotonic()
-    with pytest.raises(ScenarioError, match=r"no writer finished within 0\.5 s"):
+    with pytest.raises(ScenarioError, match=r"writer did not finish within 0\.5 s"):
         cli._config(fifo, cli.CLIENT_KEYS)
     assert time.monotonic() - t0 < 5.0
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tierwise.errors import ScenarioError, TierwiseError, UnitError, clip, shown
+from tierwise.errors import ScenarioError, TierwiseError, UnitError, clip, number_slip, shown
 from tierwise.units import KINDS, in_range, parse_quantity
 
 __all__ = ["REGISTRY", "Calc", "Param", "calc", "parse_param"]
@@ -128,7 +128,8 @@ def _scalar(kind: str, value: Any, flag: str) -> Any:
     except ScenarioError:
         raise
     except (ValueError, KeyError, TypeError):
-        raise ScenarioError(f"{flag}: expected {kind}, got {shown(value)}", source="calc") from None
+        why = number_slip(value) or f"expected {kind}, got {shown(value)}"  # '14%', '1,5'
+        raise ScenarioError(f"{flag}: {why}", source="calc") from None
     raise RuntimeError(f"unknown param kind {kind!r}")
 
 

@@ -6,10 +6,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from tierwise.errors import CatalogError, clip, did_you_mean, shown
-from tierwise.schemakeys import unknown_key
+from tierwise.schemakeys import NoBooleanNumbers, unknown_key
 from tierwise.tomlfile import parse_toml, read_toml
 from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size
 
@@ -18,7 +18,7 @@ PositiveCount = Annotated[float, Field(gt=0, le=1e12)]
 _BUNDLED = ("hardware.toml", "models.toml", "quant.toml")
 
 
-class _Entry(BaseModel):
+class _Entry(NoBooleanNumbers):
     # defer_build: a nested model compiles its validator only if used on its own, not at
     # import as well as inside the enclosing model (start-up, docs/benchmarks.md)
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
@@ -114,7 +114,7 @@ _SECTIONS: dict[str, type[_Entry]] = {
 }
 
 
-class Catalog(BaseModel):
+class Catalog(NoBooleanNumbers):
     """Everything known, by section and id."""
 
     model_config = ConfigDict(frozen=True, defer_build=True)

@@ -28,10 +28,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tierwise.errors import LabError, ScenarioError, shown
+from tierwise.errors import LabError, ScenarioError, number_slip, shown
 from tierwise.lab.flowscli import flows_command
 from tierwise.lab.model_server import model_server_command
 from tierwise.lab.route_world import lab_route_command
+from tierwise.outfile import write_text
 
 if TYPE_CHECKING:
     from tierwise.lab.holders import HolderState
@@ -466,7 +467,7 @@ def _write_record(result: dict, record: FsPath | None) -> None:
     if record is None:
         return
     try:
-        record.write_text(json.dumps(result, indent=1) + "\n")
+        write_text(record, json.dumps(result, indent=1) + "\n")
     except OSError as exc:
         raise ScenarioError(
             f"cannot write the record: {exc.strerror or exc}", source=str(record)
@@ -601,7 +602,8 @@ def build_throughput(loss, cc, duration, rtt, rate, seed):
         try:
             levels.append(_loss(float(item), "--loss"))
         except ValueError:
-            raise ScenarioError(f"{shown(item)} is not a probability", source="--loss") from None
+            why = number_slip(item) or f"{shown(item)} is not a probability"
+            raise ScenarioError(why, source="--loss") from None
     rate_bps = _parsed(rate, "rate", "--rate")
     if rate_bps <= 0:
         raise ScenarioError("the rate must be positive", source="--rate")

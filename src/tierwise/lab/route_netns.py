@@ -34,6 +34,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from tierwise.lab.route_world import CLI, MBIT, route_toml
+from tierwise.outfile import staged
 
 __all__ = ["NS_SITES", "NsWorld", "oracle_site", "run_ns_world"]
 
@@ -436,5 +437,6 @@ def ns_plot(runs: dict[str, list[dict]], stem: FsPath) -> None:
     fig.tight_layout()
     stem.parent.mkdir(parents=True, exist_ok=True)
     for suffix in (".png", ".svg"):
-        fig.savefig(stem.with_suffix(suffix), dpi=120)
+        with staged(stem.with_suffix(suffix)) as partial:
+            fig.savefig(partial, dpi=120)
     print(f"wrote {stem}.png and .svg")

@@ -28,6 +28,7 @@ import typer
 
 from tierwise.errors import LabError, ScenarioError
 from tierwise.lab.model_server import free_port, wait_ready
+from tierwise.outfile import staged, write_text
 
 __all__ = ["lab_route_command", "run_world"]
 
@@ -220,7 +221,7 @@ def lab_route_command(
         runs, bodies = run_world(requests, seed, chosen)
         figures = report(runs, bodies)
         if json_to is not None:
-            json_to.write_text(json.dumps(figures, indent=1) + "\n")
+            write_text(json_to, json.dumps(figures, indent=1) + "\n")
         if plot_to is not None:
             plot(runs, bodies, plot_to)
         return
@@ -232,7 +233,7 @@ def lab_route_command(
     runs, bodies, fits = run_ns_world(requests, seed, chosen)
     figures = ns_report(runs, bodies, fits)
     if json_to is not None:
-        json_to.write_text(json.dumps(figures, indent=1) + "\n")
+        write_text(json_to, json.dumps(figures, indent=1) + "\n")
     if plot_to is not None:
         ns_plot(runs, plot_to)
 
@@ -327,7 +328,8 @@ def plot(runs: dict[str, list[dict]], bodies: list[bytes], stem: Path) -> None:
     fig.tight_layout()
     stem.parent.mkdir(parents=True, exist_ok=True)
     for suffix in (".png", ".svg"):
-        fig.savefig(stem.with_suffix(suffix), dpi=120)
+        with staged(stem.with_suffix(suffix)) as partial:
+            fig.savefig(partial, dpi=120)
     print(f"wrote {stem}.png and .svg")
 
 

@@ -22,6 +22,8 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from tierwise.outfile import staged
+
 __all__ = ["PHASES", "save_figure", "save_timeline", "timeline_figure"]
 
 FORMATS = ("png", "svg")
@@ -144,5 +146,7 @@ def save_figure(fig: Figure, folder: Path, name: str) -> list[Path]:
     paths = [folder / f"{stem}.{fmt}" for fmt in FORMATS]
     with matplotlib.rc_context({"svg.hashsalt": "tierwise"}):
         for path in paths:
-            fig.savefig(path, dpi=DPI, metadata={"Date": None} if path.suffix == ".svg" else {})
+            with staged(path) as partial:
+                metadata = {"Date": None} if path.suffix == ".svg" else {}
+                fig.savefig(partial, dpi=DPI, metadata=metadata)
     return paths

@@ -117,10 +117,39 @@ def _int(cfg: Mapping[str, Any], key: str, where: str, default: int | None = Non
     return value
 
 
+def _table(value: Any, key: str, where: str) -> Mapping[str, Any]:
+    """A nested config (``text_config``, ``vision_config``): an object, or absent."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise CatalogError(
+            f"{where}: architecture key {key!r}: expected an object, got {value!r}"[:200]
+        )
+    return value
+
+
+def _bool(cfg: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    """``true``/``false`` (a string "yes" is not read as true)."""
+    value = cfg.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise CatalogError(
+            f"{where}: architecture key {key!r}: expected true or false, got {value!r}"[:200]
+        )
+    return value
+
+
 def _vision(cfg: Mapping[str, Any] | None, where: str) -> VisionTower | None:
+    cfg = _table(cfg, "vision_config", where)
     if not cfg:
         return None
     w = f"{where}: vision_config"
+    indexes = cfg.get("deepstack_visual_indexes", ())
+    if not isinstance(indexes, list | tuple):
+        raise CatalogError(
+            f"{w}: 'deepstack_visual_indexes': expected a list, got {indexes!r}"[:200]
+        )
     return VisionTower(
         depth=_int(cfg, "depth", w),
         hidden_size=_int(cfg, "hidden_size", w),
@@ -131,7 +160,7 @@ def _vision(cfg: Mapping[str, Any] | None, where: str) -> VisionTower | None:
         temporal_patch_size=_int(cfg, "temporal_patch_size", w, 2),
         in_channels=_int(cfg, "in_channels", w, 3),
         out_hidden_size=_int(cfg, "out_hidden_size", w, 0),
-        deepstack_layers=len(cfg.get("deepstack_visual_indexes", ())),
+        deepstack_layers=len(indexes),
     )
 
 
@@ -144,7 +173,7 @@ def from_config(config: Mapping[str, Any], *, where: str = "architecture") -> Ar
     """
     if not isinstance(config, Mapping):
         raise CatalogError(f"{where}: expected a table of config.json keys")
-    cfg = {**config, **(config.get("text_config") or {})}
+    cfg = {**config, **_table(config.get("text_config"), "text_config", where)}
     hidden = _int(cfg, "hidden_size", where)
     heads = _int(cfg, "num_attention_heads", where)
     if heads == 0:
@@ -159,12 +188,14 @@ def from_config(config: Mapping[str, Any], *, where: str = "architecture") -> Ar
         head_dim=_int(cfg, "head_dim", where, hidden // heads),
         intermediate_size=_int(cfg, "intermediate_size", where),
         vocab_size=_int(cfg, "vocab_size", where),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))),
+        tie_word_embeddings=_bool(
+            config, "tie_word_embeddings", where, _bool(cfg, "tie_word_embeddings", where, False)
+        ),
         num_experts=experts,
         num_experts_per_tok=_int(cfg, "num_experts_per_tok", where, 0) if experts else 0,
         moe_intermediate_size=_int(cfg, "moe_intermediate_size", where, 0),
         shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size", where, 0),
-        qkv_bias=bool(cfg.get("attention_bias", mtype in _QKV_BIAS_TYPES)),
+        qkv_bias=_bool(cfg, "attention_bias", where, mtype in _QKV_BIAS_TYPES),
         qk_norm=mtype in _QK_NORM_TYPES,
         vision=_vision(config.get("vision_config"), where),
     )

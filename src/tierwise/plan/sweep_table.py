@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tierwise.errors import ScenarioError
+from tierwise.outfile import partial_path, target_of
 from tierwise.plan.sweep import PARTS, Block, SweepRun
 
 if TYPE_CHECKING:
@@ -152,13 +153,13 @@ def write_tables(
                 if parquet is not None:
                     # dictionary pages only where values repeat (sites, grid axes)
                     repeat = [n for n in table.column_names if n in meta.get("dictionary", "")]
-                    staged.append((_staging(parquet), parquet))
+                    staged.append((partial_path(target_of(parquet)), target_of(parquet)))
                     writers.append(
                         pq.ParquetWriter(str(staged[-1][0]), table.schema, use_dictionary=repeat)
                     )
                 if csv is not None:
                     option = "--csv"
-                    staged.append((_staging(csv), csv))
+                    staged.append((partial_path(target_of(csv)), target_of(csv)))
                     writers.append(_CsvWriter(staged[-1][0], table, meta))
                 option = "--out" if parquet is not None else "--csv"
             for w in writers:
@@ -184,11 +185,6 @@ def write_tables(
             for tmp, _ in staged:
                 tmp.unlink(missing_ok=True)
     return rows
-
-
-def _staging(target: Path) -> Path:
-    """A hidden temporary name beside ``target`` (same directory: the rename is atomic)."""
-    return target.with_name(f".{target.name}.{os.getpid()}.partial")
 
 
 class _CsvWriter:

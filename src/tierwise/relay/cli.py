@@ -98,7 +98,6 @@ CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
 # each has a key naming a private file instead
 SECRET_KEYS = {"password": "password_file", "key": "key_file"}
 CONNECT_TIMEOUT_S = (0.1, 300.0)
-CONFIG_WAIT_S = 5.0  # a --config FIFO (<(…)): how long a writer may take to finish
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 
 
@@ -197,11 +196,10 @@ def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | Non
     """The file's settings, checked against ``keys``; relative paths made absolute."""
     if path is None:
         return {}
-    from tierwise.tomlfile import parse_toml, read_toml
+    from tierwise.tomlfile import read_toml
 
     _not_writable_by_others(path)
-    fifo = _fifo_bytes(path)
-    cfg = read_toml(path) if fifo is None else parse_toml(fifo, str(path))
+    cfg = read_toml(path)  # a FIFO (<(make-config)) too, bounded by tomlfile.INPUT_WAIT_S
     for key, value in cfg.items():
         if SECRET_KEYS.get(key) in keys:
             raise ScenarioError(
@@ -241,51 +239,6 @@ def _not_writable_by_others(path: Path) -> None:
             f"could choose its key and destinations; run: chmod go-w {shlex.quote(str(path))}",
             source=str(path),
         )
-
-
-def _fifo_bytes(path: Path) -> bytes | None:
-    """A FIFO's bytes (``--config <(make-config)``), or None for anything else.
-
-    A FIFO nothing writes to would block the read for ever: it gets ``CONFIG_WAIT_S``
-    for a writer to come and finish, then it is one line."""
-    import os
-    import select
-    import stat
-    import time
-
-    from tierwise.tomlfile import MAX_FILE_BYTES
-
-    try:
-        if not stat.S_ISFIFO(path.stat().st_mode):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None  # read_toml says why
-    data = bytearray()
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        deadline = time.monotonic() + CONFIG_WAIT_S
-        while len(data) <= MAX_FILE_BYTES:
-            left_s = deadline - time.monotonic()
-            if left_s <= 0:
-                raise ScenarioError(
-                    f"a FIFO that no writer finished within {CONFIG_WAIT_S:g} s",
-                    source=str(path),
-                )
-            if not poller.poll(left_s * 1e3):
-                continue
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                return bytes(data)
-            data += chunk
-    finally:
-        os.close(fd)
-    raise ScenarioError(f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not read",
-                        source=str(path))  # fmt: skip
 
 
 def _check_value(value: Any, kind: type, bounds: Any, source: str, key: str) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tierwise.errors import ScenarioError, UnitError, did_you_mean, shown
+from tierwise.errors import ScenarioError, UnitError, did_you_mean, number_slip, shown
 
 __all__ = ["FLAGS", "SESSION_KEYS", "Tunable", "effective", "session_settings"]
 
@@ -147,7 +147,9 @@ def session_settings(
 
 def _value(t: Tunable, value: Any, source: str, where: str, *, from_file: bool) -> Any:
     def fail(expected: str) -> ScenarioError:
-        return ScenarioError(f"expected {expected}, got {shown(value)}", source=source, path=where)
+        slip = number_slip(value) if t.kind == "fraction" else None  # '99.9%', '0,999'
+        message = slip or f"expected {expected}, got {shown(value)}"
+        return ScenarioError(message, source=source, path=where)
 
     if t.kind == "choice":
         if value not in t.choices:
@@ -156,6 +158,8 @@ def _value(t: Tunable, value: Any, source: str, where: str, *, from_file: bool) 
     if t.kind == "int":
         # ASCII digits only: int() also reads "１３５０" (full-width), which no one types on purpose
         if isinstance(value, str) and not from_file and _ascii_digits(value.strip()):
+            if len(value.strip()) > 30:  # int() refuses 4,300 digits; no setting needs 30
+                raise fail(f"an integer from {_span(t)}")
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
             raise fail(f"an integer from {_span(t)}")

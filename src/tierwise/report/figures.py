@@ -36,6 +36,7 @@ from matplotlib.ticker import FuncFormatter
 
 from tierwise.model.loop import harmonic_mean_rate
 from tierwise.model.stream import STALL_RESOLUTION_S
+from tierwise.outfile import staged
 from tierwise.plan.options import Option
 from tierwise.plan.planner import Plan
 from tierwise.units import format_quantity, format_seconds
@@ -111,7 +112,8 @@ def _save(fig: Figure, folder: Path, name: str) -> list[Path]:
     # A fixed SVG id salt, set only for this save, makes an unchanged plan re-plot identically.
     with matplotlib.rc_context({"svg.hashsalt": "tierwise"}):
         for path in paths:
-            fig.savefig(path, dpi=DPI, metadata=_metadata(path.suffix))
+            with staged(path) as partial:  # a figure that fails leaves no half a PNG
+                fig.savefig(partial, dpi=DPI, metadata=_metadata(path.suffix))
     return paths
 
 
@@ -301,6 +303,8 @@ def _bar_legend(
         handles.append(
             Line2D([], [], color="black", linestyle="--", label=_deadline_text(deadline))
         )
+    if not handles:  # every stage 0 s (rounds = 0) and no deadline: nothing to name
+        return
     fig.legend(
         handles=handles,
         loc="outside lower center",

@@ -15,17 +15,18 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from tierwise.errors import ScenarioError
 from tierwise.scenario.loader import validate
 from tierwise.scenario.schema import ErrorAt, Site
+from tierwise.schemakeys import NoBooleanNumbers
 from tierwise.units import PositiveTime, Time
 
 __all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "load_route"]
 
 
-class _Strict(BaseModel):
+class _Strict(NoBooleanNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, clip, shown
 
 __all__ = ["STRATEGIES", "read_log", "replay"]
 
@@ -27,7 +27,9 @@ EWMA_ALPHA = 0.3
 
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a decisions log; a bad line is a ScenarioError naming its number."""
+    """The records of a decisions log; a bad line is one ScenarioError naming the file,
+    the line number and the key (a wrong type, a missing field, a chosen site that was
+    not predicted), so neither ``route decisions`` nor ``route replay`` trips over it."""
     from tierwise.tomlfile import read_text
 
     lines = read_text(path).splitlines()
@@ -35,13 +37,65 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        where = f"{path}:{i}"
         try:
             rec = json.loads(line)
-            assert isinstance(rec, dict) and isinstance(rec.get("predicted"), dict)
-        except (ValueError, AssertionError, RecursionError):
-            raise ScenarioError("not a decisions-log record", source=f"{path}:{i}") from None
-        records.append(rec)
+        except (ValueError, RecursionError):
+            raise ScenarioError("not a decisions-log record: not JSON", source=where) from None
+        records.append(_checked(rec, where))
     return records
+
+
+def _as_json(value: Any) -> str:
+    """``value`` as the log spells it (true, "1s", NaN), cut like any echoed value."""
+    try:
+        return clip(json.dumps(value))
+    except (TypeError, ValueError):
+        return shown(value)
+
+
+def _is_seconds(value: Any) -> bool:
+    """A time in seconds: a number (not a boolean), not NaN, not negative (inf: never)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def _checked(rec: Any, where: str) -> dict[str, Any]:
+    """``rec`` if it has what decisions and replay read, with the right types."""
+
+    def bad(key: str, expected: str, value: Any) -> ScenarioError:
+        got = "nothing" if value is None else _as_json(value)
+        return ScenarioError(f"expected {expected}, got {got}", source=where, path=key)
+
+    if not isinstance(rec, dict):
+        raise ScenarioError(f"expected a JSON object, got {shown(rec)}", source=where)
+    predicted = rec.get("predicted")
+    if not isinstance(predicted, dict):
+        raise bad("predicted", "an object of predictions by site", predicted)
+    for site, p in predicted.items():
+        if not isinstance(p, dict):
+            raise bad(f"predicted.{site}", "an object", p)
+        if not _is_seconds(p.get("time_s")):
+            raise bad(f"predicted.{site}.time_s", "seconds (a number ≥ 0)", p.get("time_s"))
+        if not isinstance(p.get("feasible"), bool):
+            raise bad(f"predicted.{site}.feasible", "true or false", p.get("feasible"))
+    for key in ("ts", "actual_s"):
+        if key in rec and rec[key] is not None and not _is_seconds(rec[key]):
+            raise bad(key, "seconds (a number ≥ 0)", rec[key])
+    for key in ("chosen", "outcome"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise bad(key, "a string", rec[key])
+    chosen = rec.get("chosen")
+    if chosen is not None and chosen not in predicted:
+        raise bad("chosen", f"a predicted site ({', '.join(map(str, predicted))})", chosen)
+    if rec.get("outcome") == "ok" and chosen and rec.get("actual_s") is None:
+        raise bad("actual_s", "the measured time of an answered request", None)
+    stages = rec.get("stages")
+    if stages is not None and not isinstance(stages, dict):
+        raise bad("stages", "an object", stages)
+    for key, value in (stages or {}).items():
+        if value is not None and key.endswith("_s") and not _is_seconds(value):
+            raise bad(f"stages.{key}", "seconds (a number ≥ 0)", value)
+    return rec
 
 
 def _predictive(rec: dict[str, Any], state: dict[str, Any]) -> str:

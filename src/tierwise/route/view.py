@@ -23,11 +23,14 @@ def since_seconds(text: str) -> float:
     if m:
         return float(m.group(1)) * _SHORT_UNITS[m.group(2)]
     try:
-        return parse_quantity(text, "time")
+        seconds = parse_quantity(text, "time")
     except UnitError:
         raise ScenarioError(
             f"expected a time such as 10m or '2 h', got {text!r}", source="--since"
         ) from None
+    if seconds < 0:  # a cutoff in the future: every record silently left out
+        raise ScenarioError(f"expected a time back from now, got {text!r}", source="--since")
+    return seconds
 
 
 def _ms(value: float | None) -> str:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tierwise.errors import shown
+from tierwise.schemakeys import NoBooleanNumbers
 from tierwise.units import Energy, FlopRate, Flops, Power, Rate, Size, Time
 
 MAX_MSS_BYTES = 65_535  # an IPv4 packet's total-length field bounds a segment
@@ -34,7 +35,7 @@ class ErrorAt(ValueError):
         self.key = key
 
 
-class _Strict(BaseModel):
+class _Strict(NoBooleanNumbers):
     # defer_build: a nested model compiles its validator only if used on its own, not at
     # import as well as inside the enclosing model (start-up, docs/benchmarks.md)
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)

@@ -49,10 +49,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tierwise.errors import ScenarioError, shown
-from tierwise.schemakeys import keys_at, unknown_key
+from tierwise.schemakeys import NoBooleanNumbers, keys_at, unknown_key
 from tierwise.tomlfile import read_toml
 from tierwise.units import Rate, Size, Time
 
@@ -73,7 +73,7 @@ def sim_example(name: str = "sim-photo") -> Path:
     return Path(str(resources.files("tierwise.examples").joinpath(f"{name}.toml")))
 
 
-class _Strict(BaseModel):
+class _Strict(NoBooleanNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -399,6 +399,6 @@ def load_sim(path: str | Path) -> SimFile:
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = unknown_key(err["loc"][-1], keys_at(SimFile, tuple(err["loc"])))
-        elif "input" in err and err["type"] != "missing" and err["loc"]:
+        elif "input" in err and err["type"] not in ("missing", "value_error") and err["loc"]:
             msg = f"{msg} (got {shown(err['input'])})"
         raise ScenarioError(msg, source=source, path=loc or None) from None

@@ -1,0 +1,177 @@
+"""Standard output written whole, or not at all.
+
+A report command (``plan``, ``sim``, ``catalog`` …) writes its table or JSON into
+memory (:class:`WholeStdout` stands in for ``sys.stdout``), and :func:`write_whole`
+sends it in one write when the command has finished. So:
+
+- an error found half-way (a late ``ScenarioError``) leaves nothing on stdout, not
+  half a table;
+- a destination that cannot take it — ``>/dev/full``, a closed stdout (``>&-``), a
+  reader gone — is one line on stderr and exit 2, not a traceback;
+- an output encoding that cannot spell "—", "µ" or "§" (``LANG=C``,
+  ``PYTHONIOENCODING=ascii``) gets ASCII boxes from rich and ASCII stand-ins for the
+  rest, not a ``UnicodeEncodeError`` half-way through a table.
+
+:class:`WholeConsole` is the rich console of those commands: its width stays within
+``MIN_COLUMNS``..``MAX_COLUMNS`` whatever ``COLUMNS`` says (``COLUMNS=0`` drew one
+character per line; it now draws at ``DEFAULT_COLUMNS``). Servers, whose output is a
+banner and then a log, write live.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import sys
+from typing import Any, TextIO
+
+from rich.console import Console, ConsoleDimensions
+
+from tierwise.errors import ScenarioError
+
+__all__ = [
+    "DEFAULT_COLUMNS",
+    "MAX_COLUMNS",
+    "MIN_COLUMNS",
+    "WholeConsole",
+    "WholeStdout",
+    "sane_columns",
+]
+
+MIN_COLUMNS = 40  # narrower, a table has one character per cell line: COLUMNS=0 is a mistake
+DEFAULT_COLUMNS = 80  # what a console below MIN_COLUMNS is drawn at (rich's own default)
+MAX_COLUMNS = 1000  # wider is a mistake (COLUMNS=99999999), not a screen
+
+# Characters our reports print that an ASCII terminal lacks, and what stands in for
+# them: one character each, so a table rich drew keeps its borders aligned.
+_ASCII = str.maketrans(
+    {
+        "—": "-", "–": "-", "−": "-", "‐": "-", "…": ".", "•": "*", "·": "*", "×": "x",
+        "÷": "/", "µ": "u", "μ": "u", "§": "S", "°": "o", "≤": "<", "≥": ">", "≈": "~",
+        "≠": "#", "→": ">", "←": "<", "↔": "-", "∞": "~", "²": "2", "³": "3", "Δ": "D",
+        "‘": "'", "’": "'", "“": '"', "”": '"', "\u00a0": " ", "\u202f": " ", "✓": "+",
+        "✗": "x", "±": "~",
+    }
+)  # fmt: skip
+
+
+def sane_columns(environ: Any = os.environ) -> None:
+    """Make ``COLUMNS`` one a table can be drawn in, for consoles made from now on (rich
+    reads it when a console is made; typer's help makes its own)."""
+    text = environ.get("COLUMNS")
+    if text is not None and text.strip().isdigit():
+        clamped = _columns(int(text.strip()))
+        if str(clamped) != text:
+            environ["COLUMNS"] = str(clamped)
+
+
+def _columns(width: int) -> int:
+    return DEFAULT_COLUMNS if width < MIN_COLUMNS else min(width, MAX_COLUMNS)
+
+
+class WholeConsole(Console):
+    """A rich console ``DEFAULT_COLUMNS`` wide when told less than ``MIN_COLUMNS``, and
+    never wider than ``MAX_COLUMNS``."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        width, height = Console.size.fget(self)  # type: ignore[attr-defined]
+        return ConsoleDimensions(_columns(width), height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    @property
+    def width(self) -> int:
+        return self.size.width
+
+    @width.setter
+    def width(self, width: int) -> None:
+        Console.width.fset(self, width)  # type: ignore[attr-defined]
+
+
+class WholeStdout(io.StringIO):
+    """``sys.stdout`` while a command runs: text kept in memory until :meth:`write_whole`.
+
+    It answers ``encoding`` and ``isatty`` as the real stdout would, so rich picks the
+    colours and box characters that destination can show.
+    """
+
+    def __init__(self, real: TextIO | None) -> None:
+        super().__init__()
+        self.real = real
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.real, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        try:
+            return self.real is not None and self.real.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        if self.real is None:
+            raise io.UnsupportedOperation("standard output is closed")
+        return self.real.fileno()
+
+    @classmethod
+    def install(cls) -> WholeStdout:
+        """Stand in for ``sys.stdout`` from now on (and clamp ``COLUMNS``)."""
+        sane_columns()
+        whole = cls(sys.stdout)
+        sys.stdout = whole
+        return whole
+
+    def discard(self) -> None:
+        """Give ``sys.stdout`` back and drop what was written (the command failed)."""
+        sys.stdout = self.real  # type: ignore[assignment]
+
+    def write_whole(self) -> None:
+        """Give ``sys.stdout`` back and write everything to it at once; a failure is one
+        ScenarioError (stdout closed, disk full, reader gone), and nothing more is tried."""
+        sys.stdout = self.real  # type: ignore[assignment]
+        text = self.getvalue()
+        if not text:
+            return
+        try:
+            if self.real is None:
+                raise OSError(errno.EBADF, "standard output is closed")
+            data = encodable(text, self.encoding)
+            binary = getattr(self.real, "buffer", None)
+            if binary is None:
+                self.real.write(data.decode(self.encoding))
+                self.real.flush()
+            else:
+                self.real.flush()
+                binary.write(data)
+                binary.flush()
+        except (OSError, ValueError) as exc:
+            _silence_stdout()
+            reason = getattr(exc, "strerror", None) or str(exc) or "standard output is closed"
+            raise ScenarioError(f"cannot write the output: {reason}", source="stdout") from None
+
+
+def encodable(text: str, encoding: str) -> bytes:
+    """``text`` in ``encoding``; characters it lacks become ASCII stand-ins, then '?'."""
+    try:
+        return text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        pass
+    try:
+        return text.translate(_ASCII).encode(encoding, errors="replace")
+    except LookupError:
+        return text.translate(_ASCII).encode("ascii", errors="replace")
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
