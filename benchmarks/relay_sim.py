@@ -32,8 +32,9 @@ peer against the path's, and the probes lost::
 
 ``--cold N`` runs a new session's first request instead, ``N`` seeds at each of
 ``--losses``: once the handshake is done the client sends the issue's request
-(354,640 B up, 1,000 B down), timed against the same floor; per loss the median and p99 over the seeds, how many answers needed a
-retransmission, and the repairs each end sent per request::
+(354,640 B up, 1,000 B down), timed against the same floor; per loss the median
+and p99 over the seeds, how many answers needed a retransmission, and the repairs
+each end sent per request::
 
     python benchmarks/relay_sim.py --cold 200 --losses 0,0.036,0.14
 """
