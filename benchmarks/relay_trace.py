@@ -57,10 +57,15 @@ def window(rows: list, start: float, stop: float) -> list:
     return [r for r in rows if start <= r[0] <= stop]
 
 
-def breakdown(ev: dict[str, float], client: list, gateway: list) -> dict[str, float]:
-    """Milliseconds from ``connect_start`` of each milestone of one request."""
+def breakdown(
+    ev: dict[str, float], client: list, gateway: list, until: float | None = None
+) -> dict[str, float]:
+    """Milliseconds from ``connect_start`` of each milestone of one request; its rows end
+    10 ms after its last response byte or at ``until`` (the next request's connect), so
+    the next request's rows never count as this one's."""
     t0, t1 = ev["connect_start"], ev["last_response"]
-    c, g = window(client, t0, t1 + 0.01), window(gateway, t0, t1 + 0.01)
+    stop = t1 + 0.01 if until is None else min(t1 + 0.01, until)
+    c, g = window(client, t0, stop), window(gateway, t0, stop)
     ctx = [r for r in c if r[1] == "tx" and int(r[2][1]) > 600]
     crx = [r for r in c if r[1] == "rx"]
     grx = [r for r in g if r[1] == "rx" and int(r[2][0]) > 600]
@@ -156,8 +161,9 @@ def main() -> None:
     cpu_ms = {end: round((cpu1[end] - cpu0[end]) / args.runs * 1e3, 1) for end in cpu0}
     print(f"CPU ms per request (user + system): {cpu_ms}")
     parts, kparts, records = [], [], []
-    for ev in events:
-        b = breakdown(ev, rows["client"], rows["server"])
+    for i, ev in enumerate(events):
+        until = events[i + 1]["connect_start"] if i + 1 < len(events) else None
+        b = breakdown(ev, rows["client"], rows["server"], until)
         print(f"{b['app_last_byte'] / (floor * 1e3):.3f} x floor", b)
         parts.append(segments(b, req))
         kparts.append(kernel_segments(b, req))
