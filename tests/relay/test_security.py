@@ -358,3 +358,18 @@ def test_the_hello_ledger_is_bounded_and_keeps_refusing_what_it_let_go() -> None
     ledger.admit(b"new-id!!", later, later)
     assert len(ledger) == 1
     assert ledger.refuse((9).to_bytes(8, "big"), now + 9, later) == "auth"
+
+
+def test_a_clock_off_by_minutes_is_logged_once_a_minute(caplog) -> None:  # type: ignore[no-untyped-def]
+    """A client whose clock is 10 minutes off gets no session: the operator reads why in
+    the gateway's log, once a minute however many HELLOs come (they are not yet
+    authenticated, so a flood of them must not flood the log)."""
+    import logging
+
+    gateway = Gateway(KEY, set())
+    hellos = [(_hello(time.time() + 600)[1], ("127.0.0.1", 40000 + i)) for i in range(50)]
+    with caplog.at_level(logging.WARNING, logger="tierwise.relay.gateway"):
+        gateway.datagrams_received(hellos)
+    assert gateway.counters["dropped_auth"] == 50 and not gateway.sessions
+    (record,) = caplog.records
+    assert "dated +600 s" in record.getMessage() and "within 120 s" in record.getMessage()

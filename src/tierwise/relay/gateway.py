@@ -74,6 +74,7 @@ HELLO_LEDGER_MAX = 65536  # HELLOs remembered (an entry is a session id and a ti
 # HELLOs dated before the gateway started (less this, for the client's clock) are refused:
 # a restarted gateway remembers nothing, and a replay of an old HELLO must not pass then.
 HELLO_RESTART_SLACK_S = 2.0
+CLOCK_WARN_EVERY_S = 60.0  # at most one log line a minute for HELLOs dated off the clock
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
 
@@ -157,6 +158,7 @@ class Gateway(asyncio.DatagramProtocol):
         self.started: dict[bytes, float] = {}  # session id: when it was established (loop)
         self.started_wall_s = time.time()
         self.hellos = HelloLedger(self.started_wall_s)
+        self._clock_warned_s = 0.0  # no warning of a HELLO's date before this (Unix time)
 
     @property
     def dropped(self) -> int:
@@ -221,6 +223,13 @@ class Gateway(asyncio.DatagramProtocol):
         refused = self.hellos.refuse(cid, sent_s, wall_s)
         if refused is not None:  # before the AEAD check: a replay costs no more than a parse
             self.counters["dropped_" + refused] += 1
+            if sent_s is not None and refused == "auth" and wall_s >= self._clock_warned_s:
+                self._clock_warned_s = wall_s + CLOCK_WARN_EVERY_S  # unauthenticated: rate-bound
+                log.warning(
+                    "a HELLO from %s:%s is dated %+.0f s from this clock and was refused "
+                    "(clients' clocks must be within %g s of the gateway's; or it is a replay)",
+                    *addr[:2], sent_s - wall_s, HELLO_WINDOW_S,
+                )  # fmt: skip
             return
         conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
         # every stream is held from its first byte: what the gateway takes (a header, bytes
