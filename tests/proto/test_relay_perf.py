@@ -170,3 +170,25 @@ def test_a_new_sessions_first_answer_is_protected_by_the_other_directions_loss()
         repaired += net.gateway.stats.repair_packets_sent > 0
         retransmitted += net.gateway.stats.retransmitted_bytes > 0
     assert (repaired, retransmitted) == (20, 0)
+
+
+def _first_request(loss: float, seed: int, config: RelayConfig) -> float:
+    net = Net(Path(loss=loss), Path(loss=loss), seed=seed, config=config)
+    net.run(30, lambda: net.client.established)
+    expected = request_response(net, [(UP, DOWN)])
+    start = net.now
+    net.run(start + 30, all_done(net, expected))
+    assert all_done(net, expected)()
+    return (net.now - start) / FLOOR_S
+
+
+def test_a_new_session_told_the_paths_rate_and_loss_meets_the_floor_at_once() -> None:
+    """An operator who knows the path (333 Mbit/s, 14 % loss) sets the initial rate and
+    the initial loss: a new session's first request goes out whole and protected, within
+    a tenth of the floor. The rate alone is not enough: its first flight goes unprotected
+    (no loss measured yet) and waits for retransmissions."""
+    rate = RelayConfig(initial_rate_bytes_per_s=RATE)
+    both = RelayConfig(initial_rate_bytes_per_s=RATE, initial_loss=0.14)
+    seeds = range(1000, 1010)
+    assert max(_first_request(0.14, seed, both) for seed in seeds) < 1.10
+    assert min(_first_request(0.14, seed, rate) for seed in seeds) > 1.5

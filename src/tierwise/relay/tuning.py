@@ -91,8 +91,13 @@ SESSION_KEYS: dict[str, Tunable] = {
         "packets per key epoch (key rotation); must be equal at both ends (a mismatch fails "
         "the handshake, like a wrong key)"),
     "initial_rate_bytes_per_s": Tunable(
-        "rate", 1e4, 1.25e10, "none (10 datagrams per RTT)",
+        "rate", 1e4, 1.25e10, "none (32 datagrams in the first round trip)",
         "pacing rate of a new session before it has measured the path"),
+    "initial_loss": Tunable(
+        "fraction", 0.0, 0.5, "0",
+        "loss FEC assumes on a new session until the peer has measured this direction "
+        "(about 200 datagrams): with `initial_rate_bytes_per_s`, a new session's first "
+        "request then goes out whole and protected on a path known to be lossy"),
     "pacing_quantum_s": Tunable(
         "time", 0.0, 0.1, "1 ms", "burst the pacer allows at once"),
     "bulk_bytes": Tunable(

@@ -186,6 +186,10 @@ class RelayConfig:
     silent_grace_s: float | None = None
     rotate_packets: int = ROTATE_PACKETS
     initial_rate_bytes_per_s: float | None = None
+    # The loss FEC assumes before the peer has judged a window of this direction: a new
+    # session's first flights (with initial_rate_bytes_per_s, a whole request) are
+    # protected on a path the operator knows to be lossy; the measured loss then rules.
+    initial_loss: float = 0.0
     pacing_quantum_s: float = 0.001  # burst allowance of the pacer
     bulk_bytes: int = BULK_BYTES  # a stream that has sent this much yields to smaller ones
     # Flow-control credit for bytes the application has consumed (stream_consumed), not
@@ -203,6 +207,8 @@ class RelayConfig:
             raise LocalProtocolError(
                 f"fec_bulk_target must be in [0, 1), got {self.fec_bulk_target}"
             )
+        if not 0.0 <= self.initial_loss <= 0.5:
+            raise LocalProtocolError(f"initial_loss must be in [0, 0.5], got {self.initial_loss}")
         if self.rotate_packets < 1 or self.bulk_bytes < 1:
             raise LocalProtocolError("rotate_packets and bulk_bytes must be ≥ 1")
         if not 200 <= self.max_datagram_bytes <= MAX_DATAGRAM_BYTES:
@@ -1444,8 +1450,8 @@ class RelayConnection:
             # the peer has judged no window of this direction yet (its early estimate is
             # from a handful of packets, or none: a new session's first answer): what the
             # other direction loses is the prior (§12.3.3: they may differ, but a path
-            # that drops one way seldom carries the other clean)
-            loss = max(loss, self._loss_meter.loss)
+            # that drops one way seldom carries the other clean), or the configured prior
+            loss = max(loss, self._loss_meter.loss, self.config.initial_loss)
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())
