@@ -21,6 +21,7 @@ from tierwise.catalog import load_catalog
 from tierwise.route.config import RouteConfig
 from tierwise.route.gateway import Router
 from tierwise.route.predict import site_model
+from tierwise.route.replay import read_log
 
 pytestmark = pytest.mark.slow
 
@@ -142,6 +143,10 @@ def test_failover_breaker_and_no_site(tmp_path: Path) -> None:
     message = none.json()["error"]["message"]
     assert message.startswith("no site could answer") and "503" in message
     records = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
+    # what the router wrote is what `route decisions` and `route replay` read (the model
+    # servers' Server-Timing stages included)
+    assert read_log(tmp_path / "d.jsonl") == records
+    assert any(r.get("stages", {}).get("server_s") for r in records)
     hedged = records[5]["attempts"]
     assert [a["site"] for a in hedged] == ["slow", "fast"]
     assert hedged[1]["outcome"] == "overtaken" and hedged[1]["time_s"] >= 1.0

@@ -59,3 +59,24 @@ def test_cli_decisions_since_and_replay(log: Path) -> None:
     assert table.code == 0 and "predictive" in table.stdout and "static" in table.stdout
     bad = run_cli("route", "decisions", "--since", "soon", "--log", str(log))
     assert bad.code == 2 and "--since" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("server_s", "ok"),
+    [({"queue": 0.001, "prefill": 0.02, "decode": 0.3}, True), ({}, True),
+     (0.3, False), ({"queue": "1 ms"}, False), ({"decode": -1}, False), ([0.1], False)],
+)  # fmt: skip
+def test_the_servers_own_stages_are_seconds_by_name(
+    tmp_path: Path, server_s: object, ok: bool
+) -> None:
+    """``stages.server_s`` is what the router writes from a site's Server-Timing header:
+    an object of seconds by stage. It reads back; anything else names the key."""
+    record = rec("edge", 0.6, 0.6, 3.0)
+    record["stages"] = {"headers_s": 0.5, "first_token_s": None, "server_s": server_s}
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    if ok:
+        assert read_log(path)[0]["stages"]["server_s"] == server_s
+    else:
+        with pytest.raises(ScenarioError, match=r"d\.jsonl:1.*stages\.server_s"):
+            read_log(path)

@@ -93,7 +93,12 @@ def _checked(rec: Any, where: str) -> dict[str, Any]:
     if stages is not None and not isinstance(stages, dict):
         raise bad("stages", "an object", stages)
     for key, value in (stages or {}).items():
-        if value is not None and key.endswith("_s") and not _is_seconds(value):
+        if value is None or not key.endswith("_s"):
+            continue
+        if key == "server_s":  # the server's own stages (Server-Timing): seconds by name
+            if not isinstance(value, dict) or not all(map(_is_seconds, value.values())):
+                raise bad(f"stages.{key}", "an object of seconds by server stage", value)
+        elif not _is_seconds(value):
             raise bad(f"stages.{key}", "seconds (a number ≥ 0)", value)
     return rec
 
