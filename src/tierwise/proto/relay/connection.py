@@ -425,7 +425,7 @@ class RelayConnection:
     def connect(self, addr: Addr, now: float, wall_s: float | None = None) -> None:
         """Client: start the handshake towards the gateway at ``addr``. ``wall_s``, the
         Unix time at ``now``, dates each HELLO (a gateway refuses an undated one, or one
-        dated more than two minutes off its own clock: see :func:`hello_fields`)."""
+        dated more than two minutes off its own clock: see :func:`hello_sent_s`)."""
         if not self.is_client or self.state is not State.START:
             raise LocalProtocolError(f"connect() needs a fresh client, state is {self.state.value}")
         self._wall_offset_s = None if wall_s is None else wall_s - now
