@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierwise.errors import LabError
+from tierwise.outfile import write_text
 
 __all__ = [
     "HOLDER_MARK",
@@ -79,9 +80,7 @@ def write_state(file: Path, data: dict) -> None:
     """Write ``data`` with this process's identity, atomically (a reader never sees half)."""
     pid = os.getpid()
     full = {**data, "pid": pid, "start_ticks": start_ticks(pid)}
-    partial = file.with_suffix(".tmp")
-    partial.write_text(json.dumps(full))
-    os.replace(partial, file)
+    write_text(file, json.dumps(full))
 
 
 def read_states(folder: Path) -> tuple[list[HolderState], list[Path]]:
