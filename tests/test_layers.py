@@ -28,6 +28,7 @@ RANKS = {
     "console": 0,
     "outfile": 0,
     "_native": 0,
+    "figsave": 0,
     "catalog": 1,
     "model": 2,
     "proto": 2,
@@ -50,6 +51,7 @@ ALLOWED = {
     ("schemakeys", "errors"),
     ("listen", "errors"),
     ("console", "errors"),
+    ("figsave", "outfile"),
     ("reproduce", "calc"),
     ("reproduce", "report"),
 }
@@ -67,6 +69,7 @@ ONLY = {
     "console": {"errors"},
     "outfile": set(),
     "_native": set(),
+    "figsave": {"outfile"},
     "model": {"errors", "units", "catalog"},
     "proto": {"errors"},
     "calc": {"errors", "units", "catalog", "model"},

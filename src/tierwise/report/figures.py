@@ -25,26 +25,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from tierwise.figsave import new_figure, save_figure
 from tierwise.model.loop import harmonic_mean_rate
 from tierwise.model.stream import STALL_RESOLUTION_S
-from tierwise.outfile import staged
 from tierwise.plan.options import Option
 from tierwise.plan.planner import Plan
 from tierwise.units import format_quantity, format_seconds
 
 __all__ = ["buffer_curve", "plan_figures", "stall_intervals", "uplink_sites"]
 
-FORMATS = ("png", "svg")
-DPI = 150  # PNG resolution; SVG is resolution-free
 UPLINK_SPAN = 30.0  # the uplink sweep runs from 1/30× to 30× the current uplink
 UPLINK_POINTS = 200
 MBIT_PER_S = 1e6 / 8  # bytes/s in one Mbit/s
@@ -97,7 +93,7 @@ def plan_figures(plan: Plan, folder: Path) -> list[Path]:
         figures += [("playout", playout_figure), ("buffer", buffer_figure)]
     saved: list[Path] = []
     for name, draw in figures:
-        saved += _save(draw(plan), folder, name)
+        saved += save_figure(draw(plan), folder, name)
     return saved
 
 
@@ -105,27 +101,6 @@ def _drawable(option: Option) -> bool:
     """Whether matplotlib can scale an axis to ``option`` (an overflowed time cannot be drawn)."""
     values = [option.time_s, *option.breakdown_s.values()]
     return all(math.isfinite(v) and abs(v) < MAX_DRAWN_S for v in values)
-
-
-def _save(fig: Figure, folder: Path, name: str) -> list[Path]:
-    paths = [folder / f"{name}.{fmt}" for fmt in FORMATS]
-    # A fixed SVG id salt, set only for this save, makes an unchanged plan re-plot identically.
-    with matplotlib.rc_context({"svg.hashsalt": "tierwise"}):
-        for path in paths:
-            with staged(path) as partial:  # a figure that fails leaves no half a PNG
-                fig.savefig(partial, dpi=DPI, metadata=_metadata(path.suffix))
-    return paths
-
-
-def _metadata(suffix: str) -> dict[str, Any]:
-    # No creation date in the SVG, so re-plotting an unchanged plan churns less.
-    return {"Date": None} if suffix == ".svg" else {}
-
-
-def _figure(width_in: float, height_in: float) -> Figure:
-    fig = Figure(figsize=(width_in, height_in), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _time_scale(max_s: float) -> tuple[float, str]:
@@ -171,7 +146,7 @@ def breakdown_figure(plan: Plan) -> Figure:
     options, task = plan.options, plan.scenario.task
     top_s = max([*(max(o.time_s, _positive_sum(o)) for o in options), task.deadline or 0.0])
     scale, unit = _time_scale(top_s)
-    fig = _figure(10.0, 1.9 + 0.75 * len(options))
+    fig = new_figure(10.0, 1.9 + 0.75 * len(options))
     ax = fig.add_subplot()
     stages = _ordered_stages(options)
     for row, option in enumerate(options):
@@ -348,7 +323,7 @@ def uplink_figure(plan: Plan) -> Figure:
     the thresholds of ``plan.thresholds`` marked and named in the legend.
     """
     options = uplink_sites(plan)
-    fig = _figure(11.0, 0.5 + 3.9 * len(options))
+    fig = new_figure(11.0, 0.5 + 3.9 * len(options))
     axes = fig.subplots(len(options), 1, squeeze=False)[:, 0]
     for ax, option in zip(axes, options, strict=True):
         _uplink_panel(ax, plan, option)
@@ -542,7 +517,7 @@ def playout_figure(plan: Plan) -> Figure:
     scale, unit = _time_scale(max(o.time_s for o in options))
     n = len(options[0].extra["arrive_s"])
     panel_in = 1.3 + min(0.3 * n, 5.0)
-    fig = _figure(10.5, 0.6 + panel_in * len(options))
+    fig = new_figure(10.5, 0.6 + panel_in * len(options))
     axes = fig.subplots(len(options), 1, squeeze=False, sharex=True)[:, 0]
     for ax, option in zip(axes, options, strict=True):
         _playout_panel(ax, option, period, scale, _site_colour(plan, option.site))
@@ -659,7 +634,7 @@ def buffer_figure(plan: Plan) -> Figure:
     options, task = _stream_options(plan), plan.scenario.task
     period = float(task.period)
     scale, unit = _time_scale(max(o.time_s for o in options))
-    fig = _figure(10.5, 4.3)
+    fig = new_figure(10.5, 4.3)
     ax = fig.add_subplot()
     for option in options:
         _buffer_line(ax, option, period, scale, _site_colour(plan, option.site))

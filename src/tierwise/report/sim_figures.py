@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from tierwise.report.figures import MBIT_PER_S, _figure, _save
+from tierwise.figsave import new_figure, save_figure
+from tierwise.report.figures import MBIT_PER_S
 
 __all__ = ["flow_figure", "sim_figures"]
 
@@ -28,7 +29,7 @@ def sim_figures(result: dict[str, Any], folder: Path) -> list[Path]:
         return []
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return _save(flow_figure(result["first_run"]), folder, "flows")
+    return save_figure(flow_figure(result["first_run"]), folder, "flows")
 
 
 def flow_figure(run: dict[str, Any]) -> Figure:
@@ -36,7 +37,7 @@ def flow_figure(run: dict[str, Any]) -> Figure:
     series, rows = run["series"], run["flows"]
     step = max(1, len(series["time_s"]) // _POINTS)  # goodput over a few RTTs, not one
     t = np.asarray(series["time_s"])[::step]
-    fig = _figure(8.0, 5.5)
+    fig = new_figure(8.0, 5.5)
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     mid = (t[1:] + t[:-1]) / 2
     dt = np.diff(t)
