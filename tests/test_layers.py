@@ -29,6 +29,7 @@ RANKS = {
     "outfile": 0,
     "_native": 0,
     "figsave": 0,
+    "lazy": 0,
     "catalog": 1,
     "model": 2,
     "proto": 2,
@@ -70,8 +71,9 @@ ONLY = {
     "outfile": set(),
     "_native": set(),
     "figsave": {"outfile"},
+    "lazy": set(),
     "model": {"errors", "units", "catalog"},
-    "proto": {"errors"},
+    "proto": {"errors", "lazy"},  # lazy: the PEP 562 loader of its exports
     "calc": {"errors", "units", "catalog", "model"},
     # DESIGN.md: route imports plan, model, units (and the scenario language); only cli imports it
     "route": {

@@ -31,6 +31,7 @@ from tierwise.errors import (
     TierwiseError,
     UnitError,
 )
+from tierwise.lazy import lazy_exports
 
 # Imported on first use (PEP 562), so `tierwise --help` loads no numpy, pint or pydantic:
 # name → (module, attribute; None for the module itself).
@@ -54,19 +55,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    try:
-        module_name, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'tierwise' has no attribute {name!r}") from None
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 class _Package(types.ModuleType):

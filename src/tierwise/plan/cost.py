@@ -27,7 +27,6 @@ from tierwise.scenario.schema import Site
 __all__ = [
     "METRICS",
     "add_cost",
-    "choose_by",
     "deadline_first",
     "pareto_front",
     "pick",
@@ -122,32 +121,6 @@ def option_metrics(options: list[Any]) -> np.ndarray:
     """(3, sites, 1): time, energy (upper end; unknown = ∞) and cost (unpriced = 0)."""
     rows = [[o.time_s, o.energy_key, o.extra.get("cost", 0.0)] for o in options]
     return np.array(rows, dtype=float).T[:, :, None]
-
-
-def choose_by(
-    options: list[Any], objective: str, weights: dict[str, float] | None
-) -> tuple[str | None, str, str | None]:
-    """The planner's choice for ``objective = "cost"`` or ``"pareto"``.
-
-    Feasibility and the deadline come first, exactly as for time and energy.
-    """
-    from tierwise.plan.planner import choose
-
-    choice, reason, fastest = choose(options, "time")
-    if choice is None:
-        return choice, reason, fastest
-    best, metrics, front = pick(options, objective, weights)
-    assert best is not None  # some option is feasible and on time
-    if objective == "cost":
-        what = f"the least cost ({metrics[2, best, 0]:.4g})"
-    else:
-        for o, on in zip(options, front, strict=True):
-            o.extra["pareto"] = bool(on)
-        names = [o.site for o, on in zip(options, front, strict=True) if on]
-        what = f"the best weighted score on the Pareto front ({', '.join(names)})"
-    o = options[best]
-    deadline = "meets the deadline" if o.meets_deadline else "has no deadline to meet"
-    return o.site, f"{o.site} {deadline} with {what}", fastest
 
 
 def pick(

@@ -14,12 +14,12 @@ from typing import Any
 
 from tierwise.catalog import Catalog, load_catalog
 from tierwise.model.derive import complete_catalog
+from tierwise.plan.choice import choose, constrain
 from tierwise.plan.compare import compare_options
 from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.scenario.loader import load_scenario
 from tierwise.scenario.schema import Scenario
-from tierwise.units import format_seconds
 
 __all__ = ["Plan", "choose", "plan", "plan_file"]
 
@@ -72,18 +72,6 @@ class Plan:
         return out
 
 
-def _battery(option: Option, costs: SiteCosts) -> None:
-    from tierwise.plan.cost import add_cost
-
-    add_cost(option, costs)  # every evaluated option passes here (thresholds too)
-    battery = costs.site.battery
-    if battery is not None and option.energy_key > battery:
-        option.feasible = False
-        option.reasons.append(
-            f"battery: needs up to {option.energy_key:.0f} J, {battery:.0f} J available"
-        )
-
-
 def evaluate_all(
     scn: Scenario, costs: list[SiteCosts], source: str, uplinks: dict[str, Any] | None = None
 ) -> list[Option]:
@@ -92,7 +80,7 @@ def evaluate_all(
     options = []
     for c in costs:
         opt = evaluate_option(scn, c, source, uplinks.get(c.site.name))
-        _battery(opt, c)
+        constrain(opt, c)
         _finite(opt)
         options.append(opt)
     return options
@@ -103,86 +91,6 @@ def _finite(option: Option) -> None:
     if option.feasible and not math.isfinite(option.time_s):
         option.feasible = False
         option.reasons.append("the time is not a finite number: the inputs overflow floating point")
-
-
-def choose(
-    options: list[Option], objective: str, weights: dict[str, float] | None = None
-) -> tuple[str | None, str, str | None]:
-    """(choice, one-line reason, fastest feasible) among ``options``."""
-    if objective in ("cost", "pareto"):
-        from tierwise.plan.cost import choose_by
-
-        return choose_by(options, objective, weights)
-    feasible = [o for o in options if o.feasible]
-    fastest = min(feasible, key=lambda o: o.time_s).site if feasible else None
-    if not feasible:
-        return (
-            None,
-            "no site is feasible: "
-            + "; ".join(f"{o.site}: {', '.join(o.reasons)}" for o in options),
-            None,
-        )
-    ontime = [o for o in feasible if o.meets_deadline is not False]
-    if not ontime:
-        best = min(feasible, key=lambda o: o.time_s)
-        return (
-            None,
-            (
-                f"no feasible site meets the deadline; the fastest is {best.site} "
-                f"at {format_seconds(best.time_s)}"
-            ),
-            fastest,
-        )
-    best = min(ontime, key=objective_key(objective))
-    return best.site, _reason(best, options, objective), fastest
-
-
-def chosen(
-    options: list[Option], objective: str, weights: dict[str, float] | None = None
-) -> str | None:
-    """The site :func:`choose` picks, without composing its reason (for searches)."""
-    if objective in ("cost", "pareto"):
-        from tierwise.plan.cost import pick
-
-        best = pick(options, objective, weights)[0]
-        return None if best is None else options[best].site
-    ontime = [o for o in options if o.feasible and o.meets_deadline is not False]
-    return min(ontime, key=objective_key(objective)).site if ontime else None
-
-
-def objective_key(objective: str) -> Callable[[Option], tuple[float, ...]]:
-    """The ranking key of :func:`choose`: energy then time, cost then time and energy, or
-    time then energy (``"pareto"`` has no key: its score depends on every option)."""
-    if objective == "energy":
-        return lambda o: (o.energy_key, o.time_s)
-    if objective == "cost":
-        return lambda o: (o.extra.get("cost", 0.0), o.time_s, o.energy_key)
-    return lambda o: (o.time_s, o.energy_key)
-
-
-def _reason(best: Option, options: list[Option], objective: str) -> str:
-    deadline = "meets the deadline" if best.meets_deadline else "has no deadline to meet"
-    if objective == "energy" and math.isfinite(best.energy_key):
-        what = f"the least energy ({_energy_text(best)})"
-    else:
-        what = f"the shortest time ({format_seconds(best.time_s)})"
-    others = []
-    for o in options:
-        if o is best:
-            continue
-        if not o.feasible:
-            others.append(f"{o.site} infeasible ({o.reasons[0]})")
-        elif o.meets_deadline is False:
-            others.append(f"{o.site} misses the deadline ({format_seconds(o.time_s)})")
-    tail = f"; {', '.join(others)}" if others else ""
-    return f"{best.site} {deadline} ({format_seconds(best.time_s)}) with {what}{tail}"
-
-
-def _energy_text(o: Option) -> str:
-    e = o.energy_j
-    if isinstance(e, list):
-        return f"{e[0]:.0f}–{e[1]:.0f} J"
-    return f"{e / 1000:.3g} kJ" if e and e >= 1000 else f"{e:.3g} J"
 
 
 def plan(

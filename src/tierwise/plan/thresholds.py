@@ -156,14 +156,14 @@ class _Rivals:
 def contenders(options: list[Any], objective: str) -> list[Any]:
     """The options that can still be chosen when any one option changes, in their order.
 
-    :func:`~tierwise.plan.planner.choose` picks the first minimum of the on-time
+    :func:`~tierwise.plan.choice.choose` picks the first minimum of the on-time
     options by the objective's key; whichever single option varies, the first minimum
     of the rest is among the two smallest, so choosing among these two and the varied
     option gives the same choice as choosing among all of them. ``"pareto"`` has no
     such key (the front and each metric's best value depend on every option, on time
     or not), so every feasible option stays.
     """
-    from tierwise.plan.planner import objective_key
+    from tierwise.plan.choice import objective_key
 
     if objective == "pareto":
         return [o for o in options if o.feasible]
@@ -224,13 +224,13 @@ def uplink_choice(
 
     The choice rule is the planner's own, with the scenario's objective and weights.
     """
-    from tierwise.plan.planner import _battery, chosen
+    from tierwise.plan.choice import chosen, constrain
 
     decision = scn.decision
 
     def choice_at(b: float) -> str | None:
         varied = evaluate_option(scn, c, source, uplink=b)
-        _battery(varied, c)
+        constrain(varied, c)
         return chosen([*others, varied], decision.objective, decision.weights)
 
     return choice_at

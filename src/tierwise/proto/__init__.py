@@ -7,8 +7,7 @@ The exports load on first use (PEP 562): a TCP run does not import the FEC code.
 
 from __future__ import annotations
 
-import importlib
-
+from tierwise.lazy import lazy_exports
 from tierwise.proto import fixed as _fixed  # noqa: F401  (registers "fixed")
 
 # name → module that defines it
@@ -35,15 +34,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> object:
-    try:
-        module_name = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'tierwise.proto' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

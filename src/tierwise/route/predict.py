@@ -8,7 +8,7 @@ where the site's path physics asks for them) that ``tierwise plan`` prints. What
 changes per request is the input: the request's own bytes and tokens, and the live
 estimates (RTT, rates, queueing, calibration factors) in place of the priors.
 
-The choice is :func:`tierwise.plan.planner.choose` (objective, deadline, residency),
+The choice is :func:`tierwise.plan.choice.choose` (objective, deadline, residency),
 with the probability constraint judged from the estimates' uncertainty and
 hysteresis so that near-equal sites do not flap.
 """
@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tierwise.plan.choice import choose
 from tierwise.plan.options import Option, evaluate_option
-from tierwise.plan.planner import choose
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.route.config import RouteConfig, RouteSite
 from tierwise.route.estimate import Adaptive, normal_cdf

@@ -6,7 +6,7 @@ its workload needs (not the FEC, streaming or wireless models and their numpy).
 
 from __future__ import annotations
 
-import importlib
+from tierwise.lazy import lazy_exports
 
 # name → module that defines it
 _LAZY = {
@@ -29,15 +29,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> object:
-    try:
-        module_name = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'tierwise.sim' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
