@@ -151,12 +151,13 @@ def _loop(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Option:
     task, site = scn.task, costs.site
     terms = loop_terms(task, costs, source, uplink)
     n = terms.rounds
-    if terms.uniform:  # N·t: Python floats, no array
-        upload_s = n * (terms.upload_bytes / terms.uplink_of(0))
-        all_rounds_s = n * terms.fixed_round_s + upload_s
-        rounds_s = np.full(1, terms.fixed_round_s + upload_s / n if n else 0.0)
-    else:
-        upload = terms.upload_bytes / terms.uplinks
+    if terms.uniform:  # T = N·t (§12.1.3): Python floats, no array
+        round_upload_s = request.transfer_s(terms.upload_bytes, terms.uplink_of(0))
+        round_s = terms.fixed_round_s + round_upload_s
+        upload_s, all_rounds_s = n * round_upload_s, float(loop.loop_time_s(n, round_s))
+        rounds_s = np.full(1, round_s if n else 0.0)
+    else:  # a rate per round: T = Σ t_i
+        upload = request.transfer_s(terms.upload_bytes, terms.uplinks)
         rounds_s = terms.fixed_round_s + upload
         upload_s, all_rounds_s = float(upload.sum()), float(rounds_s.sum())
     recovery, redo = _disconnect(task, site, terms, rounds_s, source)
