@@ -39,9 +39,9 @@ CASES = ("bulk0", "bulk14", "req3.6")
 
 
 def _bulk(loss: float, megabytes: float) -> dict[str, float | int]:
-    from tierwise.sim.relay import Net, Path, payload
+    from tierwise.sim.relay import Net, OneWayPath, payload
 
-    net = Net(Path(loss=loss), Path(loss=loss), seed=23)
+    net = Net(OneWayPath(loss=loss), OneWayPath(loss=loss), seed=23)
     data = payload("bulk", int(megabytes * 1e6))
     net.run(5, lambda: net.client.established)
     sid = net.client.open_stream(priority=5)
@@ -54,9 +54,9 @@ def _bulk(loss: float, megabytes: float) -> dict[str, float | int]:
 
 
 def _requests(loss: float, count: int) -> dict[str, float | int]:
-    from tierwise.sim.relay import Net, Path, payload
+    from tierwise.sim.relay import Net, OneWayPath, payload
 
-    net = Net(Path(loss=loss), Path(loss=loss), seed=17)
+    net = Net(OneWayPath(loss=loss), OneWayPath(loss=loss), seed=17)
     up, down = payload("up", UP_BYTES), payload("down", DOWN_BYTES)
     net.on_gateway_stream = lambda sid, data: net.gateway.send(sid, down, end_stream=True)
     net.run(5, lambda: net.client.established)

@@ -52,7 +52,14 @@ from rich.progress import Progress
 
 from tierwise.proto.relay import RelayConfig
 from tierwise.proto.relay.pmtu import REPAIR_EXTRA_BYTES
-from tierwise.sim.relay import Net, Path, all_done, batched_download, payload, request_response
+from tierwise.sim.relay import (
+    Net,
+    OneWayPath,
+    all_done,
+    batched_download,
+    payload,
+    request_response,
+)
 
 RATE_BYTES_PER_S = 333e6 / 8
 UP_BYTES, DOWN_BYTES = 354_640, 1000
@@ -60,7 +67,7 @@ UP_BYTES, DOWN_BYTES = 354_640, 1000
 
 def requests(loss: float, count: int, progress: Progress) -> tuple[np.ndarray, float]:
     """Completion times of ``count`` sequential requests after 5 warm-up ones, FEC overhead."""
-    net = Net(Path(loss=loss), Path(loss=loss), seed=17)
+    net = Net(OneWayPath(loss=loss), OneWayPath(loss=loss), seed=17)
     up, down = payload("up", UP_BYTES), payload("down", DOWN_BYTES)
     net.on_gateway_stream = lambda sid, data: net.gateway.send(sid, down, end_stream=True)
     times = []
@@ -85,7 +92,7 @@ def bulk(loss: float, size: int, warm: bool, progress: Progress) -> tuple[float,
     ``warm``: three requests first, so the session has measured the path (a deployed
     relay's long-lived session); otherwise the transfer starts on a new session.
     """
-    net = Net(Path(loss=loss), Path(loss=loss), seed=23)
+    net = Net(OneWayPath(loss=loss), OneWayPath(loss=loss), seed=23)
     data = payload("bulk", size)
     progress.add_task(f"bulk {size / 1e6:.0f} MB at {loss:.1%} loss", total=None)
     net.run(5, lambda: net.client.established)
@@ -104,7 +111,7 @@ def bulk(loss: float, size: int, warm: bool, progress: Progress) -> tuple[float,
 LAB_QUEUE_BYTES = 1_500_000  # the lab emulator's queue (lab/emulator.py)
 
 
-class LabPath(Path):
+class LabPath(OneWayPath):
     """The lab emulator's order: a lost packet takes no queue room; tail drop by bytes."""
 
     tail_drops = 0
@@ -196,8 +203,8 @@ UDP_IP_BYTES = 28  # the simulated links count IPv4 and UDP headers against the 
 def pmtu_session(mtu: int, loss: float, count: int, seed: int) -> dict:
     """A new session over ``mtu`` links, ``count`` requests in turn: up and down alike."""
     jumbo = RelayConfig(max_datagram_bytes=9000 - UDP_IP_BYTES - REPAIR_EXTRA_BYTES)
-    up = Path(delay_s=0.1, loss=loss, mtu_bytes=mtu)
-    down = Path(delay_s=0.1, loss=loss, mtu_bytes=mtu)
+    up = OneWayPath(delay_s=0.1, loss=loss, mtu_bytes=mtu)
+    down = OneWayPath(delay_s=0.1, loss=loss, mtu_bytes=mtu)
     net = Net(up, down, seed=seed, config=jumbo)
     net.run(5, lambda: net.client.established)
     floor_up = 0.2 + (UP_BYTES + DOWN_BYTES) / RATE_BYTES_PER_S
@@ -258,7 +265,9 @@ def cold_request(loss: float, seed: int, tuned: bool = False) -> dict:
     """A new session's first request, sent once the handshake is done; timed from then.
     ``tuned``: both ends know the path (initial rate = its rate, initial loss = its loss)."""
     config = RelayConfig(initial_rate_bytes_per_s=RATE_BYTES_PER_S, initial_loss=loss)
-    net = Net(Path(loss=loss), Path(loss=loss), seed=seed, config=config if tuned else None)
+    net = Net(
+        OneWayPath(loss=loss), OneWayPath(loss=loss), seed=seed, config=config if tuned else None
+    )
     net.run(60, lambda: net.client.established)
     expected = request_response(net, [(UP_BYTES, DOWN_BYTES)])
     start = net.now

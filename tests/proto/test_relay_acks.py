@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 
 from tierwise.proto.relay import RelayConfig, RelayConnection
-from tierwise.sim.relay import CLIENT, Net, Path, payload
+from tierwise.sim.relay import CLIENT, Net, OneWayPath, payload
 
 
 def _pair() -> tuple[RelayConnection, RelayConnection, float]:
     """An established client and gateway, nothing waiting to be acknowledged."""
-    net = Net(Path(delay_s=0.01), Path(delay_s=0.01))
+    net = Net(OneWayPath(delay_s=0.01), OneWayPath(delay_s=0.01))
     net.run(1.0, lambda: net.client.established and net.gateway.established)
     net.run(net.now + 0.1)
     return net.client, net.gateway, net.now + 1.0
@@ -89,7 +89,7 @@ def _transfer(ack_every_bulk: int, size: int, warm: bool, loss: float = 0.0) -> 
     """Packets the gateway sent (its ACKs) and seconds to move ``size`` bytes up."""
     config = replace(RelayConfig(), ack_every_bulk=ack_every_bulk)
     rate = 50e6 / 8  # a 625 kB BDP: most of the transfer does not fit the window
-    up, down = (Path(delay_s=0.05, rate_bytes_per_s=rate, loss=loss) for _ in range(2))
+    up, down = (OneWayPath(delay_s=0.05, rate_bytes_per_s=rate, loss=loss) for _ in range(2))
     net = Net(up, down, seed=5, config=config)
     net.run(5, lambda: net.client.established)
     if warm:  # a few requests: the session has measured the path

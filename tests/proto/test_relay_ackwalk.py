@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from tierwise.proto.relay import RelayConnection
 from tierwise.proto.relay.connection import SENT_STALE_MIN
 from tierwise.proto.relay.wire import Ack
-from tierwise.sim.relay import Net, Path, payload
+from tierwise.sim.relay import Net, OneWayPath, payload
 
 
 def _established() -> tuple[Net, RelayConnection]:
-    net = Net(Path(delay_s=0.01), Path(delay_s=0.01))
+    net = Net(OneWayPath(delay_s=0.01), OneWayPath(delay_s=0.01))
     net.run(1.0, lambda: net.client.established and net.gateway.established)
     net.run(net.now + 0.1)
     return net, net.client

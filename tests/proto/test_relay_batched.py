@@ -12,7 +12,7 @@ made the train read as "queued by the bottleneck". Synthetic time throughout.
 from __future__ import annotations
 
 from tierwise.proto.relay import RelayConnection
-from tierwise.sim.relay import Net, Path, batched_download, payload
+from tierwise.sim.relay import Net, OneWayPath, batched_download, payload
 
 RATE = 25e6  # bytes/s: 200 Mbit/s each way
 COST_S = 150e-6  # the client's CPU per datagram read (pure Python at 14 % loss, lab: 150–190 µs)
@@ -34,8 +34,8 @@ def download(
     ``stall = (n, seconds)``: every ``n``-th wake-up comes that much late. Returns the
     transfer's seconds, the gateway's (time, estimate) where start-up ended and the
     gateway's connection."""
-    up = Path(rate_bytes_per_s=RATE, queue_s=1.5e6 / RATE)
-    down = Path(rate_bytes_per_s=RATE, queue_s=1.5e6 / RATE, loss=loss)
+    up = OneWayPath(rate_bytes_per_s=RATE, queue_s=1.5e6 / RATE)
+    down = OneWayPath(rate_bytes_per_s=RATE, queue_s=1.5e6 / RATE, loss=loss)
     net = Net(up, down, seed=seed)
     net.run(5, lambda: net.client.established)
     sid = net.client.open_stream(priority=5)

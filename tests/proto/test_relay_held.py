@@ -11,11 +11,11 @@ session's end is the end of its streams: no frame after the peer's CLOSE opens o
 from __future__ import annotations
 
 from tierwise.proto.relay import RelayConfig
-from tierwise.sim.relay import Net, Path, payload
+from tierwise.sim.relay import Net, OneWayPath, payload
 
 
 def held_net() -> Net:
-    net = Net(Path(delay_s=0.02), Path(delay_s=0.02), seed=1,
+    net = Net(OneWayPath(delay_s=0.02), OneWayPath(delay_s=0.02), seed=1,
               config=RelayConfig(credit_on_consume=True))  # fmt: skip
     net.gateway.hold_peer_streams = True
     net.run(1.0, lambda: net.client.established)
@@ -84,10 +84,10 @@ def test_a_reset_stream_evicted_unanswered_returns_its_bytes_to_the_window() -> 
     long session's window shrinks for good (here to nothing: a later upload stalls)."""
     from tierwise.proto.relay import RelayConfig
     from tierwise.proto.relay.connection import AWAIT_FINAL_MIN
-    from tierwise.sim.relay import CLIENT, Net, Path
+    from tierwise.sim.relay import CLIENT, Net, OneWayPath
 
     window = 20_000  # the lost stream's bytes fill the session's window
-    net = Net(Path(delay_s=0.01), Path(delay_s=0.01), seed=3,
+    net = Net(OneWayPath(delay_s=0.01), OneWayPath(delay_s=0.01), seed=3,
               config=RelayConfig(session_window_bytes=window, max_streams=16))  # fmt: skip
     net.run(1.0, lambda: net.client.established)
     sid = net.client.open_stream()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tierwise.proto.relay import wire
 from tierwise.proto.relay.connection import _OPEN_BLOCK, RelayConnection
-from tierwise.sim.relay import Net, Path, payload
+from tierwise.sim.relay import Net, OneWayPath, payload
 
 
 @given(
@@ -61,7 +61,7 @@ def _stray_marks(conn: RelayConnection) -> list[int]:
 def test_only_the_open_block_carries_the_open_block_mark(
     loss: float, seed: int, sizes: list[int]
 ) -> None:
-    net = Net(Path(loss=loss, reorder=0.02), Path(loss=loss), seed=seed)
+    net = Net(OneWayPath(loss=loss, reorder=0.02), OneWayPath(loss=loss), seed=seed)
     net.run(5, lambda: net.client.established)
     sids = []
     for i, size in enumerate(sizes):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tierwise.proto.relay import RelayConfig
-from tierwise.sim.relay import Net, Path, all_done, request_response
+from tierwise.sim.relay import Net, OneWayPath, all_done, request_response
 
 
 def _lossy(seed: int, loss: float) -> Net:
-    return Net(Path(delay_s=0.1, loss=loss), Path(delay_s=0.1, loss=loss), seed=seed)
+    return Net(OneWayPath(delay_s=0.1, loss=loss), OneWayPath(delay_s=0.1, loss=loss), seed=seed)
 
 
 def _either_closed(net: Net):  # type: ignore[no-untyped-def]
@@ -46,7 +46,7 @@ def test_dead_peer_rule_leaves_an_idle_lossy_session_alone() -> None:
     are lost do not end an idle session (seed 15 ended after 7.6 s idle before the fix)."""
     config = RelayConfig(dead_peer_s=1.0)
     for seed in range(12, 18):
-        net = Net(Path(delay_s=0.1, loss=0.14), Path(delay_s=0.1, loss=0.14), seed=seed,
+        net = Net(OneWayPath(delay_s=0.1, loss=0.14), OneWayPath(delay_s=0.1, loss=0.14), seed=seed,
                   config=config)  # fmt: skip
         expected = request_response(net, [(354_640, 1_000)])
         net.run(20.0, stop=all_done(net, expected))

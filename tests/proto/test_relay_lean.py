@@ -13,7 +13,7 @@ from __future__ import annotations
 from tierwise.proto.relay import RelayConfig
 from tierwise.proto.relay.connection import FEC_BULK_TAIL_TARGET
 from tierwise.proto.relay.fec import CODE_ZFEC, FecDecoder, FecEncoder
-from tierwise.sim.relay import Net, Path, payload
+from tierwise.sim.relay import Net, OneWayPath, payload
 
 
 def _bulk(config: RelayConfig | None) -> dict[str, int]:
@@ -22,8 +22,8 @@ def _bulk(config: RelayConfig | None) -> dict[str, int]:
     (past start-up, the stream far from its end)."""
     rate = 50e6 / 8
     net = Net(
-        Path(rate_bytes_per_s=rate, loss=0.14),
-        Path(rate_bytes_per_s=rate, loss=0.14),
+        OneWayPath(rate_bytes_per_s=rate, loss=0.14),
+        OneWayPath(rate_bytes_per_s=rate, loss=0.14),
         seed=5,
         config=config,
     )
@@ -57,7 +57,9 @@ def test_a_request_beside_bulk_keeps_its_fec() -> None:
     """While a bulk burst runs on the bulk target, a block that carries a request's data
     gets the request target, and the request finishes near its floor."""
     rate = 100e6 / 8
-    net = Net(Path(rate_bytes_per_s=rate, loss=0.14), Path(rate_bytes_per_s=rate, loss=0.14))
+    net = Net(
+        OneWayPath(rate_bytes_per_s=rate, loss=0.14), OneWayPath(rate_bytes_per_s=rate, loss=0.14)
+    )
     net.run(5, lambda: net.client.established)
     client = net.client
     bulk = client.open_stream(priority=5)
@@ -89,7 +91,9 @@ def test_a_bulk_bursts_last_bdp_keeps_the_tail_target() -> None:
     """Once less than a bandwidth-delay product is queued, a bulk block gets
     ``FEC_BULK_TAIL_TARGET`` (0.99): its losses would lengthen the burst by a round trip."""
     rate = 100e6 / 8
-    net = Net(Path(rate_bytes_per_s=rate, loss=0.14), Path(rate_bytes_per_s=rate, loss=0.14))
+    net = Net(
+        OneWayPath(rate_bytes_per_s=rate, loss=0.14), OneWayPath(rate_bytes_per_s=rate, loss=0.14)
+    )
     net.run(5, lambda: net.client.established)
     client = net.client
     sid = client.open_stream(priority=5)

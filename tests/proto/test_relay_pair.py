@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from tierwise.proto.relay import RelayConfig, RelayConnection, wire
-from tierwise.sim.relay import GATEWAY, KEY, Net, Path, all_done, payload, request_response
+from tierwise.sim.relay import GATEWAY, KEY, Net, OneWayPath, all_done, payload, request_response
 
 SIZES = [(1, 1), (1000, 50_000), (354_640, 1000), (2_000_000, 10), (70_000, 700_000)] + [
     (37 * i + 1, 11 * i + 1) for i in range(1, 12)
@@ -31,14 +31,14 @@ def run_transfer(net: Net, until: float = 120.0) -> dict[int, tuple[bytes, bytes
 
 def test_handshake_takes_one_round_trip() -> None:
     """Both sides hold keys one RTT after the HELLO leaves."""
-    net = Net(Path(delay_s=0.05), Path(delay_s=0.05))
+    net = Net(OneWayPath(delay_s=0.05), OneWayPath(delay_s=0.05))
     net.run(1.0, lambda: net.client.established)
     assert net.gateway.established and net.now == pytest.approx(0.1, abs=0.002)
 
 
 def test_stream_open_costs_no_round_trip() -> None:
     """A request on an established session is answered in one RTT plus transmission."""
-    net = Net(Path(delay_s=0.1), Path(delay_s=0.1))
+    net = Net(OneWayPath(delay_s=0.1), OneWayPath(delay_s=0.1))
     net.run(1.0, lambda: net.client.established)
     start = net.now
     expected = request_response(net, [(100, 100)])
@@ -58,14 +58,14 @@ def test_stream_open_costs_no_round_trip() -> None:
 )
 def test_byte_exact_under_impairment(impairment: dict) -> None:
     """Many concurrent streams, 1 B to 3 MB each way, arrive byte-exact through the path."""
-    net = Net(Path(**impairment), Path(**impairment), seed=7)
+    net = Net(OneWayPath(**impairment), OneWayPath(**impairment), seed=7)
     run_transfer(net)
     assert net.client.stats.dropped_auth == net.gateway.stats.dropped_auth == 0
 
 
 def test_fec_repairs_random_loss_before_retransmission() -> None:
     """At 14 % loss, once loss is measured, FEC recovers most lost packets."""
-    net = Net(Path(loss=0.14), Path(loss=0.14), seed=3)
+    net = Net(OneWayPath(loss=0.14), OneWayPath(loss=0.14), seed=3)
     for _ in range(3):
         expected = request_response(net, [(354_640, 1000)] * 3)
         net.run(net.now + 30, all_done(net, expected))
@@ -78,7 +78,7 @@ def test_fec_repairs_random_loss_before_retransmission() -> None:
 def test_warm_session_request_near_the_floor() -> None:
     """§12.3.5: on a warm session a 354,640 B request completes within 5 % of the floor."""
     rate = 333e6 / 8
-    net = Net(Path(rate_bytes_per_s=rate), Path(rate_bytes_per_s=rate))
+    net = Net(OneWayPath(rate_bytes_per_s=rate), OneWayPath(rate_bytes_per_s=rate))
     floor = 0.2 + (354_640 + 1000) / rate
     times = []
     for _ in range(8):
@@ -164,7 +164,10 @@ def test_stream_limit_refuses_extra_streams() -> None:
 def test_queued_control_frames_leave_at_the_pacing_rate() -> None:
     """Hundreds of RESETs beyond one burst go out paced, not at the next unrelated timer."""
     slow = 2e5
-    net = Net(Path(delay_s=0.05, rate_bytes_per_s=slow), Path(delay_s=0.05, rate_bytes_per_s=slow))
+    net = Net(
+        OneWayPath(delay_s=0.05, rate_bytes_per_s=slow),
+        OneWayPath(delay_s=0.05, rate_bytes_per_s=slow),
+    )
     net.run(1.0, lambda: net.client.established)
     sids = [net.client.open_stream() for _ in range(300)]
     for sid in sids:
@@ -186,7 +189,7 @@ def test_queued_control_frames_leave_at_the_pacing_rate() -> None:
 
 def test_ping_is_acknowledged_and_opens_no_stream() -> None:
     """A PING elicits an ACK from the peer and leaves the stream counters alone."""
-    net = Net(Path(delay_s=0.05), Path(delay_s=0.05))
+    net = Net(OneWayPath(delay_s=0.05), OneWayPath(delay_s=0.05))
     net.run(1.0, lambda: net.client.established)
     net.run(net.now + 0.5)
     received = net.client.stats.packets_received
@@ -256,7 +259,7 @@ def test_without_credit_on_consume_delivery_is_credit() -> None:
 def test_interactive_stream_overtakes_bulk() -> None:
     """A small urgent stream opened behind a bulk transfer finishes long before it."""
     rate = 10e6 / 8
-    net = Net(Path(rate_bytes_per_s=rate), Path(rate_bytes_per_s=rate))
+    net = Net(OneWayPath(rate_bytes_per_s=rate), OneWayPath(rate_bytes_per_s=rate))
     net.run(1.0, lambda: net.client.established)
     bulk = net.client.open_stream(priority=5)
     net.client.send(bulk, payload("bulk", 3_000_000), end_stream=True)
@@ -390,7 +393,7 @@ def test_client_hello_is_not_answered_more_than_its_size() -> None:
 @pytest.mark.slow
 def test_hundred_megabytes_at_fourteen_percent_loss() -> None:
     """100 MB and its echo-sized reply arrive byte-exact at 14 % loss on 333 Mbit/s, 200 ms."""
-    net = Net(Path(loss=0.14), Path(loss=0.14), seed=11)
+    net = Net(OneWayPath(loss=0.14), OneWayPath(loss=0.14), seed=11)
     big = payload("hundred", 100_000_000)
     sid = net.client.open_stream(priority=5)
     expected = {sid: (big, b"ok")}
@@ -405,14 +408,16 @@ def test_dead_peer_rule_spares_a_lossy_path_and_ends_a_silent_one() -> None:
     from tierwise.proto.relay.connection import State
 
     # seed 20: the old rule (1 s without an answer) ended this session at its 2nd request
-    net = Net(Path(loss=0.14), Path(loss=0.14), seed=20, config=RelayConfig(dead_peer_s=1.0))
+    net = Net(
+        OneWayPath(loss=0.14), OneWayPath(loss=0.14), seed=20, config=RelayConfig(dead_peer_s=1.0)
+    )
     for _ in range(8):
         expected = request_response(net, [(2000, 1000)] * 3)
         net.run(net.now + 30, all_done(net, expected))
         assert net.client.state is not State.CLOSED, f"session ended at t={net.now:.2f} s"
         assert exact(net, expected)
         net.run(net.now + 0.5)
-    net.down = Path(blackouts=[(net.now, net.now + 100)])
+    net.down = OneWayPath(blackouts=[(net.now, net.now + 100)])
     net.gateway = RelayConnection(KEY, is_client=False)  # restarted: knows no session
     request_response(net, [(10_000, 10)])
     start = net.now
@@ -424,7 +429,7 @@ def test_forged_packet_numbers_ahead_do_not_move_the_keys_on() -> None:
     """Datagrams that fail authentication, numbered in the next key epochs, leave the
     session's keys alone: the streams go on (an attacker who saw the connection id
     could otherwise make the receiver drop the key in use with two datagrams)."""
-    net = Net(Path(delay_s=0.02), Path(delay_s=0.02))
+    net = Net(OneWayPath(delay_s=0.02), OneWayPath(delay_s=0.02))
     net.run(1.0, lambda: net.client.established)
     first = request_response(net, [(5_000, 5_000)])
     net.run(net.now + 2, all_done(net, first))
@@ -446,7 +451,12 @@ def test_a_session_carries_streams_across_key_rotations() -> None:
     """With a key update every 64 packets, 1 MB each way at 3 % loss arrives byte-exact
     and both directions have moved through many key epochs."""
     config = RelayConfig(rotate_packets=64)
-    net = Net(Path(delay_s=0.02, loss=0.03), Path(delay_s=0.02, loss=0.03), seed=4, config=config)
+    net = Net(
+        OneWayPath(delay_s=0.02, loss=0.03),
+        OneWayPath(delay_s=0.02, loss=0.03),
+        seed=4,
+        config=config,
+    )
     net.run(1.0, lambda: net.client.established)
     expected = request_response(net, [(1_000_000, 1_000_000), (10, 10)])
     net.run(net.now + 30, all_done(net, expected))
@@ -459,7 +469,10 @@ def test_a_new_streams_first_bytes_do_not_wait_behind_older_small_streams() -> N
     status byte still leaves next, not after them (the gateway's status byte once waited
     behind three 2 MB downloads until each had passed 1 MB: 0.4 s and more on loopback)."""
     rate = 10e6 / 8
-    net = Net(Path(delay_s=0.02, rate_bytes_per_s=rate), Path(delay_s=0.02, rate_bytes_per_s=rate))
+    net = Net(
+        OneWayPath(delay_s=0.02, rate_bytes_per_s=rate),
+        OneWayPath(delay_s=0.02, rate_bytes_per_s=rate),
+    )
     net.run(1.0, lambda: net.client.established)
     sids = [net.client.open_stream() for _ in range(4)]
     for sid in sids:

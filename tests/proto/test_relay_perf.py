@@ -8,7 +8,7 @@ from tierwise.errors import LocalProtocolError
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.proto.relay.meter import LossMeter
 from tierwise.proto.relay.rate import INITIAL_CWND_PACKETS, RateController, RateSample
-from tierwise.sim.relay import KEY, Net, Path, all_done, payload, request_response
+from tierwise.sim.relay import KEY, Net, OneWayPath, all_done, payload, request_response
 
 RATE = 333e6 / 8
 UP, DOWN = 354_640, 1000
@@ -53,7 +53,7 @@ def test_fec_targets_are_probabilities(name: str) -> None:
 @pytest.mark.slow
 def test_requests_at_3_6_percent_loss_stay_within_a_tenth_of_the_floor() -> None:
     """At 3.6 % loss each way no warm request waits for a retransmission round."""
-    net = Net(Path(loss=0.036), Path(loss=0.036), seed=17)
+    net = Net(OneWayPath(loss=0.036), OneWayPath(loss=0.036), seed=17)
     times = warm_requests(net, 20)[5:]
     assert max(times) <= 1.10 * FLOOR_S, [round(t / FLOOR_S, 3) for t in times]
     assert net.client.stats.repair_bytes_sent < 0.3 * net.client.stats.stream_bytes_sent
@@ -71,7 +71,7 @@ def test_an_app_limited_sender_is_not_paced_below_the_initial_window() -> None:
 
 def test_a_queued_packet_train_ends_start_up_at_the_bottleneck() -> None:
     """The first flight leaves unpaced; its ACK train measures the path within about one RTT."""
-    net = Net(Path(rate_bytes_per_s=RATE), Path(rate_bytes_per_s=RATE), seed=5)
+    net = Net(OneWayPath(rate_bytes_per_s=RATE), OneWayPath(rate_bytes_per_s=RATE), seed=5)
     net.run(5, lambda: net.client.established)
     assert net.client.rate.pacing_rate_bytes_per_s == float("inf")
     sid = net.client.open_stream(priority=5)
@@ -85,7 +85,7 @@ def test_a_queued_packet_train_ends_start_up_at_the_bottleneck() -> None:
 
 def test_a_request_whose_repairs_are_all_lost_is_retransmitted_within_about_one_rtt() -> None:
     """A tail block that lost every repair is sent again about one RTT after the repairs left."""
-    net = Net(Path(loss=0.05), Path(), seed=2)
+    net = Net(OneWayPath(loss=0.05), OneWayPath(), seed=2)
     warm_requests(net, 3)  # the client learns the uplink loss: its blocks carry repairs
     net.up.loss = 0.0
     cap = net.client.config.max_datagram_bytes
@@ -162,7 +162,7 @@ def test_a_new_sessions_first_answer_is_protected_by_the_other_directions_loss()
     retransmission (before: no repairs, 24 of 200 seeds retransmitted)."""
     repaired = retransmitted = 0
     for seed in range(1000, 1020):
-        net = Net(Path(loss=0.14), Path(loss=0.14), seed=seed)
+        net = Net(OneWayPath(loss=0.14), OneWayPath(loss=0.14), seed=seed)
         net.run(30, lambda net=net: net.client.established)
         expected = request_response(net, [(UP, DOWN)])
         net.run(net.now + 30, all_done(net, expected))
@@ -173,7 +173,7 @@ def test_a_new_sessions_first_answer_is_protected_by_the_other_directions_loss()
 
 
 def _first_request(loss: float, seed: int, config: RelayConfig) -> float:
-    net = Net(Path(loss=loss), Path(loss=loss), seed=seed, config=config)
+    net = Net(OneWayPath(loss=loss), OneWayPath(loss=loss), seed=seed, config=config)
     net.run(30, lambda: net.client.established)
     expected = request_response(net, [(UP, DOWN)])
     start = net.now

@@ -1,4 +1,4 @@
-"""Path MTU discovery (RFC 8899) of the relay session over simulated links with an MTU."""
+"""OneWayPath MTU discovery (RFC 8899) of the relay session over simulated links with an MTU."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tierwise.proto.relay.pmtu import (
     REPAIR_EXTRA_BYTES,
     PmtuSearch,
 )
-from tierwise.sim.relay import Net, Path, all_done, payload, request_response
+from tierwise.sim.relay import Net, OneWayPath, all_done, payload, request_response
 
 UDP_IP = 28  # the simulated links' IPv4 + UDP header
 JUMBO = RelayConfig(max_datagram_bytes=9000 - UDP_IP - REPAIR_EXTRA_BYTES)  # 8,880
@@ -24,8 +24,8 @@ JUMBO = RelayConfig(max_datagram_bytes=9000 - UDP_IP - REPAIR_EXTRA_BYTES)  # 8,
 def jumbo_net(mtu: int, loss: float = 0.0, seed: int = 1) -> tuple[Net, list[int]]:
     """A 100 ms path each way with ``mtu``; the sizes of every datagram put on it."""
     net = Net(
-        Path(delay_s=0.05, loss=loss, mtu_bytes=mtu),
-        Path(delay_s=0.05, loss=loss, mtu_bytes=mtu),
+        OneWayPath(delay_s=0.05, loss=loss, mtu_bytes=mtu),
+        OneWayPath(delay_s=0.05, loss=loss, mtu_bytes=mtu),
         seed=seed,
         config=JUMBO,
     )
@@ -88,7 +88,7 @@ def test_probe_losses_are_not_congestion() -> None:
     takes no longer than the same transfer at the fixed default size."""
     net, _ = jumbo_net(1500)
     transfer(net, 8_000_000, 1000)
-    fixed = Net(Path(delay_s=0.05, mtu_bytes=1500), Path(delay_s=0.05, mtu_bytes=1500))
+    fixed = Net(OneWayPath(delay_s=0.05, mtu_bytes=1500), OneWayPath(delay_s=0.05, mtu_bytes=1500))
     transfer(fixed, 8_000_000, 1000)
     assert 3 <= net.client.pmtu_stats()["pmtu_probes_lost"] <= net.up.oversize  # last: in flight
     assert net.client.stats.packets_lost == 0
@@ -130,7 +130,7 @@ def test_the_default_size_sends_no_probe() -> None:
     """At the default 1,350 B (the base) the search is off: no probe, the old behaviour."""
     search = PmtuSearch(BASE_DATAGRAM_BYTES)
     assert search.due(0.0, 1000) is None and not search.searching
-    net = Net(Path(delay_s=0.05), Path(delay_s=0.05))
+    net = Net(OneWayPath(delay_s=0.05), OneWayPath(delay_s=0.05))
     transfer(net, 500_000, 500_000)
     assert net.client.pmtu_stats()["pmtu_probes_sent"] == 0
     assert net.client.pmtu_stats()["datagram_bytes"] == BASE_DATAGRAM_BYTES
@@ -139,7 +139,11 @@ def test_the_default_size_sends_no_probe() -> None:
 def test_a_request_goes_before_the_probes() -> None:
     """Probes fall due at packet 256, in the middle of this request: they wait until its
     data is out (and go between FEC blocks), so it never queues behind them."""
-    net = Net(Path(delay_s=0.05, mtu_bytes=9000), Path(delay_s=0.05, mtu_bytes=9000), config=JUMBO)
+    net = Net(
+        OneWayPath(delay_s=0.05, mtu_bytes=9000),
+        OneWayPath(delay_s=0.05, mtu_bytes=9000),
+        config=JUMBO,
+    )
     client = net.client
     size = 600_000  # ≈ 450 datagrams of the base size
     sid = client.open_stream()

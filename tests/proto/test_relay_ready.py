@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.proto.relay.connection import State
-from tierwise.sim.relay import Net, Path, payload
+from tierwise.sim.relay import Net, OneWayPath, payload
 
 WINDOW = 40_000  # small windows: streams and the session run out of credit
 
@@ -70,8 +70,8 @@ def test_cached_sender_state_equals_a_scan(
     """Ready sets, queued bytes, window and timer match a scan after random operations."""
     config = RelayConfig(stream_window_bytes=WINDOW, session_window_bytes=2 * WINDOW)
     net = Net(
-        Path(delay_s=0.01, loss=loss, reorder=0.1, rate_bytes_per_s=5e6),
-        Path(delay_s=0.01, loss=loss, duplicate=0.05, rate_bytes_per_s=5e6),
+        OneWayPath(delay_s=0.01, loss=loss, reorder=0.1, rate_bytes_per_s=5e6),
+        OneWayPath(delay_s=0.01, loss=loss, duplicate=0.05, rate_bytes_per_s=5e6),
         config=config,
         seed=len(ops),
     )
@@ -104,7 +104,7 @@ def test_cached_sender_state_equals_a_scan(
 def test_a_window_update_unblocks_a_stream_for_the_timer() -> None:
     """A stream stalled on its peer's limit is ready again once MAX_STREAM_DATA arrives."""
     config = RelayConfig(stream_window_bytes=WINDOW, session_window_bytes=4 * WINDOW)
-    net = Net(Path(delay_s=0.01), Path(delay_s=0.01), config=config)
+    net = Net(OneWayPath(delay_s=0.01), OneWayPath(delay_s=0.01), config=config)
     net.run(1.0, lambda: net.client.established)
     sid = net.client.open_stream()
     net.client.send(sid, payload("stall", 3 * WINDOW))

@@ -10,7 +10,7 @@ and, after enough resets, a healthy session stalls.
 from __future__ import annotations
 
 from tierwise.proto.relay import RelayConfig
-from tierwise.sim.relay import Net, Path, payload
+from tierwise.sim.relay import Net, OneWayPath, payload
 
 WINDOW = 256_000
 
@@ -34,7 +34,12 @@ def transfer_completes(net: Net, nbytes: int, until_s: float) -> None:
 def test_peer_reset_returns_undelivered_and_in_flight_bytes() -> None:
     """Streams reset with bytes lost, out of order and in flight leave the session window whole."""
     config = RelayConfig(stream_window_bytes=WINDOW, session_window_bytes=WINDOW)
-    net = Net(Path(delay_s=0.05, loss=0.2), Path(delay_s=0.05, loss=0.2), seed=3, config=config)
+    net = Net(
+        OneWayPath(delay_s=0.05, loss=0.2),
+        OneWayPath(delay_s=0.05, loss=0.2),
+        seed=3,
+        config=config,
+    )
     net.run(1.0, lambda: net.client.established)
     for _ in range(12):
         sids = [net.client.open_stream() for _ in range(8)]
@@ -55,7 +60,12 @@ def test_abandoned_stream_returns_the_peers_in_flight_bytes() -> None:
     config = RelayConfig(
         stream_window_bytes=WINDOW, session_window_bytes=WINDOW, credit_on_consume=True
     )
-    net = Net(Path(delay_s=0.05, loss=0.1), Path(delay_s=0.05, loss=0.1), seed=5, config=config)
+    net = Net(
+        OneWayPath(delay_s=0.05, loss=0.1),
+        OneWayPath(delay_s=0.05, loss=0.1),
+        seed=5,
+        config=config,
+    )
     net.run(1.0, lambda: net.client.established)
     for _ in range(10):
         sids = [net.client.open_stream() for _ in range(4)]
@@ -94,7 +104,7 @@ def transfer_completes_consumed(net: Net, nbytes: int) -> None:
 def test_refused_streams_are_credited_at_their_final_size() -> None:
     """Bytes of streams refused for the stream limit come back to the session's window."""
     config = RelayConfig(stream_window_bytes=WINDOW, session_window_bytes=WINDOW, max_streams=1)
-    net = Net(Path(delay_s=0.05), Path(delay_s=0.05), config=config)
+    net = Net(OneWayPath(delay_s=0.05), OneWayPath(delay_s=0.05), config=config)
     net.run(1.0, lambda: net.client.established)
     keep = net.client.open_stream()
     net.client.send(keep, b"open")
@@ -113,7 +123,7 @@ def test_refused_streams_are_credited_at_their_final_size() -> None:
 
 def test_reset_before_any_byte_opens_no_stream_later() -> None:
     """A reset that overtakes all of its stream's bytes settles it; a late frame opens nothing."""
-    net = Net(Path(delay_s=0.05), Path(delay_s=0.05))
+    net = Net(OneWayPath(delay_s=0.05), OneWayPath(delay_s=0.05))
     net.run(1.0, lambda: net.client.established)
     held: list[bytes] = []
     net.tap = lambda name, d: (held.append(d), None)[1] if name == "up" else d
@@ -138,7 +148,7 @@ def test_receiver_enforces_the_session_window() -> None:
     config = RelayConfig(
         stream_window_bytes=4 * WINDOW, session_window_bytes=WINDOW, credit_on_consume=True
     )
-    net = Net(Path(delay_s=0.05), Path(delay_s=0.05), config=config)
+    net = Net(OneWayPath(delay_s=0.05), OneWayPath(delay_s=0.05), config=config)
     net.run(1.0, lambda: net.client.established)
     net.client._peer_max_data = 1 << 40  # a peer that ignores the session window
     sids = [net.client.open_stream() for _ in range(3)]

@@ -20,7 +20,7 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 from tierwise.proto.relay.connection import SUPERSEDED_MIN_S, State
-from tierwise.sim.relay import KEY, Net, Path, all_done, request_response
+from tierwise.sim.relay import KEY, Net, OneWayPath, all_done, request_response
 
 CLIENT = RelayConfig(dead_peer_s=1.0, silent_grace_s=15.0)
 GATEWAY = RelayConfig(idle_timeout_s=12.0)
@@ -30,7 +30,7 @@ SIZES = [(1, 1_500_000), (1_500_000, 1), (300_000, 300_000), (1000, 1000), (30_0
 class Watched(Net):
     """A Net that also records when the client saw which session event."""
 
-    def __init__(self, up: Path, down: Path, seed: int = 5) -> None:
+    def __init__(self, up: OneWayPath, down: OneWayPath, seed: int = 5) -> None:
         super().__init__(up, down, seed=seed, config=CLIENT)
         self.gateway = RelayConnection(KEY, is_client=False, config=GATEWAY)
         self.log: list[tuple[float, Event]] = []
@@ -54,8 +54,8 @@ class Watched(Net):
         return next((t for t, e in self.log if isinstance(e, kind)), None)
 
 
-def slow_path(**kw: object) -> Path:
-    return Path(delay_s=0.02, rate_bytes_per_s=1e6, **kw)  # type: ignore[arg-type]
+def slow_path(**kw: object) -> OneWayPath:
+    return OneWayPath(delay_s=0.02, rate_bytes_per_s=1e6, **kw)  # type: ignore[arg-type]
 
 
 def exact(net: Net, expected: dict[int, tuple[bytes, bytes]]) -> bool:

@@ -2,7 +2,7 @@
 
 ``tierwise relay gateway`` and ``tierwise relay client`` run as their own processes;
 the client dials the gateway through an impairing UDP proxy in this process (the
-simulator's :class:`~tierwise.sim.relay.Path`, as in ``test_impaired.py``) that drops
+simulator's :class:`~tierwise.sim.relay.OneWayPath`, as in ``test_impaired.py``) that drops
 14 % of the datagrams each way. A threaded TCP service behind the gateway answers each
 stream's upload with its SHA-256 and a download of the size asked for. One stream
 downloads a large payload while several streams of random sizes (1 B to 1 MB each
@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path as FsPath
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +31,7 @@ import pytest
 from tests.relay.conftest import tcp_source
 from tests.relay.test_impaired import ImpairedPath, sizes
 from tierwise.relay.udp import encode_addr
-from tierwise.sim.relay import Path
+from tierwise.sim.relay import OneWayPath
 
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 _HEAD = struct.Struct(">QQQ")  # upload bytes, download bytes, seed
@@ -147,9 +147,9 @@ def _listening(port: int) -> bool:
 
 
 def run_bulk(  # type: ignore[no-untyped-def]
-    tmp: FsPath,
+    tmp: Path,
     service_port: int,
-    path: Path,
+    path: OneWayPath,
     pairs: list[tuple[int, int]],
     timeout_s: float,
     extra: tuple[str, ...] = (),
@@ -204,16 +204,16 @@ def run_bulk(  # type: ignore[no-untyped-def]
 
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a running process (Linux /proc)."""
-    fields = FsPath(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-LOSSY = Path(delay_s=0.01, loss=0.14)
+LOSSY = OneWayPath(delay_s=0.01, loss=0.14)
 
 
 @pytest.mark.slow
 def test_hundred_megabytes_beside_random_streams_at_fourteen_percent_loss(
-    tmp_path: FsPath, service: int
+    tmp_path: Path, service: int
 ) -> None:
     """One 100 MB download beside 8 concurrent streams of random sizes (1 B–1 MB each
     way, seeded), at 14 % random loss each way, through real processes: byte-exact."""
@@ -248,7 +248,7 @@ if (
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         outcomes, paths, logs, cpu_s = run_bulk(
-            FsPath(tmp), server.getsockname()[1], LOSSY, pairs, 600
+            Path(tmp), server.getsockname()[1], LOSSY, pairs, 600
         )
         for pair, (o, s) in zip(pairs, outcomes, strict=True):
             print(pair, o, f"{s:.1f}s")

@@ -1,7 +1,7 @@
 """Many concurrent streams through real sockets and an impaired UDP path on loopback.
 
 The client's datagrams reach the gateway, and the gateway's reach the client, through
-a UDP proxy that applies the simulator's own :class:`~tierwise.sim.relay.Path` (delay,
+a UDP proxy that applies the simulator's own :class:`~tierwise.sim.relay.OneWayPath` (delay,
 rate, random or Gilbert–Elliott loss, reordering, duplication, blackouts) on the event
 loop's clock. The streams are SOCKS5 connections to a TCP service that answers each
 upload's SHA-256 and a download of the size asked for: every stream must complete
@@ -30,7 +30,7 @@ from tierwise.relay.client import Client
 from tierwise.relay.gateway import Gateway
 from tierwise.relay.socks import serve_socks
 from tierwise.relay.udp import encode_addr
-from tierwise.sim.relay import Path, payload
+from tierwise.sim.relay import OneWayPath, payload
 
 _HEAD = struct.Struct(">QQ")  # upload bytes, download bytes
 
@@ -38,7 +38,9 @@ _HEAD = struct.Struct(">QQ")  # upload bytes, download bytes
 class ImpairedPath:
     """A UDP proxy between the client and the gateway: ``up`` and ``down`` impair each way."""
 
-    def __init__(self, gateway: tuple[str, int], up: Path, down: Path, seed: int) -> None:
+    def __init__(
+        self, gateway: tuple[str, int], up: OneWayPath, down: OneWayPath, seed: int
+    ) -> None:
         self.gateway, self.up, self.down = gateway, up, down
         self.rng = np.random.default_rng(seed)
         self.client_addr: tuple[str, int] | None = None
@@ -67,7 +69,7 @@ class ImpairedPath:
         if self.client_addr is not None:
             self._forward(self.down, data, lambda d: self.front.sendto(d, self.client_addr))
 
-    def _forward(self, path: Path, data: bytes, send) -> None:  # type: ignore[no-untyped-def]
+    def _forward(self, path: OneWayPath, data: bytes, send) -> None:  # type: ignore[no-untyped-def]
         now = self.now()
         for at in path.arrivals(len(data) + 28, now, self.rng):
             self.loop.call_later(at - now, send, data)
@@ -136,7 +138,7 @@ def sizes(seed: int, count: int, max_bytes: int) -> list[tuple[int, int]]:
 
 
 def run_streams(  # type: ignore[no-untyped-def]
-    path: Path,
+    path: OneWayPath,
     pairs: list[tuple[int, int]],
     service: int,
     after_s: float = 0.0,
@@ -232,9 +234,9 @@ def _count_silences(client: Client, seen: dict) -> None:
 
 
 IMPAIRMENTS = {
-    "random-14%": Path(delay_s=0.01, loss=0.14),
-    "gilbert-elliott": Path(delay_s=0.01, burst=(0.02, 0.25, 0.7)),
-    "reorder-dup": Path(delay_s=0.01, reorder=0.2, duplicate=0.1, loss=0.03),
+    "random-14%": OneWayPath(delay_s=0.01, loss=0.14),
+    "gilbert-elliott": OneWayPath(delay_s=0.01, burst=(0.02, 0.25, 0.7)),
+    "reorder-dup": OneWayPath(delay_s=0.01, reorder=0.2, duplicate=0.1, loss=0.03),
 }
 
 
@@ -266,7 +268,7 @@ def test_concurrent_streams_are_byte_exact_across_a_five_second_blackout(
     session through the silence (its idle timeout is 12 s): once the path returns, the
     old session hears the gateway again and its streams carry on. With ``rebind`` the
     client's UDP port also changes 3 s into the blackout (the kept session moves too)."""
-    path = Path(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(1.0, 6.0)])
+    path = OneWayPath(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(1.0, 6.0)])
     seen: dict = {}
     started = time.monotonic()
     owed: dict = {}
@@ -294,7 +296,7 @@ def test_gateway_restarted_behind_a_blackout_resets_old_streams_and_serves_new_o
     back the client's new session reaches the new gateway and the old session, probed and
     unanswered, ends: every stream open across it fails with an error, never a clean end
     of truncated data, and a stream opened as the path returns is carried within 2 s."""
-    path = Path(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(0.5, 3.0)])
+    path = OneWayPath(delay_s=0.01, rate_bytes_per_s=2e6, blackouts=[(0.5, 3.0)])
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()

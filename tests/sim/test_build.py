@@ -30,13 +30,13 @@ PROBE = """
 import hashlib, json
 import tierwise.proto.relay.connection as relay_connection
 from tierwise.sim.build import active
-from tierwise.sim.relay import Net, Path, all_done, payload, request_response
+from tierwise.sim.relay import Net, OneWayPath, all_done, payload, request_response
 from tests_matrix import matrix_outcome
 ccs = ("newreno", "cubic", "cubic-hystart", "bbr")
 cells = [(cc, rg) for cc in ccs for rg in ("huge", "bdp", "loss")]
 
 def relay():
-    net = Net(Path(loss=0.14), Path(loss=0.036, reorder=0.05), seed=5)
+    net = Net(OneWayPath(loss=0.14), OneWayPath(loss=0.036, reorder=0.05), seed=5)
     expected = request_response(net, [(354_640, 1000), (20_000, 300_000), (1, 1)])
     net.run(30, all_done(net, expected))
     bulk = net.client.open_stream(priority=5)

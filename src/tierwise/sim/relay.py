@@ -2,7 +2,7 @@
 
 :class:`Net` joins a client and a gateway :class:`~tierwise.proto.relay.RelayConnection`
 — the objects ``tierwise relay`` deploys, exchanging real sealed datagrams — through
-one :class:`Path` per direction: propagation delay, a bottleneck rate with a
+one :class:`OneWayPath` per direction: propagation delay, a bottleneck rate with a
 tail-drop queue, and optional loss (Bernoulli or Gilbert–Elliott), reordering,
 duplication and blackouts. Time is synthetic: the loop jumps to the next arrival
 or timer, so a 200 ms path costs no wall time. The tests and
@@ -25,11 +25,12 @@ from tierwise.proto.relay import (
     StreamDataReceived,
     StreamReset,
 )
+from tierwise.sim.link import GilbertElliott
 
 __all__ = [
     "BatchedDownload",
     "Net",
-    "Path",
+    "OneWayPath",
     "all_done",
     "batched_download",
     "payload",
@@ -41,7 +42,7 @@ CLIENT, GATEWAY = ("10.0.0.1", 4000), ("10.0.0.2", 7443)
 
 
 @dataclass
-class Path:
+class OneWayPath:
     """One direction: delay, rate, queue and impairments."""
 
     delay_s: float = 0.1
@@ -62,6 +63,7 @@ class Path:
     sent: int = 0
     dropped: int = 0
     oversize: int = 0  # of the dropped: larger than mtu_bytes
+    _bursts: GilbertElliott | None = field(default=None, init=False, repr=False)
 
     def arrivals(self, size: int, now: float, rng: np.random.Generator) -> list[float]:
         """When this datagram (and any duplicate) arrives; empty if dropped."""
@@ -88,9 +90,12 @@ class Path:
 
     def _lost(self, rng: np.random.Generator) -> bool:
         if self.burst is not None:
-            to_bad, to_good, bad_loss = self.burst
-            self.bad = (rng.random() >= to_good) if self.bad else (rng.random() < to_bad)
-            return self.bad and rng.random() < bad_loss
+            if self._bursts is None:  # the simulator's own process, on the path's stream
+                to_bad, to_good, bad_loss = self.burst
+                self._bursts = GilbertElliott(to_bad, to_good, 0.0, bad_loss, rng)
+            lost = self._bursts.lost()
+            self.bad = self._bursts.bad
+            return lost
         return bool(self.loss) and rng.random() < self.loss
 
 
@@ -110,15 +115,15 @@ class Net:
 
     def __init__(
         self,
-        up: Path | None = None,
-        down: Path | None = None,
+        up: OneWayPath | None = None,
+        down: OneWayPath | None = None,
         *,
         seed: int = 1,
         client_key: bytes = KEY,
         gateway_key: bytes = KEY,
         config: RelayConfig | None = None,
     ) -> None:
-        self.up, self.down = up or Path(), down or Path()
+        self.up, self.down = up or OneWayPath(), down or OneWayPath()
         self.rng = np.random.default_rng(seed)
         self.client = RelayConnection(client_key, is_client=True, config=config)
         self.gateway = RelayConnection(gateway_key, is_client=False, config=config)
