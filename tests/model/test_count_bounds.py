@@ -6,7 +6,7 @@ import pytest
 from tests.conftest import calc_json
 
 from tierwise.errors import ModelError
-from tierwise.model import loop, stream, streams
+from tierwise.model import loop, multiplex, stream
 from tierwise.scenario.loader import bundled_example
 
 HUGE = 10**30
@@ -30,7 +30,7 @@ def test_disconnect_after_a_trillion_rounds_is_instant():
     "call",
     [
         lambda: stream.capture_ready_s(HUGE, 0.02),
-        lambda: streams.scheduled_play_s(stream.MAX_CHUNKS + 1, 0.4, 0.02),
+        lambda: multiplex.scheduled_play_s(stream.MAX_CHUNKS + 1, 0.4, 0.02),
     ],
 )
 def test_too_many_chunks_is_a_model_error(call):

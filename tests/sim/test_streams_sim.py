@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierwise.errors import LocalProtocolError, SimulationError
-from tierwise.model import streams as model
+from tierwise.model import multiplex as model
 from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.streams import Chunk, StreamData, StreamDelivery, StreamScheduler
 from tierwise.sim.streaming import StreamWrite, run_streams
@@ -154,7 +154,7 @@ def test_expect_refuses_a_chunk_out_of_place():
     st.data(),
 )
 def test_delivery_matches_the_closed_form_for_any_arrival_order(streams, data):
-    """Fed arrivals one by one, both orders equal model.streams.delivery_times exactly."""
+    """Fed arrivals one by one, both orders equal model.multiplex.delivery_times exactly."""
     n = len(streams)
     arrivals = data.draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
     for order in ("connection", "stream"):

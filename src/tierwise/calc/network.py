@@ -7,7 +7,7 @@ from tierwise.calc._registry import Param, calc
 from tierwise.errors import ScenarioError
 from tierwise.model import loss as m
 from tierwise.model import multipath, request, stream
-from tierwise.model import streams as sm
+from tierwise.model import multiplex as sm
 
 _MSS = Param("mss", "size", "maximum segment size (one FEC symbol)", "1448 B")
 _RTT = Param("rtt", "time", "round-trip time R", "200 ms")

@@ -17,7 +17,7 @@ Scheduling policies (:data:`SCHEDULING_POLICIES`):
 
 - ``"fifo"``: the oldest pending write first, whatever its stream (one queue).
 - ``"priority"``: the most urgent stream with pending bytes (smallest
-  ``priority``, like RFC 9218 urgency and :class:`tierwise.model.streams.Flow`;
+  ``priority``, like RFC 9218 urgency and :class:`tierwise.model.multiplex.Flow`;
   ties go to the stream whose oldest pending write is oldest), chosen again for
   every chunk — an urgent write preempts a bulk stream at the next chunk boundary.
 

@@ -223,8 +223,8 @@ def run_streams(
     ``"stream"``. ``lose``: ``(stream, stream_offset)`` pairs whose carrying
     segment's first transmission is lost (after using the link), to place one
     loss exactly. With header 0, a window that never binds and chunk boundaries
-    on the write times, ``sent_done_s`` equals :func:`tierwise.model.streams.link_schedule`
-    and ``deliver_s`` equals :func:`tierwise.model.streams.delivery_times` of ``segments()``.
+    on the write times, ``sent_done_s`` equals :func:`tierwise.model.multiplex.link_schedule`
+    and ``deliver_s`` equals :func:`tierwise.model.multiplex.delivery_times` of ``segments()``.
     """
     table = [w if isinstance(w, StreamWrite) else StreamWrite(*w) for w in writes]
     if not table:

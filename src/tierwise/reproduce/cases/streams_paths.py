@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 import tierwise.calc.network  # noqa: F401  (registers the entries)
-from tierwise.model import multipath, streams
+from tierwise.model import multipath, multiplex
 from tierwise.reproduce._case import Row
 from tierwise.reproduce._case import calc_json as cli
 
@@ -44,20 +44,20 @@ SEGMENTS = [
 
 
 def sched(policy: str) -> dict[str, float]:
-    return streams.link_schedule(IMAGE_AUDIO, policy)
+    return multiplex.link_schedule(IMAGE_AUDIO, policy)
 
 
-def deliver(mode: str) -> streams.Delivery:
-    return streams.delivery_times(SEGMENTS, mode)
+def deliver(mode: str) -> multiplex.Delivery:
+    return multiplex.delivery_times(SEGMENTS, mode)
 
 
 def on_time_s(policy: str) -> float:
     """§12.4.2 with the stated inputs through the Python API."""
     ready = (np.arange(1, 9) * 20 + 12) * MS
-    arrive = streams.media_arrivals_s(
+    arrive = multiplex.media_arrivals_s(
         ready, 640 / (20 * MBIT), 30 * MB / (20 * MBIT), policy, 50 * MS
     )
-    return streams.on_time_content_s(arrive, streams.scheduled_play_s(8, 0.4, 20 * MS), 20 * MS)
+    return multiplex.on_time_content_s(arrive, multiplex.scheduled_play_s(8, 0.4, 20 * MS), 20 * MS)
 
 
 S, FAST, SLOW, EXIT = 30 * MB, 20 * MBIT, 10 * MBIT, 24 * MBIT
@@ -127,11 +127,11 @@ ROWS = [
     Row("§12.4.2", "FIFO: every chunk still arrives (just late)",
         lambda: len(cli("on-time")["fifo_arrive_s"]), 8, 0),
     Row("§12.4.2", "three buffered 20 ms chunks play on for 60 ms",
-        lambda: streams.cancel(0.0, 3, 20 * MS, 100 * MS, flush=False).silent_s / MS, 60, 1e-9),
+        lambda: multiplex.cancel(0.0, 3, 20 * MS, 100 * MS, flush=False).silent_s / MS, 60, 1e-9),
     Row("§12.4.2", "flushing the buffer silences at once",
-        lambda: streams.cancel(0.0, 3, 20 * MS, 100 * MS).silent_s, 0.0, 0),
+        lambda: multiplex.cancel(0.0, 3, 20 * MS, 100 * MS).silent_s, 0.0, 0),
     Row("§12.4.2", "the remote stops when the control message lands, 100 ms later",
-        lambda: streams.cancel(0.0, 3, 20 * MS, 100 * MS).remote_stop_s / MS, 100, 1e-9),
+        lambda: multiplex.cancel(0.0, 3, 20 * MS, 100 * MS).remote_stop_s / MS, 100, 1e-9),
     Row("§12.4.2", "60 ms drain (CLI cancel)",
         lambda: cli("cancel")["drain_silent_s"] / MS, 60, 1e-9),
     Row("§12.4.2", "100 ms remote stop (CLI cancel)",
