@@ -25,6 +25,31 @@ from tierwise.lab.cli import lab_app  # light: experiment, service and path load
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
 from tierwise.route.cli import route_app  # light: the gateway loads when it runs
 
+
+def _value_hint(param: Any, ctx: Any) -> str:
+    """What a parameter's help shows after its name: its metavar if it has one, a path as
+    ``PATH``, a choice's choices as ``a|b``, a flag nothing, and any other option's value
+    by the option's name (``--uplink UPLINK``, argparse's rule), never typer's ``<bool>``,
+    ``<str>`` or ``<list[str]>`` placeholders."""
+    if param.metavar is not None:
+        return str(param.metavar)
+    if getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return ""
+    desc = param.type_descriptor
+    if desc.is_path:
+        return "PATH"
+    if desc.is_choice:
+        return typer.core._TyperParameter.display_type(param, ctx).strip("<>")
+    if isinstance(param, typer.core.TyperArgument):
+        return ""  # the argument's own name stands beside it
+    flag = max(param.opts, key=len).lstrip("-")
+    return flag.replace("-", "_").upper()
+
+
+# One rule for every command's help, the lab's, relay's and route's included.
+typer.core.TyperOption.display_type_rich = _value_hint  # type: ignore[method-assign]
+typer.core.TyperArgument.display_type_rich = _value_hint  # type: ignore[method-assign]
+
 app = typer.Typer(
     help="Decide where an AI task runs — device, edge or cloud — by the time the whole task takes.",
     no_args_is_help=True,
