@@ -20,13 +20,18 @@ banner and then a log, write live.
 
 from __future__ import annotations
 
+import copy
 import errno
 import io
 import os
 import sys
 from typing import Any, TextIO
 
-from rich.console import Console, ConsoleDimensions
+from rich import box
+from rich.console import Console, ConsoleDimensions, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 from tierwise.errors import ScenarioError
 
@@ -36,6 +41,7 @@ __all__ = [
     "MIN_COLUMNS",
     "WholeConsole",
     "WholeStdout",
+    "fitted",
     "sane_columns",
 ]
 
@@ -70,9 +76,85 @@ def _columns(width: int) -> int:
     return DEFAULT_COLUMNS if width < MIN_COLUMNS else min(width, MAX_COLUMNS)
 
 
+def fitted(console: Console, renderable: Any) -> Any:
+    """``renderable`` as it can be drawn whole on ``console``.
+
+    A table whose narrowest rendering (each column as wide as its longest word) is wider
+    than the console would have rich cut its words (``workstati…``, ``20.4…``); it is
+    drawn instead as one block per row, each cell under its column's name, so no number
+    or name is ever cut. Anything else is returned as it is.
+    """
+    if not isinstance(renderable, Table):
+        return renderable
+    for table in (renderable, _lean(renderable)):
+        if _whole(console, table):
+            return table
+    return records(renderable)
+
+
+def _lean(table: Table) -> Table:
+    """``table`` with light rules between columns and one space beside each cell: seven
+    columns take about ten fewer characters than with a box."""
+    lean = copy.copy(table)
+    lean.box, lean.padding, lean.show_edge = box.SIMPLE_HEAD, (0, 1, 0, 0), False
+    return lean
+
+
+def _whole(console: Console, table: Table) -> bool:
+    options = console.options
+    return Measurement.get(console, options, table).minimum <= options.max_width and not _cut(
+        console, table
+    )
+
+
+def _cut(console: Console, table: Table) -> bool:
+    """Whether rich, drawing ``table`` at ``console``'s width, would end a word with "…"
+    (its column sharing can squeeze a column below its longest word even when the
+    narrowest widths add up to less than the screen)."""
+    if not any("…" in _plain(c) for column in table.columns for c in column.cells):
+        probe = Console(
+            file=io.StringIO(),
+            width=console.options.max_width,
+            color_system=None,
+            legacy_windows=False,
+        )
+        probe.print(table)
+        return "…" in probe.file.getvalue()  # type: ignore[attr-defined]
+    return False
+
+
+def records(table: Table) -> RenderableType:
+    """``table`` as blocks: its title, then per row one ``column  value`` line per cell."""
+    names = [_plain(column.header) for column in table.columns]
+    columns = [list(column.cells) for column in table.columns]
+    parts: list[RenderableType] = []
+    if table.title:
+        parts.append(Text(_plain(table.title), style="bold"))
+    for i in range(table.row_count):
+        block = Table.grid(padding=(0, 2))
+        block.add_column(style="bold", no_wrap=True)
+        block.add_column(overflow="fold")  # a word wider than the screen is folded, not cut
+        for name, cells in zip(names, columns, strict=True):
+            cell = cells[i] if i < len(cells) else ""
+            block.add_row(name, cell)
+        parts += [Text(""), block]
+    if table.caption:
+        parts += [Text(""), Text(_plain(table.caption))]
+    return Group(*parts)
+
+
+def _plain(text: Any) -> str:
+    plain = text.plain if isinstance(text, Text) else str(text or "")
+    return " ".join(plain.split())  # a header set on two lines reads as one
+
+
 class WholeConsole(Console):
     """A rich console ``DEFAULT_COLUMNS`` wide when told less than ``MIN_COLUMNS``, and
-    never wider than ``MAX_COLUMNS``."""
+    never wider than ``MAX_COLUMNS``; a table too wide for it is drawn as blocks
+    (:func:`fitted`), never with its words cut."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(fitted(self, o) for o in objects), **kwargs)
 
     @property
     def size(self) -> ConsoleDimensions:
