@@ -90,7 +90,7 @@ def test_plan_with_file_has_no_notice(cli_runs: dict[str, Done]) -> None:
 
 @cli_calls(lambda: {"": PLAN_JSON})
 def test_plan_json_shape(cli_runs: dict[str, Done]) -> None:
-    """--json is pure JSON with the keys DESIGN.md promises."""
+    """--json is pure JSON with the keys docs/design.md promises."""
     data = plan_json(cli_runs[""])
     assert data["choice"] == "cloud"
     assert isinstance(data["thresholds"], list)
