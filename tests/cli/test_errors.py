@@ -191,7 +191,7 @@ SCENARIO_CASES = {
         REQUEST.replace("[[site]]", '[task.compute]\ntime = "1 s"\n\n[site]'),
         ["site: ", "valid list"],
     ),
-    # issue 9: numbers at the edge of floating point, odd units, arithmetic, huge --set values
+    # numbers at the edge of floating point, odd units, arithmetic, huge --set values
     "rate of 1e-308 Mbit/s": Case(
         edited(('uplink = "6.4 Mbit/s"', 'uplink = "1e-308 Mbit/s"')),
         ["site.cloud.uplink", "1 bit/s to 8 Pbit/s", "1.25e-303 B/s"],

@@ -1,4 +1,4 @@
-"""`tierwise sweep` on the command line: files written, metadata, bad input (issue 12)."""
+"""`tierwise sweep` on the command line: files written, metadata, bad input."""
 
 from __future__ import annotations
 

@@ -314,7 +314,7 @@ LAB_OPTIONS = {
 }  # fmt: skip
 FACTOR_VALUES = ["initcwnd=10,", "idle=0s,", "cc=cubic,", "initcwnd=", "nosuch=1,"]
 VIA_VALUES = ["direct", "relay", "direct,relay,kcptun", "relay,", ",", "relay,relay", "tcp"]
-# `lab throughput --via`: bulk through the transports (issue 10)
+# `lab throughput --via`: bulk through the transports
 VIA_BULK_OPTIONS = {
     "--via": "via", "--size": "size", "--duration": "time", "--loss": "str",
     "--cc": "str", "--rate": "rate", "--rtt": "time",

@@ -1,4 +1,4 @@
-"""Counts from the user never size an array unchecked: chunks and rounds (issue 9)."""
+"""Counts from the user never size an array unchecked: chunks and rounds."""
 
 from __future__ import annotations
 

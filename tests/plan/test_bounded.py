@@ -1,4 +1,4 @@
-"""Bounded work: loops of many identical rounds and plans of many sites (issue 9)."""
+"""Bounded work: loops of many identical rounds and plans of many sites."""
 
 from __future__ import annotations
 

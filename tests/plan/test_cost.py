@@ -1,4 +1,4 @@
-"""Cost, the cost objective and the Pareto front (issue 12)."""
+"""Cost, the cost objective and the Pareto front."""
 
 from __future__ import annotations
 

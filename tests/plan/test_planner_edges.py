@@ -1,4 +1,4 @@
-"""The planner never answers with a time that is not a number (issue 9)."""
+"""The planner never answers with a time that is not a number."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The vectorised sweep agrees with the planner point by point (issue 12)."""
+"""The vectorised sweep agrees with the planner point by point."""
 
 from __future__ import annotations
 

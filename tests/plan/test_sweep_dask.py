@@ -1,4 +1,4 @@
-"""Simulated sweeps on Dask: same rows as without it, and as the planner (issue 12)."""
+"""Simulated sweeps on Dask: same rows as without it, and as the planner."""
 
 from __future__ import annotations
 

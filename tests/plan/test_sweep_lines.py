@@ -1,4 +1,4 @@
-"""The choice map's threshold lines come from the planner's flip search (issue 12)."""
+"""The choice map's threshold lines come from the planner's flip search."""
 
 from __future__ import annotations
 

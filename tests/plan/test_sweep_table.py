@@ -1,4 +1,4 @@
-"""Writing a sweep's rows: all of them or none (issue 12)."""
+"""Writing a sweep's rows: all of them or none."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The sender's per-packet shortcuts give the bytes and marks the general code gave.
 
-Issue 10's CPU cut (branch relayhot): STREAM frames are encoded straight into the
+The relay's CPU cut: STREAM frames are encoded straight into the
 packet's payload (``wire.append_stream_frame``) instead of as frame objects, and a FEC
 block closed without repairs clears the open-block mark on its own packets only
 instead of scanning every packet in flight. These tests hold both to what they

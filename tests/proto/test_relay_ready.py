@@ -2,7 +2,7 @@
 
 ``RelayConnection`` keeps which streams have something to send (two sets), the bytes
 queued on all streams and the rate controller's window between the events that change
-them, instead of scanning every stream on each ``get_timer`` and packet (issue 10's CPU
+them, instead of scanning every stream on each ``get_timer`` and packet (a CPU
 cut). These tests drive a pair through random opens, writes, FINs, resets, flow-control
 stalls and lossy, reordering paths, and after every step compare the cached values with
 the brute-force scan they replaced.

@@ -2,7 +2,7 @@
 
 The simulator fires every timer on time and delivers every ACK at its own instant; an
 event loop on a busy host does neither. These drive a client and a gateway by hand,
-with the times a loaded process would hand them (docs/validation.md, relay6).
+with the times a loaded process would hand them (docs/validation.md).
 """
 
 from __future__ import annotations

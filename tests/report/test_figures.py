@@ -147,7 +147,7 @@ def test_cli_plan_plot_saves_and_lists_figures(cli, tmp_path):
 
 @pytest.mark.parametrize("huge_s", [float("inf"), 1e308])
 def test_overflowed_option_is_left_out_of_the_figures(tmp_path: Path, huge_s: float) -> None:
-    """An option whose time overflowed is not drawn; the others still are (issue 9)."""
+    """An option whose time overflowed is not drawn; the others still are."""
     p = plan_example("deployment", thresholds=False)
     cloud = p.option("cloud")
     cloud.time_s = huge_s

@@ -1,4 +1,4 @@
-"""The what-if page in a real headless browser: loads cleanly, regions, sliders (issue 12)."""
+"""The what-if page in a real headless browser: loads cleanly, regions, sliders."""
 
 from __future__ import annotations
 

@@ -249,7 +249,7 @@ def test_bundled_example_loads_with_overrides() -> None:
     ],
 )
 def test_non_finite_numbers_are_refused(item: str, needles: list[str]) -> None:
-    """inf and nan are not numbers a scenario means: refused at the key (issue 9)."""
+    """inf and nan are not numbers a scenario means: refused at the key."""
     err = set_error(item)
     assert err.path == item.partition("=")[0]
     for needle in needles:
@@ -267,6 +267,6 @@ def test_non_finite_numbers_are_refused(item: str, needles: list[str]) -> None:
     ids=["long key", "long value", "long site key", "5000-digit integer"],
 )
 def test_long_set_items_give_short_errors(item: str) -> None:
-    """A --set of thousands of characters is refused in a message of a few hundred (issue 9)."""
+    """A --set of thousands of characters is refused in a message of a few hundred."""
     err = set_error(item)
     assert len(str(err)) < 250, str(err)

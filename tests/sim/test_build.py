@@ -1,4 +1,4 @@
-"""The optional mypyc build of the hot path: same results as pure Python (issues 14, 10).
+"""The optional mypyc build of the hot path: same results as pure Python.
 
 One build compiles the simulator's modules and the relay's sans-IO connection; a
 probe runs the TCP matrix cells and a lossy relay scenario (requests and a bulk

@@ -1,4 +1,4 @@
-"""Issue 9: a paced sender whose first flight the SYN window caps must not spin.
+"""A paced sender whose first flight the SYN window caps must not spin.
 
 bbr and bbr-linux with an initial window larger than the SYN window (65,535 B) used
 to re-arm their pacing timer in the past for ever once the first flight was out, so

@@ -1,4 +1,4 @@
-"""Pinned outcomes: faster SACK bookkeeping must not change a single event (issue 9).
+"""Pinned outcomes: faster SACK bookkeeping must not change a single event.
 
 Completion time, event count and the SHA-256 of the trace CSV of the bundled sim
 file and of lossy cases (random and bursty loss, drop-tail queues, delayed ACKs, a

@@ -1,4 +1,4 @@
-"""Sweep the planner over a grid of overrides: where does each site win? (issue 12)
+"""Sweep the planner over a grid of overrides: where does each site win?
 
 The grid's keys split in two. *Vector keys* (a site's ``uplink``, ``downlink``,
 ``rtt``; the task's ``rounds``, ``deadline``, ``upload``, ``download``,

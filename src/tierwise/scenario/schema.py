@@ -269,12 +269,12 @@ class Site(_Strict):
     """How random loss is repaired: retransmit or forward error correction."""
     fec_target: float = Field(0.999, gt=0, lt=1)
     """With recovery = "fec": probability a block decodes."""
-    # packet-level evaluation (issue: simulator)
+    # packet-level evaluation
     evaluate: Literal["model", "sim"] = "model"
     """model: closed-form times; sim: the packet simulator (slower)."""
     runs: int = Field(1, ge=1, le=10_000, description='seeds when evaluate = "sim"')
     congestion: str = Field("cubic", description='controller when evaluate = "sim"')
-    # prices (issue 12): plain numbers in one currency of the user's choice
+    # prices: plain numbers in one currency of the user's choice
     cost_per_hour: float | None = Field(None, ge=0, description="rented hardware, per hour held")
     cost_per_token: tuple[Price, Price] | None = Field(
         None, description="[input, output] price per token (context once, output per round)"

@@ -1,8 +1,8 @@
 """Optional: compile the simulator's and the relay's hot path with mypyc, in place.
 
-Issue 14 (the simulator: proto.tcp, congestion, rangeset, sim.engine/link/transport)
-and issue 10 (the relay's sans-IO connection: proto.relay.*, which both ``tierwise
-relay`` and the simulator's relay flows run); one build covers both::
+The simulator's (proto.tcp, congestion, rangeset, sim.engine/link/transport) and the
+relay's sans-IO connection (proto.relay.*, which both ``tierwise relay`` and the
+simulator's relay flows run); one build covers both::
 
     python -m tierwise.sim.build            # needs mypy (pip install mypy) and a C compiler
     python -m tierwise.sim.build --clean    # back to pure Python

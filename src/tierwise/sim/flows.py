@@ -1,4 +1,4 @@
-"""Competing flows: several transfers sharing one bottleneck (issue 14).
+"""Competing flows: several transfers sharing one bottleneck.
 
 Every flow has its own sender, receiver and controller (or, with
 ``transport="relay"``, its own relay session); all data packets go through one
