@@ -1,9 +1,9 @@
 """Cross-check: CUBIC against BBR in the real kernel (the lab) beside tierwise.sim and ns-3.
 
-The kernel runs come from ``tierwise lab flows`` records (needs root and the lab; take
-the shared lab's lock around each run)::
+The kernel runs come from ``tierwise lab flows`` records (needs root and the lab; lab
+runs must not overlap, so run one at a time)::
 
-    flock /work/notes/lab.lock tierwise lab flows --cc cubic,bbr --duration 240s \\
+    tierwise lab flows --cc cubic,bbr --duration 240s \\
         --queue-packets 615 --windows 0-30,30-60,60-120,120-240,0-240 --record k615-1.json
 
 This script reads one or more such records of the same case (repeats), runs the same

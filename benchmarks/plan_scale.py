@@ -4,7 +4,7 @@ Two measurements, each side by side with a peer run in the same go:
 
 * ``sites``: the §12.5 task over N remote sites (varied uplink and RTT), planned
   with thresholds, by this checkout and by another checkout's source tree
-  (``--against /work/main/src``: the algorithm before issue 9, whose threshold
+  (``--against PEER/src``: measured against the algorithm before issue 9, whose threshold
   search chose among every option at every probe). Runs alternate (new, old, ...)
   in fresh interpreters and the median wall times are compared; the thresholds
   of both are checked to agree to 1e-9.
@@ -13,7 +13,7 @@ Two measurements, each side by side with a peer run in the same go:
   lists at every probe of the threshold search, so it runs only up to 10^5: at
   10^9 it needs 8 GB per array).
 
-    python benchmarks/plan_scale.py [--sites 1000] [--against /work/main/src] [--repeats 3]
+    python benchmarks/plan_scale.py [--sites 1000] [--against PEER/src] [--repeats 3]
 """
 
 from __future__ import annotations

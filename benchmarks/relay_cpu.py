@@ -22,7 +22,7 @@ attach). The variants run alternately, repeat by repeat, in one go:
   333 Mbit/s, 200 ms path (skipped cleanly where absent).
 
     python benchmarks/relay_cpu.py [--mb 50] [--requests 20] [--repeats 2] \\
-        [--base-src /work/main/src] [--no-kcptun]
+        [--base-src PEER/src] [--no-kcptun]
 """
 
 from __future__ import annotations

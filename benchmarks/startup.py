@@ -7,7 +7,7 @@ without pint's subtree (pint is made lazy in ``units.py`` by another change) and
 command's wall time. Runs alternate (peer, this, peer, ...) and medians are compared,
 because the machine is shared.
 
-    python benchmarks/startup.py --peer /work/main/src [--repeats 7]
+    python benchmarks/startup.py --peer PEER/src [--repeats 7]
 """
 
 from __future__ import annotations
