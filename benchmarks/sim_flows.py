@@ -21,7 +21,8 @@ pacing rate and the queue, ours from ``run_flows(series=True)``, ns-3's from its
     python benchmarks/sim_flows.py --trace 615:90 [--bbr bbr-v1] [--plot docs/img]
 
 BBR's share per time window, ours with ``cubic-hystart`` and ``cubic`` against ``bbr-v1``,
-ns-3's with TcpCubic's HyStart on (its default) and off (docs/validation.md, "Competing flows against ns-3"):
+ns-3's with TcpCubic's HyStart on (its default) and off (docs/validation.md, "Competing
+flows against ns-3"):
 
     python benchmarks/sim_flows.py --windows 1025:60 [--cut 0-10,0-30,30-60,0-60]
 """
