@@ -5,8 +5,9 @@ the receiver acknowledge at once; a real relay process wakes, reads up to 64 dat
 the socket holds (each with its kernel arrival time), spends its CPU on them, then
 sends one batch of ACKs. At 14 % loss that made start-up end in its second round at
 0.8 MB/s on a 25 MB/s path (docs/validation.md, "The simulated relay against the relay
-in the lab"): a packet rebuilt by FEC is acknowledged when its block's repairs arrive, and timed as part of an ACK train it
-made the train read as "queued by the bottleneck". Synthetic time throughout.
+in the lab"): a packet rebuilt by FEC is acknowledged when its block's repairs arrive,
+and timed as part of an ACK train it made the train read as "queued by the bottleneck".
+Synthetic time throughout.
 """
 
 from __future__ import annotations
