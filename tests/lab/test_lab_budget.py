@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tierwise.lab.budget import BudgetExceeded, wall_budget
+from tierwise.lab.bench.budget import BudgetExceeded, wall_budget
 from tierwise.lab.cli import render_factor
 from tierwise.lab.experiment import RequestExperiment, simulated_s
 

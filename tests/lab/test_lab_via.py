@@ -123,14 +123,14 @@ def test_direct_and_relay_alternate_with_loss_one_way() -> None:
 @pytest.mark.skipif(KCPTUN_MISSING is not None, reason=KCPTUN_MISSING or "")
 def test_kcptun_request_runs_and_its_processes_stop() -> None:
     """kcptun's client and server carry the request and are gone after the run."""
-    from tierwise.lab.path import Path, PathConfig
+    from tierwise.lab.bench.path import EmulatedPath, PathConfig
     from tierwise.lab.relayvia import open_tunnel
 
     result = _run_requests(("kcptun",))
     floor = serial_floor_s(RequestExperiment())
     assert result["summary"]["kcptun"]["failed"] == 0
     assert floor <= result["summary"]["kcptun"]["median_s"] <= 3 * floor
-    with Path(PathConfig.symmetric(rtt_s=0.01)) as path:
+    with EmulatedPath(PathConfig.symmetric(rtt_s=0.01)) as path:
         with open_tunnel("kcptun", path, (path.server_addr, 9), 0.01, 1e6) as tunnel:
             pids = [p.pid for p in tunnel.processes.values()]
             assert all(_alive(pid) for pid in pids)

@@ -3,7 +3,7 @@
 ``lab up`` must outlive the command, so it starts a detached holder process (its
 own session) that owns the path — namespaces ``tw-<holder pid>-…`` and the
 emulator — and writes a state file under :data:`STATE_DIR` with its identity
-(:mod:`tierwise.lab.holders`). ``lab down`` stops the caller's holders (SIGTERM
+(:mod:`tierwise.lab.bench.holders`). ``lab down`` stops the caller's holders (SIGTERM
 through a pidfd, after checking the process is that holder: the holder tears its
 path down), says which paths of other users it left (``--all`` stops them too),
 removes stale state files and sweeps namespaces whose owner is dead.
@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -29,21 +27,20 @@ from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import LabError, ScenarioError, number_slip, shown
+from tierwise.lab.bench.holders import HOLDER_MARK, STATE_DIR
 from tierwise.lab.flowscli import flows_command
 from tierwise.lab.model_server import model_server_command
 from tierwise.lab.route_world import lab_route_command
 from tierwise.outfile import write_text
 
 if TYPE_CHECKING:
-    from tierwise.lab.holders import HolderState
+    from tierwise.lab.bench.holders import HolderState
 
-__all__ = ["STATE_DIR", "hold", "lab_app"]
+__all__ = ["lab_app"]
 
-STATE_DIR = FsPath("/run/tierwise")
 HOLDER_READY_TIMEOUT_S = 30.0  # the rate check measures the emulator's ceiling first (~1 s)
 HOLDER_STOP_TIMEOUT_S = 10.0
 BULK_DEFAULT_SIZE = "100MB"  # `lab throughput --via`: bytes per transfer
-_HOLDER_MAIN = "from tierwise.lab.cli import hold; hold()"  # = holders.HOLDER_MARK
 
 lab_app = typer.Typer(
     help="Real kernel TCP over an emulated path between two network namespaces (needs root).",
@@ -71,7 +68,7 @@ JsonRecordOpt = Annotated[
     bool, typer.Option("--json", help="Print the JSON record instead of a table.")
 ]
 RecordOpt = Annotated[
-    FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
+    Path | None, typer.Option("--record", help="Also write the JSON record here.")
 ]
 
 
@@ -102,7 +99,7 @@ def _size(value: str, option: str) -> int:
 
 def _mtu(value: str, via: str | None) -> int:
     """``--mtu``: an integer number of bytes in the path's range, and only with ``--via``."""
-    from tierwise.lab.path import MTU_BYTES, MTU_RANGE_BYTES
+    from tierwise.lab.bench.path import MTU_BYTES, MTU_RANGE_BYTES
 
     low, high = MTU_RANGE_BYTES
     text = value.strip()
@@ -123,8 +120,8 @@ def _loss(value: float, option: str) -> float:
 
 
 def _path_config(rtt: str, rate: str, loss_up: float, loss_down: float, seed: int):
-    from tierwise.lab.emulator import Direction
-    from tierwise.lab.path import PathConfig
+    from tierwise.lab.bench.emulator import Direction
+    from tierwise.lab.bench.path import PathConfig
 
     rtt_s = _time(rtt, "--rtt")
     rate_bps = _parsed(rate, "rate", "--rate")
@@ -151,8 +148,8 @@ def up(
     seed: SeedOpt = 0,
 ) -> None:
     """Bring a path up in the background; `tierwise lab down` removes it."""
-    from tierwise.lab.holders import read_states
-    from tierwise.lab.netns import require_lab
+    from tierwise.lab.bench.holders import read_states
+    from tierwise.lab.bench.netns import require_lab
 
     config = _path_config(rtt, rate, loss_up, loss_down, seed)
     require_lab()
@@ -170,14 +167,14 @@ def up(
 
 
 def _start_holder(config) -> dict:
-    from tierwise.lab.holders import caller_uid
+    from tierwise.lab.bench.holders import caller_uid
 
     spec = {"a": config.up.to_dict(), "b": config.down.to_dict(), "seed": config.seed}
     payload = json.dumps({**spec, "uid": caller_uid()})
     log = open(STATE_DIR / "holder.log", "ab")
     with log:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _HOLDER_MAIN],
+            [sys.executable, "-c", HOLDER_MARK],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -208,58 +205,6 @@ def _readline(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
     return proc.stdout.readline() if ready else b""
 
 
-def hold() -> None:
-    """Holder entry: bring the path up, report it as JSON, keep it until SIGTERM."""
-    from tierwise.lab.emulator import Direction
-    from tierwise.lab.holders import write_state
-    from tierwise.lab.path import Path, PathConfig
-
-    spec = json.loads(sys.stdin.readline())
-    uid = spec.pop("uid", None)
-    config = PathConfig(
-        Direction.from_dict(spec["a"]), Direction.from_dict(spec["b"]), spec["seed"]
-    )
-    stop = False
-
-    def on_term(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    state_file = STATE_DIR / f"lab-{os.getpid()}.json"
-    try:
-        with Path(config) as path:
-            state = {
-                "pid": os.getpid(),
-                "uid": uid,
-                "state_file": str(state_file),
-                "client_ns": path.client_ns,
-                "server_ns": path.server_ns,
-                "client_addr": path.client_addr,
-                "server_addr": path.server_addr,
-                "devices": [path.client_dev, path.server_dev],
-                "config": spec,
-            }
-            write_state(state_file, state)
-            _say(json.dumps(state))
-            while not stop:
-                signal.pause()
-    except Exception as exc:  # the parent shows this line and exits 2
-        _say(f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        state_file.unlink(missing_ok=True)
-
-
-def _say(line: str) -> None:
-    try:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
-        pass
-
-
 @lab_app.command()
 def down(
     every: Annotated[
@@ -267,8 +212,8 @@ def down(
     ] = False,
 ) -> None:
     """Stop the paths your `tierwise lab up` started and sweep stale state and namespaces."""
-    from tierwise.lab.holders import caller_uid, read_states, stop
-    from tierwise.lab.netns import cleanup_stale, require_lab
+    from tierwise.lab.bench.holders import caller_uid, read_states, stop
+    from tierwise.lab.bench.netns import cleanup_stale, require_lab
 
     require_lab()
     states, broken = read_states(STATE_DIR) if STATE_DIR.is_dir() else ([], [])
@@ -296,9 +241,9 @@ def down(
         out.print(f"left the paths of other users: {holders}; `tierwise lab down --all` stops them")
 
 
-def _sweep_stale(states: list[HolderState], broken: list[FsPath]) -> list[int]:
+def _sweep_stale(states: list[HolderState], broken: list[Path]) -> list[int]:
     """Remove state files whose holder is gone (or is another process now); their pids."""
-    from tierwise.lab.holders import is_holder
+    from tierwise.lab.bench.holders import is_holder
 
     for file in broken:
         file.unlink(missing_ok=True)
@@ -369,7 +314,7 @@ def request(
         ),
     ] = None,
     plot: Annotated[
-        FsPath | None,
+        Path | None,
         typer.Option("--plot", help="Draw the median request of each mode (or level) into DIR."),
     ] = None,
 ) -> None:
@@ -410,7 +355,7 @@ def request(
         )
     levels = len(parsed.levels) if factor is not None else len(exp.modes)
     _check_duration(exp, levels, max_hours)
-    from tierwise.lab.netns import require_lab
+    from tierwise.lab.bench.netns import require_lab
 
     require_lab()
     if factor is not None:
@@ -463,7 +408,7 @@ def _progress(total: int, what: str) -> Iterator[Callable[[object], None]]:
         yield lambda _item: bar.advance(task)
 
 
-def _write_record(result: dict, record: FsPath | None) -> None:
+def _write_record(result: dict, record: Path | None) -> None:
     if record is None:
         return
     try:
@@ -474,7 +419,7 @@ def _write_record(result: dict, record: FsPath | None) -> None:
         ) from exc
 
 
-def plot_medians(result: dict, folder: FsPath) -> list[FsPath]:
+def plot_medians(result: dict, folder: Path) -> list[Path]:
     """The median request of each mode (factor runs: each level) as a timeline, PNG and SVG."""
     from tierwise.lab.factors import median_sample
     from tierwise.lab.timeline import save_timeline
@@ -484,7 +429,7 @@ def plot_medians(result: dict, folder: FsPath) -> list[FsPath]:
     for s in result["samples"]:
         groups.setdefault(str(s[key]), []).append(s)
     rtt = result["parameters"]["rtt_s"]
-    paths: list[FsPath] = []
+    paths: list[Path] = []
     try:
         for name, samples in groups.items():
             sample = median_sample(samples)
@@ -580,7 +525,7 @@ def throughput(
         raise ScenarioError("applies with --via only (without it each flow runs --duration)",
                             source="--size")  # fmt: skip
     exp = build_throughput(loss, cc or "reno,cubic,bbr", duration or "5s", rtt, rate, seed)
-    from tierwise.lab.netns import require_lab
+    from tierwise.lab.bench.netns import require_lab
     from tierwise.lab.throughput import run_throughput
 
     require_lab()

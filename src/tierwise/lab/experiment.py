@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from tierwise.errors import LabError, SimulationError, shown
-from tierwise.lab import netns
-from tierwise.lab.budget import BudgetExceeded, wall_budget
-from tierwise.lab.emulator import DEFAULT_QUEUE_BYTES, Direction
-from tierwise.lab.path import Path, PathConfig
-from tierwise.lab.service import (
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.budget import BudgetExceeded, wall_budget
+from tierwise.lab.bench.emulator import DEFAULT_QUEUE_BYTES, Direction
+from tierwise.lab.bench.path import EmulatedPath, PathConfig
+from tierwise.lab.bench.service import (
     INFER_PATH,
     ModelService,
     ServiceConfig,
@@ -251,7 +251,7 @@ def sysctl(namespace: str, key: str, value: str | None = None) -> str:
 class Knobs:
     """Switches the namespace-wide tuned settings on and off, only when they change."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: EmulatedPath):
         self.ends = [
             (path.client_ns, path.client_dev, path.client_addr),
             (path.server_ns, path.server_dev, path.server_addr),
@@ -286,7 +286,7 @@ class _Mode:
     tuned = False
     kept = True
 
-    def __init__(self, path: Path, port: int, body: bytes, cc: str | None):
+    def __init__(self, path: EmulatedPath, port: int, body: bytes, cc: str | None):
         self.path, self.port, self.body, self.cc = path, port, body, cc
         self.conn: TimedConnection | None = None
         self.last_sent: float | None = None
@@ -354,7 +354,7 @@ def run_experiment(
 ) -> dict:
     """Bring a path up, run ``exp``, tear it down; the JSON-ready record."""
     netns.require_lab()
-    path = Path(exp.path_config())
+    path = EmulatedPath(exp.path_config())
     with path:
         setup = _configure(path, exp)
         samples, server_cc = _run_modes(path, exp, progress)
@@ -372,7 +372,7 @@ def run_experiment(
     }
 
 
-def _configure(path: Path, exp: RequestExperiment) -> dict:
+def _configure(path: EmulatedPath, exp: RequestExperiment) -> dict:
     defaults = {
         key: sysctl(path.client_ns, key)
         for key in ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_slow_start_after_idle")
@@ -393,7 +393,7 @@ def _configure(path: Path, exp: RequestExperiment) -> dict:
 
 
 def _run_modes(
-    path: Path, exp: RequestExperiment, progress: Callable[[Sample], None] | None
+    path: EmulatedPath, exp: RequestExperiment, progress: Callable[[Sample], None] | None
 ) -> tuple[list[Sample], list[str]]:
     body = bytes(exp.size_bytes)
     plain = ServiceConfig(exp.processing_s, exp.response_bytes, None, exp.cc)

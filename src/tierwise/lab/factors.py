@@ -41,7 +41,9 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from tierwise.errors import ScenarioError, shown
-from tierwise.lab import netns
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.path import EmulatedPath
+from tierwise.lab.bench.service import ModelService, ServiceConfig, set_buffers
 from tierwise.lab.experiment import (
     CONGESTION_CONTROLS,
     TUNED_BUFFER_BYTES,
@@ -56,8 +58,6 @@ from tierwise.lab.experiment import (
     predict,
     sysctl,
 )
-from tierwise.lab.path import Path
-from tierwise.lab.service import ModelService, ServiceConfig, set_buffers
 from tierwise.model.transport import (
     INITIAL_WINDOW_SEGMENTS,
     SYN_WINDOW_BYTES,
@@ -210,7 +210,7 @@ class _BufferedWarm(_Mode):
 class Routes(Knobs):
     """The route metrics of both namespaces, changed only when they differ."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: EmulatedPath):
         super().__init__(path)
         self.current: tuple[int, int] | None = None
 
@@ -255,7 +255,7 @@ def run_factor(
 ) -> dict:
     """Bring a path up, run every level ``exp.runs`` times in rotated order; the JSON record."""
     netns.require_lab()
-    path = Path(exp.path_config())
+    path = EmulatedPath(exp.path_config())
     with path:
         cc_default = sysctl(path.client_ns, "net.ipv4.tcp_congestion_control")
         cc = exp.cc or cc_default
@@ -281,7 +281,7 @@ def run_factor(
 
 
 def _run_levels(
-    path: Path,
+    path: EmulatedPath,
     exp: RequestExperiment,
     factor: Factor,
     mode: str,

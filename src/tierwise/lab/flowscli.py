@@ -7,7 +7,7 @@ or :class:`LabError`); :mod:`tierwise.lab.flows` runs the experiment.
 from __future__ import annotations
 
 import json
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -59,13 +59,13 @@ def flows_command(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the emulator.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON record instead.")] = False,
     record: Annotated[
-        FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
+        Path | None, typer.Option("--record", help="Also write the JSON record here.")
     ] = None,
 ) -> None:
     """Competing kernel TCP flows through one emulated bottleneck: goodput, shares, Jain."""
+    from tierwise.lab.bench.netns import require_lab
     from tierwise.lab.cli import _progress, _write_record, out
     from tierwise.lab.flows import run_kernel_flows
-    from tierwise.lab.netns import require_lab
 
     exp = build_flows(
         cc, start, duration, rtt, rate, queue_packets, packet_bytes, mss, windows, seed

@@ -8,11 +8,11 @@
                            ─ 10.77.3.1 ──── 60 ms, 80 Mbit/s ───── cloud model server
 
 Each site's ``tierwise lab model-server`` runs in its own namespace behind its own
-user-space emulated path (:class:`tierwise.lab.path.Path`, sharing one client
-namespace); the gateway (``tierwise route``) and the client run in the client
-namespace, so every request is kernel TCP through the emulator. The world changes
-live, at fixed request numbers: the cloud path's uplink is retuned 80 → 3 Mbit/s in
-the running emulator; the edge's server is killed (its kernel resets the gateway's
+user-space emulated path (:class:`tierwise.lab.bench.path.EmulatedPath`, sharing one
+client namespace); the gateway (``tierwise route``) and the client run in the client
+namespace, so every request is kernel TCP through the emulator. The world changes live,
+at fixed request numbers: the cloud path's uplink is retuned 80 → 3 Mbit/s in the
+running emulator; the edge's server is killed (its kernel resets the gateway's
 connections) and restarted 10 s later; the device's decode is slowed 3× through its
 ``/admin/behaviour``.
 
@@ -30,7 +30,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Any
 
 from tierwise.lab.route_world import CLI, MBIT, route_toml
@@ -115,14 +115,14 @@ class NsWorld:
     _restart: threading.Timer | None = None
 
     def __enter__(self) -> NsWorld:
-        from tierwise.lab import netns
-        from tierwise.lab.path import Path, PathConfig
+        from tierwise.lab.bench import netns
+        from tierwise.lab.bench.path import EmulatedPath, PathConfig
 
         try:
             self.client_ns = self._stack.enter_context(netns.owned("route"))
             for i, (name, (_, rtt, up, _)) in enumerate(NS_SITES.items(), start=1):
                 cfg = PathConfig.symmetric(rtt_s=rtt, rate_bytes_per_s=up or None, seed=i)
-                path = Path(cfg, index=i, client_ns=self.client_ns)
+                path = EmulatedPath(cfg, index=i, client_ns=self.client_ns)
                 self.paths[name] = self._stack.enter_context(path)
                 self.urls[name] = f"http://{path.server_addr}:{SERVER_PORT}"
                 self._start_server(name)
@@ -139,7 +139,7 @@ class NsWorld:
         self._stack.close()
 
     def _start_server(self, name: str) -> None:
-        from tierwise.lab import netns
+        from tierwise.lab.bench import netns
 
         path, step = self.paths[name], NS_SITES[name][3]
         cmd = [*CLI, "lab", "model-server", "--host", path.server_addr]
@@ -156,7 +156,7 @@ class NsWorld:
 
     def reset(self, client: Any) -> None:
         """The world as it starts: full cloud uplink, the edge up, the device at speed."""
-        from tierwise.lab.emulator import Direction
+        from tierwise.lab.bench.emulator import Direction
 
         if self._restart is not None:
             self._restart.join()
@@ -172,7 +172,7 @@ class NsWorld:
         Measured rather than computed, so TCP's slow start, the emulator and both HTTP
         hops are in it exactly as the strategies meet them.
         """
-        from tierwise.lab.emulator import Direction
+        from tierwise.lab.bench.emulator import Direction
 
         probes = _probe_bodies()
         self.reset(client)
@@ -199,7 +199,7 @@ class NsWorld:
 
     def before(self, i: int, n: int, client: Any) -> dict[str, Any]:
         """Apply the change due before request ``i`` of ``n``; the world the request meets."""
-        from tierwise.lab.emulator import Direction
+        from tierwise.lab.bench.emulator import Direction
 
         if i == round(n * CHANGES["cloud uplink 3 Mbit/s"]):
             rtt = NS_SITES["cloud"][1]
@@ -270,7 +270,7 @@ def run_ns_strategy(
     world: NsWorld,
     strategy: str,
     bodies: list[bytes],
-    tmp: FsPath,
+    tmp: Path,
     progress: Any,
     fits: Fits | None = None,
 ) -> list[dict]:
@@ -279,7 +279,7 @@ def run_ns_strategy(
 
     import httpx
 
-    from tierwise.lab import netns
+    from tierwise.lab.bench import netns
 
     port, log = 8088, tmp / f"{strategy}.jsonl"
     gw_strategy = "predictive" if strategy == "oracle" else strategy
@@ -330,11 +330,11 @@ def run_ns_world(
     return runs, bodies, fits
 
 
-def calibrate_world(world: NsWorld, tmp: FsPath) -> Fits:
+def calibrate_world(world: NsWorld, tmp: Path) -> Fits:
     """The oracle's fits, measured through a gateway of their own."""
     import httpx
 
-    from tierwise.lab import netns
+    from tierwise.lab.bench import netns
 
     port, log = 8088, tmp / "calibrate.jsonl"
     (tmp / "calibrate.toml").write_text(route_toml(NS_SITES, world.urls, port, log, "static"))
@@ -409,7 +409,7 @@ def ns_follow(recs: list[dict], best: list[str]) -> list[tuple[int, float] | Non
     return out
 
 
-def ns_plot(runs: dict[str, list[dict]], stem: FsPath) -> None:
+def ns_plot(runs: dict[str, list[dict]], stem: Path) -> None:
     """Per-request time of each strategy and the measured oracle; world changes shaded."""
     import matplotlib
 

@@ -225,7 +225,7 @@ def lab_route_command(
         if plot_to is not None:
             plot(runs, bodies, plot_to)
         return
-    from tierwise.lab import netns
+    from tierwise.lab.bench import netns
     from tierwise.lab.route_netns import ns_plot, ns_report, run_ns_world
 
     if (reason := netns.lab_unavailable_reason()) is not None:

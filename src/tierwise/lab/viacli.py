@@ -8,12 +8,13 @@ missing) exit 2 with one line before any path comes up.
 from __future__ import annotations
 
 import json
-from pathlib import Path as FsPath
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import ScenarioError
+from tierwise.lab.bench.path import MTU_BYTES
 from tierwise.lab.cli import (
     _check_duration,
     _progress,
@@ -23,7 +24,6 @@ from tierwise.lab.cli import (
     build_throughput,
     out,
 )
-from tierwise.lab.path import MTU_BYTES
 from tierwise.lab.relayvia import parse_vias
 
 __all__ = ["render_via_bulk", "render_vias", "request_via", "throughput_via"]
@@ -39,8 +39,8 @@ def request_via(
     args: tuple,
     max_hours: float,
     as_json: bool,
-    record: FsPath | None,
-    plot: FsPath | None,
+    record: Path | None,
+    plot: Path | None,
     mtu_bytes: int = MTU_BYTES,
 ) -> None:
     """Run the request over each transport of ``via`` alternately, then print or record it."""
@@ -53,7 +53,7 @@ def request_via(
         size, proc, response, "cold", runs, cc or DEFAULT_CC, rtt, rate, loss_up, loss_down, seed
     )
     _check_duration(req, len(vias), max_hours)
-    from tierwise.lab.netns import require_lab
+    from tierwise.lab.bench.netns import require_lab
     from tierwise.lab.viarun import ViaExperiment, plot_vias, run_via_requests
 
     require_lab()
@@ -150,7 +150,7 @@ def throughput_via(
         seed,
         mtu_bytes,
     )
-    from tierwise.lab.netns import require_lab
+    from tierwise.lab.bench.netns import require_lab
 
     require_lab()
     with _progress(len(exp.losses) * len(vias), "transfers") as step:

@@ -18,18 +18,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path as FsPath
+from pathlib import Path
 
 from tierwise.errors import LabError
-from tierwise.lab import netns
-from tierwise.lab.emulator import Direction
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.emulator import Direction
+from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath, PathConfig
+from tierwise.lab.bench.service import ModelService, ServiceConfig, set_buffers, set_congestion
 from tierwise.lab.experiment import (
     TUNED_BUFFER_BYTES,
     RequestExperiment,
     TimedConnection,
     serial_floor_s,
 )
-from tierwise.lab.path import MTU_BYTES, Path, PathConfig
 from tierwise.lab.relayvia import (
     Tunnel,
     digest_ok,
@@ -39,7 +40,6 @@ from tierwise.lab.relayvia import (
     tunnel_record,
     upload_body,
 )
-from tierwise.lab.service import ModelService, ServiceConfig, set_buffers, set_congestion
 
 __all__ = ["ViaBulk", "ViaExperiment", "plot_vias", "run_via_bulk", "run_via_requests"]
 
@@ -73,7 +73,7 @@ def run_via_requests(exp: ViaExperiment, progress: Callable[[dict], None] | None
     req = exp.request
     body = upload_body(req.size_bytes, req.seed)
     config = ServiceConfig(req.processing_s, req.response_bytes, None, req.cc, digest=True)
-    path = Path(replace(req.path_config(), mtu_bytes=exp.mtu_bytes))
+    path = EmulatedPath(replace(req.path_config(), mtu_bytes=exp.mtu_bytes))
     with path, ModelService(path.server_ns, path.server_addr, config) as svc:
         with contextlib.ExitStack() as stack:
             tunnels = {
@@ -117,7 +117,7 @@ def _parameters(req: RequestExperiment, vias: tuple[str, ...]) -> dict:
     }
 
 
-def _request(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> TimedConnection:
+def _request(path: EmulatedPath, tunnel: Tunnel, body: bytes, cc: str | None) -> TimedConnection:
     """One ``POST /infer`` on a new application connection; raises on a wrong answer."""
 
     def make_socket() -> socket.socket:
@@ -136,7 +136,7 @@ def _request(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> TimedCo
     return conn
 
 
-def _warm(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> None:
+def _warm(path: EmulatedPath, tunnel: Tunnel, body: bytes, cc: str | None) -> None:
     for _ in range(WARMUP_REQUESTS):
         retry_until(
             lambda: _request(path, tunnel, body, cc), WARMUP_TIMEOUT_S, f"{tunnel.via} warm-up"
@@ -145,7 +145,7 @@ def _warm(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> None:
 
 
 def _alternate(
-    path: Path,
+    path: EmulatedPath,
     tunnels: dict[str, Tunnel],
     body: bytes,
     req: RequestExperiment,
@@ -227,7 +227,7 @@ class ViaBulk:
 class _Source:
     """A TCP server in the server namespace: each connection gets ``size_bytes``, then FIN."""
 
-    def __init__(self, path: Path, size_bytes: int, cc: str):
+    def __init__(self, path: EmulatedPath, size_bytes: int, cc: str):
         self.listener = path.socket("server")
         set_buffers(self.listener, TUNED_BUFFER_BYTES * 2)
         set_congestion(self.listener, cc)
@@ -274,7 +274,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
     _check_kcptun(exp.vias)
     rows, emulator = [], {}
     for loss in exp.losses:
-        path = Path(exp.path_config(loss))
+        path = EmulatedPath(exp.path_config(loss))
         with path:
             source = _Source(path, exp.size_bytes, exp.cc)
             try:
@@ -306,7 +306,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
     }
 
 
-def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
+def _bulk_once(path: EmulatedPath, source: _Source, via: str, exp: ViaBulk) -> dict:
     with open_tunnel(via, path, source.address, exp.rtt_s, exp.rate_bytes_per_s) as tunnel:
         cpu_before = tunnel.cpu_s()
         received, elapsed, ended = _receive(path, tunnel, exp)
@@ -327,7 +327,7 @@ def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
     }
 
 
-def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float, str]:
+def _receive(path: EmulatedPath, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float, str]:
     """Connect through the tunnel and read until EOF, the size, or the duration bound.
 
     Also how the transfer ended: ``size`` (all of it), ``eof`` (an orderly close before
@@ -369,7 +369,7 @@ def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float, str]
 # --- plots ---------------------------------------------------------------------------
 
 
-def plot_vias(result: dict, folder: FsPath) -> list[FsPath]:
+def plot_vias(result: dict, folder: Path) -> list[Path]:
     """Every request's time per transport, with the floor and the issue's goal lines."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
