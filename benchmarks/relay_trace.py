@@ -30,9 +30,9 @@ from _args import fraction, positive_int, run
 
 from tierwise.lab.bench.path import EmulatedPath
 from tierwise.lab.bench.service import ModelService, ServiceConfig
-from tierwise.lab.experiment import RequestExperiment, serial_floor_s
-from tierwise.lab.relayvia import open_tunnel, process_cpu_s, upload_body
-from tierwise.lab.viarun import _request, _warm
+from tierwise.lab.experiments.request import RequestExperiment, serial_floor_s
+from tierwise.lab.experiments.tunnels import open_tunnel, process_cpu_s, upload_body
+from tierwise.lab.experiments.via import _request, _warm
 
 
 def read_trace(path: str) -> list[tuple[float, str, list[str]]]:

@@ -19,8 +19,8 @@ LAB_INNARDS = tuple(
     f"tierwise.lab.{m}"
     for m in (
         "bench.emulator",
-        "experiment",
-        "factors",
+        "experiments.request",
+        "experiments.factors",
         "bench.netns",
         "bench.path",
         "bench.service",

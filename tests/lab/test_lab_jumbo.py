@@ -10,8 +10,8 @@ from tests.conftest import run_cli
 from tests.lab.conftest import lab
 from tierwise.errors import LabError
 from tierwise.lab.bench.path import PathConfig
-from tierwise.lab.experiment import RequestExperiment
-from tierwise.lab.relayvia import kcptun_args, kcptun_mtu_bytes, relay_max_datagram
+from tierwise.lab.experiments.request import RequestExperiment
+from tierwise.lab.experiments.tunnels import kcptun_args, kcptun_mtu_bytes, relay_max_datagram
 
 
 def test_the_transports_follow_the_paths_mtu() -> None:
@@ -43,7 +43,7 @@ def test_a_bad_mtu_is_one_line_exit_2(args: tuple[str, ...], needle: str) -> Non
 def test_a_relay_session_over_a_jumbo_path_sends_large_datagrams_byte_exact() -> None:
     """Over a 9,000-byte MTU the relay client's uploads travel in datagrams far above
     1,500 B, and every request's digest proves the bytes arrived unchanged."""
-    from tierwise.lab.viarun import ViaExperiment, run_via_requests
+    from tierwise.lab.experiments.via import ViaExperiment, run_via_requests
 
     req = RequestExperiment(
         size_bytes=3_000_000, modes=("cold",), runs=2, cc="cubic", rtt_s=0.05,
@@ -64,8 +64,8 @@ def test_an_ethernet_path_with_a_jumbo_maximum_loses_nothing_to_size() -> None:
     are refused (EMSGSIZE: Don't Fragment) and the requests still arrive byte-exact."""
     from tierwise.lab.bench.path import EmulatedPath
     from tierwise.lab.bench.service import ModelService, ServiceConfig
-    from tierwise.lab.relayvia import open_tunnel, upload_body
-    from tierwise.lab.viarun import _request
+    from tierwise.lab.experiments.tunnels import open_tunnel, upload_body
+    from tierwise.lab.experiments.via import _request
 
     body = upload_body(2_000_000, 1)
     config = PathConfig.symmetric(rtt_s=0.05, rate_bytes_per_s=100e6 / 8)

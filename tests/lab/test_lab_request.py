@@ -20,7 +20,12 @@ from tests.lab.conftest import lab, left_behind, run_lab_cli
 from tierwise.errors import LabError, ScenarioError, UnitError
 from tierwise.lab.bench import netns
 from tierwise.lab.cli import build_experiment
-from tierwise.lab.experiment import RequestExperiment, predict, run_experiment, serial_floor_s
+from tierwise.lab.experiments.request import (
+    RequestExperiment,
+    predict,
+    run_experiment,
+    serial_floor_s,
+)
 
 DEFAULTS = dict(
     size="354640",

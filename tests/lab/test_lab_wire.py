@@ -12,8 +12,9 @@ import pytest
 
 from tests.lab.conftest import lab, left_behind
 from tierwise.lab.bench.capture import Arrival, rounds, tcp_payload_bytes
-from tierwise.lab.experiment import RequestExperiment, predict
-from tierwise.lab.wire import cold_rounds, save_rounds
+from tierwise.lab.experiments.request import RequestExperiment, predict
+from tierwise.lab.experiments.rounds import cold_rounds
+from tierwise.lab.views.rounds import save_rounds
 
 
 def _ipv4_tcp(payload: int, *, proto: int = 6, ihl: int = 5, doff: int = 8) -> bytes:

@@ -64,7 +64,7 @@ def test_lab_request_prediction_ends(cc: str, iw: int, handshake_rtts: int) -> N
 
 def test_lab_predict_for_the_readme_factor_returns() -> None:
     """``lab request --factor initcwnd=…,300`` on a bbr host: predict() returns."""
-    from tierwise.lab.experiment import RequestExperiment, predict
+    from tierwise.lab.experiments.request import RequestExperiment, predict
 
     pred = predict(RequestExperiment(), "cold", 300 * TIMESTAMP_MSS_BYTES, "bbr")
     assert pred["closed_form_s"] * 0.9 < pred["sim_s"] < pred["closed_form_s"] * 1.2

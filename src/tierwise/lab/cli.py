@@ -330,7 +330,7 @@ def request(
         request_via(via, modes, factor, args, max_hours, as_json, record, plot, mtu_bytes)
         return
     if factor is not None:
-        from tierwise.lab.factors import check_factor_modes, parse_factor, resolve_mode
+        from tierwise.lab.experiments.factors import check_factor_modes, parse_factor, resolve_mode
 
         parsed = parse_factor(factor)
         mode = resolve_mode(parsed, check_factor_modes(modes))
@@ -359,12 +359,12 @@ def request(
 
     require_lab()
     if factor is not None:
-        from tierwise.lab.factors import run_factor
+        from tierwise.lab.experiments.factors import run_factor
 
         with _progress(exp.runs * len(parsed.levels), f"{parsed.name} runs") as step:
             result = run_factor(exp, parsed, mode, step)
     else:
-        from tierwise.lab.experiment import run_experiment
+        from tierwise.lab.experiments.request import run_experiment
 
         with _progress(exp.runs * len(exp.modes), "requests") as step:
             result = run_experiment(exp, step)
@@ -421,8 +421,8 @@ def _write_record(result: dict, record: Path | None) -> None:
 
 def plot_medians(result: dict, folder: Path) -> list[Path]:
     """The median request of each mode (factor runs: each level) as a timeline, PNG and SVG."""
-    from tierwise.lab.factors import median_sample
-    from tierwise.lab.timeline import save_timeline
+    from tierwise.lab.experiments.factors import median_sample
+    from tierwise.lab.views.timeline import save_timeline
 
     key = "level" if result["experiment"] == "factor" else "mode"
     groups: dict[str, list[dict]] = {}
@@ -526,7 +526,7 @@ def throughput(
                             source="--size")  # fmt: skip
     exp = build_throughput(loss, cc or "reno,cubic,bbr", duration or "5s", rtt, rate, seed)
     from tierwise.lab.bench.netns import require_lab
-    from tierwise.lab.throughput import run_throughput
+    from tierwise.lab.experiments.throughput import run_throughput
 
     require_lab()
     with _progress(len(exp.losses) * len(exp.ccs), "transfers") as step:
@@ -540,7 +540,7 @@ def throughput(
 
 def build_throughput(loss, cc, duration, rtt, rate, seed):
     """The :class:`ThroughputExperiment` the ``throughput`` options describe."""
-    from tierwise.lab.throughput import ThroughputExperiment
+    from tierwise.lab.experiments.throughput import ThroughputExperiment
 
     levels = []
     for item in (x.strip() for x in loss.split(",")):
@@ -622,7 +622,7 @@ def _check_duration(exp: Any, levels: int, max_hours: float) -> None:
 
 def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, loss_down, seed):
     """The :class:`RequestExperiment` the ``request`` options describe (input errors exit 2)."""
-    from tierwise.lab.experiment import RequestExperiment
+    from tierwise.lab.experiments.request import RequestExperiment
 
     rate_bps = _parsed(rate, "rate", "--rate")
     if rate_bps <= 0:

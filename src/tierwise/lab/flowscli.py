@@ -1,7 +1,7 @@
 """``tierwise lab flows``: competing kernel TCP flows on one emulated bottleneck.
 
 Options are parsed here (bad input: one line, exit 2, through :class:`ScenarioError`
-or :class:`LabError`); :mod:`tierwise.lab.flows` runs the experiment.
+or :class:`LabError`); :mod:`tierwise.lab.experiments.flows` runs the experiment.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.table import Table
 from tierwise.errors import ScenarioError, shown
 
 if TYPE_CHECKING:
-    from tierwise.lab.flows import FlowsExperiment
+    from tierwise.lab.experiments.flows import FlowsExperiment
 
 __all__ = ["build_flows", "flows_command", "render_flows"]
 
@@ -65,7 +65,7 @@ def flows_command(
     """Competing kernel TCP flows through one emulated bottleneck: goodput, shares, Jain."""
     from tierwise.lab.bench.netns import require_lab
     from tierwise.lab.cli import _progress, _write_record, out
-    from tierwise.lab.flows import run_kernel_flows
+    from tierwise.lab.experiments.flows import run_kernel_flows
 
     exp = build_flows(
         cc, start, duration, rtt, rate, queue_packets, packet_bytes, mss, windows, seed
@@ -114,7 +114,7 @@ def build_flows(
 ) -> FlowsExperiment:
     """The :class:`FlowsExperiment` the ``flows`` options describe (input errors exit 2)."""
     from tierwise.lab.cli import _parsed, _time
-    from tierwise.lab.flows import FlowsExperiment
+    from tierwise.lab.experiments.flows import FlowsExperiment
 
     ccs = tuple(c.strip() for c in cc.split(",") if c.strip())
     starts = tuple(_times(start, "--start")) if start is not None else (0.0,) * len(ccs)

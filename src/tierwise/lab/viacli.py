@@ -24,7 +24,7 @@ from tierwise.lab.cli import (
     build_throughput,
     out,
 )
-from tierwise.lab.relayvia import parse_vias
+from tierwise.lab.experiments.tunnels import parse_vias
 
 __all__ = ["render_via_bulk", "render_vias", "request_via", "throughput_via"]
 
@@ -54,7 +54,8 @@ def request_via(
     )
     _check_duration(req, len(vias), max_hours)
     from tierwise.lab.bench.netns import require_lab
-    from tierwise.lab.viarun import ViaExperiment, plot_vias, run_via_requests
+    from tierwise.lab.experiments.via import ViaExperiment, run_via_requests
+    from tierwise.lab.views.via import plot_vias
 
     require_lab()
     with _progress(req.runs * len(vias), "requests") as step:
@@ -126,7 +127,7 @@ def throughput_via(
 ) -> dict:
     """Bulk ``size`` server → client over each transport of ``via``; the JSON record."""
     from tierwise.lab.cli import _size
-    from tierwise.lab.viarun import MAX_BULK_S, ViaBulk, run_via_bulk
+    from tierwise.lab.experiments.via import MAX_BULK_S, ViaBulk, run_via_bulk
 
     vias = parse_vias(via)
     cc = cc or DEFAULT_CC

@@ -1,4 +1,4 @@
-"""Competing kernel TCP flows on one emulated bottleneck (issue 14, the simulator's check).
+"""Competing kernel TCP flows on one emulated bottleneck (the simulator's check).
 
 One :class:`~tierwise.lab.bench.path.EmulatedPath` joins a client and a server
 namespace; every flow is its own TCP connection client → server across it, so all data
@@ -43,8 +43,8 @@ from tierwise.lab.bench import netns
 from tierwise.lab.bench.emulator import Direction
 from tierwise.lab.bench.path import EmulatedPath, PathConfig
 from tierwise.lab.bench.service import set_buffers, set_congestion
-from tierwise.lab.experiment import TUNED_BUFFER_BYTES, tcp_state
-from tierwise.lab.throughput import _reset
+from tierwise.lab.experiments.request import TUNED_BUFFER_BYTES, tcp_state
+from tierwise.lab.experiments.throughput import close_with_reset
 from tierwise.sim.flows import jain_index  # the simulator's, so both report the same index
 
 __all__ = [
@@ -200,7 +200,7 @@ def _drive(
         for f in flows:
             for sock in (f.sender, f.receiver):
                 if sock is not None:
-                    _reset(sock)
+                    close_with_reset(sock)
         listener.close()
 
 

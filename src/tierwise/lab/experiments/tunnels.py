@@ -1,8 +1,9 @@
-"""The §12.3.5 request (and a bulk transfer) over kernel TCP, the tierwise relay and kcptun.
+"""The transports of ``--via`` over one lab path: kernel TCP, the tierwise relay, kcptun.
 
-Issue 10's lab proof. One path comes up (:class:`~tierwise.lab.bench.path.EmulatedPath`); the model
-service listens in the server namespace; each transport is a way to reach it from the
-client namespace:
+The relay's proof on real kernels (:mod:`tierwise.lab.experiments.via` runs the §12.3.5
+request and a bulk transfer through them). One path comes up
+(:class:`~tierwise.lab.bench.path.EmulatedPath`); the model service listens in the
+server namespace; each transport is a way to reach it from the client namespace:
 
 - ``direct``: kernel TCP, a new connection per request (cubic unless ``--cc``).
 - ``relay``: ``tierwise relay client --forward`` in the client namespace and

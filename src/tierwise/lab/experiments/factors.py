@@ -44,18 +44,18 @@ from tierwise.errors import ScenarioError, shown
 from tierwise.lab.bench import netns
 from tierwise.lab.bench.path import EmulatedPath
 from tierwise.lab.bench.service import ModelService, ServiceConfig, set_buffers
-from tierwise.lab.experiment import (
+from tierwise.lab.experiments.request import (
     CONGESTION_CONTROLS,
     TUNED_BUFFER_BYTES,
     TUNED_WINDOW_SEGMENTS,
+    ColdMode,
     Knobs,
+    Mode,
     RequestExperiment,
     Sample,
-    _Cold,
-    _Mode,
-    _parameters,
     median_pacing,
     predict,
+    request_parameters,
     sysctl,
 )
 from tierwise.model.transport import (
@@ -188,19 +188,19 @@ def median_sample(samples: list[dict]) -> dict:
 class _Level:
     """One level: a way to send the request plus what to switch before each request."""
 
-    def __init__(self, mode: _Mode, before: Callable[[], None] = lambda: None):
+    def __init__(self, mode: Mode, before: Callable[[], None] = lambda: None):
         self.mode = mode
         self.before = before
 
 
-class _Buffered(_Cold):
+class _Buffered(ColdMode):
     def _socket(self) -> socket.socket:
         sock = super()._socket()
         set_buffers(sock, TUNED_BUFFER_BYTES)
         return sock
 
 
-class _BufferedWarm(_Mode):
+class _BufferedWarm(Mode):
     def _socket(self) -> socket.socket:
         sock = super()._socket()
         set_buffers(sock, TUNED_BUFFER_BYTES)
@@ -266,7 +266,7 @@ def run_factor(
         "levels": list(factor.labels),
         "level_values": list(factor.levels),
         "mode": mode,
-        "parameters": _parameters(replace(exp, modes=(mode,))),
+        "parameters": request_parameters(replace(exp, modes=(mode,))),
         "kernel": os.uname().release,
         "seeds": {"path": exp.seed, "sim": exp.seed},
         "cc": cc if factor.name != "cc" else None,
@@ -310,9 +310,9 @@ def _run_levels(
             svc.start()
             services.append(svc)
             if mode == "cold":
-                cls = _Buffered if buffered else _Cold
+                cls = _Buffered if buffered else ColdMode
             else:
-                cls = _BufferedWarm if buffered else _Mode
+                cls = _BufferedWarm if buffered else Mode
             levels.append(_Level(cls(path, svc.port, body, cc), _before(factor, value, routes)))
         for level in levels:
             level.before()

@@ -64,9 +64,13 @@ from tierwise.sim import PathSpec, TcpSpec, run_request
 __all__ = [
     "MODES",
     "TUNED_KNOBS",
+    "ColdMode",
+    "Mode",
     "RequestExperiment",
     "Sample",
+    "WarmTunedMode",
     "predict",
+    "request_parameters",
     "run_experiment",
     "simulated_s",
     "summarise",
@@ -280,7 +284,7 @@ class Knobs:
 # --- modes ---------------------------------------------------------------------------
 
 
-class _Mode:
+class Mode:
     """A way to carry the request; ``request()`` returns absolute event times."""
 
     tuned = False
@@ -320,7 +324,9 @@ class _Mode:
             self.conn = None
 
 
-class _Cold(_Mode):
+class ColdMode(Mode):
+    """A new connection per request: its handshake and slow start are in every sample."""
+
     kept = False
 
     def open(self) -> None:
@@ -334,7 +340,7 @@ class _Cold(_Mode):
             conn.close()
 
 
-class _WarmTuned(_Mode):
+class WarmTunedMode(Mode):
     tuned = True
 
     def _socket(self) -> socket.socket:
@@ -343,7 +349,7 @@ class _WarmTuned(_Mode):
         return sock
 
 
-MODE_CLASSES: dict[str, type[_Mode]] = {"cold": _Cold, "warm": _Mode, "warm-tuned": _WarmTuned}
+MODE_CLASSES: dict[str, type[Mode]] = {"cold": ColdMode, "warm": Mode, "warm-tuned": WarmTunedMode}
 
 
 # --- the experiment ------------------------------------------------------------------
@@ -360,7 +366,7 @@ def run_experiment(
         samples, server_cc = _run_modes(path, exp, progress)
     return {
         "experiment": "request",
-        "parameters": _parameters(exp),
+        "parameters": request_parameters(exp),
         "kernel": os.uname().release,
         "seeds": {"path": exp.seed, "sim": exp.seed},
         "namespaces": {"client": path.client_ns, "server": path.server_ns},
@@ -428,7 +434,7 @@ def _run_modes(
     return samples, server_cc
 
 
-def _sample(name: str, run: int, mode: _Mode, start: float) -> Sample:
+def _sample(name: str, run: int, mode: Mode, start: float) -> Sample:
     events, before, idle = mode.request()
     nbytes = events.pop("response_bytes")
     begin = events.get("connect_start", events["first_sent"])
@@ -438,7 +444,8 @@ def _sample(name: str, run: int, mode: _Mode, start: float) -> Sample:
     return sample
 
 
-def _parameters(exp: RequestExperiment) -> dict:
+def request_parameters(exp: RequestExperiment) -> dict:
+    """The experiment's parameters as a record holds them."""
     return {
         "size_bytes": exp.size_bytes,
         "processing_s": exp.processing_s,

@@ -1,4 +1,4 @@
-"""Runs over :mod:`tierwise.lab.relayvia`'s transports: the request, the bulk transfer, plots.
+"""Runs over :mod:`tierwise.lab.experiments.tunnels`'s transports: the request, the bulk.
 
 ``run_via_requests``: the §12.3.5 request (354,640 B up, 30 ms processing, 1,000 B
 back by default) alternated run by run over each transport, reported beside the
@@ -18,20 +18,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from tierwise.errors import LabError
 from tierwise.lab.bench import netns
 from tierwise.lab.bench.emulator import Direction
 from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath, PathConfig
 from tierwise.lab.bench.service import ModelService, ServiceConfig, set_buffers, set_congestion
-from tierwise.lab.experiment import (
+from tierwise.lab.experiments.request import (
     TUNED_BUFFER_BYTES,
     RequestExperiment,
     TimedConnection,
     serial_floor_s,
 )
-from tierwise.lab.relayvia import (
+from tierwise.lab.experiments.tunnels import (
     Tunnel,
     digest_ok,
     kcptun_unavailable_reason,
@@ -41,7 +40,7 @@ from tierwise.lab.relayvia import (
     upload_body,
 )
 
-__all__ = ["ViaBulk", "ViaExperiment", "plot_vias", "run_via_bulk", "run_via_requests"]
+__all__ = ["ViaBulk", "ViaExperiment", "run_via_bulk", "run_via_requests"]
 
 WARMUP_REQUESTS = 3  # untimed, per transport: the relay's session measures the path first
 WARMUP_TIMEOUT_S = 30.0
@@ -364,41 +363,3 @@ def _receive(path: EmulatedPath, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, flo
         if received >= exp.size_bytes:
             ended = "size"
     return received, last - start, ended
-
-
-# --- plots ---------------------------------------------------------------------------
-
-
-def plot_vias(result: dict, folder: Path) -> list[Path]:
-    """Every request's time per transport, with the floor and the issue's goal lines."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FormatStrFormatter
-
-    from tierwise.lab.timeline import save_figure
-
-    p = result["parameters"]
-    floor = next(iter(result["summary"].values()))["floor_s"]
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for i, via in enumerate(p["vias"]):
-        times = [s["time_s"] for s in result["samples"] if s["via"] == via and s["time_s"]]
-        ax.scatter([i + 0.08 * ((k % 5) - 2) for k in range(len(times))], times, s=14, alpha=0.7)
-        if times:
-            ax.hlines(result["summary"][via]["median_s"], i - 0.3, i + 0.3, color="black")
-    for factor, style in ((1.0, "-"), (1.10, "--"), (1.25, ":")):
-        ax.axhline(floor * factor, color="#d62728", ls=style, lw=1, label=f"{factor:g} × floor")
-    ax.set_xticks(range(len(p["vias"])), p["vias"])
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
-    ax.set_ylabel("request time (s), log scale")
-    ax.set_title(
-        f"{p['size_bytes']:,} B up · RTT {p['rtt_s'] * 1e3:g} ms · "
-        f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · loss up {p['loss_up']:g}, "
-        f"down {p['loss_down']:g} · bar: median"
-    )
-    ax.legend(loc="upper right", fontsize=8)
-    name = f"via-{'-'.join(p['vias'])}-loss{p['loss_up']:g}-{p['loss_down']:g}"
-    return save_figure(fig, folder, name)

@@ -33,7 +33,7 @@ from tierwise.lab.bench import netns
 from tierwise.lab.bench.emulator import DEFAULT_QUEUE_BYTES, Direction
 from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath, PathConfig
 from tierwise.lab.bench.service import set_buffers, set_congestion
-from tierwise.lab.experiment import CONGESTION_CONTROLS, TUNED_BUFFER_BYTES
+from tierwise.lab.experiments.request import CONGESTION_CONTROLS, TUNED_BUFFER_BYTES
 from tierwise.model.loss import (
     C_RANDOM,
     C_SIMPLE,
@@ -42,7 +42,7 @@ from tierwise.model.loss import (
 )
 from tierwise.model.transport import TIMESTAMP_MSS_BYTES
 
-__all__ = ["ThroughputExperiment", "model_columns", "run_throughput"]
+__all__ = ["ThroughputExperiment", "close_with_reset", "model_columns", "run_throughput"]
 
 CHUNK_BYTES = 256 << 10
 TICK_S = 0.05
@@ -188,10 +188,10 @@ def _bulk(path: EmulatedPath, cc: str, duration_s: float) -> dict:
     finally:
         for sock in (conn, client, listener):
             if sock is not None:
-                _reset(sock)
+                close_with_reset(sock)
 
 
-def _reset(sock: socket.socket) -> None:
+def close_with_reset(sock: socket.socket) -> None:
     """Close with RST (linger 0): nothing left in the buffers keeps sending."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
