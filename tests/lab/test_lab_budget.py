@@ -16,13 +16,13 @@ import time
 import pytest
 
 from tierwise.lab.bench.budget import BudgetExceeded, wall_budget
-from tierwise.lab.cli import render_factor
+from tierwise.lab.cli.request import render_factor
 from tierwise.lab.experiments.request import RequestExperiment, simulated_s
 
 README_PREDICTIONS = """
 import json, sys
 from tierwise.lab.experiments import request as experiment
-from tierwise.lab.cli import build_experiment
+from tierwise.lab.cli.common import build_experiment
 from tierwise.lab.experiments.factors import parse_factor, resolve_mode, summarise_factor
 
 experiment.PREDICTION_BUDGET_S = 1.0  # the bound under test, kept short

@@ -94,7 +94,7 @@ def test_the_table_shows_each_flows_goodput_share_and_window_shares() -> None:
     """render_flows on a record: one row per flow with its Mbit/s, share and window shares."""
     from rich.console import Console
 
-    from tierwise.lab.flowscli import render_flows
+    from tierwise.lab.cli.flows import render_flows
 
     record = {
         "parameters": {

@@ -19,7 +19,7 @@ from tests.conftest import run_cli
 from tests.lab.conftest import lab, left_behind, run_lab_cli
 from tierwise.errors import LabError, ScenarioError, UnitError
 from tierwise.lab.bench import netns
-from tierwise.lab.cli import build_experiment
+from tierwise.lab.cli.common import build_experiment
 from tierwise.lab.experiments.request import (
     RequestExperiment,
     predict,

@@ -20,7 +20,7 @@ from tests.lab.conftest import lab
 from tierwise.lab import Direction, EmulatedPath, PathConfig, Shaper
 from tierwise.lab.bench import netns
 from tierwise.lab.bench.emulator import ORPHANED, STOP, Control
-from tierwise.lab.route_netns import NS_SITES, fit_line, ns_follow, oracle_site, state_key
+from tierwise.lab.world.namespaces import NS_SITES, fit_line, ns_follow, oracle_site, state_key
 
 MBIT = 1e6 / 8
 

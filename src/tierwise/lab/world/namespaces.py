@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierwise.lab.route_world import CLI, MBIT, route_toml
-from tierwise.outfile import staged
+from tierwise.lab.world.common import CLI, MBIT, route_toml, scratch_dir, workload
 
 __all__ = ["NS_SITES", "NsWorld", "oracle_site", "run_ns_world"]
 
@@ -226,8 +225,6 @@ def _probe_bodies() -> list[bytes]:
     """A text prompt and two image uploads (1.3 MB and 5.3 MB bodies) for calibration."""
     import json
 
-    from tierwise.lab.route_world import workload
-
     text = workload(1, 7, image_share=0.0)
     small = workload(1, 7, image_bytes=(1_000_000, 1_000_000), image_share=1.0)
     large = workload(1, 7, image_bytes=(4_000_000, 4_000_000), image_share=1.0)
@@ -248,7 +245,7 @@ def _pinned(client: Any, gateway: str, name: str, bodies: list[bytes]) -> list[t
 def _ready(proc: subprocess.Popen[bytes], url: str) -> None:
     """Wait for a server of the lab to answer; one that does not is a :class:`LabError`."""
     from tierwise.errors import LabError
-    from tierwise.lab.model_server import wait_ready
+    from tierwise.lab.world.model_server import wait_ready
 
     try:
         wait_ready(proc, url, timeout_s=60.0)
@@ -318,8 +315,6 @@ def run_ns_world(
     import json
 
     from rich.progress import Progress
-
-    from tierwise.lab.route_world import scratch_dir, workload
 
     mix = workload(requests, seed, image_bytes=(750_000, 6_000_000), image_share=0.25)
     bodies = [json.dumps(b).encode() for b in mix]
@@ -407,36 +402,3 @@ def ns_follow(recs: list[dict], best: list[str]) -> list[tuple[int, float] | Non
         waited_s = sum(r.get("total_s", 0.0) for r in recs[start:k])
         out.append((k - start + 1, round(waited_s, 2)))
     return out
-
-
-def ns_plot(runs: dict[str, list[dict]], stem: Path) -> None:
-    """Per-request time of each strategy and the measured oracle; world changes shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    ref = runs["oracle"]
-    n = len(ref)
-    for label, share in CHANGES.items():
-        ax.axvline(n * share, color="grey", lw=0.8, ls="--")
-        ax.text(n * share + 0.3, 0.98, label, fontsize=7, va="top",
-                transform=ax.get_xaxis_transform())  # fmt: skip
-    down = [i for i, r in enumerate(ref) if not r["world"]["edge_up"]]
-    if down:
-        ax.axvspan(down[0], down[-1] + 1, alpha=0.1, color="grey", lw=0)
-    for name, recs in runs.items():
-        style = {"color": "k", "ls": ":", "lw": 1.2} if name == "oracle" else {"lw": 0.8}
-        ax.plot([r.get("total_s", float("nan")) for r in recs], marker=".", label=name, **style)
-    ax.set_yscale("log")
-    ax.set_xlabel("request")
-    ax.set_ylabel("time seen by the client (s)")
-    ax.set_title("kernel TCP through emulated paths (namespaces)", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.9))
-    fig.tight_layout()
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in (".png", ".svg"):
-        with staged(stem.with_suffix(suffix)) as partial:
-            fig.savefig(partial, dpi=120)
-    print(f"wrote {stem}.png and .svg")
