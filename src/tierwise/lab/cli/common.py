@@ -20,7 +20,8 @@ from tierwise.errors import ScenarioError, number_slip, shown
 from tierwise.outfile import write_text
 
 if TYPE_CHECKING:
-    pass
+    from tierwise.lab.experiments.request import RequestExperiment
+    from tierwise.lab.experiments.throughput import ThroughputExperiment
 
 __all__ = [
     "JsonRecordOpt",
@@ -68,10 +69,12 @@ RecordOpt = Annotated[
 
 
 def parse_time(value: str, option: str) -> float:
+    """A time option in seconds (not negative; an error names ``option``)."""
     return parse_option(value, "time", option)
 
 
 def parse_option(value: str, kind: str, option: str) -> float:
+    """A quantity of ``kind`` ("time", "rate", "size") in SI units, not negative."""
     from tierwise.errors import UnitError
     from tierwise.units import in_range, parse_quantity
 
@@ -172,7 +175,9 @@ def check_duration(exp: Any, levels: int, max_hours: float) -> None:
         )
 
 
-def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, loss_down, seed):
+def build_experiment(
+    size, proc, response, modes, runs, cc, rtt, rate, loss_up, loss_down, seed
+) -> RequestExperiment:
     """The :class:`RequestExperiment` the ``request`` options describe (input errors exit 2)."""
     from tierwise.lab.experiments.request import RequestExperiment
 
@@ -194,7 +199,7 @@ def build_experiment(size, proc, response, modes, runs, cc, rtt, rate, loss_up, 
     )
 
 
-def build_throughput(loss, cc, duration, rtt, rate, seed):
+def build_throughput(loss, cc, duration, rtt, rate, seed) -> ThroughputExperiment:
     """The :class:`ThroughputExperiment` the ``throughput`` options describe."""
     from tierwise.lab.experiments.throughput import ThroughputExperiment
 
