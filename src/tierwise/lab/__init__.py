@@ -4,6 +4,12 @@
 whose traffic crosses :mod:`tierwise.lab.bench.emulator` (delay, rate, loss per direction).
 Needs root, ``/dev/net/tun`` and iproute2's ``ip``; otherwise a :class:`LabError`
 names what is missing.
+
+Wings, each importing only itself and those before it: :mod:`.bench` (namespaces,
+emulator, path, holders, budget, service, capture), :mod:`.experiments` (request,
+factors, throughput, flows, the ``--via`` transports, rounds), :mod:`.world` (the route
+world and its model server), :mod:`.views` (figures) and :mod:`.cli` (``tierwise lab``).
+tests/test_layers.py checks the order.
 """
 
 from __future__ import annotations
