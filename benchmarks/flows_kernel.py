@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tierwise.lab.flows import window_shares
+from tierwise.lab.experiments.flows import window_shares
 from tierwise.sim import PathSpec, TcpSpec
 from tierwise.sim.flows import FlowSpec, run_flows
 

@@ -27,7 +27,7 @@ import time
 
 from _args import positive_float, positive_int, run
 
-from tierwise.lab.emulator import (
+from tierwise.lab.bench.emulator import (
     EMULATOR_NICE,
     SPIN_S,
     Direction,

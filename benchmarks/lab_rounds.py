@@ -2,7 +2,7 @@
 
 One cold §12.3.5 request (354,640 B up, 30 ms processing, 1,000 B back) per
 congestion control over a 200 ms / 100 Mbit/s lab path, with the server's TUN
-device captured (:mod:`tierwise.lab.wire`). Prints each round of data segments as
+device captured (:mod:`tierwise.lab.experiments.rounds`). Prints each round of data segments as
 it arrived: slow start's 10, 20, 40, 80 … bursts, or BBR's paced Startup. The
 figures and what they explain are in docs/validation.md.
 
@@ -19,8 +19,9 @@ from pathlib import Path
 
 from _args import choices_list, positive_int, run
 
-from tierwise.lab.experiment import RequestExperiment
-from tierwise.lab.wire import cold_rounds, save_rounds
+from tierwise.lab.experiments.request import RequestExperiment
+from tierwise.lab.experiments.rounds import cold_rounds
+from tierwise.lab.views.rounds import save_rounds
 
 
 def main() -> None:

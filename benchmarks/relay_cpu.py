@@ -42,7 +42,7 @@ from pathlib import Path
 
 from _args import choices_list, positive_float, positive_int, run
 
-from tierwise.lab.relayvia import kcptun_args, kcptun_unavailable_reason, process_cpu_s
+from tierwise.lab.experiments.tunnels import kcptun_args, kcptun_unavailable_reason, process_cpu_s
 
 CHUNK = 256 * 1024
 REQUEST_BYTES = 354_640

@@ -108,7 +108,7 @@ def bulk(loss: float, size: int, warm: bool, progress: Progress) -> tuple[float,
     return size / (net.now - start), time.process_time() - cpu0
 
 
-LAB_QUEUE_BYTES = 1_500_000  # the lab emulator's queue (lab/emulator.py)
+LAB_QUEUE_BYTES = 1_500_000  # the lab emulator's queue (lab/bench/emulator.py)
 
 
 class LabPath(OneWayPath):

@@ -1,10 +1,10 @@
 """Benchmark: where one lab request's time goes through the relay (root; issue 10).
 
-Brings the lab path up (:class:`tierwise.lab.path.Path`, 200 ms RTT, 100 Mbit/s each
-way unless told), the model service and the relay's two processes with
-``TIERWISE_RELAY_TRACE`` set (``tierwise.relay.trace``), warms the session, then
-times ``--runs`` requests and lines each up with both processes' traces on the
-host's monotonic clock::
+Brings the lab path up (:class:`tierwise.lab.bench.path.EmulatedPath`, 200 ms RTT, 100
+Mbit/s each way unless told), the model service and the relay's two processes with
+``TIERWISE_RELAY_TRACE`` set (``tierwise.relay.trace``), warms the session, then times
+``--runs`` requests and lines each up with both processes' traces on the host's
+monotonic clock::
 
     sudo python benchmarks/relay_trace.py [--runs 5] [--loss 0] [--keep DIR]
 
@@ -24,20 +24,20 @@ import itertools
 import json
 import os
 import tempfile
-from pathlib import Path as FsPath
+from pathlib import Path
 
 from _args import fraction, positive_int, run
 
-from tierwise.lab.experiment import RequestExperiment, serial_floor_s
-from tierwise.lab.path import Path
-from tierwise.lab.relayvia import open_tunnel, process_cpu_s, upload_body
-from tierwise.lab.service import ModelService, ServiceConfig
-from tierwise.lab.viarun import _request, _warm
+from tierwise.lab.bench.path import EmulatedPath
+from tierwise.lab.bench.service import ModelService, ServiceConfig
+from tierwise.lab.experiments.request import RequestExperiment, serial_floor_s
+from tierwise.lab.experiments.tunnels import open_tunnel, process_cpu_s, upload_body
+from tierwise.lab.experiments.via import _request, _warm
 
 
 def read_trace(path: str) -> list[tuple[float, str, list[str]]]:
     rows = []
-    for line in FsPath(path).read_text().splitlines():
+    for line in Path(path).read_text().splitlines():
         t, name, *rest = line.split()
         rows.append((float(t), name, rest))
     return rows
@@ -145,7 +145,7 @@ def main() -> None:
     prefix = os.path.join(args.keep or work, "relay")
     os.environ["TIERWISE_RELAY_TRACE"] = prefix
     config = ServiceConfig(req.processing_s, req.response_bytes, None, req.cc, digest=True)
-    path = Path(req.path_config())
+    path = EmulatedPath(req.path_config())
     with path, ModelService(path.server_ns, path.server_addr, config) as svc:
         target = (path.server_addr, svc.port)
         with open_tunnel("relay", path, target, req.rtt_s, req.rate_bytes_per_s) as tunnel:
@@ -177,7 +177,7 @@ def main() -> None:
         print(f"the slowest {len(slow)} (what the p99 is made of):")
         _table(slow)
     if args.json:
-        FsPath(args.json).write_text(json.dumps({"floor_s": floor, "requests": records}, indent=1))
+        Path(args.json).write_text(json.dumps({"floor_s": floor, "requests": records}, indent=1))
 
 
 def _table(parts: list[dict]) -> None:

@@ -35,7 +35,7 @@ import httpx
 from _args import positive_int, run
 from rich.progress import Progress
 
-from tierwise.lab.model_server import free_port, wait_ready
+from tierwise.lab.world.model_server import free_port, wait_ready
 from tierwise.route.replay import read_log
 
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]

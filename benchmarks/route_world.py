@@ -1,7 +1,7 @@
 """Benchmark: predictive routing against static, lowest-latency and an oracle.
 
-The experiment is ``tierwise lab route`` (src/tierwise/lab/route_world.py and
-route_netns.py); this script runs it with the settings recorded in docs/benchmarks.md:
+The experiment is ``tierwise lab route`` (src/tierwise/lab/world/loopback.py and
+namespaces.py); this script runs it with the settings recorded in docs/benchmarks.md:
 in network namespaces as root (the default), or on loopback with ``--loopback``.
 
     python benchmarks/route_world.py --requests 40 --seed 1 --plot docs/img/route_lab

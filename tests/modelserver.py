@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-from tierwise.lab.model_server import free_port, wait_ready
+from tierwise.lab.world.model_server import free_port, wait_ready
 
 __all__ = ["free_port", "model_server", "model_servers"]
 

@@ -235,3 +235,141 @@ def test_known_violations_still_exist() -> None:
     """Each tolerated violation is still real; once fixed, delete it from KNOWN."""
     current = {imp.key for imp in all_imports() if violation(imp)}
     assert KNOWN <= current, f"fixed, remove from KNOWN: {sorted(KNOWN - current)}"
+
+
+# --- the lab's wings -------------------------------------------------------------------
+# tierwise.lab is split into wings that depend one way: the bench (namespaces, emulator,
+# path) under the experiments run on it, under the route world; views draw their
+# records and the CLI sits on top. A module may import its own wing or a lower one, never
+# a higher one; across wings only public names; and no import circle inside the lab.
+
+LAB = SRC / "lab"
+LAB_WINGS = {"bench": 0, "experiments": 1, "world": 2, "views": 3, "cli": 4}
+
+
+def lab_modules() -> dict[str, Path]:
+    """Every module of the lab by full name (tierwise.lab.bench.path → its file)."""
+    return {module_name(p): p for p in sorted(LAB.rglob("*.py"))}
+
+
+def lab_wing(module: str) -> str | None:
+    """``bench`` for tierwise.lab.bench.path; None for tierwise.lab itself."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else None
+
+
+@dataclass(frozen=True)
+class LabImport:
+    path: Path
+    line: int
+    importer: str  # full module name
+    target: str  # full module name, a submodule where ``from pkg import mod`` names one
+    names: tuple[str, ...]  # names taken from the target (empty for ``import x``)
+
+    def __str__(self) -> str:
+        rel = self.path.relative_to(SRC.parent)
+        return f"{rel}:{self.line}: {self.importer} imports {self.target}"
+
+
+def lab_imports_of(path: Path, modules: dict[str, Path]) -> list[LabImport]:
+    """The imports of lab modules that ``path`` makes (top level, in functions, anywhere)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    module = module_name(path)
+    found: list[LabImport] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:
+                    found.append(LabImport(path, node.lineno, module, alias.name, ()))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve() gives the package or module it names
+                base = resolve(node, module, path.name == "__init__.py")[0]
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in modules:  # from tierwise.lab.bench import netns
+                    found.append(LabImport(path, node.lineno, module, sub, ()))
+                elif base in modules:
+                    found.append(LabImport(path, node.lineno, module, base, (alias.name,)))
+    return found
+
+
+def all_lab_imports() -> list[LabImport]:
+    modules = lab_modules()
+    return [imp for path in modules.values() for imp in lab_imports_of(path, modules)]
+
+
+def test_every_lab_module_is_in_a_wing() -> None:
+    """Only tierwise/lab/__init__.py (the lazy public exports) stands outside the wings."""
+    outside = [m for m in lab_modules() if m != "tierwise.lab" and lab_wing(m) not in LAB_WINGS]
+    assert not outside, f"lab modules in no wing (add to LAB_WINGS or move): {outside}"
+
+
+def test_lab_import_walk_finds_submodules() -> None:
+    """``from tierwise.lab.bench import netns`` is an import of the module, not the package."""
+    targets = {(i.importer, i.target) for i in all_lab_imports()}
+    assert ("tierwise.lab.bench.path", "tierwise.lab.bench.netns") in targets
+    assert ("tierwise.lab.cli.app", "tierwise.lab.cli.request") in targets
+
+
+def test_lab_wings_depend_one_way() -> None:
+    """No lab module imports a higher wing (bench ← experiments ← world ← views ← cli)."""
+    problems = [
+        f"{imp}  ({lab_wing(imp.importer)} may not import {lab_wing(imp.target)})"
+        for imp in all_lab_imports()
+        if lab_wing(imp.importer) in LAB_WINGS
+        and lab_wing(imp.target) in LAB_WINGS
+        and LAB_WINGS[lab_wing(imp.target)] > LAB_WINGS[lab_wing(imp.importer)]
+    ]
+    assert not problems, "lab wings imported upwards:\n  " + "\n  ".join(problems)
+
+
+def test_lab_wings_share_only_public_names() -> None:
+    """No lab module takes an underscore name from a module of another wing."""
+    problems = [
+        f"{imp}: {', '.join(n for n in imp.names if n.startswith('_'))}"
+        for imp in all_lab_imports()
+        if lab_wing(imp.importer) != lab_wing(imp.target)
+        and any(n.startswith("_") for n in imp.names)
+    ]
+    assert not problems, "private names across lab wings:\n  " + "\n  ".join(problems)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as its nodes (first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    trail: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        trail.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*trail[trail.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        trail.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_find_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+
+
+def test_no_import_cycles_in_the_lab() -> None:
+    """Lab modules import each other without a circle (function-level imports included)."""
+    graph: dict[str, set[str]] = {m: set() for m in lab_modules()}
+    for imp in all_lab_imports():
+        if imp.target != imp.importer:
+            graph[imp.importer].add(imp.target)
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle in the lab: " + " -> ".join(cycle or [])

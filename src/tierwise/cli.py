@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from tierwise.console import WholeConsole, WholeStdout
 from tierwise.errors import ScenarioError, TierwiseError, number_slip, shown
-from tierwise.lab.cli import lab_app  # light: experiment, service and path load per command
+from tierwise.lab.cli.app import lab_app  # light: experiment, service and path load per command
 from tierwise.relay.cli import relay_app  # light: the relay loads per command
 from tierwise.route.cli import route_app  # light: the gateway loads when it runs
 

@@ -16,7 +16,15 @@ import pytest
 HEAVY = ("matplotlib", "numpy", "pint", "pydantic", "scipy", "httpx", "uvicorn", "dask")
 LAYERS = ("tierwise.sim", "tierwise.proto", "tierwise.model", "tierwise.plan", "tierwise.report")
 LAB_INNARDS = tuple(
-    f"tierwise.lab.{m}" for m in ("emulator", "experiment", "factors", "netns", "path", "service")
+    f"tierwise.lab.{m}"
+    for m in (
+        "bench.emulator",
+        "experiments.request",
+        "experiments.factors",
+        "bench.netns",
+        "bench.path",
+        "bench.service",
+    )
 )
 
 _LOADED = """

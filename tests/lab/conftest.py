@@ -25,7 +25,8 @@ from typing import TypeVar
 import pytest
 
 from tests.conftest import Run
-from tierwise.lab import lab_unavailable_reason, netns
+from tierwise.lab import lab_unavailable_reason
+from tierwise.lab.bench import netns
 
 SKIP_REASON = lab_unavailable_reason()
 
@@ -125,7 +126,7 @@ def emulator_pids() -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"tierwise.lab.emulator" in cmdline and state != "Z" and _ours(int(entry)):
+        if b"tierwise.lab.bench.emulator" in cmdline and state != "Z" and _ours(int(entry)):
             pids.append(int(entry))
     return pids
 

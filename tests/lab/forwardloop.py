@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tierwise.lab.emulator import Shaper, forward
+from tierwise.lab.bench.emulator import Shaper, forward
 
 
 @dataclass

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.lab.forwardloop import forward_loop
-from tierwise.lab.emulator import SPIN_S, Direction, Shaper
+from tierwise.lab.bench.emulator import SPIN_S, Direction, Shaper
 
 HANG_S = 10.0
 _STAMP = struct.Struct("!d")
@@ -83,7 +83,7 @@ def test_the_loop_sleeps_between_releases_instead_of_polling() -> None:
 def test_the_emulator_process_asks_for_fine_slack_and_priority() -> None:
     """What ``main`` calls before forwarding, checked in a fresh process through /proc."""
     code = (
-        "import os; from tierwise.lab.emulator import fine_timer_slack, raise_priority;"
+        "import os; from tierwise.lab.bench.emulator import fine_timer_slack, raise_priority;"
         "print(fine_timer_slack(), raise_priority(-5), os.getpriority(os.PRIO_PROCESS, 0),"
         " open('/proc/self/timerslack_ns').read().strip())"
     )

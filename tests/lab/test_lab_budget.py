@@ -15,15 +15,15 @@ import time
 
 import pytest
 
-from tierwise.lab.budget import BudgetExceeded, wall_budget
-from tierwise.lab.cli import render_factor
-from tierwise.lab.experiment import RequestExperiment, simulated_s
+from tierwise.lab.bench.budget import BudgetExceeded, wall_budget
+from tierwise.lab.cli.request import render_factor
+from tierwise.lab.experiments.request import RequestExperiment, simulated_s
 
 README_PREDICTIONS = """
 import json, sys
-from tierwise.lab import experiment
-from tierwise.lab.cli import build_experiment
-from tierwise.lab.factors import parse_factor, resolve_mode, summarise_factor
+from tierwise.lab.experiments import request as experiment
+from tierwise.lab.cli.common import build_experiment
+from tierwise.lab.experiments.factors import parse_factor, resolve_mode, summarise_factor
 
 experiment.PREDICTION_BUDGET_S = 1.0  # the bound under test, kept short
 factor = parse_factor("initcwnd=10,40,300")

@@ -13,10 +13,10 @@ import pytest
 from tests.conftest import run_cli
 from tests.lab.conftest import lab, left_behind
 from tierwise.errors import ScenarioError
-from tierwise.lab.experiment import RequestExperiment
-from tierwise.lab.factors import alternation, median_sample, parse_factor, resolve_mode
-from tierwise.lab.throughput import ThroughputExperiment, model_columns
-from tierwise.lab.timeline import save_timeline
+from tierwise.lab.experiments.factors import alternation, median_sample, parse_factor, resolve_mode
+from tierwise.lab.experiments.request import RequestExperiment
+from tierwise.lab.experiments.throughput import ThroughputExperiment, model_columns
+from tierwise.lab.views.timeline import save_timeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -191,7 +191,7 @@ def test_timeline_of_a_kept_connection_has_no_handshake_lane(tmp_path) -> None:
 @lab
 def test_initcwnd_300_saves_at_least_two_rtts_on_a_cold_request() -> None:
     """200 ms, 100 Mbit/s, 354,640 B cold: IW 10 needs 5 rounds, IW 300 at most 2 (SYN window)."""
-    from tierwise.lab.factors import run_factor
+    from tierwise.lab.experiments.factors import run_factor
 
     exp = RequestExperiment(runs=3, cc="cubic", modes=("cold",))
     factor = parse_factor("initcwnd=10,300")
@@ -213,7 +213,7 @@ def test_initcwnd_300_saves_at_least_two_rtts_on_a_cold_request() -> None:
 @lab
 def test_reno_at_one_percent_loss_is_below_the_link_and_near_mathis() -> None:
     """Sanity: 1 % download loss, reno, 3 s: below the link rate, above a tenth of Mathis."""
-    from tierwise.lab.throughput import run_throughput
+    from tierwise.lab.experiments.throughput import run_throughput
 
     exp = ThroughputExperiment(losses=(0.01,), ccs=("reno",), duration_s=3.0)
     result = run_throughput(exp)
@@ -229,7 +229,7 @@ def test_reno_at_one_percent_loss_is_below_the_link_and_near_mathis() -> None:
 
 def test_idle_is_counted_from_the_last_segment_on_the_wire() -> None:
     """The upload's last segment left ~R + T_proc before the reply's first byte arrived."""
-    from tierwise.lab.factors import _idle_on_the_wire
+    from tierwise.lab.experiments.factors import _idle_on_the_wire
 
     exp = RequestExperiment()  # R = 0.2 s, T_proc = 0.03 s
     previous = {"first_sent": 0.0, "last_sent": 0.01, "first_response": 1.2, "last_response": 1.25}

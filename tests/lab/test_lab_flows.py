@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.lab.conftest import lab
 from tierwise.errors import LabError
-from tierwise.lab.flows import FlowsExperiment, jain_index, window_shares
+from tierwise.lab.experiments.flows import FlowsExperiment, jain_index, window_shares
 
 # --- everywhere: shares, Jain, the experiment's checks -----------------------------------
 
@@ -94,7 +94,7 @@ def test_the_table_shows_each_flows_goodput_share_and_window_shares() -> None:
     """render_flows on a record: one row per flow with its Mbit/s, share and window shares."""
     from rich.console import Console
 
-    from tierwise.lab.flowscli import render_flows
+    from tierwise.lab.cli.flows import render_flows
 
     record = {
         "parameters": {
@@ -159,7 +159,7 @@ def test_kernel_bbr_takes_a_one_bdp_queue_from_cubic_as_ours_does() -> None:
     only for the side both are on (above 0.55), because a pure-Python emulator sharing two
     cores with a loaded CI run moves the kernel's share by several points — the run-by-run
     agreement is measured by benchmarks/flows_kernel.py and recorded in docs/validation.md."""
-    from tierwise.lab.flows import run_kernel_flows
+    from tierwise.lab.experiments.flows import run_kernel_flows
 
     windows = [(0.0, 10.0)]
     exp = FlowsExperiment(

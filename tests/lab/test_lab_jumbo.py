@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path as FsPath
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
 from tests.lab.conftest import lab
 from tierwise.errors import LabError
-from tierwise.lab.experiment import RequestExperiment
-from tierwise.lab.path import PathConfig
-from tierwise.lab.relayvia import kcptun_args, kcptun_mtu_bytes, relay_max_datagram
+from tierwise.lab.bench.path import PathConfig
+from tierwise.lab.experiments.request import RequestExperiment
+from tierwise.lab.experiments.tunnels import kcptun_args, kcptun_mtu_bytes, relay_max_datagram
 
 
 def test_the_transports_follow_the_paths_mtu() -> None:
@@ -43,7 +43,7 @@ def test_a_bad_mtu_is_one_line_exit_2(args: tuple[str, ...], needle: str) -> Non
 def test_a_relay_session_over_a_jumbo_path_sends_large_datagrams_byte_exact() -> None:
     """Over a 9,000-byte MTU the relay client's uploads travel in datagrams far above
     1,500 B, and every request's digest proves the bytes arrived unchanged."""
-    from tierwise.lab.viarun import ViaExperiment, run_via_requests
+    from tierwise.lab.experiments.via import ViaExperiment, run_via_requests
 
     req = RequestExperiment(
         size_bytes=3_000_000, modes=("cold",), runs=2, cc="cubic", rtt_s=0.05,
@@ -62,14 +62,14 @@ def test_a_relay_session_over_a_jumbo_path_sends_large_datagrams_byte_exact() ->
 def test_an_ethernet_path_with_a_jumbo_maximum_loses_nothing_to_size() -> None:
     """A relay told it may send 8,880 B over a 1,500-byte path: its probes above the path
     are refused (EMSGSIZE: Don't Fragment) and the requests still arrive byte-exact."""
-    from tierwise.lab.path import Path
-    from tierwise.lab.relayvia import open_tunnel, upload_body
-    from tierwise.lab.service import ModelService, ServiceConfig
-    from tierwise.lab.viarun import _request
+    from tierwise.lab.bench.path import EmulatedPath
+    from tierwise.lab.bench.service import ModelService, ServiceConfig
+    from tierwise.lab.experiments.tunnels import open_tunnel, upload_body
+    from tierwise.lab.experiments.via import _request
 
     body = upload_body(2_000_000, 1)
     config = PathConfig.symmetric(rtt_s=0.05, rate_bytes_per_s=100e6 / 8)
-    with Path(config) as path:
+    with EmulatedPath(config) as path:
         svc_config = ServiceConfig(0.0, 1000, None, "cubic", digest=True)
         with ModelService(path.server_ns, path.server_addr, svc_config) as svc:
             target = (path.server_addr, svc.port)
@@ -77,6 +77,6 @@ def test_an_ethernet_path_with_a_jumbo_maximum_loses_nothing_to_size() -> None:
                 for _ in range(3):
                     _request(path, t, body, None)  # raises on a wrong digest
                 t.check_alive()
-                logs = [FsPath(log).read_text() for log in t.logs.values()]
+                logs = [Path(log).read_text() for log in t.logs.values()]
     assert not any("Traceback" in log or "ERROR" in log for log in logs), logs
     assert path.stats is not None and path.stats["up"].packets > 1000

@@ -23,15 +23,15 @@ from tierwise.errors import LabError, ModelError
 from tierwise.lab import (
     Ceiling,
     Direction,
+    EmulatedPath,
     GilbertElliottLoss,
-    Path,
     PathConfig,
     Shaper,
     cleanup_stale,
-    netns,
     schedule,
 )
-from tierwise.lab.service import set_buffers
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.service import set_buffers
 
 MBIT = 1e6 / 8  # bytes/s per Mbit/s
 HANG_S = 5.0  # a packet this late is stuck, not slow (a loaded CI host adds ms, not s)
@@ -105,7 +105,7 @@ def test_direction_rejects_bad_values() -> None:
 def test_rate_above_safe_fraction_of_ceiling_is_refused() -> None:
     """A configured rate above half the emulator's ceiling raises LabError naming it."""
     ceiling = Ceiling(packets_per_s=10_000.0, goodput_bytes_per_s=100 * MBIT)
-    path = Path(PathConfig.symmetric(rate_bytes_per_s=60 * MBIT), ceiling=ceiling)
+    path = EmulatedPath(PathConfig.symmetric(rate_bytes_per_s=60 * MBIT), ceiling=ceiling)
     with pytest.raises(LabError, match=r"60\.0 Mbit/s.*ceiling \(10,000 packets/s, 100 Mbit/s\)"):
         path.up()
 
@@ -124,7 +124,7 @@ def test_missing_privilege_or_feature_is_a_lab_error(monkeypatch, missing, fix) 
     """Without root, /dev/net/tun or `ip`, bringing a path up raises LabError with the fix."""
     _host(monkeypatch, **{missing: False})
     with pytest.raises(LabError, match=fix):
-        Path(PathConfig()).up()
+        EmulatedPath(PathConfig()).up()
 
 
 # --- the hot loop, fed through socket pairs (no privilege) ---------------------------
@@ -158,7 +158,7 @@ def _tun_devices() -> str:
     return netns.ip("-o", "link", "show", "type", "tun").stdout
 
 
-def _assert_gone(path: Path, emulator_pid: int) -> None:
+def _assert_gone(path: EmulatedPath, emulator_pid: int) -> None:
     names = netns.list_namespaces()
     assert path.client_ns not in names and path.server_ns not in names
     devices = _tun_devices()
@@ -179,7 +179,7 @@ def _running(pid: int) -> bool:
 class _Echo:
     """A UDP echo server on a thread, its socket in the server namespace."""
 
-    def __init__(self, path: Path, port: int = 9000) -> None:
+    def __init__(self, path: EmulatedPath, port: int = 9000) -> None:
         self.sock = path.socket("server", socket.SOCK_DGRAM)
         self.sock.bind((path.server_addr, port))
         self.sock.settimeout(0.2)
@@ -212,7 +212,7 @@ def test_rtt_is_never_below_100ms_and_one_delay_each_way() -> None:
     The emulator's precision (±2 ms on an idle host) is a measurement of the host, not a
     guarantee: a loaded CI machine delays the pure-Python emulator and the echo thread.
     """
-    with Path(PathConfig.symmetric(rtt_s=0.1)) as path:
+    with EmulatedPath(PathConfig.symmetric(rtt_s=0.1)) as path:
         emulator_pid = path._emulator.pid
         echo = _Echo(path)
         client = path.socket("client", socket.SOCK_DGRAM)
@@ -241,7 +241,7 @@ def test_loss_rate_within_statistical_bounds() -> None:
     after the last one is sent: no reader thread that could fall behind and overflow it.
     """
     n, p = 2000, 0.1
-    with Path(PathConfig(up=Direction(loss=p), seed=11)) as path:
+    with EmulatedPath(PathConfig(up=Direction(loss=p), seed=11)) as path:
         sink = path.socket("server", socket.SOCK_DGRAM)
         set_buffers(sink, 16 << 20)
         sink.bind((path.server_addr, 9000))
@@ -274,7 +274,7 @@ def test_rate_limit_moves_5mb_in_no_less_than_4s() -> None:
     never speeds it, so only the capacity side is tight.
     """
     size = 5_000_000
-    with Path(PathConfig.symmetric(rtt_s=0.002, rate_bytes_per_s=10 * MBIT)) as path:
+    with EmulatedPath(PathConfig.symmetric(rtt_s=0.002, rate_bytes_per_s=10 * MBIT)) as path:
         server = path.socket("server")
         client = path.socket("client")
         received = 0
@@ -301,7 +301,7 @@ def test_rate_limit_moves_5mb_in_no_less_than_4s() -> None:
 def test_teardown_after_an_exception_leaves_nothing() -> None:
     """An exception inside the block still removes both namespaces, devices and the emulator."""
     with pytest.raises(RuntimeError, match="boom"):
-        with Path(PathConfig()) as path:
+        with EmulatedPath(PathConfig()) as path:
             emulator_pid = path._emulator.pid
             names = netns.list_namespaces()
             assert path.client_ns in names and path.server_ns in names

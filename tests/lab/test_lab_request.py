@@ -18,9 +18,14 @@ import pytest
 from tests.conftest import run_cli
 from tests.lab.conftest import lab, left_behind, run_lab_cli
 from tierwise.errors import LabError, ScenarioError, UnitError
-from tierwise.lab import netns
-from tierwise.lab.cli import build_experiment
-from tierwise.lab.experiment import RequestExperiment, predict, run_experiment, serial_floor_s
+from tierwise.lab.bench import netns
+from tierwise.lab.cli.common import build_experiment
+from tierwise.lab.experiments.request import (
+    RequestExperiment,
+    predict,
+    run_experiment,
+    serial_floor_s,
+)
 
 DEFAULTS = dict(
     size="354640",
@@ -296,11 +301,11 @@ def test_an_interrupted_lab_request_removes_its_path(sig: int, code: int, word: 
 
 _HOLDING_TEST = """
 import time
-from tierwise.lab import Path, PathConfig
+from tierwise.lab import EmulatedPath, PathConfig
 
 
 def test_holds_a_path():
-    with Path(PathConfig.symmetric(rtt_s=0.02)) as path:
+    with EmulatedPath(PathConfig.symmetric(rtt_s=0.02)) as path:
         print("UP", path.client_ns, flush=True)
         time.sleep(60)
 """

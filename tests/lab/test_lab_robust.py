@@ -17,9 +17,8 @@ import pytest
 
 from tests.lab.conftest import lab, left_behind, run_lab_cli
 from tierwise import cli
-from tierwise.lab import netns
-from tierwise.lab.cli import STATE_DIR
-from tierwise.lab.holders import HolderState, caller_uid, is_holder, start_ticks
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.holders import STATE_DIR, HolderState, caller_uid, is_holder, start_ticks
 
 # How long a killed run's path may outlive it: a hang guard, not a speed goal. Idle, it
 # is gone in well under 2 s; `ip netns del` and the orphaned emulator's exit wait on the
@@ -154,8 +153,8 @@ def test_a_killed_holder_leaves_no_path_and_its_state_is_swept() -> None:
 
 _OWNER = """
 import time
-from tierwise.lab import Path, PathConfig
-path = Path(PathConfig.symmetric(rtt_s=0.01))
+from tierwise.lab import EmulatedPath, PathConfig
+path = EmulatedPath(PathConfig.symmetric(rtt_s=0.01))
 path.up()
 print(path.client_ns, path.server_ns, path._emulator.pid, flush=True)
 time.sleep(60)

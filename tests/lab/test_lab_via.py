@@ -13,8 +13,8 @@ from tests.conftest import run_cli
 from tests.lab.conftest import lab, run_lab_cli
 from tests.strategies import text
 from tierwise.errors import ScenarioError
-from tierwise.lab.experiment import RequestExperiment, serial_floor_s
-from tierwise.lab.relayvia import (
+from tierwise.lab.experiments.request import RequestExperiment, serial_floor_s
+from tierwise.lab.experiments.tunnels import (
     VIAS,
     digest_ok,
     kcptun_args,
@@ -87,7 +87,7 @@ def _alive(pid: int) -> bool:
 
 
 def _run_requests(vias: tuple[str, ...], runs: int = 2, **loss: float) -> dict:
-    from tierwise.lab.viarun import ViaExperiment, run_via_requests
+    from tierwise.lab.experiments.via import ViaExperiment, run_via_requests
 
     req = RequestExperiment(modes=("cold",), runs=runs, cc="cubic", **loss)
     return run_via_requests(ViaExperiment(req, vias))
@@ -108,7 +108,7 @@ def test_relay_request_is_byte_exact_and_near_the_floor() -> None:
 @lab
 def test_direct_and_relay_alternate_with_loss_one_way() -> None:
     """With loss on the upload only, the transports alternate run by run and none fails."""
-    from tierwise.lab.viarun import ViaExperiment, run_via_requests
+    from tierwise.lab.experiments.via import ViaExperiment, run_via_requests
 
     req = RequestExperiment(
         size_bytes=100_000, modes=("cold",), runs=2, cc="cubic", rtt_s=0.05, loss_up=0.05
@@ -123,14 +123,14 @@ def test_direct_and_relay_alternate_with_loss_one_way() -> None:
 @pytest.mark.skipif(KCPTUN_MISSING is not None, reason=KCPTUN_MISSING or "")
 def test_kcptun_request_runs_and_its_processes_stop() -> None:
     """kcptun's client and server carry the request and are gone after the run."""
-    from tierwise.lab.path import Path, PathConfig
-    from tierwise.lab.relayvia import open_tunnel
+    from tierwise.lab.bench.path import EmulatedPath, PathConfig
+    from tierwise.lab.experiments.tunnels import open_tunnel
 
     result = _run_requests(("kcptun",))
     floor = serial_floor_s(RequestExperiment())
     assert result["summary"]["kcptun"]["failed"] == 0
     assert floor <= result["summary"]["kcptun"]["median_s"] <= 3 * floor
-    with Path(PathConfig.symmetric(rtt_s=0.01)) as path:
+    with EmulatedPath(PathConfig.symmetric(rtt_s=0.01)) as path:
         with open_tunnel("kcptun", path, (path.server_addr, 9), 0.01, 1e6) as tunnel:
             pids = [p.pid for p in tunnel.processes.values()]
             assert all(_alive(pid) for pid in pids)
@@ -140,7 +140,7 @@ def test_kcptun_request_runs_and_its_processes_stop() -> None:
 @lab
 def test_bulk_over_the_relay_counts_cpu_per_gb() -> None:
     """A 2 MB bulk through the relay completes (and says so); both ends' CPU per GB is positive."""
-    from tierwise.lab.viarun import ViaBulk, run_via_bulk
+    from tierwise.lab.experiments.via import ViaBulk, run_via_bulk
 
     exp = ViaBulk(("relay",), (0.0,), 2_000_000, 60.0, 0.05, 100e6 / 8)
     record = run_via_bulk(exp)

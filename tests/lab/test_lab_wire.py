@@ -11,8 +11,10 @@ import struct
 import pytest
 
 from tests.lab.conftest import lab, left_behind
-from tierwise.lab.experiment import RequestExperiment, predict
-from tierwise.lab.wire import Arrival, cold_rounds, rounds, save_rounds, tcp_payload_bytes
+from tierwise.lab.bench.capture import Arrival, rounds, tcp_payload_bytes
+from tierwise.lab.experiments.request import RequestExperiment, predict
+from tierwise.lab.experiments.rounds import cold_rounds
+from tierwise.lab.views.rounds import save_rounds
 
 
 def _ipv4_tcp(payload: int, *, proto: int = 6, ihl: int = 5, doff: int = 8) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.modelserver import model_server
 from tierwise.errors import ScenarioError
-from tierwise.lab.model_server import Behaviour, catalog_step_s, prompt_tokens
+from tierwise.lab.world.model_server import Behaviour, catalog_step_s, prompt_tokens
 
 
 def test_catalog_step_is_the_bandwidth_bound() -> None:

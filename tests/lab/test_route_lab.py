@@ -10,16 +10,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path as FsPath
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
 from tests.fuzz.test_fuzz_cli import run_forked
 from tests.lab.conftest import lab
-from tierwise.lab import Direction, Path, PathConfig, Shaper, netns
-from tierwise.lab.emulator import ORPHANED, STOP, Control
-from tierwise.lab.route_netns import NS_SITES, fit_line, ns_follow, oracle_site, state_key
+from tierwise.lab import Direction, EmulatedPath, PathConfig, Shaper
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.emulator import ORPHANED, STOP, Control
+from tierwise.lab.world.namespaces import NS_SITES, fit_line, ns_follow, oracle_site, state_key
 
 MBIT = 1e6 / 8
 
@@ -73,7 +74,7 @@ def test_follow_counts_requests_and_seconds_after_each_change() -> None:
     assert ns_follow(recs, best) == [(2, 0.5)]
 
 
-def test_without_root_it_says_so_and_names_loopback(tmp_path: FsPath) -> None:
+def test_without_root_it_says_so_and_names_loopback(tmp_path: Path) -> None:
     """Not root: one line naming what is missing and the loopback alternative, exit 2."""
     outcome = run_forked(["lab", "route", "--requests", "20"], tmp_path, as_user=True)
     assert outcome.code == 2 and outcome.stderr.count("\n") == 1
@@ -86,8 +87,8 @@ def test_one_client_namespace_reaches_servers_on_retunable_paths() -> None:
     with netns.owned("rt") as client_ns:
         fast = PathConfig.symmetric(rate_bytes_per_s=40 * MBIT)
         with (
-            Path(fast, index=1, client_ns=client_ns) as a,
-            Path(fast, index=2, client_ns=client_ns) as b,
+            EmulatedPath(fast, index=1, client_ns=client_ns) as a,
+            EmulatedPath(fast, index=2, client_ns=client_ns) as b,
         ):
             before = [_upload_s(p, 200_000) for p in (a, b)]
             a.retune(up=Direction(rate_bytes_per_s=4 * MBIT))
@@ -100,7 +101,7 @@ def test_one_client_namespace_reaches_servers_on_retunable_paths() -> None:
     assert not any(n.startswith(netns.namespace_name("rt")) for n in netns.list_namespaces())
 
 
-def _upload_s(path: Path, size: int) -> float:
+def _upload_s(path: EmulatedPath, size: int) -> float:
     """Seconds to move ``size`` bytes client → server over kernel TCP and hear back."""
     server, client = path.socket("server"), path.socket("client")
     with server, client:
@@ -130,7 +131,7 @@ def _upload_s(path: Path, size: int) -> float:
 
 
 @lab
-def test_lab_route_in_namespaces_end_to_end(tmp_path: FsPath) -> None:
+def test_lab_route_in_namespaces_end_to_end(tmp_path: Path) -> None:
     """The whole run, small: predictive and the measured oracle, no failed request."""
     out = tmp_path / "figures.json"
     run = run_cli("lab", "route", "--requests", "20", "--strategies", "predictive",

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tierwise.lab.route_world import MBIT, follow, true_time_s, workload, world
+from tierwise.lab.world.common import MBIT, workload
+from tierwise.lab.world.loopback import follow, true_time_s, world
 
 
 def test_world_changes_at_fixed_shares() -> None:

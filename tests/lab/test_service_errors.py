@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tierwise.lab.service import ServiceConfig, _Handler, _Server
+from tierwise.lab.bench.service import ServiceConfig, _Handler, _Server
 
 
 def _serve() -> tuple[_Server, threading.Thread]:

@@ -12,7 +12,7 @@ import math
 import pytest
 
 from tierwise.errors import LocalProtocolError
-from tierwise.lab.wire import Arrival, rounds
+from tierwise.lab.bench.capture import Arrival, rounds
 from tierwise.proto import CONTROLLERS, Receiver, Sender, make_controller
 from tierwise.proto.congestion import (
     BBR_PROBE_BW_GAINS,

@@ -43,7 +43,7 @@ def test_sender_arms_no_pacing_deadline_while_the_peer_window_binds(cc: str) -> 
 @pytest.mark.parametrize("iw", [10, 40, 300])
 @pytest.mark.parametrize("handshake_rtts", [0, 1])
 def test_lab_request_prediction_ends(cc: str, iw: int, handshake_rtts: int) -> None:
-    """The lab's prediction (run_request as lab.experiment.predict calls it) finishes."""
+    """The lab's prediction (run_request as lab.experiments.request.predict calls it) finishes."""
     result = run_request(
         PathSpec(RATE_BYTES_PER_S, RATE_BYTES_PER_S, RTT_S, queue_bytes=1000 * 1500),
         TcpSpec(
@@ -64,7 +64,7 @@ def test_lab_request_prediction_ends(cc: str, iw: int, handshake_rtts: int) -> N
 
 def test_lab_predict_for_the_readme_factor_returns() -> None:
     """``lab request --factor initcwnd=…,300`` on a bbr host: predict() returns."""
-    from tierwise.lab.experiment import RequestExperiment, predict
+    from tierwise.lab.experiments.request import RequestExperiment, predict
 
     pred = predict(RequestExperiment(), "cold", 300 * TIMESTAMP_MSS_BYTES, "bbr")
     assert pred["closed_form_s"] * 0.9 < pred["sim_s"] < pred["closed_form_s"] * 1.2

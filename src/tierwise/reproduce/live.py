@@ -46,7 +46,7 @@ def _cases(summary: dict[str, Any], floor_s: float) -> list[Case]:
 
 def live_results(runs: int = 3) -> list[Result]:
     """Run the §12.3.5 experiment on the lab (root) and compare it with the printed rows."""
-    from tierwise.lab.experiment import RequestExperiment, run_experiment, serial_floor_s
+    from tierwise.lab.experiments.request import RequestExperiment, run_experiment, serial_floor_s
 
     exp = RequestExperiment(runs=runs, cc="cubic", modes=("cold", "warm-tuned"))
     record = run_experiment(exp)

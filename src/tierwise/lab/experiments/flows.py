@@ -1,12 +1,12 @@
-"""Competing kernel TCP flows on one emulated bottleneck (issue 14, the simulator's check).
+"""Competing kernel TCP flows on one emulated bottleneck (the simulator's check).
 
-One :class:`~tierwise.lab.path.Path` joins a client and a server namespace; every flow
-is its own TCP connection client → server across it, so all data packets share the
-emulator's one up-direction queue (drop-tail, ``queue_packets × packet_bytes`` bytes)
-and all ACKs its down-direction: the dumbbell of :func:`tierwise.sim.flows.run_flows`
-and of ns-3's ``--mode=flows``. Each flow has its own congestion control
-(``TCP_CONGESTION``) and start offset, and sends as fast as its socket takes bytes
-until the run ends.
+One :class:`~tierwise.lab.bench.path.EmulatedPath` joins a client and a server
+namespace; every flow is its own TCP connection client → server across it, so all data
+packets share the emulator's one up-direction queue (drop-tail, ``queue_packets ×
+packet_bytes`` bytes) and all ACKs its down-direction: the dumbbell of
+:func:`tierwise.sim.flows.run_flows` and of ns-3's ``--mode=flows``. Each flow has its
+own congestion control (``TCP_CONGESTION``) and start offset, and sends as fast as its
+socket takes bytes until the run ends.
 
 Segments: ``TCP_MAXSEG`` is set to ``mss_bytes + 12`` on both ends, so with
 timestamps each data segment carries ``mss_bytes`` of payload (default 1,168 B, the
@@ -39,12 +39,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from tierwise.errors import LabError, shown
-from tierwise.lab import netns
-from tierwise.lab.emulator import Direction
-from tierwise.lab.experiment import TUNED_BUFFER_BYTES, tcp_state
-from tierwise.lab.path import Path, PathConfig
-from tierwise.lab.service import set_buffers, set_congestion
-from tierwise.lab.throughput import _reset
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.emulator import Direction
+from tierwise.lab.bench.path import EmulatedPath, PathConfig
+from tierwise.lab.bench.service import set_buffers, set_congestion
+from tierwise.lab.experiments.request import TUNED_BUFFER_BYTES, tcp_state
+from tierwise.lab.experiments.throughput import close_with_reset
 from tierwise.sim.flows import jain_index  # the simulator's, so both report the same index
 
 __all__ = [
@@ -161,7 +161,7 @@ def run_kernel_flows(exp: FlowsExperiment, progress: Callable[[float], None] | N
     ``progress`` is called about once a second with the seconds run so far.
     """
     netns.require_lab()
-    path = Path(exp.path_config())
+    path = EmulatedPath(exp.path_config())
     flows = [_Flow(i, cc, s) for i, (cc, s) in enumerate(zip(exp.ccs, exp.starts_s, strict=True))]
     with path:
         series = _drive(path, exp, flows, progress)
@@ -169,7 +169,7 @@ def run_kernel_flows(exp: FlowsExperiment, progress: Callable[[float], None] | N
     return _record(exp, flows, series, stats)
 
 
-def _socket(path: Path, side: str, exp: FlowsExperiment, cc: str | None) -> socket.socket:
+def _socket(path: EmulatedPath, side: str, exp: FlowsExperiment, cc: str | None) -> socket.socket:
     sock = path.socket(side)
     try:
         set_buffers(sock, TUNED_BUFFER_BYTES)  # the receive window must not be what limits
@@ -185,7 +185,10 @@ def _socket(path: Path, side: str, exp: FlowsExperiment, cc: str | None) -> sock
 
 
 def _drive(
-    path: Path, exp: FlowsExperiment, flows: list[_Flow], progress: Callable[[float], None] | None
+    path: EmulatedPath,
+    exp: FlowsExperiment,
+    flows: list[_Flow],
+    progress: Callable[[float], None] | None,
 ) -> dict:
     listener = _socket(path, "server", exp, None)
     try:
@@ -197,11 +200,11 @@ def _drive(
         for f in flows:
             for sock in (f.sender, f.receiver):
                 if sock is not None:
-                    _reset(sock)
+                    close_with_reset(sock)
         listener.close()
 
 
-def _connect(path: Path, exp: FlowsExperiment, flow: _Flow, address: tuple) -> None:
+def _connect(path: EmulatedPath, exp: FlowsExperiment, flow: _Flow, address: tuple) -> None:
     sock = _socket(path, "client", exp, flow.cc)
     sock.setblocking(False)
     flow.sender = sock
@@ -215,7 +218,7 @@ class _Driver:
 
     def __init__(
         self,
-        path: Path,
+        path: EmulatedPath,
         exp: FlowsExperiment,
         flows: list[_Flow],
         listener: socket.socket,

@@ -1,8 +1,7 @@
-"""``tierwise lab route``: predictive routing against static, lowest-latency and an oracle.
+"""The route world on loopback: predictive routing against static, lowest-latency, an oracle.
 
-By default in network namespaces (root): a client and three model servers behind
-emulated paths, kernel TCP, the world changed live — see :mod:`tierwise.lab.route_netns`.
-With ``--loopback`` (no root) as before: three ``tierwise lab model-server``
+``tierwise lab route --loopback`` (no root; in network namespaces by default, see
+:mod:`tierwise.lab.world.namespaces`): three ``tierwise lab model-server``
 processes on loopback stand in for a device, an edge and a cloud site; each waits
 out its path (``--rtt``, ``--uplink``) before serving, outside ``Server-Timing``, so
 the gateway sees those as network. One recorded mix — text prompts and image
@@ -16,31 +15,20 @@ measured in the predictive run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
 
-import typer
+from tierwise.lab.world.common import CLI, MBIT, OUT_TOKENS, route_toml, scratch_dir, workload
+from tierwise.lab.world.model_server import free_port, wait_ready
 
-from tierwise.errors import LabError, ScenarioError
-from tierwise.lab.model_server import free_port, wait_ready
-from tierwise.outfile import staged, write_text
+__all__ = ["SITES", "follow", "report", "run_world", "true_time_s", "world"]
 
-__all__ = ["lab_route_command", "run_world"]
-
-CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
-MBIT = 1e6 / 8
-# name: tier, rtt s, uplink bytes/s, decode step s
 SITES = {
     "device": ("device", 0.0, 0.0, 0.030),
     "edge": ("edge", 0.010, 80 * MBIT, 0.015),
     "cloud": ("cloud", 0.060, 80 * MBIT, 0.005),
 }
-OUT_TOKENS = 30
 
 
 def world(i: int, n: int) -> dict[str, dict]:
@@ -58,28 +46,6 @@ def world(i: int, n: int) -> dict[str, dict]:
     return w
 
 
-def workload(
-    n: int,
-    seed: int,
-    image_bytes: tuple[int, int] = (250_000, 1_000_000),
-    image_share: float = 0.3,
-) -> list[dict]:
-    """A recorded mix: short text prompts, and a share with an image (base64: 4/3 the bytes)."""
-    import base64
-    import random
-
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        content: list[dict] = [{"type": "text", "text": "describe " * rng.randint(5, 50)}]
-        if rng.random() < image_share:
-            raw = rng.randbytes(rng.randint(*image_bytes))
-            url = "data:image/png;base64," + base64.b64encode(raw).decode()
-            content.append({"type": "image_url", "image_url": {"url": url}})
-        out.append({"messages": [{"role": "user", "content": content}], "max_tokens": OUT_TOKENS})
-    return out
-
-
 def true_time_s(name: str, w: dict, body_bytes: int) -> float:
     """What the site takes for a request in world ``w`` (inf if down)."""
     _, rtt, _, step = SITES[name]
@@ -87,23 +53,6 @@ def true_time_s(name: str, w: dict, body_bytes: int) -> float:
         return float("inf")
     up = w[name]["uplink_bytes_per_s"]
     return rtt + (body_bytes / up if up else 0.0) + OUT_TOKENS * step * w[name]["slowdown"]
-
-
-def route_toml(
-    sites: dict[str, tuple], urls: dict[str, str], port: int, log: Path, strategy: str
-) -> str:
-    """The gateway's ``route.toml``: the sites' true values as priors, and the strategy."""
-    lines = [
-        f'[decision]\nstrategy = "{strategy}"\ndeadline = "30 s"\n',
-        f'[gateway]\nport = {port}\ndecisions_log = "{log}"\nprobe_interval = "1 s"\n',
-    ]
-    for name, (tier, rtt, up, step) in sites.items():
-        lines.append(
-            f'[[site]]\nname = "{name}"\ntier = "{tier}"\nurl = "{urls[name]}"\n'
-            f'decode_step = "{step} s"\nprefill_per_token = "0 s"\nrtt = "{rtt} s"\n'
-            + (f'uplink = "{up * 8 / 1e6} Mbit/s"\ndownlink = "1 Gbit/s"\n' if up else "")
-        )
-    return "\n".join(lines)
 
 
 def run_strategy(strategy: str, urls, bodies, tmp: Path, progress) -> list[dict]:
@@ -169,83 +118,6 @@ def run_world(requests: int, seed: int, strategies: list[str]) -> tuple[dict, li
     return runs, bodies
 
 
-@contextlib.contextmanager
-def scratch_dir() -> Iterator[Path]:
-    """A ``tierwise-lab-route-*`` directory for the gateways' configs and decisions logs,
-    removed on every exit — normal, error, Ctrl-C or SIGTERM (which the CLI raises as an
-    interrupt). What the user asked to keep (``--json``, ``--plot``) is written elsewhere,
-    after the records have been read."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="tierwise-lab-route-") as name:
-        yield Path(name)
-
-
-STRATEGIES = ("predictive", "static", "lowest-latency")
-
-
-def lab_route_command(
-    requests: Annotated[
-        int, typer.Option("--requests", help="Requests in the mix.", min=20, max=400)
-    ] = 40,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the recorded mix.")] = 1,
-    strategies: Annotated[
-        str, typer.Option("--strategies", help="Comma-separated: " + ",".join(STRATEGIES))
-    ] = ",".join(STRATEGIES),
-    loopback: Annotated[
-        bool,
-        typer.Option(
-            "--loopback",
-            help="No root: sites on loopback with emulated delays in the servers, "
-            "not kernel TCP over emulated paths in namespaces.",
-        ),
-    ] = False,
-    plot_to: Annotated[
-        Path | None, typer.Option("--plot", help="Write PNG and SVG here (path without suffix).")
-    ] = None,
-    json_to: Annotated[
-        Path | None, typer.Option("--json", help="Write the per-strategy figures here.")
-    ] = None,
-) -> None:
-    """Compare routing strategies through world changes: a client and three model servers
-    in network namespaces behind emulated paths (root), or on loopback (``--loopback``)."""
-    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
-    for s in chosen:
-        if s not in STRATEGIES:
-            raise ScenarioError(
-                f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}", source="--strategies"
-            )
-    if json_to is not None and not _dir_exists(json_to):
-        raise ScenarioError("no such directory for the figures", source=f"--json {json_to}")
-    if loopback:
-        runs, bodies = run_world(requests, seed, chosen)
-        figures = report(runs, bodies)
-        if json_to is not None:
-            write_text(json_to, json.dumps(figures, indent=1) + "\n")
-        if plot_to is not None:
-            plot(runs, bodies, plot_to)
-        return
-    from tierwise.lab import netns
-    from tierwise.lab.route_netns import ns_plot, ns_report, run_ns_world
-
-    if (reason := netns.lab_unavailable_reason()) is not None:
-        raise LabError(f"{reason} (or run on loopback: --loopback)")
-    runs, bodies, fits = run_ns_world(requests, seed, chosen)
-    figures = ns_report(runs, bodies, fits)
-    if json_to is not None:
-        write_text(json_to, json.dumps(figures, indent=1) + "\n")
-    if plot_to is not None:
-        ns_plot(runs, plot_to)
-
-
-def _dir_exists(file: Path) -> bool:
-    """Whether ``file``'s directory exists (checked before a run of minutes, not after)."""
-    try:
-        return file.resolve().parent.is_dir()
-    except (OSError, ValueError):
-        return False
-
-
 def report(runs: dict[str, list[dict]], bodies: list[bytes]) -> dict[str, dict]:
     """Print totals against the oracle, agreement, failures, prediction error, follow;
     return them per strategy (what ``--json`` writes)."""
@@ -298,39 +170,6 @@ def _figures(recs: list[dict], best: list[str], oracle_s: float, n: int) -> dict
         "median_error": statistics.median(errors) if errors else float("nan"),
         "follow": follow(recs, best, n),
     }
-
-
-def plot(runs: dict[str, list[dict]], bodies: list[bytes], stem: Path) -> None:
-    """Per-request time of each strategy and the oracle, the world changes shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(bodies)
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    spans = [
-        (0.25, 1.0, "cloud uplink 3 Mbit/s", 0.06),
-        (0.45, 0.6, "edge down", 0.12),
-        (0.7, 1.0, "device 3× slower", 0.06),
-    ]
-    for lo, hi, label, alpha in spans:
-        ax.axvspan(n * lo, n * hi, alpha=alpha, color="grey", lw=0)
-        ax.text(n * lo + 0.5, 0.98, label, fontsize=7, va="top", transform=ax.get_xaxis_transform())
-    oracle = [min(true_time_s(s, world(i, n), len(b)) for s in SITES) for i, b in enumerate(bodies)]
-    ax.plot(oracle, "k:", lw=1, label="oracle (model time, no overhead)")
-    for name, recs in runs.items():
-        ax.plot([r.get("total_s", float("nan")) for r in recs], marker=".", lw=0.8, label=name)
-    ax.set_yscale("log")
-    ax.set_xlabel("request")
-    ax.set_ylabel("time seen by the client (s)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.9))
-    fig.tight_layout()
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in (".png", ".svg"):
-        with staged(stem.with_suffix(suffix)) as partial:
-            fig.savefig(partial, dpi=120)
-    print(f"wrote {stem}.png and .svg")
 
 
 def follow(recs: list[dict], best: list[str], n: int) -> list[int | None]:

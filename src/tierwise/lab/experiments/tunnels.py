@@ -1,8 +1,9 @@
-"""The §12.3.5 request (and a bulk transfer) over kernel TCP, the tierwise relay and kcptun.
+"""The transports of ``--via`` over one lab path: kernel TCP, the tierwise relay, kcptun.
 
-Issue 10's lab proof. One path comes up (:class:`~tierwise.lab.path.Path`); the model
-service listens in the server namespace; each transport is a way to reach it from the
-client namespace:
+The relay's proof on real kernels (:mod:`tierwise.lab.experiments.via` runs the §12.3.5
+request and a bulk transfer through them). One path comes up
+(:class:`~tierwise.lab.bench.path.EmulatedPath`); the model service listens in the
+server namespace; each transport is a way to reach it from the client namespace:
 
 - ``direct``: kernel TCP, a new connection per request (cubic unless ``--cc``).
 - ``relay``: ``tierwise relay client --forward`` in the client namespace and
@@ -39,8 +40,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from tierwise.errors import LabError, ScenarioError, shown
-from tierwise.lab import netns
-from tierwise.lab.path import MTU_BYTES, Path
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath
 
 __all__ = [
     "KCPTUN_BINARIES",
@@ -209,7 +210,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @contextlib.contextmanager
 def open_tunnel(
     via: str,
-    path: Path,
+    path: EmulatedPath,
     target: tuple[str, int],
     rtt_s: float,
     rate_bytes_per_s: float,
@@ -241,7 +242,7 @@ def open_tunnel(
 
 
 def _start_relay(
-    path: Path,
+    path: EmulatedPath,
     target: tuple[str, int],
     work: str,
     tunnel: Tunnel,
@@ -273,7 +274,7 @@ def _start_relay(
 
 
 def _start_kcptun(
-    path: Path, target: tuple[str, int], rtt_s: float, rate: float, tunnel: Tunnel
+    path: EmulatedPath, target: tuple[str, int], rtt_s: float, rate: float, tunnel: Tunnel
 ) -> None:
     reason = kcptun_unavailable_reason()
     if reason is not None:
@@ -295,7 +296,7 @@ def _start_kcptun(
     )
 
 
-def _wait_listening(path: Path, tunnel: Tunnel) -> None:
+def _wait_listening(path: EmulatedPath, tunnel: Tunnel) -> None:
     """Until the client end listens on its local port.
 
     Asked of ``ss`` in the client namespace, not by connecting: a probe connection

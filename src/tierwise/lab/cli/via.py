@@ -1,4 +1,4 @@
-"""``tierwise lab request --via …`` and ``tierwise lab throughput --via …`` (issue 10).
+"""``tierwise lab request --via …`` and ``tierwise lab throughput --via …``: transports compared.
 
 Loaded only when ``--via`` is given, so the lab's other commands do not pay for it.
 Input errors (a bad ``--via``, ``--via`` with ``--modes`` or ``--factor``, kcptun
@@ -8,23 +8,24 @@ missing) exit 2 with one line before any path comes up.
 from __future__ import annotations
 
 import json
-from pathlib import Path as FsPath
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import ScenarioError
-from tierwise.lab.cli import (
-    _check_duration,
-    _progress,
-    _time,
-    _write_record,
+from tierwise.lab.bench.path import MTU_BYTES
+from tierwise.lab.cli.common import (
     build_experiment,
     build_throughput,
+    check_duration,
     out,
+    parse_size,
+    parse_time,
+    progress,
+    write_record,
 )
-from tierwise.lab.path import MTU_BYTES
-from tierwise.lab.relayvia import parse_vias
+from tierwise.lab.experiments.tunnels import parse_vias
 
 __all__ = ["render_via_bulk", "render_vias", "request_via", "throughput_via"]
 
@@ -39,8 +40,8 @@ def request_via(
     args: tuple,
     max_hours: float,
     as_json: bool,
-    record: FsPath | None,
-    plot: FsPath | None,
+    record: Path | None,
+    plot: Path | None,
     mtu_bytes: int = MTU_BYTES,
 ) -> None:
     """Run the request over each transport of ``via`` alternately, then print or record it."""
@@ -52,19 +53,20 @@ def request_via(
     req = build_experiment(
         size, proc, response, "cold", runs, cc or DEFAULT_CC, rtt, rate, loss_up, loss_down, seed
     )
-    _check_duration(req, len(vias), max_hours)
-    from tierwise.lab.netns import require_lab
-    from tierwise.lab.viarun import ViaExperiment, plot_vias, run_via_requests
+    check_duration(req, len(vias), max_hours)
+    from tierwise.lab.bench.netns import require_lab
+    from tierwise.lab.experiments.via import ViaExperiment, run_via_requests
+    from tierwise.lab.views.via import plot_vias
 
     require_lab()
-    with _progress(req.runs * len(vias), "requests") as step:
+    with progress(req.runs * len(vias), "requests") as step:
         result = run_via_requests(ViaExperiment(req, vias, mtu_bytes), step)
     if plot is not None:
         try:
             result["plots"] = [str(p) for p in plot_vias(result, plot)]
         except OSError as exc:
             raise ScenarioError(f"cannot write the plot: {exc.strerror}", source=str(plot)) from exc
-    _write_record(result, record)
+    write_record(result, record)
     if as_json:
         print(json.dumps(result))
         return
@@ -125,18 +127,17 @@ def throughput_via(
     mtu_bytes: int = MTU_BYTES,
 ) -> dict:
     """Bulk ``size`` server → client over each transport of ``via``; the JSON record."""
-    from tierwise.lab.cli import _size
-    from tierwise.lab.viarun import MAX_BULK_S, ViaBulk, run_via_bulk
+    from tierwise.lab.experiments.via import MAX_BULK_S, ViaBulk, run_via_bulk
 
     vias = parse_vias(via)
     cc = cc or DEFAULT_CC
     if "," in cc:
         raise ScenarioError("with --via, --cc names one control (for direct)", source="--cc")
     base = build_throughput(loss, cc, "1s", rtt, rate, seed)  # validates all but the bound
-    bound_s = _time(duration or BULK_DEFAULT_BOUND, "--duration")
+    bound_s = parse_time(duration or BULK_DEFAULT_BOUND, "--duration")
     if not 0 < bound_s <= MAX_BULK_S:
         raise ScenarioError(f"must lie in (0, {MAX_BULK_S:g}] s", source="--duration")
-    size_bytes = _size(size, "--size")
+    size_bytes = parse_size(size, "--size")
     if size_bytes <= 0:
         raise ScenarioError("the size must be positive", source="--size")
     exp = ViaBulk(
@@ -150,10 +151,10 @@ def throughput_via(
         seed,
         mtu_bytes,
     )
-    from tierwise.lab.netns import require_lab
+    from tierwise.lab.bench.netns import require_lab
 
     require_lab()
-    with _progress(len(exp.losses) * len(vias), "transfers") as step:
+    with progress(len(exp.losses) * len(vias), "transfers") as step:
         return run_via_bulk(exp, step)
 
 

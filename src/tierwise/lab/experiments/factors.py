@@ -41,23 +41,23 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from tierwise.errors import ScenarioError, shown
-from tierwise.lab import netns
-from tierwise.lab.experiment import (
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.path import EmulatedPath
+from tierwise.lab.bench.service import ModelService, ServiceConfig, set_buffers
+from tierwise.lab.experiments.request import (
     CONGESTION_CONTROLS,
     TUNED_BUFFER_BYTES,
     TUNED_WINDOW_SEGMENTS,
+    ColdMode,
     Knobs,
+    Mode,
     RequestExperiment,
     Sample,
-    _Cold,
-    _Mode,
-    _parameters,
     median_pacing,
     predict,
+    request_parameters,
     sysctl,
 )
-from tierwise.lab.path import Path
-from tierwise.lab.service import ModelService, ServiceConfig, set_buffers
 from tierwise.model.transport import (
     INITIAL_WINDOW_SEGMENTS,
     SYN_WINDOW_BYTES,
@@ -188,19 +188,19 @@ def median_sample(samples: list[dict]) -> dict:
 class _Level:
     """One level: a way to send the request plus what to switch before each request."""
 
-    def __init__(self, mode: _Mode, before: Callable[[], None] = lambda: None):
+    def __init__(self, mode: Mode, before: Callable[[], None] = lambda: None):
         self.mode = mode
         self.before = before
 
 
-class _Buffered(_Cold):
+class _Buffered(ColdMode):
     def _socket(self) -> socket.socket:
         sock = super()._socket()
         set_buffers(sock, TUNED_BUFFER_BYTES)
         return sock
 
 
-class _BufferedWarm(_Mode):
+class _BufferedWarm(Mode):
     def _socket(self) -> socket.socket:
         sock = super()._socket()
         set_buffers(sock, TUNED_BUFFER_BYTES)
@@ -210,7 +210,7 @@ class _BufferedWarm(_Mode):
 class Routes(Knobs):
     """The route metrics of both namespaces, changed only when they differ."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: EmulatedPath):
         super().__init__(path)
         self.current: tuple[int, int] | None = None
 
@@ -255,7 +255,7 @@ def run_factor(
 ) -> dict:
     """Bring a path up, run every level ``exp.runs`` times in rotated order; the JSON record."""
     netns.require_lab()
-    path = Path(exp.path_config())
+    path = EmulatedPath(exp.path_config())
     with path:
         cc_default = sysctl(path.client_ns, "net.ipv4.tcp_congestion_control")
         cc = exp.cc or cc_default
@@ -266,7 +266,7 @@ def run_factor(
         "levels": list(factor.labels),
         "level_values": list(factor.levels),
         "mode": mode,
-        "parameters": _parameters(replace(exp, modes=(mode,))),
+        "parameters": request_parameters(replace(exp, modes=(mode,))),
         "kernel": os.uname().release,
         "seeds": {"path": exp.seed, "sim": exp.seed},
         "cc": cc if factor.name != "cc" else None,
@@ -281,7 +281,7 @@ def run_factor(
 
 
 def _run_levels(
-    path: Path,
+    path: EmulatedPath,
     exp: RequestExperiment,
     factor: Factor,
     mode: str,
@@ -310,9 +310,9 @@ def _run_levels(
             svc.start()
             services.append(svc)
             if mode == "cold":
-                cls = _Buffered if buffered else _Cold
+                cls = _Buffered if buffered else ColdMode
             else:
-                cls = _BufferedWarm if buffered else _Mode
+                cls = _BufferedWarm if buffered else Mode
             levels.append(_Level(cls(path, svc.port, body, cc), _before(factor, value, routes)))
         for level in levels:
             level.before()

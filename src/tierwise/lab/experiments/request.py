@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from tierwise.errors import LabError, SimulationError, shown
-from tierwise.lab import netns
-from tierwise.lab.budget import BudgetExceeded, wall_budget
-from tierwise.lab.emulator import DEFAULT_QUEUE_BYTES, Direction
-from tierwise.lab.path import Path, PathConfig
-from tierwise.lab.service import (
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.budget import BudgetExceeded, wall_budget
+from tierwise.lab.bench.emulator import DEFAULT_QUEUE_BYTES, Direction
+from tierwise.lab.bench.path import EmulatedPath, PathConfig
+from tierwise.lab.bench.service import (
     INFER_PATH,
     ModelService,
     ServiceConfig,
@@ -64,9 +64,13 @@ from tierwise.sim import PathSpec, TcpSpec, run_request
 __all__ = [
     "MODES",
     "TUNED_KNOBS",
+    "ColdMode",
+    "Mode",
     "RequestExperiment",
     "Sample",
+    "WarmTunedMode",
     "predict",
+    "request_parameters",
     "run_experiment",
     "simulated_s",
     "summarise",
@@ -251,7 +255,7 @@ def sysctl(namespace: str, key: str, value: str | None = None) -> str:
 class Knobs:
     """Switches the namespace-wide tuned settings on and off, only when they change."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: EmulatedPath):
         self.ends = [
             (path.client_ns, path.client_dev, path.client_addr),
             (path.server_ns, path.server_dev, path.server_addr),
@@ -280,13 +284,13 @@ class Knobs:
 # --- modes ---------------------------------------------------------------------------
 
 
-class _Mode:
+class Mode:
     """A way to carry the request; ``request()`` returns absolute event times."""
 
     tuned = False
     kept = True
 
-    def __init__(self, path: Path, port: int, body: bytes, cc: str | None):
+    def __init__(self, path: EmulatedPath, port: int, body: bytes, cc: str | None):
         self.path, self.port, self.body, self.cc = path, port, body, cc
         self.conn: TimedConnection | None = None
         self.last_sent: float | None = None
@@ -320,7 +324,9 @@ class _Mode:
             self.conn = None
 
 
-class _Cold(_Mode):
+class ColdMode(Mode):
+    """A new connection per request: its handshake and slow start are in every sample."""
+
     kept = False
 
     def open(self) -> None:
@@ -334,7 +340,7 @@ class _Cold(_Mode):
             conn.close()
 
 
-class _WarmTuned(_Mode):
+class WarmTunedMode(Mode):
     tuned = True
 
     def _socket(self) -> socket.socket:
@@ -343,7 +349,7 @@ class _WarmTuned(_Mode):
         return sock
 
 
-MODE_CLASSES: dict[str, type[_Mode]] = {"cold": _Cold, "warm": _Mode, "warm-tuned": _WarmTuned}
+MODE_CLASSES: dict[str, type[Mode]] = {"cold": ColdMode, "warm": Mode, "warm-tuned": WarmTunedMode}
 
 
 # --- the experiment ------------------------------------------------------------------
@@ -354,13 +360,13 @@ def run_experiment(
 ) -> dict:
     """Bring a path up, run ``exp``, tear it down; the JSON-ready record."""
     netns.require_lab()
-    path = Path(exp.path_config())
+    path = EmulatedPath(exp.path_config())
     with path:
         setup = _configure(path, exp)
         samples, server_cc = _run_modes(path, exp, progress)
     return {
         "experiment": "request",
-        "parameters": _parameters(exp),
+        "parameters": request_parameters(exp),
         "kernel": os.uname().release,
         "seeds": {"path": exp.seed, "sim": exp.seed},
         "namespaces": {"client": path.client_ns, "server": path.server_ns},
@@ -372,7 +378,7 @@ def run_experiment(
     }
 
 
-def _configure(path: Path, exp: RequestExperiment) -> dict:
+def _configure(path: EmulatedPath, exp: RequestExperiment) -> dict:
     defaults = {
         key: sysctl(path.client_ns, key)
         for key in ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_slow_start_after_idle")
@@ -393,7 +399,7 @@ def _configure(path: Path, exp: RequestExperiment) -> dict:
 
 
 def _run_modes(
-    path: Path, exp: RequestExperiment, progress: Callable[[Sample], None] | None
+    path: EmulatedPath, exp: RequestExperiment, progress: Callable[[Sample], None] | None
 ) -> tuple[list[Sample], list[str]]:
     body = bytes(exp.size_bytes)
     plain = ServiceConfig(exp.processing_s, exp.response_bytes, None, exp.cc)
@@ -428,7 +434,7 @@ def _run_modes(
     return samples, server_cc
 
 
-def _sample(name: str, run: int, mode: _Mode, start: float) -> Sample:
+def _sample(name: str, run: int, mode: Mode, start: float) -> Sample:
     events, before, idle = mode.request()
     nbytes = events.pop("response_bytes")
     begin = events.get("connect_start", events["first_sent"])
@@ -438,7 +444,8 @@ def _sample(name: str, run: int, mode: _Mode, start: float) -> Sample:
     return sample
 
 
-def _parameters(exp: RequestExperiment) -> dict:
+def request_parameters(exp: RequestExperiment) -> dict:
+    """The experiment's parameters as a record holds them."""
     return {
         "size_bytes": exp.size_bytes,
         "processing_s": exp.processing_s,

@@ -1,6 +1,6 @@
-"""One request's recorded events as a horizontal timeline (PNG and SVG; matplotlib, Agg).
+"""One request's recorded events as a horizontal timeline (PNG and SVG).
 
-A sample of :mod:`tierwise.lab.experiment` holds, in seconds since the run began,
+A sample of :mod:`tierwise.lab.experiments.request` holds, in seconds since the run began,
 ``connect_start``/``connect_end`` (new connections only), ``first_sent``,
 ``last_sent`` (the kernel *accepted* the last byte), ``first_response`` and
 ``last_response``. The figure puts the request's start at zero and draws one lane
@@ -8,26 +8,22 @@ per phase — connect, send calls, waiting (upload in flight, processing, the
 response's first byte on its way), response — with the events marked and labelled,
 and a grid of round-trip times behind them so stalls of whole RTTs are easy to count.
 
-Built on :class:`matplotlib.figure.Figure` with its own Agg canvas: pyplot is never
-touched, so no global backend is selected.
+Made and saved through :mod:`tierwise.figsave`: a figure on its own Agg canvas, pyplot
+never touched, written as PNG and SVG.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from tierwise.figsave import new_figure, save_figure
 
-from tierwise.outfile import staged
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-__all__ = ["PHASES", "save_figure", "save_timeline", "timeline_figure"]
-
-FORMATS = ("png", "svg")
-DPI = 150
+__all__ = ["PHASES", "save_timeline", "timeline_figure"]
 
 # (lane label, start event, end event, colour), top to bottom.
 PHASES = (
@@ -62,8 +58,7 @@ def timeline_figure(
     scale, unit = (1e3, "ms") if total < 2.0 else (1.0, "s")
     lanes = [p for p in PHASES if p[1] in rel and p[2] in rel]
 
-    fig = Figure(figsize=(10, 1.2 + 0.75 * len(lanes)), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(10, 1.2 + 0.75 * len(lanes))
     ax = fig.add_subplot()
     n = len(lanes)
     for row, (_label, a, b, colour) in enumerate(lanes):
@@ -136,17 +131,3 @@ def save_timeline(
 ) -> list[Path]:
     """Draw ``sample`` into ``folder/<name>.png`` and ``.svg``; the paths written."""
     return save_figure(timeline_figure(sample, rtt_s=rtt_s, title=title), folder, name)
-
-
-def save_figure(fig: Figure, folder: Path, name: str) -> list[Path]:
-    """Write ``fig`` as ``folder/<name>.png`` and ``.svg`` (reproducible SVG); the paths."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-    paths = [folder / f"{stem}.{fmt}" for fmt in FORMATS]
-    with matplotlib.rc_context({"svg.hashsalt": "tierwise"}):
-        for path in paths:
-            with staged(path) as partial:
-                metadata = {"Date": None} if path.suffix == ".svg" else {}
-                fig.savefig(partial, dpi=DPI, metadata=metadata)
-    return paths

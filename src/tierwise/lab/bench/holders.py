@@ -1,6 +1,10 @@
-"""The state files of `tierwise lab up`'s holders, and stopping a holder safely.
+"""`tierwise lab up`'s holders: the process that keeps a path, its state file, stopping it.
 
-A holder writes ``lab-<pid>.json`` naming its pid, the process's start time (field
+A holder is a detached process running :func:`hold`: it brings an
+:class:`~tierwise.lab.bench.path.EmulatedPath` up, writes its state file under
+:data:`STATE_DIR`, prints that state as one JSON line and keeps the path until SIGTERM.
+
+The state file ``lab-<pid>.json`` names the holder's pid, the process's start time (field
 22 of ``/proc/PID/stat``, clock ticks since boot) and the user who asked for the path
 (``SUDO_UID`` under sudo, else the real uid). A pid alone is not an identity: once
 the holder is gone the kernel may give its number to any process, and ``lab down``
@@ -17,6 +21,7 @@ import json
 import os
 import select
 import signal
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +30,10 @@ from tierwise.outfile import write_text
 
 __all__ = [
     "HOLDER_MARK",
+    "STATE_DIR",
     "HolderState",
     "caller_uid",
+    "hold",
     "is_holder",
     "read_states",
     "start_ticks",
@@ -34,7 +41,8 @@ __all__ = [
     "write_state",
 ]
 
-HOLDER_MARK = "from tierwise.lab.cli import hold; hold()"  # the holder's command line
+STATE_DIR = Path("/run/tierwise")  # where holders write their state files
+HOLDER_MARK = "from tierwise.lab.bench.holders import hold; hold()"  # a holder's command line
 STOP_TIMEOUT_S = 10.0
 KILL_TIMEOUT_S = 2.0
 
@@ -139,3 +147,54 @@ def _exited(pidfd: int, timeout_s: float) -> bool:
     """Wait until the process behind ``pidfd`` exits (a pidfd turns readable then)."""
     ready, _, _ = select.select([pidfd], [], [], timeout_s)
     return bool(ready)
+
+
+def hold() -> None:
+    """Holder entry: bring the path up, report it as JSON, keep it until SIGTERM."""
+    from tierwise.lab.bench.emulator import Direction
+    from tierwise.lab.bench.path import EmulatedPath, PathConfig
+
+    spec = json.loads(sys.stdin.readline())
+    uid = spec.pop("uid", None)
+    config = PathConfig(
+        Direction.from_dict(spec["a"]), Direction.from_dict(spec["b"]), spec["seed"]
+    )
+    stop = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    state_file = STATE_DIR / f"lab-{os.getpid()}.json"
+    try:
+        with EmulatedPath(config) as path:
+            state = {
+                "pid": os.getpid(),
+                "uid": uid,
+                "state_file": str(state_file),
+                "client_ns": path.client_ns,
+                "server_ns": path.server_ns,
+                "client_addr": path.client_addr,
+                "server_addr": path.server_addr,
+                "devices": [path.client_dev, path.server_dev],
+                "config": spec,
+            }
+            write_state(state_file, state)
+            _say(json.dumps(state))
+            while not stop:
+                signal.pause()
+    except Exception as exc:  # the parent shows this line and exits 2
+        _say(f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        state_file.unlink(missing_ok=True)
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        pass

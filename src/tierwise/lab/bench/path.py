@@ -13,11 +13,11 @@ as the child exits — however this process ends. The child also knows the two
 namespaces: if this process dies without telling it ``stop`` (``kill -9``), it
 deletes them before it exits.
 
-A :class:`Path` is a context manager: leaving the block (also by an exception)
+A :class:`EmulatedPath` is a context manager: leaving the block (also by an exception)
 stops the emulator and deletes both namespaces. Several paths may share one client
-namespace (``client_ns=``, made with :func:`tierwise.lab.netns.owned`): a client and
+namespace (``client_ns=``, made with :func:`tierwise.lab.bench.netns.owned`): a client and
 N servers, each server behind its own emulated path and subnet ``10.77.<index>.0/30``;
-such a path leaves the shared namespace alone. :meth:`Path.retune` changes a running
+such a path leaves the shared namespace alone. :meth:`EmulatedPath.retune` changes a running
 path's directions (a world change mid-run).
 """
 
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from tierwise.errors import LabError
-from tierwise.lab import netns
-from tierwise.lab.emulator import STOP, Direction, DirectionStats
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.emulator import STOP, Direction, DirectionStats
 
-__all__ = ["SAFE_FRACTION", "Ceiling", "Path", "PathConfig", "measure_ceiling", "open_tun"]
+__all__ = ["SAFE_FRACTION", "Ceiling", "EmulatedPath", "PathConfig", "measure_ceiling", "open_tun"]
 
 TUNSETIFF = 0x400454CA  # _IOW('T', 202, int), <linux/if_tun.h>
 IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
@@ -52,7 +52,9 @@ MTU_RANGE_BYTES = (1280, 65_535)  # IPv6's minimum link MTU to the largest IPv4 
 SAFE_FRACTION = 0.5  # a configured rate may use at most this share of the measured ceiling
 READY_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
-_EMULATOR_MAIN = "import sys; from tierwise.lab.emulator import main; sys.exit(main(sys.argv[1:]))"
+_EMULATOR_MAIN = (
+    "import sys; from tierwise.lab.bench.emulator import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def open_tun(name: str) -> int:
@@ -108,8 +110,8 @@ class Ceiling:
         return f"{self.packets_per_s:,.0f} packets/s, {self.goodput_bytes_per_s * 8e-6:,.0f} Mbit/s"
 
 
-class Path:
-    """Two namespaces joined through the emulator; ``with Path(cfg) as p:`` brings it up."""
+class EmulatedPath:
+    """Two namespaces joined through the emulator; ``with EmulatedPath(cfg) as p:`` brings it up."""
 
     def __init__(
         self,
@@ -134,7 +136,7 @@ class Path:
         self._emulator: subprocess.Popen[bytes] | None = None
         self._namespaces: list[str] = []
 
-    def __enter__(self) -> Path:
+    def __enter__(self) -> EmulatedPath:
         self.up()
         return self
 
@@ -323,7 +325,7 @@ def _readline_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
     return result[0] if result else b""
 
 
-def _bulk(path: Path, duration_s: float) -> int:
+def _bulk(path: EmulatedPath, duration_s: float) -> int:
     """Bytes a TCP bulk sender moves client → server in ``duration_s``.
 
     Interrupted (Ctrl-C, SIGTERM), the receiving socket is shut down so its reader
@@ -366,7 +368,7 @@ def _bulk(path: Path, duration_s: float) -> int:
 def measure_ceiling(duration_s: float = 1.0, mtu_bytes: int = MTU_BYTES) -> Ceiling:
     """Flat-out TCP through a path with nothing emulated (cached per process), at the MTU
     given: the emulator's cost is per packet, so a jumbo path's ceiling in bytes is higher."""
-    with Path(PathConfig(mtu_bytes=mtu_bytes), index=99) as path:
+    with EmulatedPath(PathConfig(mtu_bytes=mtu_bytes), index=99) as path:
         start = time.monotonic()
         delivered = _bulk(path, duration_s)
         elapsed = time.monotonic() - start

@@ -1,4 +1,4 @@
-"""Runs over :mod:`tierwise.lab.relayvia`'s transports: the request, the bulk transfer, plots.
+"""Runs over :mod:`tierwise.lab.experiments.tunnels`'s transports: the request, the bulk.
 
 ``run_via_requests``: the §12.3.5 request (354,640 B up, 30 ms processing, 1,000 B
 back by default) alternated run by run over each transport, reported beside the
@@ -18,19 +18,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path as FsPath
 
 from tierwise.errors import LabError
-from tierwise.lab import netns
-from tierwise.lab.emulator import Direction
-from tierwise.lab.experiment import (
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.emulator import Direction
+from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath, PathConfig
+from tierwise.lab.bench.service import ModelService, ServiceConfig, set_buffers, set_congestion
+from tierwise.lab.experiments.request import (
     TUNED_BUFFER_BYTES,
     RequestExperiment,
     TimedConnection,
     serial_floor_s,
 )
-from tierwise.lab.path import MTU_BYTES, Path, PathConfig
-from tierwise.lab.relayvia import (
+from tierwise.lab.experiments.tunnels import (
     Tunnel,
     digest_ok,
     kcptun_unavailable_reason,
@@ -39,9 +39,8 @@ from tierwise.lab.relayvia import (
     tunnel_record,
     upload_body,
 )
-from tierwise.lab.service import ModelService, ServiceConfig, set_buffers, set_congestion
 
-__all__ = ["ViaBulk", "ViaExperiment", "plot_vias", "run_via_bulk", "run_via_requests"]
+__all__ = ["ViaBulk", "ViaExperiment", "run_via_bulk", "run_via_requests"]
 
 WARMUP_REQUESTS = 3  # untimed, per transport: the relay's session measures the path first
 WARMUP_TIMEOUT_S = 30.0
@@ -73,7 +72,7 @@ def run_via_requests(exp: ViaExperiment, progress: Callable[[dict], None] | None
     req = exp.request
     body = upload_body(req.size_bytes, req.seed)
     config = ServiceConfig(req.processing_s, req.response_bytes, None, req.cc, digest=True)
-    path = Path(replace(req.path_config(), mtu_bytes=exp.mtu_bytes))
+    path = EmulatedPath(replace(req.path_config(), mtu_bytes=exp.mtu_bytes))
     with path, ModelService(path.server_ns, path.server_addr, config) as svc:
         with contextlib.ExitStack() as stack:
             tunnels = {
@@ -117,7 +116,7 @@ def _parameters(req: RequestExperiment, vias: tuple[str, ...]) -> dict:
     }
 
 
-def _request(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> TimedConnection:
+def _request(path: EmulatedPath, tunnel: Tunnel, body: bytes, cc: str | None) -> TimedConnection:
     """One ``POST /infer`` on a new application connection; raises on a wrong answer."""
 
     def make_socket() -> socket.socket:
@@ -136,7 +135,7 @@ def _request(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> TimedCo
     return conn
 
 
-def _warm(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> None:
+def _warm(path: EmulatedPath, tunnel: Tunnel, body: bytes, cc: str | None) -> None:
     for _ in range(WARMUP_REQUESTS):
         retry_until(
             lambda: _request(path, tunnel, body, cc), WARMUP_TIMEOUT_S, f"{tunnel.via} warm-up"
@@ -145,7 +144,7 @@ def _warm(path: Path, tunnel: Tunnel, body: bytes, cc: str | None) -> None:
 
 
 def _alternate(
-    path: Path,
+    path: EmulatedPath,
     tunnels: dict[str, Tunnel],
     body: bytes,
     req: RequestExperiment,
@@ -227,7 +226,7 @@ class ViaBulk:
 class _Source:
     """A TCP server in the server namespace: each connection gets ``size_bytes``, then FIN."""
 
-    def __init__(self, path: Path, size_bytes: int, cc: str):
+    def __init__(self, path: EmulatedPath, size_bytes: int, cc: str):
         self.listener = path.socket("server")
         set_buffers(self.listener, TUNED_BUFFER_BYTES * 2)
         set_congestion(self.listener, cc)
@@ -274,7 +273,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
     _check_kcptun(exp.vias)
     rows, emulator = [], {}
     for loss in exp.losses:
-        path = Path(exp.path_config(loss))
+        path = EmulatedPath(exp.path_config(loss))
         with path:
             source = _Source(path, exp.size_bytes, exp.cc)
             try:
@@ -306,7 +305,7 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
     }
 
 
-def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
+def _bulk_once(path: EmulatedPath, source: _Source, via: str, exp: ViaBulk) -> dict:
     with open_tunnel(via, path, source.address, exp.rtt_s, exp.rate_bytes_per_s) as tunnel:
         cpu_before = tunnel.cpu_s()
         received, elapsed, ended = _receive(path, tunnel, exp)
@@ -327,7 +326,7 @@ def _bulk_once(path: Path, source: _Source, via: str, exp: ViaBulk) -> dict:
     }
 
 
-def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float, str]:
+def _receive(path: EmulatedPath, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float, str]:
     """Connect through the tunnel and read until EOF, the size, or the duration bound.
 
     Also how the transfer ended: ``size`` (all of it), ``eof`` (an orderly close before
@@ -364,41 +363,3 @@ def _receive(path: Path, tunnel: Tunnel, exp: ViaBulk) -> tuple[int, float, str]
         if received >= exp.size_bytes:
             ended = "size"
     return received, last - start, ended
-
-
-# --- plots ---------------------------------------------------------------------------
-
-
-def plot_vias(result: dict, folder: FsPath) -> list[FsPath]:
-    """Every request's time per transport, with the floor and the issue's goal lines."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FormatStrFormatter
-
-    from tierwise.lab.timeline import save_figure
-
-    p = result["parameters"]
-    floor = next(iter(result["summary"].values()))["floor_s"]
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for i, via in enumerate(p["vias"]):
-        times = [s["time_s"] for s in result["samples"] if s["via"] == via and s["time_s"]]
-        ax.scatter([i + 0.08 * ((k % 5) - 2) for k in range(len(times))], times, s=14, alpha=0.7)
-        if times:
-            ax.hlines(result["summary"][via]["median_s"], i - 0.3, i + 0.3, color="black")
-    for factor, style in ((1.0, "-"), (1.10, "--"), (1.25, ":")):
-        ax.axhline(floor * factor, color="#d62728", ls=style, lw=1, label=f"{factor:g} × floor")
-    ax.set_xticks(range(len(p["vias"])), p["vias"])
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
-    ax.set_ylabel("request time (s), log scale")
-    ax.set_title(
-        f"{p['size_bytes']:,} B up · RTT {p['rtt_s'] * 1e3:g} ms · "
-        f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · loss up {p['loss_up']:g}, "
-        f"down {p['loss_down']:g} · bar: median"
-    )
-    ax.legend(loc="upper right", fontsize=8)
-    name = f"via-{'-'.join(p['vias'])}-loss{p['loss_up']:g}-{p['loss_down']:g}"
-    return save_figure(fig, folder, name)

@@ -29,11 +29,11 @@ import time
 from dataclasses import asdict, dataclass
 
 from tierwise.errors import LabError, shown
-from tierwise.lab import netns
-from tierwise.lab.emulator import DEFAULT_QUEUE_BYTES, Direction
-from tierwise.lab.experiment import CONGESTION_CONTROLS, TUNED_BUFFER_BYTES
-from tierwise.lab.path import MTU_BYTES, Path, PathConfig
-from tierwise.lab.service import set_buffers, set_congestion
+from tierwise.lab.bench import netns
+from tierwise.lab.bench.emulator import DEFAULT_QUEUE_BYTES, Direction
+from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath, PathConfig
+from tierwise.lab.bench.service import set_buffers, set_congestion
+from tierwise.lab.experiments.request import CONGESTION_CONTROLS, TUNED_BUFFER_BYTES
 from tierwise.model.loss import (
     C_RANDOM,
     C_SIMPLE,
@@ -42,7 +42,7 @@ from tierwise.model.loss import (
 )
 from tierwise.model.transport import TIMESTAMP_MSS_BYTES
 
-__all__ = ["ThroughputExperiment", "model_columns", "run_throughput"]
+__all__ = ["ThroughputExperiment", "close_with_reset", "model_columns", "run_throughput"]
 
 CHUNK_BYTES = 256 << 10
 TICK_S = 0.05
@@ -103,7 +103,7 @@ def run_throughput(exp: ThroughputExperiment, progress=None) -> dict:
     rows = []
     emulator = {}
     for loss in exp.losses:
-        path = Path(exp.path_config(loss))
+        path = EmulatedPath(exp.path_config(loss))
         with path:
             for cc in exp.ccs:
                 measured = _bulk(path, cc, exp.duration_s)
@@ -137,7 +137,7 @@ def run_throughput(exp: ThroughputExperiment, progress=None) -> dict:
     }
 
 
-def _bulk(path: Path, cc: str, duration_s: float) -> dict:
+def _bulk(path: EmulatedPath, cc: str, duration_s: float) -> dict:
     """Server → client for ``duration_s``: bytes the client read, in total and per half."""
     listener = path.socket("server")
     client = path.socket("client")
@@ -188,10 +188,10 @@ def _bulk(path: Path, cc: str, duration_s: float) -> dict:
     finally:
         for sock in (conn, client, listener):
             if sock is not None:
-                _reset(sock)
+                close_with_reset(sock)
 
 
-def _reset(sock: socket.socket) -> None:
+def close_with_reset(sock: socket.socket) -> None:
     """Close with RST (linger 0): nothing left in the buffers keeps sending."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

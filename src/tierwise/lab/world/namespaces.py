@@ -8,11 +8,11 @@
                            ─ 10.77.3.1 ──── 60 ms, 80 Mbit/s ───── cloud model server
 
 Each site's ``tierwise lab model-server`` runs in its own namespace behind its own
-user-space emulated path (:class:`tierwise.lab.path.Path`, sharing one client
-namespace); the gateway (``tierwise route``) and the client run in the client
-namespace, so every request is kernel TCP through the emulator. The world changes
-live, at fixed request numbers: the cloud path's uplink is retuned 80 → 3 Mbit/s in
-the running emulator; the edge's server is killed (its kernel resets the gateway's
+user-space emulated path (:class:`tierwise.lab.bench.path.EmulatedPath`, sharing one
+client namespace); the gateway (``tierwise route``) and the client run in the client
+namespace, so every request is kernel TCP through the emulator. The world changes live,
+at fixed request numbers: the cloud path's uplink is retuned 80 → 3 Mbit/s in the
+running emulator; the edge's server is killed (its kernel resets the gateway's
 connections) and restarted 10 s later; the device's decode is slowed 3× through its
 ``/admin/behaviour``.
 
@@ -30,11 +30,10 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Any
 
-from tierwise.lab.route_world import CLI, MBIT, route_toml
-from tierwise.outfile import staged
+from tierwise.lab.world.common import CLI, MBIT, route_toml, scratch_dir, workload
 
 __all__ = ["NS_SITES", "NsWorld", "oracle_site", "run_ns_world"]
 
@@ -115,14 +114,14 @@ class NsWorld:
     _restart: threading.Timer | None = None
 
     def __enter__(self) -> NsWorld:
-        from tierwise.lab import netns
-        from tierwise.lab.path import Path, PathConfig
+        from tierwise.lab.bench import netns
+        from tierwise.lab.bench.path import EmulatedPath, PathConfig
 
         try:
             self.client_ns = self._stack.enter_context(netns.owned("route"))
             for i, (name, (_, rtt, up, _)) in enumerate(NS_SITES.items(), start=1):
                 cfg = PathConfig.symmetric(rtt_s=rtt, rate_bytes_per_s=up or None, seed=i)
-                path = Path(cfg, index=i, client_ns=self.client_ns)
+                path = EmulatedPath(cfg, index=i, client_ns=self.client_ns)
                 self.paths[name] = self._stack.enter_context(path)
                 self.urls[name] = f"http://{path.server_addr}:{SERVER_PORT}"
                 self._start_server(name)
@@ -139,7 +138,7 @@ class NsWorld:
         self._stack.close()
 
     def _start_server(self, name: str) -> None:
-        from tierwise.lab import netns
+        from tierwise.lab.bench import netns
 
         path, step = self.paths[name], NS_SITES[name][3]
         cmd = [*CLI, "lab", "model-server", "--host", path.server_addr]
@@ -156,7 +155,7 @@ class NsWorld:
 
     def reset(self, client: Any) -> None:
         """The world as it starts: full cloud uplink, the edge up, the device at speed."""
-        from tierwise.lab.emulator import Direction
+        from tierwise.lab.bench.emulator import Direction
 
         if self._restart is not None:
             self._restart.join()
@@ -172,7 +171,7 @@ class NsWorld:
         Measured rather than computed, so TCP's slow start, the emulator and both HTTP
         hops are in it exactly as the strategies meet them.
         """
-        from tierwise.lab.emulator import Direction
+        from tierwise.lab.bench.emulator import Direction
 
         probes = _probe_bodies()
         self.reset(client)
@@ -199,7 +198,7 @@ class NsWorld:
 
     def before(self, i: int, n: int, client: Any) -> dict[str, Any]:
         """Apply the change due before request ``i`` of ``n``; the world the request meets."""
-        from tierwise.lab.emulator import Direction
+        from tierwise.lab.bench.emulator import Direction
 
         if i == round(n * CHANGES["cloud uplink 3 Mbit/s"]):
             rtt = NS_SITES["cloud"][1]
@@ -226,8 +225,6 @@ def _probe_bodies() -> list[bytes]:
     """A text prompt and two image uploads (1.3 MB and 5.3 MB bodies) for calibration."""
     import json
 
-    from tierwise.lab.route_world import workload
-
     text = workload(1, 7, image_share=0.0)
     small = workload(1, 7, image_bytes=(1_000_000, 1_000_000), image_share=1.0)
     large = workload(1, 7, image_bytes=(4_000_000, 4_000_000), image_share=1.0)
@@ -248,7 +245,7 @@ def _pinned(client: Any, gateway: str, name: str, bodies: list[bytes]) -> list[t
 def _ready(proc: subprocess.Popen[bytes], url: str) -> None:
     """Wait for a server of the lab to answer; one that does not is a :class:`LabError`."""
     from tierwise.errors import LabError
-    from tierwise.lab.model_server import wait_ready
+    from tierwise.lab.world.model_server import wait_ready
 
     try:
         wait_ready(proc, url, timeout_s=60.0)
@@ -270,7 +267,7 @@ def run_ns_strategy(
     world: NsWorld,
     strategy: str,
     bodies: list[bytes],
-    tmp: FsPath,
+    tmp: Path,
     progress: Any,
     fits: Fits | None = None,
 ) -> list[dict]:
@@ -279,7 +276,7 @@ def run_ns_strategy(
 
     import httpx
 
-    from tierwise.lab import netns
+    from tierwise.lab.bench import netns
 
     port, log = 8088, tmp / f"{strategy}.jsonl"
     gw_strategy = "predictive" if strategy == "oracle" else strategy
@@ -319,8 +316,6 @@ def run_ns_world(
 
     from rich.progress import Progress
 
-    from tierwise.lab.route_world import scratch_dir, workload
-
     mix = workload(requests, seed, image_bytes=(750_000, 6_000_000), image_share=0.25)
     bodies = [json.dumps(b).encode() for b in mix]
     with scratch_dir() as tmp, NsWorld() as world, Progress(transient=True) as progress:
@@ -330,11 +325,11 @@ def run_ns_world(
     return runs, bodies, fits
 
 
-def calibrate_world(world: NsWorld, tmp: FsPath) -> Fits:
+def calibrate_world(world: NsWorld, tmp: Path) -> Fits:
     """The oracle's fits, measured through a gateway of their own."""
     import httpx
 
-    from tierwise.lab import netns
+    from tierwise.lab.bench import netns
 
     port, log = 8088, tmp / "calibrate.jsonl"
     (tmp / "calibrate.toml").write_text(route_toml(NS_SITES, world.urls, port, log, "static"))
@@ -407,36 +402,3 @@ def ns_follow(recs: list[dict], best: list[str]) -> list[tuple[int, float] | Non
         waited_s = sum(r.get("total_s", 0.0) for r in recs[start:k])
         out.append((k - start + 1, round(waited_s, 2)))
     return out
-
-
-def ns_plot(runs: dict[str, list[dict]], stem: FsPath) -> None:
-    """Per-request time of each strategy and the measured oracle; world changes shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    ref = runs["oracle"]
-    n = len(ref)
-    for label, share in CHANGES.items():
-        ax.axvline(n * share, color="grey", lw=0.8, ls="--")
-        ax.text(n * share + 0.3, 0.98, label, fontsize=7, va="top",
-                transform=ax.get_xaxis_transform())  # fmt: skip
-    down = [i for i, r in enumerate(ref) if not r["world"]["edge_up"]]
-    if down:
-        ax.axvspan(down[0], down[-1] + 1, alpha=0.1, color="grey", lw=0)
-    for name, recs in runs.items():
-        style = {"color": "k", "ls": ":", "lw": 1.2} if name == "oracle" else {"lw": 0.8}
-        ax.plot([r.get("total_s", float("nan")) for r in recs], marker=".", label=name, **style)
-    ax.set_yscale("log")
-    ax.set_xlabel("request")
-    ax.set_ylabel("time seen by the client (s)")
-    ax.set_title("kernel TCP through emulated paths (namespaces)", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.9))
-    fig.tight_layout()
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in (".png", ".svg"):
-        with staged(stem.with_suffix(suffix)) as partial:
-            fig.savefig(partial, dpi=120)
-    print(f"wrote {stem}.png and .svg")

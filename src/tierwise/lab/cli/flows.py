@@ -1,13 +1,13 @@
 """``tierwise lab flows``: competing kernel TCP flows on one emulated bottleneck.
 
 Options are parsed here (bad input: one line, exit 2, through :class:`ScenarioError`
-or :class:`LabError`); :mod:`tierwise.lab.flows` runs the experiment.
+or :class:`LabError`); :mod:`tierwise.lab.experiments.flows` runs the experiment.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -15,9 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from tierwise.errors import ScenarioError, shown
+from tierwise.lab.cli.common import out, parse_option, parse_time, progress, write_record
 
 if TYPE_CHECKING:
-    from tierwise.lab.flows import FlowsExperiment
+    from tierwise.lab.experiments.flows import FlowsExperiment
 
 __all__ = ["build_flows", "flows_command", "render_flows"]
 
@@ -59,21 +60,20 @@ def flows_command(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the emulator.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON record instead.")] = False,
     record: Annotated[
-        FsPath | None, typer.Option("--record", help="Also write the JSON record here.")
+        Path | None, typer.Option("--record", help="Also write the JSON record here.")
     ] = None,
 ) -> None:
     """Competing kernel TCP flows through one emulated bottleneck: goodput, shares, Jain."""
-    from tierwise.lab.cli import _progress, _write_record, out
-    from tierwise.lab.flows import run_kernel_flows
-    from tierwise.lab.netns import require_lab
+    from tierwise.lab.bench.netns import require_lab
+    from tierwise.lab.experiments.flows import run_kernel_flows
 
     exp = build_flows(
         cc, start, duration, rtt, rate, queue_packets, packet_bytes, mss, windows, seed
     )
     require_lab()
-    with _progress(int(exp.duration_s), "seconds") as step:
+    with progress(int(exp.duration_s), "seconds") as step:
         result = run_kernel_flows(exp, step)
-    _write_record(result, record)
+    write_record(result, record)
     if as_json:
         print(json.dumps(result))
         return
@@ -81,9 +81,7 @@ def flows_command(
 
 
 def _times(text: str, option: str) -> list[float]:
-    from tierwise.lab.cli import _time
-
-    return [_time(item.strip(), option) for item in text.split(",") if item.strip()]
+    return [parse_time(item.strip(), option) for item in text.split(",") if item.strip()]
 
 
 def _windows(text: str) -> tuple[tuple[float, float], ...]:
@@ -113,20 +111,19 @@ def build_flows(
     seed: int,
 ) -> FlowsExperiment:
     """The :class:`FlowsExperiment` the ``flows`` options describe (input errors exit 2)."""
-    from tierwise.lab.cli import _parsed, _time
-    from tierwise.lab.flows import FlowsExperiment
+    from tierwise.lab.experiments.flows import FlowsExperiment
 
     ccs = tuple(c.strip() for c in cc.split(",") if c.strip())
     starts = tuple(_times(start, "--start")) if start is not None else (0.0,) * len(ccs)
-    rate_bps = _parsed(rate, "rate", "--rate")
+    rate_bps = parse_option(rate, "rate", "--rate")
     if rate_bps <= 0:
         raise ScenarioError("the rate must be positive", source="--rate")
-    duration_s = _time(duration, "--duration")
+    duration_s = parse_time(duration, "--duration")
     return FlowsExperiment(
         ccs=ccs,
         starts_s=starts,
         duration_s=duration_s,
-        rtt_s=_time(rtt, "--rtt"),
+        rtt_s=parse_time(rtt, "--rtt"),
         rate_bytes_per_s=rate_bps,
         queue_packets=queue_packets,
         packet_bytes=packet_bytes,

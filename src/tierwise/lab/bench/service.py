@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tierwise.errors import LabError
-from tierwise.lab import netns
+from tierwise.lab.bench import netns
 
 __all__ = ["INFER_PATH", "ModelService", "ServiceConfig", "set_buffers", "set_congestion"]
 

@@ -14,13 +14,14 @@ This kernel has no ``netem``, so each direction is shaped here. A packet of
 
 :class:`Shaper` is that rule alone, without I/O or a clock (tested directly);
 :func:`forward` is the hot loop; :func:`main` runs it in a child process (started by
-:class:`tierwise.lab.path.Path`) that reads its configuration as one JSON line on stdin, answers
-``ready``, and stops — printing its counters as JSON — when its parent writes ``stop``.
-A JSON line on stdin while it runs (``{"a_to_b": {...}, "b_to_a": {...}}``, either
-key) retunes that direction live (:meth:`Shaper.retune`): the lab's world changes.
-When stdin closes without that word the parent has died (``kill -9`` included: the
-kernel closes the pipe), so the emulator deletes the path's namespaces itself and
-exits quietly; nothing of a killed run outlives it by more than the ``ip`` calls.
+:class:`~tierwise.lab.bench.path.EmulatedPath`) that reads its configuration as one JSON
+line on stdin, answers ``ready``, and stops — printing its counters as JSON — when its
+parent writes ``stop``. A JSON line on stdin while it runs (``{"a_to_b": {...},
+"b_to_a": {...}}``, either key) retunes that direction live (:meth:`Shaper.retune`):
+the lab's world changes. When stdin closes without that word the parent has died
+(``kill -9`` included: the kernel closes the pipe), so the emulator deletes the path's
+namespaces itself and exits quietly; nothing of a killed run outlives it by more than
+the ``ip`` calls.
 """
 
 from __future__ import annotations
@@ -329,7 +330,7 @@ def main(argv: list[str]) -> int:
 
 def _remove_namespaces(names: list[str]) -> None:
     from tierwise.errors import LabError
-    from tierwise.lab import netns
+    from tierwise.lab.bench import netns
 
     for name in names:
         try:

@@ -1,0 +1,1 @@
+"""The lab's command line: ``tierwise lab …`` (:mod:`.app` holds the typer app)."""

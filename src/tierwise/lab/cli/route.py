@@ -1,0 +1,91 @@
+"""``tierwise lab route``: routing strategies compared through world changes.
+
+In network namespaces by default (root, :mod:`tierwise.lab.world.namespaces`), or on
+loopback with ``--loopback`` (:mod:`tierwise.lab.world.loopback`); the figures are
+printed, ``--json`` writes them and ``--plot`` draws the runs
+(:mod:`tierwise.lab.views.route`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tierwise.errors import LabError, ScenarioError
+from tierwise.lab.world.common import STRATEGIES
+from tierwise.outfile import write_text
+
+__all__ = ["lab_route_command"]
+
+
+def lab_route_command(
+    requests: Annotated[
+        int, typer.Option("--requests", help="Requests in the mix.", min=20, max=400)
+    ] = 40,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the recorded mix.")] = 1,
+    strategies: Annotated[
+        str, typer.Option("--strategies", help="Comma-separated: " + ",".join(STRATEGIES))
+    ] = ",".join(STRATEGIES),
+    loopback: Annotated[
+        bool,
+        typer.Option(
+            "--loopback",
+            help="No root: sites on loopback with emulated delays in the servers, "
+            "not kernel TCP over emulated paths in namespaces.",
+        ),
+    ] = False,
+    plot_to: Annotated[
+        Path | None, typer.Option("--plot", help="Write PNG and SVG here (path without suffix).")
+    ] = None,
+    json_to: Annotated[
+        Path | None, typer.Option("--json", help="Write the per-strategy figures here.")
+    ] = None,
+) -> None:
+    """Compare routing strategies through world changes: a client and three model servers
+    in network namespaces behind emulated paths (root), or on loopback (``--loopback``)."""
+    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
+    for s in chosen:
+        if s not in STRATEGIES:
+            raise ScenarioError(
+                f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}", source="--strategies"
+            )
+    if json_to is not None and not _dir_exists(json_to):
+        raise ScenarioError("no such directory for the figures", source=f"--json {json_to}")
+    if loopback:
+        from tierwise.lab.world.loopback import report, run_world
+
+        runs, bodies = run_world(requests, seed, chosen)
+        figures = report(runs, bodies)
+        if json_to is not None:
+            write_text(json_to, json.dumps(figures, indent=1) + "\n")
+        if plot_to is not None:
+            from tierwise.lab.views.route import plot_loopback
+
+            plot_loopback(runs, bodies, plot_to)
+            print(f"wrote {plot_to}.png and .svg")
+        return
+    from tierwise.lab.bench import netns
+    from tierwise.lab.world.namespaces import ns_report, run_ns_world
+
+    if (reason := netns.lab_unavailable_reason()) is not None:
+        raise LabError(f"{reason} (or run on loopback: --loopback)")
+    runs, bodies, fits = run_ns_world(requests, seed, chosen)
+    figures = ns_report(runs, bodies, fits)
+    if json_to is not None:
+        write_text(json_to, json.dumps(figures, indent=1) + "\n")
+    if plot_to is not None:
+        from tierwise.lab.views.route import plot_namespaces
+
+        plot_namespaces(runs, plot_to)
+        print(f"wrote {plot_to}.png and .svg")
+
+
+def _dir_exists(file: Path) -> bool:
+    """Whether ``file``'s directory exists (checked before a run of minutes, not after)."""
+    try:
+        return file.resolve().parent.is_dir()
+    except (OSError, ValueError):
+        return False
