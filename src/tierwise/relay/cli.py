@@ -14,15 +14,21 @@ the effective settings as JSON and exits without opening a socket.
 from __future__ import annotations
 
 import errno
-import ipaddress
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from tierwise.addresses import (
+    format_address,
+    is_ip,
+    is_loopback,
+    is_port,
+    parse_address,
+    parse_destination,
+)
 from tierwise.errors import ScenarioError, did_you_mean, shown
 
 __all__ = ["relay_app"]
@@ -98,60 +104,6 @@ CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
 # each has a key naming a private file instead
 SECRET_KEYS = {"password": "password_file", "key": "key_file"}
 CONNECT_TIMEOUT_S = (0.1, 300.0)
-_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
-
-
-def parse_addr(text: str, flag: str, source: str | None = None) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port``; the host an IP literal or a DNS name, the port
-    1–65535 in ASCII digits. ``flag`` (and ``source``, a file) name where it came from."""
-    host, sep, port = text.rpartition(":")
-    bracketed = host.startswith("[") and host.endswith("]")
-    host = host[1:-1] if bracketed else host
-    if not sep or not host or not _is_port(port):
-        raise ScenarioError(
-            f"expected HOST:PORT with a port from 1 to 65535, got {shown(text)}",
-            source=source, path=flag,
-        )  # fmt: skip
-    numeric = _numeric_ipv4(host)
-    if numeric is not None and numeric != host:
-        raise ScenarioError(
-            f"{shown(host)} is read as the IPv4 address {numeric} (a hex, octal or "
-            f"shortened spelling); write {numeric}",
-            source=source, path=flag,
-        )  # fmt: skip
-    if not _valid_host(host, bracketed):
-        raise ScenarioError(
-            f"{shown(host)} is neither an IP address nor a host name "
-            "(IPv6 goes in brackets: [::1]:8000)",
-            source=source, path=flag,
-        )  # fmt: skip
-    return host, int(port)
-
-
-def parse_destination(text: str, flag: str, source: str | None = None) -> tuple[str, int]:
-    """:func:`parse_addr` for an address to connect to (``--gateway``, ``--allow``, a
-    ``--forward`` target): never 0.0.0.0 or ``[::]``, which mean "any address" only to a
-    listener; as a destination Linux takes them for this host, so ``--allow 0.0.0.0:80``
-    would open this host's port 80 to every client, not "any host on port 80"."""
-    host, port = parse_addr(text, flag, source)
-    if _is_ip(host) and ipaddress.ip_address(host).is_unspecified:
-        raise ScenarioError(
-            f"{shown(text)} is the any-address, which only a listener can use; "
-            "name the host to connect to",
-            source=source, path=flag,
-        )  # fmt: skip
-    return host, port
-
-
-def _is_port(text: str) -> bool:
-    """1–65535 written in ASCII digits (``int()`` also reads "８０" and " 80")."""
-    return text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536
-
-
-def shown_addr(addr: tuple[str, int]) -> str:
-    """``host:port``, an IPv6 host in brackets (``[::1]:7443``), as the flags take it."""
-    host, port = addr
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def parse_stats_addr(
@@ -159,37 +111,12 @@ def parse_stats_addr(
 ) -> tuple[str, int]:
     """``HOST:PORT``, or a bare ``PORT`` on loopback (127.0.0.1), the safe default."""
     if text.isascii() and text.isdigit():
-        if not _is_port(text):
+        if not is_port(text):
             raise ScenarioError(
                 f"expected a port from 1 to 65535, got {shown(text)}", source=source, path=flag
             )
         return "127.0.0.1", int(text)
-    return parse_addr(text, flag, source)
-
-
-def _numeric_ipv4(host: str) -> str | None:
-    """The dotted quad the C resolver reads in ``host`` (``inet_aton`` takes ``0x0``,
-    ``0x0a000001`` and ``10.1`` as addresses), or None for a real name. Such a spelling
-    passes as a name, so every check of an address (the any-address as a destination,
-    loopback for a listener) would judge a name the resolver turns into 0.0.0.0."""
-    import socket
-
-    try:
-        return socket.inet_ntoa(socket.inet_aton(host))
-    except (OSError, UnicodeError, ValueError):
-        return None
-
-
-def _valid_host(host: str, bracketed: bool) -> bool:
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        ip = None
-    if ip is not None:
-        return bracketed == (ip.version == 6)
-    if bracketed or len(host) > 253 or host.replace(".", "").isdigit():
-        return False
-    return all(_LABEL.fullmatch(label) for label in host.rstrip(".").split("."))
+    return parse_address(text, flag, source)
 
 
 def _config(path: Path | None, keys: dict[str, tuple[type, tuple[int, int] | None]]) -> dict:
@@ -425,7 +352,7 @@ def gateway(
     )  # fmt: skip
     level = _level(log_level, cfg, src)
     text, where_src, where = _pick(listen, cfg, "listen", src, "0.0.0.0:7443")
-    addr = parse_addr(text, where, where_src)
+    addr = parse_address(text, where, where_src)
     items, where_src, where = _pick(allow, cfg, "allow", src, [])
     allowed = {parse_destination(a, where, where_src) for a in items}
     if not allowed:
@@ -515,7 +442,7 @@ def client(
         raise ScenarioError("the gateway address is required", path="--gateway")
     gw_addr = parse_destination(gw, where, where_src)
     text, where_src, where = _pick(socks, cfg, "socks", src, "127.0.0.1:1080")
-    socks_addr = parse_addr(text, where, where_src)
+    socks_addr = parse_address(text, where, where_src)
     socks_from = where_src, where
     items, where_src, where = _pick(forward, cfg, "forward", src, [])
     forwards = [_forward(item, where, where_src) for item in items]
@@ -580,7 +507,7 @@ def _forward(
     listen, sep, target = item.partition("=")
     if not sep:
         raise ScenarioError(f"expected LISTEN=TARGET, got {shown(item)}", source=source, path=where)
-    return parse_addr(listen, where, source), parse_destination(target, where, source)
+    return parse_address(listen, where, source), parse_destination(target, where, source)
 
 
 def _distinct_listeners(
@@ -595,8 +522,8 @@ def _distinct_listeners(
             wildcard = {host, other_host} & {"0.0.0.0", "::"}
             if port == other_port and (host == other_host or wildcard):
                 raise ScenarioError(
-                    f"{shown_addr(listen)} listens on the port {flag} "
-                    f"({shown_addr((other_host, other_port))}) already takes; "
+                    f"{format_address(listen)} listens on the port {flag} "
+                    f"({format_address((other_host, other_port))}) already takes; "
                     "give each listener its own port",
                     path="--forward",
                 )
@@ -613,14 +540,14 @@ def _exposed_forwards(
     explicit opt-in). A forward has no authentication: on 0.0.0.0 it hands its target to
     anyone who can reach this host, an open proxy to one destination. ssh -L binds
     loopback too unless GatewayPorts says otherwise."""
-    exposed = [(listen, target) for listen, target in forwards if not _loopback_only(listen[0])]
+    exposed = [(listen, target) for listen, target in forwards if not is_loopback(listen[0])]
     if exposed and not public:
         listen, target = exposed[0]
-        what = "is not a loopback address" if _is_ip(listen[0]) else (
+        what = "is not a loopback address" if is_ip(listen[0]) else (
             "does not resolve to loopback addresses only")  # fmt: skip
         raise ScenarioError(
-            f"{shown_addr(listen)} {what}, and a forward has no "
-            f"authentication: anyone who reaches it reaches {shown_addr(target)}; listen on "
+            f"{format_address(listen)} {what}, and a forward has no "
+            f"authentication: anyone who reaches it reaches {format_address(target)}; listen on "
             "127.0.0.1 or [::1], or add --public-forward (public_forward = true) to mean it",
             source=source, path=where,
         )  # fmt: skip
@@ -632,7 +559,7 @@ def _warn_public(listen: tuple[str, int], target: tuple[str, int]) -> None:
 
     logging.getLogger("tierwise.relay").warning(
         "--forward on %s has no authentication: anyone who reaches it reaches %s; firewall it",
-        shown_addr(listen), shown_addr(target),
+        format_address(listen), format_address(target),
     )  # fmt: skip
 
 
@@ -660,9 +587,9 @@ def _credentials(
                 source=user_src, path=user_where,
             )  # fmt: skip
         return user, _read_password(path)
-    if not _loopback_only(socks_addr[0]):
+    if not is_loopback(socks_addr[0]):
         raise ScenarioError(
-            f"{shown_addr(socks_addr)} is not loopback-only, and SOCKS without a password may "
+            f"{format_address(socks_addr)} is not loopback-only, and SOCKS without a password may "
             "listen on loopback only; add --user (and --password-file)",
             source=socks_from[0], path=socks_from[1],
         )  # fmt: skip
@@ -684,27 +611,6 @@ def _read_password(path: Path) -> str:
     return password
 
 
-def _loopback_only(host: str) -> bool:
-    """Whether every address a listener on ``host`` binds is a loopback one. A name is
-    resolved as ``asyncio.start_server`` resolves it (passive, every family: a name with
-    one public address among its loopback ones listens publicly too); a name that does not
-    resolve is not known to be loopback."""
-    import socket
-
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (OSError, UnicodeError):
-        return False
-    return bool(infos) and all(_is_loopback_ip(str(info[4][0])) for info in infos)
-
-
-def _is_loopback_ip(text: str) -> bool:
-    """127.0.0.0/8 or ::1; an IPv4-mapped ``::ffff:127.0.0.1`` is the IPv4 loopback."""
-    ip = ipaddress.ip_address(text.partition("%")[0])
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return (mapped or ip).is_loopback
-
-
 def _utf8(text: str, source: str | None, where: str) -> bytes:
     """``text`` as UTF-8; an argument that was not (``$'\\xff'``) is one line."""
     try:
@@ -713,14 +619,6 @@ def _utf8(text: str, source: str | None, where: str) -> bytes:
         raise ScenarioError(
             f"{shown(text)} is not valid UTF-8", source=source, path=where
         ) from None
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 @relay_app.command()
@@ -746,7 +644,7 @@ def stats(
             path="--client/--gateway",
         )
     if client_addr is not None:
-        data = asyncio.run(fetch_stats(parse_addr(client_addr, "--client")))
+        data = asyncio.run(fetch_stats(parse_address(client_addr, "--client")))
     else:
         addr = parse_stats_addr(gateway_addr, "--gateway")  # type: ignore[arg-type]
         data = asyncio.run(fetch_stats(addr, role="gateway"))
