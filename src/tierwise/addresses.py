@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 
 from tierwise.errors import ScenarioError, shown
 
@@ -105,8 +106,6 @@ def is_loopback(host: str) -> bool:
     """Whether ``host`` is loopback and nothing else, by the rule of the module docstring:
     an IP literal by its address (127/8, ``::1``, ``::ffff:127.x.y.z``), a name by every
     address it resolves to."""
-    import socket  # here, not at the top: `tierwise --help` loads this module
-
     literal = _loopback_literal(host)
     if literal is not None:
         return literal
@@ -132,8 +131,6 @@ def _numeric_ipv4(host: str) -> str | None:
     ``0x0a000001`` and ``10.1`` as addresses), or None for a real name. Such a spelling
     passes as a name, so every check of an address (the any-address as a destination,
     loopback for a listener) would judge a name the resolver turns into 0.0.0.0."""
-    import socket
-
     try:
         return socket.inet_ntoa(socket.inet_aton(host))
     except (OSError, UnicodeError, ValueError):
