@@ -5,7 +5,7 @@ both real processes on loopback, and for reference a bare pass-through proxy (a
 plain starlette + uvicorn + httpx hop with no prediction, learning, log or metrics,
 and none of the gateway's transport work: its httptools HTTP/1.1 transport, its own
 network backend and one write per small message — :mod:`tierwise.route.h1`,
-:mod:`tierwise.route.netio`, :mod:`tierwise.route.wire`).
+:mod:`tierwise.route.netio`, :mod:`tierwise.route.coalesce`).
 A raw TCP forwarder (uvloop, bytes only, no HTTP) is the floor: what one more
 process in the path costs on this machine. Part 1 alternates the same non-streaming
 request sent directly, through the raw forwarder, the bare proxy and the gateway (one

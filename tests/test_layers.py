@@ -30,6 +30,7 @@ RANKS = {
     "_native": 0,
     "figsave": 0,
     "lazy": 0,
+    "addresses": 0,
     "catalog": 1,
     "model": 2,
     "proto": 2,
@@ -52,6 +53,7 @@ ALLOWED = {
     ("schemakeys", "errors"),
     ("listen", "errors"),
     ("console", "errors"),
+    ("addresses", "errors"),
     ("figsave", "outfile"),
     ("reproduce", "calc"),
     ("reproduce", "report"),
@@ -72,6 +74,7 @@ ONLY = {
     "_native": set(),
     "figsave": {"outfile"},
     "lazy": set(),
+    "addresses": {"errors"},
     "model": {"errors", "units", "catalog"},
     "proto": {"errors", "lazy"},  # lazy: the PEP 562 loader of its exports
     "calc": {"errors", "units", "catalog", "model"},

@@ -396,14 +396,14 @@ def test_a_config_fifo_is_read_or_refused_in_bounded_time(tmp_path: Path, monkey
 
     from tierwise import tomlfile
     from tierwise.errors import ScenarioError
-    from tierwise.relay import cli
+    from tierwise.relay import config
 
     monkeypatch.setattr(tomlfile, "INPUT_WAIT_S", 0.5)
     fifo = tmp_path / "relay.toml"
     os.mkfifo(fifo, 0o600)
     t0 = time.monotonic()
     with pytest.raises(ScenarioError, match=r"writer did not finish within 0\.5 s"):
-        cli._config(fifo, cli.CLIENT_KEYS)
+        config._config(fifo, config.CLIENT_KEYS)
     assert time.monotonic() - t0 < 5.0
 
     def write() -> None:
@@ -413,5 +413,5 @@ def test_a_config_fifo_is_read_or_refused_in_bounded_time(tmp_path: Path, monkey
 
     writer = threading.Thread(target=write)
     writer.start()
-    assert cli._config(fifo, cli.CLIENT_KEYS) == {"gateway": "127.0.0.1:7443"}
+    assert config._config(fifo, config.CLIENT_KEYS) == {"gateway": "127.0.0.1:7443"}
     writer.join()

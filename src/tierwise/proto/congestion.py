@@ -377,9 +377,10 @@ class CubicHyStart(Cubic):
     sets ``W_max`` — from HyStart's exit, the cubic curve at ``K = 0`` would otherwise
     barely move.
 
-    Opt-in: on the issue-14 matrix it moves the one-BDP-queue completion time by 0.7 %
-    (the floor refills the queue to a loss that plain ``cubic`` never reaches), beyond
-    the 0.1 % the pinned cells allow; RFC 9438 §4.10 leaves HyStart optional.
+    Opt-in: on the ns-3 comparison matrix (docs/benchmarks.md, "Simulator vs ns-3 3.37")
+    it moves the one-BDP-queue completion time by 0.7 % (the floor refills the queue to
+    a loss that plain ``cubic`` never reaches), beyond the 0.1 % the pinned cells allow;
+    RFC 9438 §4.10 leaves HyStart optional.
     """
 
     name = "cubic-hystart"

@@ -459,7 +459,7 @@ class Sender:
         """Whether only the pacer holds a segment back: data (or a retransmission) is
         waiting and neither the congestion window nor the peer's first-flight window
         binds. A pacing deadline set while the peer's window binds would be in the past
-        and wake the caller at the same instant for ever (issue 9)."""
+        and wake the caller at the same instant for ever: a busy loop."""
         if not (self._sendable() and self._window_open()):
             return False
         return self.first_flight is None or not self._peer_window_full()

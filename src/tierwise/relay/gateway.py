@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tierwise.addresses import format_address
 from tierwise.proto.relay import (
     ConnectionTerminated,
     Event,
@@ -475,10 +476,9 @@ class Gateway(asyncio.DatagramProtocol):
 
     def _entry(self, cid: bytes, session: Session, now: float) -> dict:
         conn = session.conn
-        host, port = conn.peer_addr[:2] if conn.peer_addr else ("", 0)
         return {
             "id": cid.hex(),
-            "peer": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            "peer": format_address(conn.peer_addr or ("", 0)),
             "age_s": now - self.started.get(cid, now),
             **conn.snapshot(),
         }

@@ -8,13 +8,13 @@ gateway's stats endpoint (``stats``, :mod:`.metrics`) answers until the drain en
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import os
 import signal
 import socket
 
+from tierwise.addresses import format_address, is_loopback
 from tierwise.errors import ScenarioError
 from tierwise.listen import listen_socket
 from tierwise.proto.relay import RelayConfig
@@ -72,7 +72,7 @@ async def run_gateway(
         if stats_sock is not None:
             stats_sock.close()
         raise ScenarioError(
-            f"cannot listen on udp {_addr(listen)}: {_reason(exc)}", path="--listen"
+            f"cannot listen on udp {format_address(listen)}: {_reason(exc)}", path="--listen"
         ) from None
     widen_buffers(transport)
     server = await _serve_stats(gateway, stats_sock) if stats_sock is not None else None
@@ -93,19 +93,12 @@ async def _serve_stats(gateway: Gateway, sock: socket.socket) -> asyncio.Server:
     from tierwise.relay.metrics import serve_stats
 
     server = await serve_stats(gateway, sock)
-    host, port = sock.getsockname()[:2]
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    bound = sock.getsockname()
+    where = format_address(bound)
     log.info("stats on http://%s/stats and /metrics", where)
-    if not _is_loopback(host):
+    if not is_loopback(bound[0]):
         log.warning("the stats endpoint on %s has no authentication: firewall it", where)
     return server
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 async def run_client(
@@ -148,11 +141,6 @@ async def run_client(
     await _drain(lambda: client.busy)
     client.close()
     await _let_connections_end()
-
-
-def _addr(addr: tuple[str, int]) -> str:
-    """``host:port``, an IPv6 host in brackets."""
-    return f"[{addr[0]}]:{addr[1]}" if ":" in addr[0] else f"{addr[0]}:{addr[1]}"
 
 
 def _reason(exc: OSError) -> str:
@@ -205,7 +193,7 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
         await client.start()
     except OSError as exc:
         raise ScenarioError(
-            f"cannot reach {_addr(gateway)}: {_reason(exc)}", path="--gateway"
+            f"cannot reach {format_address(gateway)}: {_reason(exc)}", path="--gateway"
         ) from None
     try:
         async with asyncio.timeout(timeout_s):
@@ -216,7 +204,7 @@ async def _connect(client: Client, gateway: tuple[str, int], timeout_s: float) -
                     client.redial()
     except TimeoutError:
         raise ScenarioError(
-            f"no answer from {_addr(gateway)} within {timeout_s:g} s "
+            f"no answer from {format_address(gateway)} within {timeout_s:g} s "
             "(is the gateway running, reachable over UDP, and using the same key and "
             "[session] rotate_packets, with its clock within 2 minutes of this one?)",
             path="--gateway",
@@ -236,7 +224,7 @@ async def fetch_stats(addr: tuple[str, int], role: str = "client") -> dict:
     port, or a gateway's, asked at its ``--stats`` address (``role="gateway"``)."""
     flag = f"--{role}"
     what = "relay client" if role == "client" else "relay gateway stats endpoint"
-    where = _addr(addr)
+    where = format_address(addr)
     writer = None
     try:
         async with asyncio.timeout(FETCH_TIMEOUT_S):

@@ -16,6 +16,7 @@ import json
 import logging
 import struct
 
+from tierwise.addresses import is_loopback
 from tierwise.jsonvalue import plain
 from tierwise.relay.client import (
     ATYP_UNSUPPORTED,
@@ -90,7 +91,7 @@ async def _stats(client: Client, reader, writer) -> None:  # type: ignore[no-unt
     """``GET /stats`` on the SOCKS port (loopback only): the session's measurements as JSON."""
     await reader.readuntil(b"\r\n\r\n")
     peer = writer.get_extra_info("peername")
-    if not peer or not ipaddress.ip_address(peer[0]).is_loopback:
+    if not peer or not is_loopback(peer[0]):
         return
 
     body = json.dumps(plain(client.snapshot())).encode()  # JSON has no Infinity

@@ -65,7 +65,7 @@ def serve(config: Path, port: int | None = None) -> None:
     sock = listen_socket(g.host, g.port, source="gateway.port")  # bind errors: one line, exit 2
     sites = ", ".join(f"{m.site.name} ({m.site.tier}, {m.site.url})" for m in models)
     print(f"tierwise route on http://{g.host}:{g.port} → {sites}", file=sys.stderr, flush=True)
-    from tierwise.route.wire import coalescing_protocol
+    from tierwise.route.coalesce import coalescing_protocol
 
     config_ = uvicorn.Config(
         router.app, log_level="warning", access_log=False, http=coalescing_protocol()

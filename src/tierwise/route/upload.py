@@ -211,7 +211,7 @@ def watch_backend(inner: Any) -> Any:
     their socket on the first write of a request."""
     import httpcore
 
-    from tierwise.route.wire import HeldHead
+    from tierwise.route.coalesce import HeldHead
 
     class Stream(httpcore.AsyncNetworkStream):
         def __init__(self, stream: Any) -> None:

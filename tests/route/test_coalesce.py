@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from tests.modelserver import free_port
 from tests.route.test_gateway import served
-from tierwise.route.wire import JOIN_BYTES, HeadHolder, HeldHead, coalescing_protocol
+from tierwise.route.coalesce import JOIN_BYTES, HeadHolder, HeldHead, coalescing_protocol
 
 HEAD = b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n"
 
