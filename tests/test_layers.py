@@ -82,6 +82,7 @@ ONLY = {
     "route": {
         *("errors", "units", "catalog", "model", "scenario", "plan", "tomlfile", "listen"),
         "schemakeys",  # the base of every schema (NoBooleanNumbers)
+        "console",  # what a person reads: never a cut number
     },
 }
 

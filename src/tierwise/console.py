@@ -153,6 +153,11 @@ class WholeConsole(Console):
     never wider than ``MAX_COLUMNS``; a table too wide for it is drawn as blocks
     (:func:`fitted`), never with its words cut."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # an address such as [2001:db8::1234:5678] is not the emoji code ":1234:"
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
         super().print(*(fitted(self, o) for o in objects), **kwargs)
 

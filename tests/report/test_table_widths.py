@@ -55,3 +55,84 @@ def test_no_number_or_name_is_cut(args: list[str]) -> None:
         assert "…" not in text, f"{columns} columns:\n{text}"
         missing = wide - words(text)
         assert not missing, f"{columns} columns lost {sorted(missing)[:12]}:\n{text}"
+
+
+GATEWAY_STATS = {
+    "role": "gateway",
+    "sessions_open": 2,
+    "sessions_listed": 2,
+    "uptime_s": 3600.5,
+    "totals": {"datagrams_dropped_auth": 12, "hello_refused_max_sessions": 0},
+    "sessions": [
+        {
+            "id": f"{i:016x}",
+            "peer": "[2001:db8::1234:5678]:40123" if i else "203.0.113.77:51234",
+            "age_s": 1234.0,
+            "srtt_s": 0.2031,
+            "bandwidth_bytes_per_s": 41.6e6,
+            "loss_in": 0.143,
+            "loss_out": 0.036,
+            "fec_overhead": 0.241,
+            "datagram_bytes": 1350,
+            "streams": 17,
+            "bytes_received": 354_640_000,
+            "bytes_sent": 1_000_000_000,
+        }
+        for i in range(2)
+    ],
+}
+DECISIONS = [
+    {
+        "ts": 1_800_000_000 + i,
+        "predicted": {s: {"time_s": 0.1234 * (i + 1) * k} for k, s in enumerate(SITES, 1)},
+        "chosen": SITES[i % 3],
+        "actual_s": 0.4321 + i,
+        "stages": {"first_token_s": 0.0987},
+        "outcome": "ok",
+    }
+    for i in range(3)
+    for SITES in [("device-phone", "edge-workstation", "cloud-eu-west")]
+]
+
+
+def _relay_stats(columns: int, capsys: pytest.CaptureFixture[str]) -> str:
+    from tierwise.relay.view import print_stats
+
+    print_stats(GATEWAY_STATS, width=columns)
+    return capsys.readouterr().out
+
+
+def _route_decisions(columns: int, capsys: pytest.CaptureFixture[str]) -> str:
+    from tierwise.route.view import render_decisions, render_replay
+
+    render_decisions(DECISIONS)
+    render_replay(
+        {
+            "requests": 40,
+            "strategies": {
+                "predictive": {"total_s": 123.456, "median_s": 0.8765, "counterfactual": 3},
+                "lowest-latency": {"total_s": 287.5, "median_s": 2.345, "counterfactual": 11},
+            },
+        }
+    )
+    return capsys.readouterr().out
+
+
+VIEWS = {"relay stats": _relay_stats, "route decisions": _route_decisions}
+KNOWN = {"relay stats": "[2001:db8::1234:5678]:40123", "route decisions": "cloud-eu-west"}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_server_views_keep_every_word(
+    view: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """relay stats and route decisions at 60, 80 and 120 columns: every word whole."""
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = words(VIEWS[view](200, capsys))
+    assert KNOWN[view] in wide
+    for columns in WIDTHS:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        text = VIEWS[view](columns, capsys)
+        assert "…" not in text, f"{columns} columns:\n{text}"
+        missing = wide - words(text)
+        assert not missing, f"{columns} columns lost {sorted(missing)[:12]}:\n{text}"

@@ -38,9 +38,10 @@ def emit(text: str) -> None:
         raise ScenarioError(f"cannot write the output: {reason}", source="stdout") from None
 
 
-def print_stats(data: dict, as_json: bool = False) -> None:
+def print_stats(data: dict, as_json: bool = False, width: int | None = None) -> None:
     """A running relay's measurements (``relay stats``): JSON in SI units, or a table of
-    every measure and, for a gateway, one of its busiest sessions."""
+    every measure and, for a gateway, one of its busiest sessions (``width`` columns: by
+    default the terminal's, or 160 into a file or a pipe)."""
     if as_json:
         emit(json.dumps(data, indent=2) + "\n")
         return
@@ -48,17 +49,19 @@ def print_stats(data: dict, as_json: bool = False) -> None:
 
     from rich.console import Console
 
+    from tierwise.console import fitted
+
     try:
         tty = sys.stdout is not None and sys.stdout.isatty()
     except ValueError:  # closed
         tty = False
     # a file or a pipe: the sessions' rows whole, not cut at 80
-    width = Console().width if tty else 160
+    width = width or (Console().width if tty else 160)
     # drawn whole first, then written at once: a failed write is one line, not half a table
-    console = Console(file=io.StringIO(), width=width, force_terminal=tty)
-    console.print(_measures_table(data))
+    console = Console(file=io.StringIO(), width=width, force_terminal=tty, emoji=False)
+    console.print(fitted(console, _measures_table(data)))
     if data.get("role") == "gateway":
-        console.print(_sessions_table(data))
+        console.print(fitted(console, _sessions_table(data)))
     emit(console.file.getvalue())  # type: ignore[attr-defined]
 
 

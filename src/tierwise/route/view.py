@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from tierwise.console import WholeConsole
 from tierwise.errors import ScenarioError, UnitError
 from tierwise.units import parse_quantity
 
@@ -56,7 +56,7 @@ def render_decisions(records: list[dict[str, Any]]) -> None:
             _ms(stages.get("first_token_s") or stages.get("headers_s")),
             r.get("outcome", "?"),
         )
-    Console().print(table)
+    WholeConsole().print(table)
 
 
 def render_replay(result: dict[str, Any]) -> None:
@@ -66,7 +66,7 @@ def render_replay(result: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "strategy" else "right")
     for name, s in result["strategies"].items():
         table.add_row(name, f"{s['total_s']:.2f}", _ms(s["median_s"]), str(s["counterfactual"]))
-    Console().print(table)
-    Console().print(
+    WholeConsole().print(table)
+    WholeConsole().print(
         "counterfactual: requests costed at another site's prediction, not a measurement"
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from tierwise.console import WholeConsole
 from tierwise.errors import ScenarioError, number_slip, shown
 from tierwise.outfile import write_text
 
@@ -45,7 +46,7 @@ __all__ = [
     "write_record",
 ]
 
-out = Console()
+out = WholeConsole()  # a table too wide is drawn leaner or in blocks, never cut
 
 RttOpt = Annotated[str, typer.Option("--rtt", help="Round-trip time, e.g. '200ms'.")]
 MtuOpt = Annotated[
