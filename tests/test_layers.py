@@ -377,3 +377,17 @@ def test_no_import_cycles_in_the_lab() -> None:
             graph[imp.importer].add(imp.target)
     cycle = find_cycle(graph)
     assert cycle is None, "import circle in the lab: " + " -> ".join(cycle or [])
+
+
+def test_no_import_cycles_anywhere() -> None:
+    """No module of the package imports another that imports it back, through any chain
+    (imports inside functions included): the plan's choice rule, the lab's command line
+    and its route world each once stood in such a circle."""
+    modules = {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for path in modules.values():
+        for imp in lab_imports_of(path, modules):
+            if imp.target != imp.importer:
+                graph[imp.importer].add(imp.target)
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
