@@ -205,10 +205,10 @@ class HyStart:
     ``+ clamp(delay_min / 8, 4 ms, 16 ms)``). Runs only while ``cwnd ≥ 16`` segments
     and not above ssthresh; an RTO forgets the minimum delay and arms it again (ns-3
     ``CubicReset``/``HystartReset``). The RTT is each ACK's sample, as in Linux (ns-3
-    hands HyStart its smoothed RTT; docs/validation.md, sim6). Rounds are counted in
-    bytes: the round begun at an ACK ends when more than the bytes then delivered and in
-    flight have been delivered (ns-3: ``SND.UNA`` passes the ``HighTxMark`` of the
-    round's start; the two agree while nothing is lost).
+    hands HyStart its smoothed RTT; docs/validation.md, "Competing flows against ns-3").
+    Rounds are counted in bytes: the round begun at an ACK ends when more than the bytes
+    then delivered and in flight have been delivered (ns-3: ``SND.UNA`` passes the
+    ``HighTxMark`` of the round's start; the two agree while nothing is lost).
     """
 
     __slots__ = (

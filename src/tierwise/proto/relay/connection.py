@@ -87,7 +87,7 @@ TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
 # ... or timed by fewer ACKs than this after its first, or over less time than
 # TRAIN_MIN_SPREAD_S: ACKs that a busy process or path let go together (in the lab two
 # ACKs 17 µs apart, from one GSO burst) read as 650 MB/s on a 31 MB/s path. A host's
-# scheduler wakes 0.1–0.2 ms late (lab/emulator.py); 8 packets take 0.26 ms at
+# scheduler wakes 0.1–0.2 ms late (lab/bench/emulator.py); 8 packets take 0.26 ms at
 # 333 Mbit/s, and the receiver acknowledges every second packet. (0.5 ms cost the
 # simulated new-session bulk at 14 % loss 0.47 → 0.40 of the path: fewer trains qualify.)
 TRAIN_MIN_ACKS = 4

@@ -77,7 +77,7 @@ MAX_PROBES = 3  # RFC 8899 MAX_PROBES
 # out); it stays because probes sent from the session's start, or at the first RTT
 # sample, upset a transfer's start-up in the simulator: a 20 MB upload on a 9,000-byte
 # link overran its queue (5,964 tail drops, read as a black hole), a first download took
-# 1.5 × as long (docs/benchmarks.md, 2026-12-02 relayack).
+# 1.5 × as long (docs/benchmarks.md, "Sessions: cold and warm").
 PROBE_AFTER_PACKETS = 256
 GAP_LOSS_FLOOR = 1e-9  # the probes' share of the peer's loss below this is none
 LOSS_QUANTUM = 1e-6  # the ACK frame carries the loss in ppm
