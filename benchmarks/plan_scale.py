@@ -4,8 +4,8 @@ Two measurements, each side by side with a peer run in the same go:
 
 * ``sites``: the §12.5 task over N remote sites (varied uplink and RTT), planned
   with thresholds, by this checkout and by another checkout's source tree
-  (``--against PEER/src``: measured against the algorithm before issue 9, whose threshold
-  search chose among every option at every probe). Runs alternate (new, old, ...)
+  (``--against PEER/src``: measured against the algorithm before the linear search,
+  whose threshold search chose among every option at every probe). Runs alternate (new, old, ...)
   in fresh interpreters and the median wall times are compared; the thresholds
   of both are checked to agree to 1e-9.
 * ``rounds``: the bundled §12.5 plan with ``task.rounds`` = 20, 10^5, 10^6 and 10^9:

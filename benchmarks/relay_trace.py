@@ -1,4 +1,4 @@
-"""Benchmark: where one lab request's time goes through the relay (root; issue 10).
+"""Benchmark: where one lab request's time goes through the relay (root).
 
 Brings the lab path up (:class:`tierwise.lab.bench.path.EmulatedPath`, 200 ms RTT, 100
 Mbit/s each way unless told), the model service and the relay's two processes with

@@ -1,4 +1,4 @@
-"""Simulated sweep on Dask: 2 local worker processes against 1, side by side (issue 12).
+"""Simulated sweep on Dask: 2 local worker processes against 1, side by side.
 
     python benchmarks/sweep_dask.py            # 200 simulated points × 16 seeds, 5 rounds
 

@@ -1,4 +1,4 @@
-"""Vectorised sweep against the planner point by point, side by side (issue 12).
+"""Vectorised sweep against the planner point by point, side by side.
 
     python benchmarks/sweep_grid.py            # 1,000,000 points × 3 sites
 

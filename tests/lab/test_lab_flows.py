@@ -1,4 +1,4 @@
-"""`lab flows`: competing kernel TCP flows on one emulated bottleneck (issue 14).
+"""`lab flows`: competing kernel TCP flows on one emulated bottleneck.
 
 The share arithmetic, the options and their errors run everywhere; the kernel runs
 need root, ``/dev/net/tun`` and ``ip`` (``@lab``, see conftest.py).

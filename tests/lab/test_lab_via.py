@@ -1,4 +1,4 @@
-"""`lab request --via` and `lab throughput --via`: kernel TCP, the relay and kcptun (issue 10).
+"""`lab request --via` and `lab throughput --via`: kernel TCP, the relay and kcptun.
 
 Parsing and the error paths run everywhere; the runs need the lab host (``@lab``) and,
 for kcptun, Debian's ``kcptun`` package (skipped with the reason without it).

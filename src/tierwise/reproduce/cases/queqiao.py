@@ -1,7 +1,7 @@
 """§12.3.5 and exercise 12-7: the cross-region speech case, recomputed from its stated inputs.
 
-Measured medians (1185.3, 301.6, 240.9, 236.5 ms) are inputs here; the lab issue
-measures its own. Ratios and the ideal time follow from them.
+Measured medians (1185.3, 301.6, 240.9, 236.5 ms) are inputs here; the lab
+(`tierwise lab request`) measures its own. Ratios and the ideal time follow from them.
 """
 
 from __future__ import annotations
