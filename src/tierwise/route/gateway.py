@@ -438,7 +438,10 @@ class Router:
             return await watch.run(send)
         if self.predicted_attempts:
             return await send
-        async with asyncio.timeout(timeout):
+        # uvloop's clock is cached per loop iteration and coarse (milliseconds): a timeout
+        # armed on it alone fires up to a few ms before ``timeout`` has really passed
+        lag_s = max(0.0, time.monotonic() - asyncio.get_running_loop().time())
+        async with asyncio.timeout(timeout + lag_s):
             return await send
 
     def _slow_upload(self, st: SiteState, name: str, slow: SlowUpload, sent: float) -> Attempt:
