@@ -74,14 +74,14 @@ class GilbertElliott:
             raise SimulationError("Gilbert–Elliott needs p_gb + p_bg > 0 and loss_good < 1")
         self.p_gb, self.p_bg, self.loss_good, self.loss_bad = p_gb, p_bg, loss_good, loss_bad
         self.bad = False
-        self._rng = rng
+        self.rng = rng
 
     @property
     def mean_loss(self) -> float:
         return (self.p_bg * self.loss_good + self.p_gb * self.loss_bad) / (self.p_gb + self.p_bg)
 
     def lost(self) -> bool:
-        u_move, u_loss = self._rng.random(2)
+        u_move, u_loss = self.rng.random(2)
         self.bad = bool(u_move >= self.p_bg) if self.bad else bool(u_move < self.p_gb)
         return bool(u_loss < (self.loss_bad if self.bad else self.loss_good))
 

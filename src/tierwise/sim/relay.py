@@ -90,9 +90,10 @@ class OneWayPath:
 
     def _lost(self, rng: np.random.Generator) -> bool:
         if self.burst is not None:
-            if self._bursts is None:  # the simulator's own process, on the path's stream
+            if self._bursts is None or self._bursts.rng is not rng:  # on this run's stream
                 to_bad, to_good, bad_loss = self.burst
                 self._bursts = GilbertElliott(to_bad, to_good, 0.0, bad_loss, rng)
+                self._bursts.bad = self.bad  # a path may start in the bad state
             lost = self._bursts.lost()
             self.bad = self._bursts.bad
             return lost
