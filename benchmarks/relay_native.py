@@ -38,8 +38,18 @@ UP_BYTES, DOWN_BYTES = 354_640, 1000
 CASES = ("bulk0", "bulk14", "req3.6")
 
 
+def _one_way_path() -> type:
+    """The simulated path class of the tree under test (``Path`` before its rename), so
+    ``--base-src`` can measure a tree from either side of it."""
+    from tierwise.sim import relay
+
+    return getattr(relay, "OneWayPath", None) or relay.Path
+
+
 def _bulk(loss: float, megabytes: float) -> dict[str, float | int]:
-    from tierwise.sim.relay import Net, OneWayPath, payload
+    from tierwise.sim.relay import Net, payload
+
+    OneWayPath = _one_way_path()
 
     net = Net(OneWayPath(loss=loss), OneWayPath(loss=loss), seed=23)
     data = payload("bulk", int(megabytes * 1e6))
@@ -54,7 +64,9 @@ def _bulk(loss: float, megabytes: float) -> dict[str, float | int]:
 
 
 def _requests(loss: float, count: int) -> dict[str, float | int]:
-    from tierwise.sim.relay import Net, OneWayPath, payload
+    from tierwise.sim.relay import Net, payload
+
+    OneWayPath = _one_way_path()
 
     net = Net(OneWayPath(loss=loss), OneWayPath(loss=loss), seed=17)
     up, down = payload("up", UP_BYTES), payload("down", DOWN_BYTES)
