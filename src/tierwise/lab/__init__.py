@@ -14,7 +14,7 @@ tests/test_layers.py checks the order.
 
 from __future__ import annotations
 
-import importlib
+from tierwise.lazy import lazy_exports
 
 # Loaded on first use (PEP 562): `tierwise lab --help` needs neither numpy nor the simulator.
 _LAZY = {
@@ -32,16 +32,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'tierwise.lab' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
