@@ -31,6 +31,7 @@ RANKS = {
     "figsave": 0,
     "lazy": 0,
     "addresses": 0,
+    "openai_api": 0,
     "catalog": 1,
     "model": 2,
     "proto": 2,
@@ -54,6 +55,7 @@ ALLOWED = {
     ("listen", "errors"),
     ("console", "errors"),
     ("addresses", "errors"),
+    ("openai_api", "errors"),
     ("figsave", "outfile"),
     ("reproduce", "calc"),
     ("reproduce", "report"),
@@ -75,6 +77,7 @@ ONLY = {
     "figsave": {"outfile"},
     "lazy": set(),
     "addresses": {"errors"},
+    "openai_api": {"errors"},  # the OpenAI request schema: pydantic and the error root only
     "model": {"errors", "units", "catalog"},
     "proto": {"errors", "lazy"},  # lazy: the PEP 562 loader of its exports
     "calc": {"errors", "units", "catalog", "model"},
@@ -82,6 +85,8 @@ ONLY = {
     "route": {
         *("errors", "units", "catalog", "model", "scenario", "plan", "tomlfile", "listen"),
         "schemakeys",  # the base of every schema (NoBooleanNumbers)
+        "openai_api",  # the request schema the gateway checks at its edge
+        "addresses",  # is_loopback: a gateway beyond loopback needs client keys
     },
 }
 
