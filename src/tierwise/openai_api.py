@@ -353,12 +353,13 @@ def _walk(loc: tuple[Any, ...], data: Any) -> tuple[str, Any]:
     """The parameter named by a pydantic location (union branch labels skipped), as
     OpenAI writes it (``messages[0].content``), and the value there."""
     param, at = "", data
-    for key in loc:
+    for i, key in enumerate(loc):
+        last = i == len(loc) - 1
         if isinstance(at, dict) and isinstance(key, str) and key in at:
             param, at = f"{param}.{key}" if param else key, at[key]
         elif isinstance(at, list) and isinstance(key, int) and 0 <= key < len(at):
             param, at = f"{param}[{key}]", at[key]
-        elif isinstance(at, dict) and isinstance(key, str) and not _is_branch(key):
+        elif isinstance(at, dict) and isinstance(key, str) and (last or not _is_branch(key)):
             return (f"{param}.{key}" if param else key), _MISSING
     return param, at
 

@@ -21,7 +21,7 @@ from tierwise.errors import ScenarioError
 from tierwise.scenario.loader import validate
 from tierwise.scenario.schema import ErrorAt, Site
 from tierwise.schemakeys import NoBooleanNumbers
-from tierwise.units import PositiveTime, Time
+from tierwise.units import PositiveTime, Size, Time
 
 __all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "load_route"]
 
@@ -43,6 +43,11 @@ class RouteSite(Site):
     prefill_per_token: Time | None = Field(None, description="prior prefill per prompt token")
     via: Literal["direct", "relay"] = "direct"
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
+    ca_file: str | None = Field(
+        None,
+        description="PEM file of the CAs an https:// site's certificate must chain to "
+        "(default: the system's)",
+    )
 
     @model_validator(mode="after")
     def _relay_address(self) -> RouteSite:
@@ -94,6 +99,26 @@ class Gateway(_Strict):
     bench: PositiveTime = Field(5.0, description="first time a failing site is benched")
     failures_to_bench: int = Field(3, ge=1)
     timeout: PositiveTime = Field(60.0, description="per attempt when no deadline is set")
+    keys_file: str | None = Field(
+        None,
+        description="client keys (tierwise route keys add NAME --keys-file F): a request "
+        "then needs Authorization: Bearer <key> (401 without); the file holds SHA-256 "
+        "digests and names, mode 0600",
+    )
+    public_without_keys: bool = Field(
+        False, description="serve beyond loopback without keys (refused unless set)"
+    )
+    max_body: Size = Field(32 * 2**20, description="larger request bodies get 413")
+    max_header: Size = Field(
+        16 * 2**10, description="request line and headers larger than this get 431"
+    )
+    header_timeout: PositiveTime = Field(
+        10.0, description="a request head not complete in this time gets 408 and a close"
+    )
+    max_json_depth: int = Field(64, ge=1, le=512, description="JSON nesting past this gets 400")
+    key_rate: float = Field(50.0, gt=0, description="requests per second per key (429 past)")
+    key_burst: int = Field(100, ge=1, description="requests per key at once after a quiet spell")
+    key_concurrency: int = Field(64, ge=1, description="requests in flight per key (429 past)")
 
 
 class RouteConfig(_Strict):

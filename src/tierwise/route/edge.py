@@ -1,0 +1,331 @@
+"""The gateway's edge: what a request must be before the router predicts anything.
+
+Two layers, both answering in OpenAI's error shape (``{"error": {"message", "type",
+"param", "code"}}``) and never with a 5xx for what a client sent:
+
+- **The connection** (:func:`guarded_protocol`, uvicorn's httptools protocol with
+  limits it lacks): a request head larger than ``gateway.max_header`` is a 431 and a
+  head not complete within ``gateway.header_timeout`` a 408 (slow clients hold no
+  connection for long); a ``Content-Length`` over ``gateway.max_body`` is a 413 before
+  a byte of the body is read, and a chunked body is counted as it arrives (413 at
+  the cap); a malformed request (a negative or doubled length, a bad chunk size, both
+  ``Transfer-Encoding`` and ``Content-Length``) is a 400. After a refusal the rest of
+  what the client sends is read and dropped for up to a second, then the connection
+  closes — so the client reads its answer instead of a reset.
+- **The request** (:class:`Gate`): the client's key (``Authorization: Bearer``, looked
+  up by digest in ``gateway.keys_file``: 401), its rate (a token bucket: 429 with
+  ``Retry-After``) and its requests in flight (429); then :func:`read_body` (the cap
+  again, for servers without the protocol above) and the schema of
+  :mod:`tierwise.openai_api` (400 naming the field).
+
+Which paths need a key when keys are on: every one, except ``/metrics`` on a gateway
+that listens on loopback only (a scraper on the same host needs none; beyond
+loopback it sends a key like any client).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tierwise.addresses import is_loopback
+from tierwise.errors import ScenarioError, first_line
+from tierwise.openai_api import RequestRejected
+from tierwise.route.keys import Client, KeyRing, load_keys
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from tierwise.route.config import Gateway
+
+__all__ = ["Gate", "check_exposure", "guarded_protocol", "read_body", "rejection"]
+
+LINGER_S = 1.0  # after a refusal, read and drop what the client still sends this long
+_KINDS = {401: "authentication_error", 429: "rate_limit_error", 404: "not_found_error"}
+
+
+def rejection(exc: RequestRejected) -> Response:
+    """A refusal as the HTTP answer a client of OpenAI's API expects."""
+    from starlette.responses import Response
+
+    content = json.dumps(exc.body()).encode()
+    return Response(content, exc.status, headers=exc.headers, media_type="application/json")
+
+
+def refuse(status: int, message: str, code: str | None = None, **headers: str) -> RequestRejected:
+    return RequestRejected(
+        status, message, code=code, kind=_KINDS.get(status, "invalid_request_error"),
+        headers=headers,
+    )  # fmt: skip
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The whole body, refused (413) past ``cap`` bytes: a ``Content-Length`` over it at
+    once, a chunked body as soon as it has passed it. Chunks are joined once."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > cap:
+        raise _too_large(cap)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise _too_large(cap)
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _too_large(cap: int) -> RequestRejected:
+    return refuse(413, f"Request body too large: the limit is {cap:,} bytes.", "request_too_large")
+
+
+def check_exposure(cfg: Gateway, public_flag: bool = False) -> None:
+    """Refuse to serve beyond loopback without client keys, unless told so explicitly:
+    whoever reaches such a gateway spends the sites' (cloud) API keys."""
+    if cfg.keys_file is None and not (cfg.public_without_keys or public_flag):
+        if not is_loopback(cfg.host):
+            raise ScenarioError(
+                f"listens on {cfg.host}, beyond loopback, without client keys: anyone who "
+                "reaches it spends the sites' API keys. Add keys (tierwise route keys add "
+                "NAME --keys-file F, then gateway.keys_file = F) or, to serve openly, set "
+                "gateway.public_without_keys = true (--public-without-keys)",
+                path="gateway.host",
+            )
+
+
+@dataclass
+class _Bucket:
+    rate: float
+    burst: float
+    concurrency: int
+    tokens: float
+    at: float
+    in_flight: int = 0
+
+
+class Gate:
+    """Who may send (keys), how fast (a token bucket per key) and how much at once."""
+
+    def __init__(self, cfg: Gateway, registry: Any = None) -> None:
+        self.cfg = cfg
+        self.ring = KeyRing(load_keys(cfg.keys_file)) if cfg.keys_file else None
+        self.metrics_open = self.ring is None or is_loopback(cfg.host)
+        self.buckets: dict[str, _Bucket] = {}
+        self.rejected = self.admitted = None
+        if registry is not None:
+            from prometheus_client import Counter
+
+            self.rejected = Counter(
+                "tierwise_route_rejected", "Requests refused at the edge",
+                ["status", "code"], registry=registry,
+            )  # fmt: skip
+            self.admitted = Counter(
+                "tierwise_route_client_requests", "Requests admitted, by client key name",
+                ["client"], registry=registry,
+            )  # fmt: skip
+
+    def note(self, exc: RequestRejected) -> None:
+        if self.rejected is not None:
+            self.rejected.labels(str(exc.status), exc.code or "").inc()
+
+    def admit(self, scope: dict[str, Any]) -> Client | None:
+        """The client sending ``scope`` (None with keys off), counted in flight; refused
+        with 401 (no or unknown key) or 429 (over its rate or concurrency)."""
+        if self.ring is None:
+            return None
+        auth = _header(scope["headers"], b"authorization")
+        client = self.ring.find(auth)
+        if client is None:
+            what = "No API key provided" if not auth else "Incorrect API key provided"
+            raise refuse(
+                401, f"{what}. Send 'Authorization: Bearer <key>' with a key from "
+                "tierwise route keys add.", "invalid_api_key",
+            )  # fmt: skip
+        b = self.buckets.get(client.name)
+        now = time.monotonic()
+        if b is None:
+            g = self.cfg
+            rate = client.rate or g.key_rate
+            burst = float(client.burst or g.key_burst)
+            b = self.buckets[client.name] = _Bucket(
+                rate, burst, client.concurrency or g.key_concurrency, burst, now
+            )
+        b.tokens = min(b.burst, b.tokens + (now - b.at) * b.rate)
+        b.at = now
+        if b.in_flight >= b.concurrency:
+            raise refuse(
+                429, f"Too many requests in flight for key {client.name!r} (limit "
+                f"{b.concurrency}).", "concurrency_limit_exceeded", **{"retry-after": "1"},
+            )  # fmt: skip
+        if b.tokens < 1.0:
+            wait = math.ceil((1.0 - b.tokens) / b.rate)
+            raise refuse(
+                429, f"Rate limit reached for key {client.name!r}: {b.rate:g} requests per "
+                f"second.", "rate_limit_exceeded", **{"retry-after": str(max(wait, 1))},
+            )  # fmt: skip
+        b.tokens -= 1.0
+        b.in_flight += 1
+        if self.admitted is not None:
+            self.admitted.labels(client.name).inc()
+        return client
+
+    def release(self, client: Client | None) -> None:
+        if client is not None:
+            self.buckets[client.name].in_flight -= 1
+
+
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
+# ------------------------------------------------------------------ the connection
+
+
+def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) -> type:
+    """uvicorn's httptools protocol (writing through
+    :func:`~tierwise.route.coalesce.coalescing_protocol`'s head holder) with the
+    limits of the module docstring."""
+    import httptools
+
+    from tierwise.route.coalesce import coalescing_protocol
+
+    class _Refused(Exception):
+        pass
+
+    class GuardedHttpToolsProtocol(coalescing_protocol()):  # type: ignore[misc]
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._head: int | None = 0  # bytes of the head being read; None once read
+            self._head_exact = 0
+            self._body = 0
+            self._refusal: RequestRejected | None = None
+            self._dropping = False
+            self._timer = self.loop.call_later(header_timeout_s, self._head_late)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._timer.cancel()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._dropping:
+                return
+            if self._head is not None:
+                self._head += len(data)
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserUpgrade:
+                self._refuse(refuse(400, "Protocol upgrades are not supported.", "upgrade"))
+                return
+            except httptools.HttpParserError as exc:
+                cause = self._refusal or refuse(
+                    400, f"Invalid HTTP request: {first_line(exc)}.", "invalid_http"
+                )
+                self._refuse(cause)
+                return
+            if self._head is not None and self._head > max_header:
+                self._refuse(_header_too_large(max_header))
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_exact = 0
+
+        def on_url(self, url: bytes) -> None:
+            self._head_exact += len(url)
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._head_exact += len(name) + len(value) + 4
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            self._timer.cancel()
+            if self._head_exact > max_header:
+                self._refusal = _header_too_large(max_header)
+                raise _Refused
+            length = _header(self.headers, b"content-length")
+            if length is not None and length.isdigit() and int(length) > max_body:
+                self._refusal = _too_large(max_body)
+                raise _Refused
+            self._head, self._body = None, 0
+            super().on_headers_complete()
+
+        def on_body(self, body: bytes) -> None:
+            self._body += len(body)
+            if self._body > max_body:
+                self._refusal = _too_large(max_body)
+                raise _Refused
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._head = 0
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and not self.pipeline:
+                self._timer.cancel()  # the next head must come within the timeout too
+                self._timer = self.loop.call_later(header_timeout_s, self._head_late)
+
+        def _head_late(self) -> None:
+            if self._head is not None and not self.transport.is_closing():
+                if self._head == 0:  # an idle connection: nothing to answer
+                    self.transport.close()
+                    return
+                self._refuse(
+                    refuse(
+                        408,
+                        f"Request head not received within {header_timeout_s:g} s.",
+                        "request_timeout",
+                    )
+                )
+
+        def _refuse(self, exc: RequestRejected) -> None:
+            """Answer ``exc`` (unless a response is under way), read and drop whatever
+            else comes for :data:`LINGER_S`, then close."""
+            self._dropping = True
+            self._timer.cancel()
+            cycle = self.cycle
+            running = cycle is not None and not cycle.response_complete
+            if running:  # the app is reading this body: it sees a disconnect
+                cycle.disconnected = True
+                cycle.message_event.set()
+            if not running or not cycle.response_started:
+                content = json.dumps(exc.body()).encode()
+                head = [
+                    f"HTTP/1.1 {exc.status} {_REASONS.get(exc.status, '')}",
+                    "content-type: application/json",
+                    f"content-length: {len(content)}",
+                    "connection: close",
+                    *(f"{k}: {v}" for k, v in exc.headers.items()),
+                ]
+                self.transport.write("\r\n".join(head).encode() + b"\r\n\r\n" + content)
+            with contextlib.suppress(OSError, RuntimeError):
+                if self.transport.can_write_eof():
+                    self.transport.write_eof()
+                self.transport.resume_reading()
+            self.loop.call_later(LINGER_S, self.transport.close)
+
+    return GuardedHttpToolsProtocol
+
+
+def _header_too_large(limit: int) -> RequestRejected:
+    return refuse(
+        431, f"Request header fields too large: the limit is {limit:,} bytes.",
+        "request_header_fields_too_large",
+    )  # fmt: skip
+
+
+_REASONS = {
+    400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+}  # fmt: skip
