@@ -72,6 +72,7 @@ def serve(config: Path, port: int | None = None, public_without_keys: bool = Fal
     router = Router(cfg, models)
     for s in cfg.site:
         s.api_key()  # an unset key variable is a config error now, not at the first request
+        s.tls()  # so is a CA file that does not load
     g = cfg.gateway
     from tierwise.listen import listen_socket
 

@@ -12,6 +12,7 @@ Errors are the scenario loader's: file, key path, what was expected; exit 2.
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
 from typing import Literal
 
@@ -56,6 +57,19 @@ class RouteSite(Site):
         if self.hardware is None and self.decode_step is None:
             raise ErrorAt(("decode_step",), "needs hardware (catalog id) or decode_step")
         return self
+
+    def tls(self) -> ssl.SSLContext | bool:
+        """How an https:// site's certificate is checked: against ``ca_file``'s CAs if
+        given (a private CA, a test CA), else the system's (``True``)."""
+        if self.ca_file is None:
+            return True
+        try:
+            return ssl.create_default_context(cafile=self.ca_file)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise ScenarioError(
+                f"cannot load CA file {self.ca_file!r}: {getattr(exc, 'strerror', None) or exc}",
+                path=f"site.{self.name}.ca_file",
+            ) from None
 
     def api_key(self) -> str | None:
         """The key from ``api_key_env``, or None; a named but unset variable is an error."""
@@ -151,4 +165,12 @@ def load_route(path: str | Path) -> RouteConfig:
 
     source = str(path)
     data = read_toml(path)
-    return validate(data, source, schema_model=RouteConfig)
+    cfg = validate(data, source, schema_model=RouteConfig)
+    here = Path(path).parent  # a relative ca_file is read beside the config
+    sites = [
+        s.model_copy(update={"ca_file": str(here / s.ca_file)})
+        if s.ca_file and not Path(s.ca_file).is_absolute()
+        else s
+        for s in cfg.site
+    ]
+    return cfg.model_copy(update={"site": sites})

@@ -694,11 +694,13 @@ def _transport(site) -> httpx.AsyncBaseTransport:
     the relay httpcore's SOCKS5 proxy pool."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
     if site.via == "relay":
-        return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
+        return httpx.AsyncHTTPTransport(
+            limits=limits, proxy=f"socks5://{site.relay}", verify=site.tls()
+        )
     backend = watch_backend(AsyncioBackend())
     if httpx.URL(site.url).scheme == "http":
         return H1Transport(backend, limits.max_connections, limits.max_keepalive_connections)
-    transport = httpx.AsyncHTTPTransport(limits=limits)
+    transport = httpx.AsyncHTTPTransport(limits=limits, verify=site.tls())  # ca_file's CAs
     pool = transport._pool  # httpcore's pool: its network backend is a public parameter
     if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
         pool._network_backend = backend
