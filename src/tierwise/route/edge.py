@@ -68,17 +68,25 @@ def refuse(status: int, message: str, code: str | None = None, **headers: str) -
 async def read_body(request: Request, cap: int) -> bytes:
     """The whole body, refused (413) past ``cap`` bytes: a ``Content-Length`` over it at
     once, a chunked body as soon as it has passed it. Chunks are joined once."""
+    from starlette.requests import ClientDisconnect
+
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > cap:
         raise _too_large(cap)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    receive = request.receive
+    while True:  # the ASGI messages themselves: a small body is one message
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > cap:
             raise _too_large(cap)
+        if not message.get("more_body", False):
+            return chunk if not chunks else b"".join([*chunks, chunk])
         chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _too_large(cap: int) -> RequestRejected:
@@ -107,6 +115,7 @@ class _Bucket:
     tokens: float
     at: float
     in_flight: int = 0
+    counter: Any = None  # the client's admitted-requests counter (labels() looked up once)
 
 
 class Gate:
@@ -156,7 +165,10 @@ class Gate:
             b = self.buckets[client.name] = _Bucket(
                 rate, burst, client.concurrency or g.key_concurrency, burst, now
             )
-        b.tokens = min(b.burst, b.tokens + (now - b.at) * b.rate)
+            if self.admitted is not None:
+                b.counter = self.admitted.labels(client.name)
+        tokens = b.tokens + (now - b.at) * b.rate
+        b.tokens = tokens if tokens < b.burst else b.burst
         b.at = now
         if b.in_flight >= b.concurrency:
             raise refuse(
@@ -171,8 +183,8 @@ class Gate:
             )  # fmt: skip
         b.tokens -= 1.0
         b.in_flight += 1
-        if self.admitted is not None:
-            self.admitted.labels(client.name).inc()
+        if b.counter is not None:
+            b.counter.inc()
         return client
 
     def release(self, client: Client | None) -> None:
