@@ -151,3 +151,15 @@ def test_the_gateway_wants_a_key_and_counts_by_name(tmp_path: Path) -> None:
     assert {r["client"] for r in records} == {"alice", "slow", "single"}
     assert 'tierwise_route_client_requests_total{client="alice"} 2.0' in metrics
     assert 'tierwise_route_rejected_total{code="invalid_api_key",status="401"} 3.0' in metrics
+
+
+def test_metrics_need_a_key_beyond_loopback(tmp_path: Path) -> None:
+    """/metrics is open on a loopback gateway (keys or not) and on one without keys;
+    a keyed gateway beyond loopback asks a key for it like for any path."""
+    from tierwise.route.edge import Gate
+
+    keys = tmp_path / "keys.toml"
+    add_key(keys, "scraper")
+    assert Gate(Gateway(host="127.0.0.1", keys_file=str(keys))).metrics_open
+    assert Gate(Gateway(host="0.0.0.0", public_without_keys=True)).metrics_open
+    assert not Gate(Gateway(host="0.0.0.0", keys_file=str(keys))).metrics_open
