@@ -245,3 +245,18 @@ def test_an_idle_connection_is_closed_after_the_header_timeout(gateway) -> None:
         t0 = time.perf_counter()
         assert s.recv(100) == b""
         assert time.perf_counter() - t0 < HEADER_TIMEOUT_S + 2
+
+
+def test_a_body_that_stops_coming_is_408(gateway) -> None:
+    """A head that promises 1,000 bytes, then 10 of them and silence: 408 after the
+    timeout (the app was waiting for the rest), and the gateway serves on."""
+    url, port, _ = gateway
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(head + b'{"messages"')
+        s.settimeout(HEADER_TIMEOUT_S + 3)
+        t0 = time.perf_counter()
+        got = s.recv(65536)
+        assert got.startswith(b"HTTP/1.1 408") and b"request_timeout" in got
+        assert HEADER_TIMEOUT_S - 0.5 < time.perf_counter() - t0 < HEADER_TIMEOUT_S + 2
+    still_serving(url)

@@ -11,7 +11,8 @@ Two layers, both answering in OpenAI's error shape (``{"error": {"message", "typ
   the cap); a malformed request (a negative or doubled length, a bad chunk size, both
   ``Transfer-Encoding`` and ``Content-Length``) is a 400. After a refusal the rest of
   what the client sends is read and dropped for up to a second, then the connection
-  closes — so the client reads its answer instead of a reset.
+  closes — so the client reads its answer instead of a reset. A body that pauses for
+  ``gateway.header_timeout`` is a 408 too.
 - **The request** (:class:`Gate`): the client's key (``Authorization: Bearer``, looked
   up by digest in ``gateway.keys_file``: 401), its rate (a token bucket: 429 with
   ``Retry-After``) and its requests in flight (429); then :func:`read_body` (the cap
@@ -269,10 +270,13 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
                 self._refusal = _too_large(max_body)
                 raise _Refused
             self._head, self._body = None, 0
+            self._body_at = self.loop.time()  # the body may pause this long at most
+            self._timer = self.loop.call_later(header_timeout_s, self._body_late)
             super().on_headers_complete()
 
         def on_body(self, body: bytes) -> None:
             self._body += len(body)
+            self._body_at = self.loop.time()
             if self._body > max_body:
                 self._refusal = _too_large(max_body)
                 raise _Refused
@@ -281,6 +285,22 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
         def on_message_complete(self) -> None:
             super().on_message_complete()
             self._head = 0
+            self._timer.cancel()
+            if self.cycle is not None and self.cycle.response_complete:  # answered early
+                self._timer = self.loop.call_later(header_timeout_s, self._head_late)
+
+        def _body_late(self) -> None:
+            """No byte of the body for ``header_timeout``: 408 (a slow-body client)."""
+            if self._head is not None or self.transport.is_closing():
+                return
+            idle = self.loop.time() - self._body_at
+            if idle < header_timeout_s:
+                self._timer = self.loop.call_later(header_timeout_s - idle, self._body_late)
+                return
+            self._refuse(
+                refuse(408, f"No byte of the request body for {header_timeout_s:g} s.",
+                       "request_timeout")
+            )  # fmt: skip
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
