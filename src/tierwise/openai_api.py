@@ -137,12 +137,50 @@ class ToolCall(_Open):
     function: FunctionCall
 
 
-class Message(_Open):
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: Content | None = None
+class _Said(_Open):
+    """A system, developer or user message: its content is required."""
+
+    content: Content
     name: StrictStr | None = None
+
+
+class SystemMessage(_Said):
+    role: Literal["system"]
+
+
+class DeveloperMessage(_Said):
+    role: Literal["developer"]
+
+
+class UserMessage(_Said):
+    role: Literal["user"]
+
+
+class AssistantMessage(_Open):
+    role: Literal["assistant"]
+    content: Content | None = None  # none when it calls tools
+    name: StrictStr | None = None
+    refusal: StrictStr | None = None
     tool_calls: list[ToolCall] | None = None
-    tool_call_id: StrictStr | None = None
+
+
+class ToolMessage(_Open):
+    role: Literal["tool"]
+    content: Content
+    tool_call_id: StrictStr
+
+
+class FunctionMessage(_Open):
+    role: Literal["function"]
+    content: StrictStr | None
+    name: StrictStr
+
+
+Message = Annotated[
+    SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage
+    | FunctionMessage,
+    Field(discriminator="role"),
+]  # fmt: skip
 
 
 class FunctionDef(_Open):
@@ -359,8 +397,10 @@ def _walk(loc: tuple[Any, ...], data: Any) -> tuple[str, Any]:
             param, at = f"{param}.{key}" if param else key, at[key]
         elif isinstance(at, list) and isinstance(key, int) and 0 <= key < len(at):
             param, at = f"{param}[{key}]", at[key]
-        elif isinstance(at, dict) and isinstance(key, str) and (last or not _is_branch(key)):
+        elif isinstance(at, dict) and isinstance(key, str) and last:
             return (f"{param}.{key}" if param else key), _MISSING
+        # else: a union's branch label (``str``, ``list[...]``, a tag such as ``user``),
+        # which names no part of the value
     return param, at
 
 
@@ -369,14 +409,6 @@ _MISSING = object()
 
 def _depth(param: str) -> int:
     return param.count(".") + param.count("[") + bool(param)
-
-
-def _is_branch(key: str) -> bool:
-    """A pydantic union branch label (``str``, ``list[...]``, ``function-after[...]``,
-    a tag), not a field name."""
-    return key in _KNOWN_PARTS or key == "other" or not key.isidentifier() or key in (
-        "str", "int", "float", "bool", "list", "dict", "none",
-    )  # fmt: skip
 
 
 def _rejection(exc: ValidationError, data: dict[str, Any]) -> RequestRejected:
@@ -416,8 +448,18 @@ def _rejection(exc: ValidationError, data: dict[str, Any]) -> RequestRejected:
             400, f"Invalid '{param}': {what}. Expected a value {op} {limit}, but got "
             f"{shown} instead.", param=param, code=code,
         )  # fmt: skip
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):  # a message's role
+        key = first.get("ctx", {}).get("discriminator", "").strip("'")
+        param = f"{param}.{key}" if param else key
+        if first["type"] == "union_tag_not_found":
+            return RequestRejected(
+                400, f"Missing required parameter: '{param}'.", param=param,
+                code="missing_required_parameter",
+            )  # fmt: skip
+        shown = clip(repr(first["ctx"].get("tag")), 60)
     if first["type"] in ("literal_error", "union_tag_invalid", "enum"):
-        allowed = first.get("ctx", {}).get("expected", "")
+        ctx = first.get("ctx", {})
+        allowed = ctx.get("expected", ctx.get("expected_tags", ""))
         return RequestRejected(
             400, f"Invalid value for '{param}': {shown}. Supported values are: {allowed}.",
             param=param, code="invalid_value",
