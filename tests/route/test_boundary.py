@@ -260,3 +260,23 @@ def test_a_body_that_stops_coming_is_408(gateway) -> None:
         assert got.startswith(b"HTTP/1.1 408") and b"request_timeout" in got
         assert HEADER_TIMEOUT_S - 0.5 < time.perf_counter() - t0 < HEADER_TIMEOUT_S + 2
     still_serving(url)
+
+
+def test_pipelined_and_kept_alive_requests_are_served(gateway) -> None:
+    """Two requests in one write are both answered, in order; the connection then
+    idles and is closed after the header timeout (not before)."""
+    _, port, _ = gateway
+    one = post(json.dumps(HI).encode())
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(one + one)
+        s.settimeout(5)
+        got = b""
+        while got.count(b"HTTP/1.1 200") < 2:
+            piece = s.recv(65536)
+            assert piece, got
+            got += piece
+        t0 = time.perf_counter()
+        s.settimeout(HEADER_TIMEOUT_S + 3)
+        while s.recv(65536):
+            pass
+        assert HEADER_TIMEOUT_S - 0.5 < time.perf_counter() - t0 < HEADER_TIMEOUT_S + 2

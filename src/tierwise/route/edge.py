@@ -215,14 +215,21 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
         pass
 
     class GuardedHttpToolsProtocol(coalescing_protocol()):  # type: ignore[misc]
+        """One timer per connection, re-armed when it fires (not per request): a request
+        only stores the time its phase began, so the limits cost a request a few
+        attribute writes. Phases: ``head`` (waiting for or reading a request head),
+        ``body`` (reading its body: the time is that of the last byte) and ``app``
+        (the answer is being made: no limit here, ``gateway.timeout`` bounds it)."""
+
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            self._head: int | None = 0  # bytes of the head being read; None once read
-            self._head_exact = 0
+            self._phase = "head"
+            self._since = self.loop.time()
+            self._head = 0  # bytes received in this head so far
             self._body = 0
             self._refusal: RequestRejected | None = None
             self._dropping = False
-            self._timer = self.loop.call_later(header_timeout_s, self._head_late)
+            self._timer = self.loop.call_later(header_timeout_s, self._tick)
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._timer.cancel()
@@ -231,7 +238,7 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
         def data_received(self, data: bytes) -> None:
             if self._dropping:
                 return
-            if self._head is not None:
+            if self._phase == "head":
                 self._head += len(data)
             self._unset_keepalive_if_required()
             try:
@@ -245,38 +252,27 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
                 )
                 self._refuse(cause)
                 return
-            if self._head is not None and self._head > max_header:
+            if self._phase == "head" and self._head > max_header:
                 self._refuse(_header_too_large(max_header))
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._head_exact = 0
-
-        def on_url(self, url: bytes) -> None:
-            self._head_exact += len(url)
-            super().on_url(url)
-
-        def on_header(self, name: bytes, value: bytes) -> None:
-            self._head_exact += len(name) + len(value) + 4
-            super().on_header(name, value)
-
         def on_headers_complete(self) -> None:
-            self._timer.cancel()
-            if self._head_exact > max_header:
+            if self._head > max_header and self._head_size() > max_header:
                 self._refusal = _header_too_large(max_header)
                 raise _Refused
             length = _header(self.headers, b"content-length")
             if length is not None and length.isdigit() and int(length) > max_body:
                 self._refusal = _too_large(max_body)
                 raise _Refused
-            self._head, self._body = None, 0
-            self._body_at = self.loop.time()  # the body may pause this long at most
-            self._timer = self.loop.call_later(header_timeout_s, self._body_late)
+            self._phase, self._since, self._body = "body", self.loop.time(), 0
             super().on_headers_complete()
+
+        def _head_size(self) -> int:
+            """The head's size as parsed (this chunk may hold a body after it)."""
+            return len(self.url) + sum(len(k) + len(v) + 4 for k, v in self.headers)
 
         def on_body(self, body: bytes) -> None:
             self._body += len(body)
-            self._body_at = self.loop.time()
+            self._since = self.loop.time()
             if self._body > max_body:
                 self._refusal = _too_large(max_body)
                 raise _Refused
@@ -285,41 +281,39 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
         def on_message_complete(self) -> None:
             super().on_message_complete()
             self._head = 0
-            self._timer.cancel()
             if self.cycle is not None and self.cycle.response_complete:  # answered early
-                self._timer = self.loop.call_later(header_timeout_s, self._head_late)
-
-        def _body_late(self) -> None:
-            """No byte of the body for ``header_timeout``: 408 (a slow-body client)."""
-            if self._head is not None or self.transport.is_closing():
-                return
-            idle = self.loop.time() - self._body_at
-            if idle < header_timeout_s:
-                self._timer = self.loop.call_later(header_timeout_s - idle, self._body_late)
-                return
-            self._refuse(
-                refuse(408, f"No byte of the request body for {header_timeout_s:g} s.",
-                       "request_timeout")
-            )  # fmt: skip
+                self._phase, self._since = "head", self.loop.time()
+            else:
+                self._phase = "app"
 
         def on_response_complete(self) -> None:
+            pipelined = bool(self.pipeline)  # a request already read: its answer is next
             super().on_response_complete()
-            if not self.transport.is_closing() and not self.pipeline:
-                self._timer.cancel()  # the next head must come within the timeout too
-                self._timer = self.loop.call_later(header_timeout_s, self._head_late)
+            if self._phase == "app" and not pipelined:  # the next head: within the timeout
+                self._phase, self._since = "head", self.loop.time()
 
-        def _head_late(self) -> None:
-            if self._head is not None and not self.transport.is_closing():
-                if self._head == 0:  # an idle connection: nothing to answer
-                    self.transport.close()
+        def _tick(self) -> None:
+            """The connection's timer: a head or a body late by ``header_timeout`` is
+            refused (an idle connection closed); otherwise look again when it could be."""
+            if self.transport.is_closing():
+                return
+            wait = header_timeout_s
+            if self._phase != "app":
+                idle = self.loop.time() - self._since
+                if idle >= header_timeout_s:
+                    self._late()
                     return
-                self._refuse(
-                    refuse(
-                        408,
-                        f"Request head not received within {header_timeout_s:g} s.",
-                        "request_timeout",
-                    )
-                )
+                wait -= idle
+            self._timer = self.loop.call_later(wait, self._tick)
+
+        def _late(self) -> None:
+            if self._phase == "head" and self._head == 0:  # idle: nothing to answer
+                self.transport.close()
+                return
+            what = "Request head not received" if self._phase == "head" else (
+                "No byte of the request body"
+            )  # fmt: skip
+            self._refuse(refuse(408, f"{what} within {header_timeout_s:g} s.", "request_timeout"))
 
         def _refuse(self, exc: RequestRejected) -> None:
             """Answer ``exc`` (unless a response is under way), read and drop whatever
