@@ -14,7 +14,14 @@ warm keep-alive client each) and compares medians, with each hop's CPU per reque
 200 streaming requests at once through the gateway, several rounds, and counts errors
 and the gateway's resident memory after each round.
 
+The gateway runs as it would face the world: client keys on (``gateway.keys_file``,
+every request with ``Authorization: Bearer``) and every body checked against OpenAI's
+schema. ``--baseline SRC`` adds, alternating with the others, a second gateway run from
+another source tree (``git archive <commit> src | tar -x -C DIR``, then ``DIR/src``)
+without keys — the before of a change, measured beside the after.
+
     python benchmarks/route_gateway.py [--pairs 300] [--concurrent 200] [--rounds 5]
+                                       [--baseline DIR/src]
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from _args import positive_int, run
 from rich.progress import Progress
 
 from tierwise.lab.world.model_server import free_port, wait_ready
+from tierwise.route.keys import add_key
 from tierwise.route.replay import read_log
 
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
@@ -50,9 +58,11 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def start(args: list[str], url: str | None) -> subprocess.Popen[bytes]:
+def start(
+    args: list[str], url: str | None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start ``args``; wait until ``url`` answers (or, with None, until the port is bound)."""
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     if url is not None:
         wait_ready(proc, url)
     else:
@@ -72,12 +82,12 @@ def cpu_s(pid: int) -> float:
 
 
 def overhead(
-    urls: dict[str, str], pairs: int, pids: dict[str, int]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Median time per path and CPU per request of each hop's process, alternating."""
+    urls: dict[str, str], pairs: int, pids: dict[str, int], headers: dict[str, dict[str, str]]
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Times per path and CPU per request of each hop's process, alternating."""
     times: dict[str, list[float]] = {name: [] for name in urls}
     cpu = dict.fromkeys(pids, 0.0)
-    clients = {name: httpx.Client() for name in urls}
+    clients = {name: httpx.Client(headers=headers.get(name, {})) for name in urls}
     with Progress() as progress:
         task = progress.add_task("alternating rounds", total=pairs)
         for _ in range(20):  # warm every path and the gateway's estimates
@@ -95,8 +105,11 @@ def overhead(
             progress.advance(task)
     for c in clients.values():
         c.close()
-    medians = {name: statistics.median(t) for name, t in times.items()}
-    return medians, {name: c / pairs for name, c in cpu.items()}
+    return times, {name: c / pairs for name, c in cpu.items()}
+
+
+def p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[98]
 
 
 def raw_forwarder(port: int, upstream_port: int) -> None:
@@ -141,11 +154,11 @@ def bare_proxy(port: int, upstream: str) -> None:
     uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=port, log_level="warning")
 
 
-async def concurrent_round(gateway: str, n: int) -> tuple[int, int]:
+async def concurrent_round(gateway: str, n: int, headers: dict[str, str]) -> tuple[int, int]:
     """``n`` streaming requests at once; (ok, failed)."""
     body = {"prompt": "hi", "max_tokens": 20, "stream": True}
     limits = httpx.Limits(max_connections=n + 10)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+    async with httpx.AsyncClient(limits=limits, timeout=60, headers=headers) as client:
 
         async def one() -> bool:
             try:
@@ -170,6 +183,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=positive_int, default=300)
     ap.add_argument("--concurrent", type=positive_int, default=200)
     ap.add_argument("--rounds", type=positive_int, default=5)
+    ap.add_argument("--baseline", type=Path, help="src/ of another tierwise, run beside")
     args = ap.parse_args()
     ms_port, gw_port = free_port(), free_port()
     direct, gateway = f"http://127.0.0.1:{ms_port}", f"http://127.0.0.1:{gw_port}"
@@ -178,12 +192,26 @@ def main() -> None:
         [*CLI, "lab", "model-server", *server_args, "--prefill-per-token", "0 s"], direct
     )
     tmp = Path(tempfile.mkdtemp())
-    (tmp / "route.toml").write_text(
-        f'[gateway]\nport = {gw_port}\ndecisions_log = "{tmp}/d.jsonl"\n'
+    key = add_key(tmp / "keys.toml", "bench", rate=1e6, burst=10**6, concurrency=10**6)
+    auth = {"authorization": f"Bearer {key}"}
+    site = (
         f'[[site]]\nname = "edge"\ntier = "edge"\nurl = "{direct}"\ndecode_step = "10 ms"\n'
         'uplink = "1 Gbit/s"\ndownlink = "1 Gbit/s"\n'
     )
+    (tmp / "route.toml").write_text(
+        f'[gateway]\nport = {gw_port}\ndecisions_log = "{tmp}/d.jsonl"\n'
+        f'keys_file = "{tmp}/keys.toml"\n{site}'
+    )
     gw = start([*CLI, "route", "--config", str(tmp / "route.toml")], gateway)
+    base = None
+    if args.baseline is not None:  # the other source tree's gateway, without keys
+        base_port = free_port()
+        (tmp / "base.toml").write_text(
+            f'[gateway]\nport = {base_port}\ndecisions_log = "{tmp}/base.jsonl"\n{site}'
+        )
+        env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
+        base_cmd = [*CLI, "route", "--config", str(tmp / "base.toml")]
+        base = start(base_cmd, f"http://127.0.0.1:{base_port}", env)
     px_port = free_port()
     proxy = f"http://127.0.0.1:{px_port}"
     px = start([sys.executable, __file__, "--serve-proxy", str(px_port), direct], proxy)
@@ -193,14 +221,31 @@ def main() -> None:
     try:
         urls = {"direct": direct, "raw forwarder": raw, "bare proxy": proxy, "gateway": gateway}
         pids = {"raw forwarder": fw.pid, "bare proxy": px.pid, "gateway": gw.pid}
-        med, cpu = overhead(urls, args.pairs, pids)
-        d, r, b, g = (med[k] for k in urls)
+        if base is not None:
+            urls["baseline gateway"] = f"http://127.0.0.1:{base_port}"
+            pids["baseline gateway"] = base.pid
+        times, cpu = overhead(urls, args.pairs, pids, {"gateway": auth})
+        med = {k: statistics.median(t) for k, t in times.items()}
+        d, r, b, g = (med[k] for k in list(urls)[:4])
         print(
             f"median direct {d * 1e3:.2f} ms, raw forwarder {r * 1e3:.2f} ms, "
             f"bare proxy {b * 1e3:.2f} ms, gateway {g * 1e3:.2f} ms: "
-            f"the gateway adds {(g - d) * 1e3:.2f} ms (goal ≤ 2 ms), "
+            f"the gateway (keys and validation on) adds {(g - d) * 1e3:.2f} ms (goal ≤ 1.5 ms), "
             f"a bare proxy hop {(b - d) * 1e3:.2f} ms, a raw forwarder {(r - d) * 1e3:.2f} ms"
         )
+        tail = {k: p99(t) for k, t in times.items()}
+        print(
+            "p99 "
+            + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in tail.items())
+            + f": the gateway adds {(tail['gateway'] - tail['direct']) * 1e3:.2f} ms (goal ≤ 5 ms)"
+        )
+        if base is not None:
+            bm, bt = med["baseline gateway"], tail["baseline gateway"]
+            print(
+                f"baseline gateway ({args.baseline}, no keys): adds {(bm - d) * 1e3:.2f} ms "
+                f"median, {(bt - tail['direct']) * 1e3:.2f} ms p99; this one "
+                f"{(g - bm) * 1e3:+.2f} ms median beside it"
+            )
         print("CPU per request: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in cpu.items()))
         recs = read_log(tmp / "d.jsonl")
         decide = statistics.median(r["decide_s"] for r in recs)
@@ -210,7 +255,7 @@ def main() -> None:
         print(f"gateway RSS before the concurrent rounds: {rss_mib(gw.pid):.1f} MiB")
         for i in range(args.rounds):
             t0 = time.perf_counter()
-            ok, failed = asyncio.run(concurrent_round(gateway, args.concurrent))
+            ok, failed = asyncio.run(concurrent_round(gateway, args.concurrent, auth))
             took = time.perf_counter() - t0
             print(f"round {i + 1}: {ok} ok, {failed} failed in {took:.2f} s; "
                   f"gateway RSS {rss_mib(gw.pid):.1f} MiB")  # fmt: skip
@@ -218,7 +263,7 @@ def main() -> None:
             if rec.get("outcome") != "ok" or rec.get("stream_error"):
                 print("not ok:", rec.get("outcome"), rec.get("stream_error"), rec.get("attempts"))
     finally:
-        for proc in (fw, px, gw, server):
+        for proc in (fw, px, gw, server, *([base] if base else [])):
             proc.terminate()
             proc.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)

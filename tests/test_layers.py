@@ -10,6 +10,7 @@ packages are restricted further to an explicit list (``ONLY``).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ RANKS = {
     "figsave": 0,
     "lazy": 0,
     "addresses": 0,
+    "openai_api": 0,
     "catalog": 1,
     "model": 2,
     "proto": 2,
@@ -54,6 +56,7 @@ ALLOWED = {
     ("listen", "errors"),
     ("console", "errors"),
     ("addresses", "errors"),
+    ("openai_api", "errors"),
     ("figsave", "outfile"),
     ("reproduce", "calc"),
     ("reproduce", "report"),
@@ -75,6 +78,7 @@ ONLY = {
     "figsave": {"outfile"},
     "lazy": set(),
     "addresses": {"errors"},
+    "openai_api": {"errors"},  # the OpenAI request schema: pydantic and the error root only
     "model": {"errors", "units", "catalog"},
     "proto": {"errors", "lazy"},  # lazy: the PEP 562 loader of its exports
     "calc": {"errors", "units", "catalog", "model"},
@@ -83,6 +87,8 @@ ONLY = {
         *("errors", "units", "catalog", "model", "scenario", "plan", "tomlfile", "listen"),
         "schemakeys",  # the base of every schema (NoBooleanNumbers)
         "console",  # what a person reads: never a cut number
+        "openai_api",  # the request schema the gateway checks at its edge
+        "addresses",  # is_loopback: a gateway beyond loopback needs client keys
     },
 }
 
@@ -391,3 +397,19 @@ def test_no_import_cycles_anywhere() -> None:
                 graph[imp.importer].add(imp.target)
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_design_document_states_the_same_ranks() -> None:
+    """docs/design.md's rank table names every package at the rank RANKS gives it."""
+    design = Path(__file__).resolve().parents[1] / "docs" / "design.md"
+    stated: dict[str, int] = {}
+    for line in design.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].isdigit():
+            for name in re.findall(r"`([\w]+)`", cells[1]):
+                stated[name] = int(cells[0])
+    assert stated == RANKS, {
+        "missing from docs/design.md": sorted(set(RANKS) - set(stated)),
+        "not in RANKS": sorted(set(stated) - set(RANKS)),
+        "other rank": sorted(k for k in set(stated) & set(RANKS) if stated[k] != RANKS[k]),
+    }

@@ -13,6 +13,8 @@ from tests.modelserver import model_server
 from tierwise.errors import ScenarioError
 from tierwise.lab.world.model_server import Behaviour, catalog_step_s, prompt_tokens
 
+HI = [{"role": "user", "content": "hi"}]  # OpenAI refuses an empty messages array
+
 
 def test_catalog_step_is_the_bandwidth_bound() -> None:
     """qwen3-8b q4_0 on an RTX 4090: (W + KV) / B_mem, a few ms; prefill from the BF16 peak."""
@@ -54,7 +56,7 @@ def test_server_answers_streams_and_injects_faults() -> None:
         models = httpx.get(url + "/v1/models").json()
         assert models["data"][0]["id"] == "qwen3-8b"
         t0 = time.perf_counter()
-        r = httpx.post(url + "/v1/chat/completions", json={"messages": [], "max_tokens": 20})
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": HI, "max_tokens": 20})
         took_s = time.perf_counter() - t0
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 20
         assert 0.2 <= took_s < 10.0  # 20 × 10 ms at least; the upper bound is a hang guard

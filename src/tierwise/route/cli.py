@@ -33,42 +33,55 @@ def route(
     ctx: typer.Context,
     config: ConfigOpt = None,
     port: Annotated[int | None, typer.Option("--port", help="Override gateway.port.")] = None,
+    public_without_keys: Annotated[
+        bool,
+        typer.Option(
+            "--public-without-keys",
+            help="Serve beyond loopback without client keys (anyone reaching it spends "
+            "the sites' API keys).",
+        ),
+    ] = False,
 ) -> None:
     """Run the gateway: tierwise route --config route.toml."""
     if ctx.invoked_subcommand is not None:
         return
     if config is None:
         raise ScenarioError("give --config route.toml (see src/tierwise/examples/route.toml)")
-    serve(config, port)
+    serve(config, port, public_without_keys)
 
 
-def serve(config: Path, port: int | None = None) -> None:
+def serve(config: Path, port: int | None = None, public_without_keys: bool = False) -> None:
     """Load ``config``, resolve every site with the planner and serve until interrupted."""
     import uvicorn
 
     from tierwise.catalog import load_catalog
     from tierwise.route.config import load_route
+    from tierwise.route.edge import check_exposure, guarded_protocol
     from tierwise.route.gateway import Router
     from tierwise.route.predict import site_model
 
     cfg = load_route(config)
     if port is not None:
         cfg = cfg.model_copy(update={"gateway": cfg.gateway.model_copy(update={"port": port})})
+    try:
+        check_exposure(cfg.gateway, public_without_keys)
+    except ScenarioError as exc:
+        raise ScenarioError(exc.detail, source=str(config), path=exc.path) from None
     catalog = load_catalog()
     models = [site_model(s, catalog, str(config)) for s in cfg.site]
     router = Router(cfg, models)
     for s in cfg.site:
         s.api_key()  # an unset key variable is a config error now, not at the first request
+        s.tls()  # so is a CA file that does not load
     g = cfg.gateway
     from tierwise.listen import listen_socket
 
     sock = listen_socket(g.host, g.port, source="gateway.port")  # bind errors: one line, exit 2
     sites = ", ".join(f"{m.site.name} ({m.site.tier}, {m.site.url})" for m in models)
     print(f"tierwise route on http://{g.host}:{g.port} → {sites}", file=sys.stderr, flush=True)
-    from tierwise.route.coalesce import coalescing_protocol
-
+    limits = (int(g.max_body), int(g.max_header), g.header_timeout)
     config_ = uvicorn.Config(
-        router.app, log_level="warning", access_log=False, http=coalescing_protocol()
+        router.app, log_level="warning", access_log=False, http=guarded_protocol(*limits)
     )
     uvicorn.Server(config_).run(sockets=[sock])
 
@@ -120,3 +133,34 @@ def replay(
         print(json.dumps(result))
         return
     render_replay(result)
+
+
+keys_app = typer.Typer(help="Client keys of the gateway (gateway.keys_file).", no_args_is_help=True)
+route_app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("add")
+def keys_add(
+    name: Annotated[str, typer.Argument(help="Who holds the key (shown in logs and metrics).")],
+    keys_file: Annotated[
+        Path, typer.Option("--keys-file", help="The keys file (created 0600 if missing).")
+    ],
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="Requests per second (default: key_rate).")
+    ] = None,
+    burst: Annotated[
+        int | None, typer.Option("--burst", help="Requests at once after a quiet spell.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Requests in flight at most.")
+    ] = None,
+) -> None:
+    """Add a client: print its new key once (the file keeps only its SHA-256)."""
+    from tierwise.route.keys import add_key
+
+    for flag, value in (("--rate", rate), ("--burst", burst), ("--concurrency", concurrency)):
+        if value is not None and not value > 0:
+            raise ScenarioError(f"must be positive, got {value}", source=flag)
+    key = add_key(keys_file, name, rate, burst, concurrency)
+    print(key)
+    print(f"added client {name!r} to {keys_file}; the key is shown only now", file=sys.stderr)

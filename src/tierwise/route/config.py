@@ -12,6 +12,7 @@ Errors are the scenario loader's: file, key path, what was expected; exit 2.
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +22,7 @@ from tierwise.errors import ScenarioError
 from tierwise.scenario.loader import validate
 from tierwise.scenario.schema import ErrorAt, Site
 from tierwise.schemakeys import NoBooleanNumbers
-from tierwise.units import PositiveTime, Time
+from tierwise.units import PositiveTime, Size, Time
 
 __all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "load_route"]
 
@@ -43,6 +44,11 @@ class RouteSite(Site):
     prefill_per_token: Time | None = Field(None, description="prior prefill per prompt token")
     via: Literal["direct", "relay"] = "direct"
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
+    ca_file: str | None = Field(
+        None,
+        description="PEM file of the CAs an https:// site's certificate must chain to "
+        "(default: the system's)",
+    )
 
     @model_validator(mode="after")
     def _relay_address(self) -> RouteSite:
@@ -51,6 +57,19 @@ class RouteSite(Site):
         if self.hardware is None and self.decode_step is None:
             raise ErrorAt(("decode_step",), "needs hardware (catalog id) or decode_step")
         return self
+
+    def tls(self) -> ssl.SSLContext | bool:
+        """How an https:// site's certificate is checked: against ``ca_file``'s CAs if
+        given (a private CA, a test CA), else the system's (``True``)."""
+        if self.ca_file is None:
+            return True
+        try:
+            return ssl.create_default_context(cafile=self.ca_file)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise ScenarioError(
+                f"cannot load CA file {self.ca_file!r}: {getattr(exc, 'strerror', None) or exc}",
+                path=f"site.{self.name}.ca_file",
+            ) from None
 
     def api_key(self) -> str | None:
         """The key from ``api_key_env``, or None; a named but unset variable is an error."""
@@ -94,6 +113,26 @@ class Gateway(_Strict):
     bench: PositiveTime = Field(5.0, description="first time a failing site is benched")
     failures_to_bench: int = Field(3, ge=1)
     timeout: PositiveTime = Field(60.0, description="per attempt when no deadline is set")
+    keys_file: str | None = Field(
+        None,
+        description="client keys (tierwise route keys add NAME --keys-file F): a request "
+        "then needs Authorization: Bearer <key> (401 without); the file holds SHA-256 "
+        "digests and names, mode 0600",
+    )
+    public_without_keys: bool = Field(
+        False, description="serve beyond loopback without keys (refused unless set)"
+    )
+    max_body: Size = Field(32 * 2**20, description="larger request bodies get 413")
+    max_header: Size = Field(
+        16 * 2**10, description="request line and headers larger than this get 431"
+    )
+    header_timeout: PositiveTime = Field(
+        10.0, description="a request head not complete in this time gets 408 and a close"
+    )
+    max_json_depth: int = Field(64, ge=1, le=512, description="JSON nesting past this gets 400")
+    key_rate: float = Field(50.0, gt=0, description="requests per second per key (429 past)")
+    key_burst: int = Field(100, ge=1, description="requests per key at once after a quiet spell")
+    key_concurrency: int = Field(64, ge=1, description="requests in flight per key (429 past)")
 
 
 class RouteConfig(_Strict):
@@ -126,4 +165,12 @@ def load_route(path: str | Path) -> RouteConfig:
 
     source = str(path)
     data = read_toml(path)
-    return validate(data, source, schema_model=RouteConfig)
+    cfg = validate(data, source, schema_model=RouteConfig)
+    here = Path(path).parent  # a relative ca_file is read beside the config
+    sites = [
+        s.model_copy(update={"ca_file": str(here / s.ca_file)})
+        if s.ca_file and not Path(s.ca_file).is_absolute()
+        else s
+        for s in cfg.site
+    ]
+    return cfg.model_copy(update={"site": sites})

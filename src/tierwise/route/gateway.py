@@ -26,12 +26,14 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tierwise.errors import ScenarioError
+from tierwise.openai_api import RequestRejected, error_body, parse_request
 from tierwise.route.config import RouteConfig
+from tierwise.route.edge import Gate, read_body, refuse, rejection
 from tierwise.route.estimate import Adaptive
 from tierwise.route.h1 import H1Transport
 from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
@@ -48,12 +50,14 @@ from tierwise.route.predict import (
 from tierwise.route.request import (
     DEADLINE_HEADER,
     HEADER_BYTES,
+    LEAN_BYTES,
     RESIDENCY_HEADER,
     SITE_HEADER,
     body_json,
     estimate_prompt_tokens,
     parse_deadline,
     requested_output_tokens,
+    strip_inline_data,
 )
 from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
@@ -157,26 +161,46 @@ class Router:
         self.previous: dict[str, str] = {}
         self.output_tokens: dict[str, Adaptive] = {}
         self.metrics = Metrics()
+        self.gate = Gate(cfg.gateway, self.metrics.registry)  # keys, rates, in flight
+        self.regions = {"any", "device", *(m.site.region for m in models if m.site.region)}
         self.log = None
         self._probe_task: asyncio.Task | None = None
         self.other = Starlette(
             routes=[
-                *(Route(p, self.complete, methods=["POST"]) for p in COMPLETION_PATHS),
+                *(Route(p, _not_allowed, methods=_METHODS) for p in COMPLETION_PATHS),
                 Route("/metrics", self.metrics_page, methods=["GET"]),
-                Route("/{path:path}", self.passthrough, methods=_METHODS),
+                Route("/v1/{path:path}", self.passthrough, methods=_METHODS),
+                Route("/{path:path}", _not_found, methods=_METHODS),
             ],
             lifespan=self._lifespan,
         )
         self.app = _App(self)
 
     async def dispatch(self, scope, receive, send) -> None:
-        """Completions go straight to :meth:`complete` (the hot path skips starlette's
-        routing and middleware); everything else, lifespan included, to :attr:`other`."""
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in _HOT:
-            response = await self.complete(Request(scope, receive))
-            await response(scope, receive, send)
+        """Every HTTP request passes the gate (:mod:`tierwise.route.edge`: key, rate, in
+        flight) first, its key removed from what is forwarded. Completions then go
+        straight to :meth:`complete` (the hot path skips starlette's routing and
+        middleware); everything else, lifespan included, to :attr:`other`."""
+        if scope["type"] != "http":
+            await self.other(scope, receive, send)
             return
-        await self.other(scope, receive, send)
+        open_page = scope["path"] == "/metrics" and self.gate.metrics_open
+        try:
+            client = None if open_page else self.gate.admit(scope)
+        except RequestRejected as exc:
+            self.gate.note(exc)
+            await rejection(exc)(scope, receive, send)
+            return
+        if client is not None:  # the client's key is ours: never passed upstream
+            scope["headers"] = [h for h in scope["headers"] if h[0] != b"authorization"]
+        try:
+            if scope["method"] == "POST" and scope["path"] in _HOT:
+                response = await self.complete(Request(scope, receive), client)
+                await response(scope, receive, send)
+            else:
+                await self.other(scope, receive, send)
+        finally:
+            self.gate.release(client)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette):
@@ -211,12 +235,17 @@ class Router:
 
     # ------------------------------------------------------------------ completions
 
-    async def complete(self, request: Request) -> Response:
-        """Predict, choose, forward with failover; stream or return the answer."""
-        body = await request.body()
+    async def complete(self, request: Request, client=None) -> Response:
+        """Check the request at the edge; predict, choose, forward with failover; stream
+        or return the answer."""
+        try:
+            body, data = await self._checked(request)
+        except RequestRejected as exc:
+            self.gate.note(exc)
+            return rejection(exc)
         t0 = time.perf_counter()
         try:
-            shape = self._shape(request, body)
+            shape = self._shape(request, body, data)
         except ScenarioError as exc:
             return _error(400, str(exc), "invalid_request_error")
         now = time.monotonic()
@@ -238,6 +267,7 @@ class Router:
             order = [p.site for p in sorted(preds, key=lambda p: p.option.time_s)]
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
         record = _record(shape, preds, order, reason)
+        record["client"] = client.name if client is not None else None
         record["decide_s"] = time.perf_counter() - t0
         self.metrics.decide.observe(record["decide_s"])
         return await self._forward(request, body, shape, preds, order, record, t0)
@@ -256,8 +286,26 @@ class Router:
         order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
         return order, "lowest-latency: the lowest EWMA of past latency"
 
-    def _shape(self, request: Request, body: bytes) -> RequestShape:
-        data = body_json(body)
+    async def _checked(self, request: Request) -> tuple[bytes, dict[str, Any]]:
+        """The body (read within ``gateway.max_body``) and its JSON, parsed once and
+        checked against OpenAI's schema; the ``x-tierwise-residency`` header checked."""
+        g = self.cfg.gateway
+        try:
+            body = await read_body(request, int(g.max_body))
+        except ClientDisconnect:
+            raise refuse(400, "The client went away before its body was read.") from None
+        lean = strip_inline_data(body) if len(body) > LEAN_BYTES else body
+        data = parse_request(request.scope["path"], lean, g.max_json_depth)
+        residency = request.headers.get(RESIDENCY_HEADER)
+        if residency is not None and residency not in self.regions:
+            raise refuse(
+                400, f"{RESIDENCY_HEADER}: expected one of {', '.join(sorted(self.regions))}, "
+                f"got {residency[:40]!r}", "invalid_header",
+            )  # fmt: skip
+        return body, data
+
+    def _shape(self, request: Request, body: bytes, data: dict[str, Any] | None = None):
+        data = body_json(body) if data is None else data
         path = request.scope["path"]  # not request.url: that builds a URL object
         deadline = parse_deadline(request.headers.get(DEADLINE_HEADER))
         cap = requested_output_tokens(data)
@@ -561,11 +609,18 @@ class Router:
         """Any other path, to the default site, unchanged."""
         name = self.cfg.gateway.default_site or self.cfg.site[0].name
         st = self.sites[name]
+        try:
+            content = await read_body(request, int(self.cfg.gateway.max_body))
+        except RequestRejected as exc:
+            self.gate.note(exc)
+            return rejection(exc)
+        except ClientDisconnect:
+            return rejection(refuse(400, "The client went away before its body was read."))
         req = st.client.build_request(
             request.method,
             request.url.path,
             params=request.query_params,
-            content=await request.body(),
+            content=content,
             headers=_forward_headers(request),
             timeout=self.cfg.gateway.timeout,
         )
@@ -642,11 +697,13 @@ def _transport(site) -> httpx.AsyncBaseTransport:
     the relay httpcore's SOCKS5 proxy pool."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
     if site.via == "relay":
-        return httpx.AsyncHTTPTransport(limits=limits, proxy=f"socks5://{site.relay}")
+        return httpx.AsyncHTTPTransport(
+            limits=limits, proxy=f"socks5://{site.relay}", verify=site.tls()
+        )
     backend = watch_backend(AsyncioBackend())
     if httpx.URL(site.url).scheme == "http":
         return H1Transport(backend, limits.max_connections, limits.max_keepalive_connections)
-    transport = httpx.AsyncHTTPTransport(limits=limits)
+    transport = httpx.AsyncHTTPTransport(limits=limits, verify=site.tls())  # ca_file's CAs
     pool = transport._pool  # httpcore's pool: its network backend is a public parameter
     if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
         pool._network_backend = backend
@@ -735,4 +792,16 @@ def _attempt_dict(a: Attempt) -> dict[str, Any]:
 
 
 def _error(status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+    return JSONResponse(error_body(message, kind), status_code=status)
+
+
+async def _not_found(request: Request) -> Response:
+    return rejection(refuse(404, f"Unknown path {request.url.path[:80]!r}: this gateway serves "
+                            "/v1/chat/completions, /v1/completions, other /v1/ paths of its "
+                            "default site, and /metrics.", "unknown_url"))  # fmt: skip
+
+
+async def _not_allowed(request: Request) -> Response:
+    exc = refuse(405, f"{request.method} is not allowed here: send POST.", "method_not_allowed")
+    exc.headers["allow"] = "POST"
+    return rejection(exc)

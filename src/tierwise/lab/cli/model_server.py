@@ -71,6 +71,12 @@ def model_server_command(
     uplink: Annotated[
         str | None, typer.Option("--uplink", help="Emulated uplink for the request body.")
     ] = None,
+    lenient: Annotated[
+        bool,
+        typer.Option(
+            "--lenient", help="Take any JSON object (default: OpenAI's schema, 400 otherwise)."
+        ),
+    ] = False,
 ) -> None:
     """An OpenAI-compatible model server with catalog timing and injectable faults (loopback)."""
     from tierwise.lab.world.model_server import Behaviour, catalog_step_s, serve
@@ -100,4 +106,4 @@ def model_server_command(
         f"{behaviour.prefill_s_per_token * 1e6:.1f} µs/token on http://{host}:{port}",
         flush=True,
     )
-    serve(host, port, model, behaviour, seed, sock=sock)
+    serve(host, port, model, behaviour, seed, sock=sock, strict=not lenient)

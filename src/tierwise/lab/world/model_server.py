@@ -15,6 +15,11 @@ any :class:`Behaviour` field): a 5xx rate, stalls (a request hangs ``stall_s``
 first), a slow-down of prefill and decode, and ``down`` (every request gets 503).
 ``GET /admin/behaviour`` reads them.
 
+Requests are checked as OpenAI's API checks them (:mod:`tierwise.openai_api`: the same
+schema the gateway uses, the same error object — 400 naming the field) unless the
+server is started lenient (``--lenient``: any JSON object passes, unknown values fall
+back to defaults; never a 500 for what a client sent).
+
 Each response carries a W3C ``Server-Timing`` header (``queue``, ``prefill`` and,
 when not streaming, ``decode`` in ms), which ``tierwise route`` uses to split a
 request's time into network and server parts.
@@ -28,6 +33,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from tierwise.errors import ScenarioError
+from tierwise.openai_api import RequestRejected, error_body, parse_request
 
 __all__ = [
     "Behaviour",
@@ -131,7 +137,9 @@ def _words(n: int) -> list[str]:
 class ModelServer:
     """The ASGI app (starlette) and the state behind it."""
 
-    def __init__(self, model: str, behaviour: Behaviour, seed: int = 0) -> None:
+    def __init__(
+        self, model: str, behaviour: Behaviour, seed: int = 0, strict: bool = True
+    ) -> None:
         import asyncio
         import random
 
@@ -139,6 +147,7 @@ class ModelServer:
         from starlette.routing import Route
 
         self.model = model
+        self.strict = strict
         self.behaviour = behaviour
         self.rng = random.Random(seed)
         self.slots = asyncio.Semaphore(behaviour.slots)
@@ -199,10 +208,9 @@ class ModelServer:
         if b.down:
             return _error(503, "server is down (injected)")
         try:
-            body = json.loads(body_bytes)
-            assert isinstance(body, dict)
-        except (ValueError, AssertionError):
-            return _error(400, "request body must be a JSON object")
+            body = self._checked(request.url.path, body_bytes)
+        except RequestRejected as exc:
+            return _rejected(exc)
         net_s = b.rtt_s + (len(body_bytes) / b.uplink_bytes_per_s if b.uplink_bytes_per_s else 0)
         if net_s:
             await asyncio.sleep(net_s)
@@ -212,8 +220,7 @@ class ModelServer:
             return _error(500, "internal error (injected)")
         chat = request.url.path.endswith("/chat/completions")
         n_in = prompt_tokens(body)
-        n_out = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
-        n_out = n_out or DEFAULT_MAX_TOKENS
+        n_out = _max_tokens(body)
         t0 = time.perf_counter()
         await self.slots.acquire()
         streaming = False
@@ -230,6 +237,18 @@ class ModelServer:
             if not streaming:
                 self.slots.release()
         return self._whole(chat, n_in, n_out, timing)
+
+    def _checked(self, path: str, body_bytes: bytes) -> dict[str, Any]:
+        """The body as a dict: checked against OpenAI's schema, or (lenient) any object."""
+        if self.strict:
+            return parse_request(path, body_bytes)
+        try:
+            body = json.loads(body_bytes)
+        except (ValueError, RecursionError):
+            body = None
+        if not isinstance(body, dict):
+            raise RequestRejected(400, "request body must be a JSON object")
+        return body
 
     def _whole(self, chat, n_in, n_out, timing):
         from starlette.responses import JSONResponse
@@ -248,7 +267,8 @@ class ModelServer:
     def _stream(self, body, chat, n_in, n_out, timing):
         from starlette.responses import StreamingResponse
 
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
         head = _envelope(chat, self.model, stream=True)
 
         import asyncio
@@ -299,15 +319,36 @@ def _server_timing(timing: dict[str, float]) -> str:
     return ", ".join(f"{k};dur={v * 1000:.3f}" for k, v in timing.items())
 
 
+def _max_tokens(body: dict[str, Any]) -> int:
+    """The output cap asked for; a missing or (lenient) unusable one is the default."""
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return DEFAULT_MAX_TOKENS
+
+
 def _error(status: int, message: str):
     from starlette.responses import JSONResponse
 
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+    return JSONResponse(error_body(message, kind), status_code=status)
+
+
+def _rejected(exc: RequestRejected):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(exc.body(), status_code=exc.status)
 
 
 def serve(
-    host: str, port: int, model: str, behaviour: Behaviour, seed: int = 0, sock: Any = None
+    host: str,
+    port: int,
+    model: str,
+    behaviour: Behaviour,
+    seed: int = 0,
+    sock: Any = None,
+    strict: bool = True,
 ) -> None:
     """Run the server until interrupted (uvicorn, one process, access log off)."""
     import uvicorn
@@ -315,7 +356,7 @@ def serve(
     from tierwise.listen import listen_socket
 
     sock = sock or listen_socket(host, port)  # a bad port or an address in use: one line
-    server = ModelServer(model, behaviour, seed)
+    server = ModelServer(model, behaviour, seed, strict)
     config = uvicorn.Config(server.app, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
 
