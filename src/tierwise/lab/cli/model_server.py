@@ -6,7 +6,8 @@ Options are checked here (bad input: one line, exit 2) before the socket is boun
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -43,6 +44,40 @@ def _fraction(value: float, option: str) -> float:
     return value
 
 
+def _like(
+    behaviour: Any, like: str | None, profile: Path | None, out: Path | None, model: str
+) -> Any:
+    """``behaviour`` with the timing of a measured engine (``--like``) or of a profile file
+    (``--profile``); the faults and emulated network given on the command line stay."""
+    if like is not None and profile is not None:
+        raise ScenarioError("give --like URL or --profile FILE, not both", source="--profile")
+    if out is not None and like is None:
+        raise ScenarioError("needs --like URL to measure", source="--profile-out")
+    if like is None and profile is None:
+        return behaviour
+    import dataclasses
+
+    from tierwise.lab.world.profile import measure, read_profile, write_profile
+
+    if like is not None:
+        if not like.startswith(("http://", "https://")):
+            raise ScenarioError(f"expected an http(s) URL, got {like!r}", source="--like")
+        measured = measure(like)
+        if out is not None:
+            write_profile(measured, out)
+    else:
+        assert profile is not None
+        measured = read_profile(profile)
+    timing = measured.behaviour()
+    return dataclasses.replace(
+        behaviour,
+        decode_step_s=timing.decode_step_s,
+        prefill_s_per_token=timing.prefill_s_per_token,
+        overhead_s=timing.overhead_s,
+        slots=timing.slots,
+    )
+
+
 def model_server_command(
     port: Annotated[int, typer.Option("--port", help="TCP port (0: any free port).")] = 8001,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
@@ -77,6 +112,22 @@ def model_server_command(
             "--lenient", help="Take any JSON object (default: OpenAI's schema, 400 otherwise)."
         ),
     ] = False,
+    like: Annotated[
+        str | None,
+        typer.Option(
+            "--like",
+            help="Measure the engine at this URL (time to first token against prompt "
+            "length, time per output token, slots) and serve like it.",
+        ),
+    ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option("--profile", help="Serve like a profile that --profile-out wrote."),
+    ] = None,
+    profile_out: Annotated[
+        Path | None,
+        typer.Option("--profile-out", help="With --like: also write the measured profile here."),
+    ] = None,
 ) -> None:
     """An OpenAI-compatible model server with catalog timing and injectable faults (loopback)."""
     from tierwise.lab.world.model_server import Behaviour, catalog_step_s, serve
@@ -101,6 +152,8 @@ def model_server_command(
     from tierwise.listen import listen_socket
 
     sock = listen_socket(host, port)  # before the banner: an error prints nothing else
+    behaviour = _like(behaviour, like, profile, profile_out, model)
+    step_s = behaviour.decode_step_s
     print(
         f"model-server {model}: decode step {step_s * 1000:.3f} ms, prefill "
         f"{behaviour.prefill_s_per_token * 1e6:.1f} µs/token on http://{host}:{port}",

@@ -1,0 +1,84 @@
+"""`lab model-server --like URL`: the stand-in measures an engine and serves like it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import run_cli
+from tests.modelserver import model_server
+from tierwise.errors import ScenarioError
+from tierwise.lab.world.profile import PROFILE_VERSION, measure, read_profile, write_profile
+
+# an "engine" with known timing: one slot, 20 ms overhead, 0.4 ms per prompt token, 6 ms a step
+ENGINE = (
+    "--slots", "1", "--overhead", "20 ms", "--prefill-per-token", "0.4 ms",
+    "--decode-step", "6 ms",
+)  # fmt: skip
+
+
+def _time(url: str, words: int, max_tokens: int) -> float:
+    body = {"messages": [{"role": "user", "content": "hello " * words}], "max_tokens": max_tokens}
+    start = time.perf_counter()
+    assert httpx.post(url + "/v1/chat/completions", json=body, timeout=30).status_code == 200
+    return time.perf_counter() - start
+
+
+def test_measure_recovers_a_known_engine(tmp_path: Path) -> None:
+    """Overhead, prefill per token, step and slots of a stand-in with known timing."""
+    with model_server(*ENGINE) as url:
+        profile = measure(url)
+    assert profile.slots == 1
+    assert profile.decode_step_s == pytest.approx(0.006, rel=0.35)
+    assert profile.prefill_s_per_token == pytest.approx(0.0004, rel=0.25)
+    assert profile.overhead_s == pytest.approx(0.020, abs=0.015)
+    write_profile(profile, tmp_path / "p.json")
+    assert read_profile(tmp_path / "p.json") == profile
+
+
+def test_a_stand_in_like_an_engine_takes_its_time(tmp_path: Path) -> None:
+    """Served --like the engine, a short and a long request take the engine's time."""
+    out = tmp_path / "engine.json"
+    with model_server(*ENGINE) as engine:
+        with model_server("--like", engine, "--profile-out", str(out)) as like:
+            for words, max_tokens in ((8, 4), (400, 16)):
+                want = min(_time(engine, words, max_tokens) for _ in range(3))
+                got = min(_time(like, words, max_tokens) for _ in range(3))
+                assert got == pytest.approx(want, rel=0.25, abs=0.01), (words, want, got)
+    saved = json.loads(out.read_text())
+    assert saved["version"] == PROFILE_VERSION and saved["slots"] == 1
+    with model_server("--profile", str(out)) as again:
+        assert httpx.get(again + "/admin/behaviour").json()["slots"] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "key"),
+    [
+        ('{"version": 99}', "version"),
+        ('{"version": 1, "overhead_s": -1}', "overhead_s"),
+        (
+            '{"version": 1, "overhead_s": 0, "prefill_s_per_token": 0, '
+            '"decode_step_s": 0.01, "slots": true}',
+            "slots",
+        ),
+    ],
+)
+def test_a_bad_profile_names_its_key(tmp_path: Path, content: str, key: str) -> None:
+    """A profile of another version or with a bad value is one error naming the key."""
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    with pytest.raises(ScenarioError) as err:
+        read_profile(path)
+    assert err.value.path == key
+
+
+def test_like_and_profile_together_is_one_line() -> None:
+    """--like with --profile, or --profile-out alone: one line, exit 2, nothing served."""
+    for args in (["--like", "http://127.0.0.1:9", "--profile", "x.json"], ["--profile-out", "x"]):
+        proc = run_cli("lab", "model-server", "--port", "0", *args)
+        assert proc.code == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
