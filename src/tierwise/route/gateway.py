@@ -695,7 +695,15 @@ class Router:
         self.metrics.probes.labels(name).inc()
 
     async def _probe_once(self, st: SiteState) -> tuple[bool, float, float]:
-        """One ``GET /v1/models``: whether it answered, its time, when it was sent."""
+        """One ``GET /v1/models``: whether it answered, its time, when it was sent.
+
+        A site whose line the gateway keeps (``slots``: an engine such as llama.cpp's,
+        whose ``/v1/models`` waits behind the request it is running) is timed by a TCP
+        connect instead — the kernel answers that, not the engine, so the RTT is not the
+        engine's queue — and asked ``/v1/models`` only when nothing of ours is in line."""
+        line = st.model.slots
+        if line is not None and st.model.site.via == "direct":
+            return await self._probe_connect(st, ask=not line.jobs)
         st.last_used = probed_at = time.monotonic()
         sent = time.perf_counter()
         try:
@@ -703,6 +711,31 @@ class Router:
         except httpx.HTTPError:
             return False, 0.0, probed_at
         return resp.status_code < 500, time.perf_counter() - sent, probed_at
+
+    async def _probe_connect(self, st: SiteState, ask: bool) -> tuple[bool, float, float]:
+        """A TCP connect for the RTT and, if ``ask``, ``GET /v1/models`` for the status."""
+        st.last_used = probed_at = time.monotonic()
+        try:
+            rtt_s = await _connect_s(st.client.base_url, PROBE_TIMEOUT_S)
+            if ask:
+                resp = await st.client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
+                return resp.status_code < 500, rtt_s, probed_at
+        except (httpx.HTTPError, OSError, TimeoutError):
+            return False, 0.0, probed_at
+        return True, rtt_s, probed_at
+
+
+async def _connect_s(url: httpx.URL, timeout_s: float) -> float:
+    """The time a TCP connect to ``url``'s host and port takes (one RTT)."""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    sent = time.perf_counter()
+    async with asyncio.timeout(timeout_s):
+        _, writer = await asyncio.open_connection(url.host, port)
+    rtt_s = time.perf_counter() - sent
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return rtt_s
 
 
 def _transport(site) -> httpx.AsyncBaseTransport:
