@@ -417,31 +417,46 @@ class Router:
         service_s: float = 0.0,
     ) -> Attempt:
         """One request to one site. At a site whose line the gateway keeps, the request is
-        a job in it from now until its answer ends (:meth:`_release`) or it fails."""
+        a job in it from now until its answer ends (:meth:`_release`) or it fails, and is
+        sent once it has a slot (:mod:`tierwise.route.slots`)."""
         line = self.sites[name].model.slots
         slot = line.add(time.monotonic(), service_s) if line is not None else None
+        joined = time.perf_counter()
         try:
+            if line is not None and slot is not None:
+                await self._turn(line, slot, timeout)
+            waited_s = time.perf_counter() - joined
+            timeout = max(timeout - waited_s, 1e-3)
             a = await self._attempt_once(name, path, headers, body, timeout, watch)
+        except TimeoutError:  # no slot within the attempt's budget: the line, not a failure
+            if line is not None:
+                line.done(slot, time.monotonic())
+            return Attempt(name, "timeout (in line)", time.perf_counter() - joined)
         except BaseException:
             if line is not None:
                 line.done(slot, time.monotonic())
             raise
         if line is not None:
+            a.timing.queued_s = waited_s
             if a.response is None:
                 line.done(slot, time.monotonic())
             else:
                 a.slot = slot
         return a
 
+    @staticmethod
+    async def _turn(line, slot: int, timeout: float) -> None:
+        """Wait for the job's slot at most ``timeout`` (TimeoutError after)."""
+        async with asyncio.timeout(timeout):
+            await line.turn(slot)
+
     def _release(self, a: Attempt) -> None:
-        """The attempt's answer has ended: its slot is free, and its time in line known."""
+        """The attempt's answer has ended: its slot goes to the next in line."""
         line = self.sites[a.site].model.slots
         if line is None or a.slot is None:
             return
-        began = line.done(a.slot, time.monotonic())
+        line.done(a.slot, time.monotonic())
         a.slot = None
-        if began is not None:
-            a.timing.queued_s = max(began - a.started, 0.0)
 
     async def _attempt_once(
         self, name: str, path: str, headers, body: bytes, timeout: float, watch=None
@@ -586,7 +601,7 @@ class Router:
             st.breaker.success()
             st.suspect_at = math.inf
             st.model.failure_p *= 0.8
-            actual = a.timing.end_s
+            actual = a.timing.end_s + (a.timing.queued_s or 0.0)  # its time in line too
             st.model.error_rel.update(abs(actual - pred.option.time_s) / max(actual, 1e-9))
             cut = "stream_error" in record  # a cut stream's timing is not the request's
             if a.started >= st.quiet_until and not cut:  # nor our own dropped bytes' queue
@@ -597,7 +612,7 @@ class Router:
             self._latency_sample(a.site, actual)
         record["chosen"] = a.site
         record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
-        record["actual_s"] = a.timing.end_s
+        record["actual_s"] = a.timing.end_s + (a.timing.queued_s or 0.0)
         record["total_s"] = time.perf_counter() - t0
         record["stages"] = a.timing.to_dict()
         record["attempts"] = [_attempt_dict(x) for x in attempts]

@@ -30,7 +30,7 @@ class Timing:
     tokens_out: int = 0
     bytes_down: int = 0
     server: dict[str, float] = field(default_factory=dict)  # queue, prefill, decode (s)
-    queued_s: float | None = None  # time in the site's line, as the gateway kept it
+    queued_s: float | None = None  # time in the gateway's line for the site, before sending
     tokens_from: str = ""  # "usage" (the server's count) or "events" (counted in the stream)
     prompt_tokens: int | None = None  # the server's count, from its usage
     events: int = 0  # SSE data events relayed
@@ -112,9 +112,9 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
 def learn_service(m: SiteModel, req: RequestShape, t: Timing) -> None:
     """The server's own time, from a site that sends no ``Server-Timing`` (llama.cpp).
 
-    Service begins when the request reaches the server and has a slot: after the RTT
-    and the upload, or — when it waited in the site's line (``t.queued_s``, kept by the
-    gateway) — when the one ahead of it ended. From there a stream's first event is
+    Service begins when the request reaches the server (after the RTT and the upload;
+    at a site whose line the gateway keeps, the request is sent only once it has a
+    slot, and every stage is timed from then). From there a stream's first event is
     the time to first token and its last event the decode of the rest; a whole answer
     is both together (the output tokens from its ``usage``). Each is one observation
     of the site's linear service model (:func:`~tierwise.route.predict.service_features`).
@@ -124,7 +124,7 @@ def learn_service(m: SiteModel, req: RequestShape, t: Timing) -> None:
     lead_s = 0.0
     if m.site.remote:
         lead_s = m.rtt_s.value + req.bytes_up / max(m.up_rate.value, 1.0)
-    start_s = max(lead_s, t.queued_s or 0.0)
+    start_s = lead_s
     n = req.prompt_tokens
     if req.stream:
         if t.first_token_s is None:

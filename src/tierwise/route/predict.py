@@ -117,7 +117,8 @@ class SiteModel:
         """The learned service model (for logs), or None before its first sample."""
         if self.service is None or not self.service.n:
             return None
-        return {"theta": self.service.theta, "n": self.service.n, "features": SERVICE_FEATURES}
+        f = self.service
+        return {"theta": f.theta, "paces": f.paces, "n": f.n, "features": SERVICE_FEATURES}
 
     def learned_service(self) -> bool:
         """Whether the server's time comes from :attr:`service` (it has samples)."""
@@ -172,6 +173,8 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
         theta=[0.0, prefill_s * 1e3, 0.0, step_prior * 1e2, 0.0],
         prior_sd=[0.05, max(prefill_s * 1e3, 1e-3), max(prefill_s * 1e3, 1e-3),
                   step_prior * 1e2, step_prior * 1e2],
+        pace_alpha=0.3,
+        groups=[0, 0, 0, 1, 1],  # prefill and decode keep paces of their own
     )  # fmt: skip
     return SiteModel(
         site=site,

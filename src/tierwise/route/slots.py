@@ -1,27 +1,30 @@
-"""A site's slots as the gateway sees them: who is being served, who waits, for how long.
+"""A site's slots, kept by the gateway: who is being served, who waits, for how long.
 
 A server such as llama.cpp's runs ``slots`` requests at once (one, by default) and
-holds the rest in line. It says nothing of that line — no ``Server-Timing``, and its
-``/v1/models`` waits behind the same lock — so the gateway keeps the line itself from
-what it sent: each request sent to the site is a job, running while fewer than
-``slots`` are ahead of it and waiting otherwise; a job that ends frees its slot for
-the oldest waiting one. Two things follow:
+holds the rest — in no promised order (llama-cpp-python takes its lock at one point
+for a stream and at another for a whole answer, so a later request can overtake) and
+without saying so: no ``Server-Timing``, and its ``/v1/models`` waits behind the same
+lock. So the gateway keeps the line itself: a request to such a site is a job that
+is sent only once a slot is free (:meth:`SlotQueue.turn`), oldest first, and holds
+the slot until its answer ends (:meth:`SlotQueue.done`). Then
 
-- the wait a new request would have, by running the line forward with each job's
+- the wait a new request would have is the line run forward with each job's
   predicted service time (:meth:`SlotQueue.wait_s`) — the queueing term of the
-  prediction;
-- when a finished job's service began (:meth:`SlotQueue.done`): its time in line is
-  then known, and only the rest — time to first token, decode — is learned as the
-  engine's, not folded into a queue or RTT estimate.
+  prediction, in the order the server will really serve;
+- a job's time in line is known exactly, and only the rest — time to first token,
+  decode — is learned as the engine's, not folded into a queue or RTT estimate;
+- a request still waiting has cost the site nothing: the gateway may hedge it to
+  another site while it waits.
 
 It knows only this gateway's requests; another client's are learned as slowness.
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["SlotQueue"]
 
@@ -31,8 +34,9 @@ STALE_S = 600.0  # a job this old has been lost (a bug or a killed task): drop i
 @dataclass
 class _Job:
     sent: float
-    service_s: float  # predicted at dispatch
+    service_s: float  # predicted when it joined the line
     started: float | None = None
+    turn: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class SlotQueue:
@@ -40,40 +44,49 @@ class SlotQueue:
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
-        self.jobs: dict[int, _Job] = {}
+        self.jobs: dict[int, _Job] = {}  # in the order they joined
         self._ids = itertools.count()
 
     def add(self, now: float, service_s: float) -> int:
-        """A request sent at ``now``, predicted to take ``service_s`` once served."""
+        """A request joins the line at ``now``, predicted to take ``service_s`` once served."""
         self._drop_stale(now)
-        job = _Job(now, max(service_s, 0.0))
-        if self.running() < self.slots:
-            job.started = now
         key = next(self._ids)
-        self.jobs[key] = job
+        self.jobs[key] = _Job(now, max(service_s, 0.0))
+        self._admit(now)
         return key
+
+    async def turn(self, key: int) -> float:
+        """Wait until job ``key`` has a slot; the time it started (monotonic)."""
+        job = self.jobs[key]
+        await job.turn.wait()
+        assert job.started is not None
+        return job.started
+
+    def done(self, key: int | None, now: float) -> float | None:
+        """The job ended (answered, failed, cancelled, or gave up waiting) at ``now``: its
+        slot goes to the oldest waiting job. Returns when it started (None if it never did)."""
+        job = self.jobs.pop(key, None) if key is not None else None
+        if job is None:
+            return None
+        self._admit(now)
+        return job.started
+
+    def _admit(self, now: float) -> None:
+        running = sum(1 for j in self.jobs.values() if j.started is not None)
+        for job in self.jobs.values():
+            if running >= self.slots:
+                break
+            if job.started is None:
+                job.started = now
+                job.turn.set()
+                running += 1
 
     def running(self) -> int:
         return sum(1 for j in self.jobs.values() if j.started is not None)
 
-    def waiting(self) -> int:
-        return sum(1 for j in self.jobs.values() if j.started is None)
-
-    def done(self, key: int | None, now: float) -> float | None:
-        """The job ended (answered, failed or cancelled) at ``now``: when it started
-        service (None if unknown); the oldest waiting job takes its slot."""
-        job = self.jobs.pop(key, None) if key is not None else None
-        if job is None:
-            return None
-        if job.started is not None:
-            for other in self.jobs.values():  # dicts keep the order jobs were added
-                if other.started is None:
-                    other.started = now
-                    break
-        return job.started if job.started is not None else now
-
     def wait_s(self, now: float) -> float:
-        """How long a request sent now would wait for a slot (jobs run FIFO)."""
+        """How long a request joining now would wait for a slot: the running jobs' rest,
+        then each waiting one's service, first come first served."""
         if len(self.jobs) < self.slots:
             return 0.0
         lanes = [
