@@ -35,8 +35,10 @@ from tierwise.errors import LabError
 __all__ = [
     "ENGINE_SIZES",
     "EngineSize",
+    "engine_command",
     "engine_unavailable_reason",
     "llama_server",
+    "wait_engine_ready",
     "write_tiny_gguf",
 ]
 
@@ -158,7 +160,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> None:
+def wait_engine_ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 60.0) -> None:
+    """Wait until the engine at ``url`` answers ``/v1/models``; a :class:`LabError` if it
+    exits or does not answer within ``timeout_s``."""
     import httpx
 
     deadline = time.monotonic() + timeout_s
@@ -171,6 +175,22 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> No
                 return
         time.sleep(0.05)
     raise LabError(f"llama.cpp server at {url} did not start in {timeout_s:g} s")
+
+
+def engine_command(
+    model: str | Path, host: str, port: int, threads: int = 1, context: int | None = None
+) -> list[str]:
+    """The command that runs llama.cpp's server on ``model`` at ``host``:``port``: one
+    request at a time, a new request waiting instead of cutting the running stream."""
+    cmd = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+        "--model_alias", SERVED_MODEL, "--host", host, "--port", str(port),
+        "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        "--interrupt_requests", "False", "--verbose", "False",
+    ]  # fmt: skip
+    if context is not None:
+        cmd += ["--n_ctx", str(context)]
+    return cmd
 
 
 @contextlib.contextmanager
@@ -190,19 +210,12 @@ def llama_server(
     if (reason := engine_unavailable_reason()) is not None:
         raise LabError(reason)
     port = port or _free_port()
-    cmd = [
-        *(prefix or []), sys.executable, "-m", "llama_cpp.server", "--model", str(model),
-        "--model_alias", SERVED_MODEL, "--host", host, "--port", str(port),
-        "--n_threads", str(threads), "--n_threads_batch", str(threads),
-        "--interrupt_requests", "False", "--verbose", "False",
-    ]  # fmt: skip
-    if context is not None:
-        cmd += ["--n_ctx", str(context)]
+    cmd = [*(prefix or []), *engine_command(model, host, port, threads, context)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     url = f"http://{host}:{port}"
     try:
-        _wait_ready(proc, url, ready_timeout_s)
+        wait_engine_ready(proc, url, ready_timeout_s)
         yield url, proc
     finally:
         proc.kill()
