@@ -444,6 +444,14 @@ class Router:
                 a.slot = slot
         return a
 
+    def _progress(self, a: Attempt, shape: RequestShape, tokens: int, decode_s: float) -> None:
+        """A stream in a kept line: its rest is the tokens still to come at its own pace."""
+        line = self.sites[a.site].model.slots
+        if line is not None:
+            step_s = decode_s / (tokens - 1)
+            rest_s = max(shape.output_tokens - tokens, 0) * step_s
+            line.progress(a.slot, time.monotonic(), rest_s)
+
     @staticmethod
     async def _turn(line, slot: int, timeout: float) -> None:
         """Wait for the job's slot at most ``timeout`` (TimeoutError after)."""
@@ -563,6 +571,8 @@ class Router:
                 if scan.feed(chunk):
                     t.first_token_s = t.first_token_s if t.first_token_s is not None else now
                     t.last_token_s = now
+                    if a.slot is not None and scan.tokens >= 3:
+                        self._progress(a, shape, scan.tokens, now - t.first_token_s)
                 t.bytes_down += len(chunk)
                 at = chunk.find(DONE) if shape.include_usage and not added else -1
                 if at >= 0 and scan.usage is None:

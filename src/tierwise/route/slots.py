@@ -62,6 +62,14 @@ class SlotQueue:
         assert job.started is not None
         return job.started
 
+    def progress(self, key: int | None, now: float, rest_s: float) -> None:
+        """A running job says how much it still needs (a stream's tokens so far and their
+        pace): the line ahead of a new request is judged from that, not from the
+        prediction made before it started."""
+        job = self.jobs.get(key) if key is not None else None
+        if job is not None and job.started is not None:
+            job.service_s = max(now - job.started + rest_s, 0.0)
+
     def done(self, key: int | None, now: float) -> float | None:
         """The job ended (answered, failed, cancelled, or gave up waiting) at ``now``: its
         slot goes to the oldest waiting job. Returns when it started (None if it never did)."""
