@@ -244,7 +244,7 @@ class LinearFit:
             parts = self._by_group(x)
             fitted, predicted = sum(parts), self.predict(x)
             if fitted > 0 and predicted > 0:
-                ratio = min(max(y / predicted, 0.2), 5.0)
+                ratio = min(max(y / predicted, 0.5), 2.0)  # one sample moves it 2^alpha at most
                 for g, part in enumerate(parts):
                     share = max(part, 0.0) / max(sum(max(q, 0.0) for q in parts), 1e-12)
                     self.paces[g] *= ratio ** (self.pace_alpha * share)

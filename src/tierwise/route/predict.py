@@ -173,7 +173,7 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
         theta=[0.0, prefill_s * 1e3, 0.0, step_prior * 1e2, 0.0],
         prior_sd=[0.05, max(prefill_s * 1e3, 1e-3), max(prefill_s * 1e3, 1e-3),
                   step_prior * 1e2, step_prior * 1e2],
-        pace_alpha=0.3,
+        pace_alpha=0.2,
         groups=[0, 0, 0, 1, 1],  # prefill and decode keep paces of their own
     )  # fmt: skip
     return SiteModel(
