@@ -42,6 +42,12 @@ class RouteSite(Site):
     served_model: str | None = Field(None, description="model name to send, if not `model`")
     decode_step: PositiveTime | None = Field(None, description="prior step if no hardware")
     prefill_per_token: Time | None = Field(None, description="prior prefill per prompt token")
+    slots: int | None = Field(
+        None,
+        ge=1,
+        description="requests the server runs at once, the rest waiting in its line "
+        "(llama.cpp's server: 1); the gateway then keeps the line itself",
+    )
     via: Literal["direct", "relay"] = "direct"
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
     ca_file: str | None = Field(

@@ -184,3 +184,88 @@ class Adaptive:
     @property
     def samples(self) -> int:
         return self.ewma.n
+
+
+@dataclass
+class LinearFit:
+    """A linear model ``y = x·θ`` learned online: a Kalman filter over ``θ`` (random walk).
+
+    Each observation carries its own noise, a share ``rel_noise`` of the value plus
+    ``abs_noise`` seconds — so a 30 ms request counts as much as a 3 s one in relative
+    terms, which is how the predictions are judged. ``forget`` inflates the covariance
+    before each update (a weight of about ``1/(1 − forget)`` recent samples), so a server
+    that slows down is followed. An observation may cover only some features (a
+    stream's time to first token has no decode term): the others are zero in ``x``.
+    """
+
+    theta: list[float]
+    prior_sd: list[float]
+    rel_noise: float = 0.05
+    abs_noise: float = 0.002
+    forget: float = 0.03
+    pace_alpha: float = 0.0  # weight of a new sample in the pace (0: no pace)
+    groups: list[int] | None = None  # each feature's pace (default: one for all)
+    paces: list[float] = field(default_factory=lambda: [1.0])  # observed over fitted, by group
+    n: int = 0
+    run: int = 0  # outliers in a row
+    p: list[list[float]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        k = len(self.theta)
+        self.p = [[(self.prior_sd[i] ** 2 if i == j else 0.0) for j in range(k)] for i in range(k)]
+
+    def predict(self, x: list[float]) -> float:
+        """``x·θ`` at the current paces."""
+        return sum(pace * f for pace, f in zip(self.paces, self._by_group(x), strict=True))
+
+    def _fitted(self, x: list[float]) -> float:
+        return sum(a * b for a, b in zip(self.theta, x, strict=True))
+
+    def _by_group(self, x: list[float]) -> list[float]:
+        out = [0.0] * len(self.paces)
+        for i, (a, b) in enumerate(zip(self.theta, x, strict=True)):
+            out[self.groups[i] if self.groups else 0] += a * b
+        return out
+
+    def update(self, x: list[float], y: float) -> None:
+        """Take one observation ``y`` of ``x·θ``.
+
+        With ``pace_alpha``, the shape (``θ``) is learned slowly and the paces quickly:
+        a server sharing its cores with others runs 1.5× slower for a few seconds and
+        then faster again — the ratio of what was observed to what was predicted moves
+        the pace of each group of features the observation covers (an EWMA of its
+        logarithm, weighted by the group's share), and ``θ`` learns ``y`` at the pace
+        it was observed at."""
+        if not math.isfinite(y) or not all(math.isfinite(v) for v in x):
+            return
+        if self.groups and len(self.paces) <= max(self.groups):
+            self.paces = [1.0] * (max(self.groups) + 1)
+        if self.pace_alpha > 0 and self.n >= WARMUP and y > 0:
+            parts = self._by_group(x)
+            fitted, predicted = sum(parts), self.predict(x)
+            if fitted > 0 and predicted > 0:
+                ratio = min(max(y / predicted, 0.5), 2.0)  # one sample moves it 2^alpha at most
+                for g, part in enumerate(parts):
+                    share = max(part, 0.0) / max(sum(max(q, 0.0) for q in parts), 1e-12)
+                    self.paces[g] *= ratio ** (self.pace_alpha * share)
+                y *= fitted / predicted  # at the pace it was observed at
+        k, p = len(x), self.p
+        if self.n:
+            scale = 1.0 + self.forget
+            p = self.p = [[v * scale for v in row] for row in p]
+        px = [sum(p[i][j] * x[j] for j in range(k)) for i in range(k)]
+        r = (self.rel_noise * abs(y) + self.abs_noise) ** 2
+        s = sum(x[i] * px[i] for i in range(k)) + r
+        innov = y - self._fitted(x)
+        if self.n >= WARMUP and innov * innov > OUTLIER_K**2 * s:
+            self.run += 1
+            if self.run < STEP_RUN:
+                return  # one wild sample (a GC pause, a swapped-out server): not the model
+            p = self.p = [[v * 10.0 for v in row] for row in p]  # the level moved: relearn
+            px = [v * 10.0 for v in px]
+            s = sum(x[i] * px[i] for i in range(k)) + r
+        self.run = 0
+        gain = [v / s for v in px]
+        self.theta = [t + g * innov for t, g in zip(self.theta, gain, strict=True)]
+        self.p = [[p[i][j] - gain[i] * px[j] for j in range(k)] for i in range(k)]
+        self.n += 1

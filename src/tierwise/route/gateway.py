@@ -59,6 +59,7 @@ from tierwise.route.request import (
     requested_output_tokens,
     strip_inline_data,
 )
+from tierwise.route.sse import DONE, SseScan, usage_chunk
 from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
 __all__ = ["Breaker", "Router"]
@@ -143,6 +144,7 @@ class Attempt:
     timing: Timing = field(default_factory=Timing)
     sent_at: float = 0.0
     started: float = 0.0  # time.monotonic() when it was sent
+    slot: int | None = None  # its job in the site's line (a site with known slots)
 
 
 class Router:
@@ -250,7 +252,9 @@ class Router:
             return _error(400, str(exc), "invalid_request_error")
         now = time.monotonic()
         preds = [
-            _behind_backlog(predict(st.model, shape, st.breaker.benched(now)), st.quiet_until - now)
+            _behind_backlog(
+                predict(st.model, shape, st.breaker.benched(now), now), st.quiet_until - now
+            )
             for st in self.sites.values()
         ]
         order, reason = self._choose(preds, shape, now)
@@ -279,7 +283,7 @@ class Router:
             return pick(preds, self.cfg, shape, self.previous.get(shape.path))
         if strategy == "static":  # the same planner with the priors only, never updated
             benched = {n: st.breaker.benched(now) for n, st in self.sites.items()}
-            fixed = [predict(m, shape, benched[n]) for n, m in self.priors.items()]
+            fixed = [predict(m, shape, benched[n], now) for n, m in self.priors.items()]
             order, reason = pick(fixed, self.cfg, shape, None)
             return order, "static: " + reason
         usable = [p.site for p in preds if p.option.feasible]
@@ -313,6 +317,7 @@ class Router:
         if learned is None:
             learned = self.output_tokens[path] = Adaptive(DEFAULT_OUTPUT_TOKENS)
         residency = request.headers.get(RESIDENCY_HEADER) or self.cfg.decision.residency
+        options = data.get("stream_options")
         return RequestShape(
             path=path,
             bytes_up=len(body) + HEADER_BYTES,
@@ -322,6 +327,7 @@ class Router:
             stream=bool(data.get("stream")),
             deadline_s=deadline or self.cfg.decision.deadline,
             residency=residency,
+            include_usage=isinstance(options, dict) and options.get("include_usage") is True,
         )
 
     async def _forward(self, request, body, shape, preds, order, record, t0) -> Response:
@@ -350,7 +356,9 @@ class Router:
                     queue = []
                     continue
                 watch = self._upload_watch(name, body, by_site[name], next_s)
-                coro = self._attempt(name, shape.path, headers, body, budget_s, watch)
+                coro = self._attempt(
+                    name, shape.path, headers, body, budget_s, watch, _service_s(by_site[name])
+                )
                 running[asyncio.create_task(coro)] = (name, time.perf_counter())
                 hedge_at = time.perf_counter() + self._patience_s(by_site[name], next_s)
             wait_s = max(hedge_at - time.perf_counter(), 0.0) if queue else None
@@ -376,7 +384,9 @@ class Router:
             budget_s = self._budget_s(shape, t0)
             if budget_s <= 0:
                 break
-            a = self._settled(await self._attempt(name, shape.path, headers, body, budget_s), shape)
+            service_s = _service_s(by_site[name])
+            sent = await self._attempt(name, shape.path, headers, body, budget_s, None, service_s)
+            a = self._settled(sent, shape)
             attempts.append(a)
             if a.response is not None:
                 return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
@@ -408,6 +418,7 @@ class Router:
                 late = await task
                 if late.response is not None:  # it answered meanwhile: not needed
                     await late.response.aclose()
+                    self._release(late)
             elapsed_s = time.perf_counter() - started
             learn_timeout(self.sites[name].model, shape, elapsed_s)
             out.append(self._failed(self.sites[name], name, "overtaken", started))
@@ -444,8 +455,68 @@ class Router:
         return UploadWatch(len(body), m.rtt_s.value, rest_s, next_s)
 
     async def _attempt(
+        self,
+        name: str,
+        path: str,
+        headers,
+        body: bytes,
+        timeout: float,
+        watch=None,
+        service_s: float = 0.0,
+    ) -> Attempt:
+        """One request to one site. At a site whose line the gateway keeps, the request is
+        a job in it from now until its answer ends (:meth:`_release`) or it fails, and is
+        sent once it has a slot (:mod:`tierwise.route.slots`)."""
+        line = self.sites[name].model.slots
+        slot = line.add(time.monotonic(), service_s) if line is not None else None
+        joined = time.perf_counter()
+        try:
+            if line is not None and slot is not None:
+                await self._turn(line, slot, timeout)
+            waited_s = time.perf_counter() - joined
+            timeout = max(timeout - waited_s, 1e-3)
+            a = await self._attempt_once(name, path, headers, body, timeout, watch)
+        except TimeoutError:  # no slot within the attempt's budget: the line, not a failure
+            if line is not None:
+                line.done(slot, time.monotonic())
+            return Attempt(name, "timeout (in line)", time.perf_counter() - joined)
+        except BaseException:
+            if line is not None:
+                line.done(slot, time.monotonic())
+            raise
+        if line is not None:
+            a.timing.queued_s = waited_s
+            if a.response is None:
+                line.done(slot, time.monotonic())
+            else:
+                a.slot = slot
+        return a
+
+    def _progress(self, a: Attempt, shape: RequestShape, tokens: int, decode_s: float) -> None:
+        """A stream in a kept line: its rest is the tokens still to come at its own pace."""
+        line = self.sites[a.site].model.slots
+        if line is not None:
+            step_s = decode_s / (tokens - 1)
+            rest_s = max(shape.output_tokens - tokens, 0) * step_s
+            line.progress(a.slot, time.monotonic(), rest_s)
+
+    @staticmethod
+    async def _turn(line, slot: int, timeout: float) -> None:
+        """Wait for the job's slot at most ``timeout`` (TimeoutError after)."""
+        async with asyncio.timeout(timeout):
+            await line.turn(slot)
+
+    def _release(self, a: Attempt) -> None:
+        """The attempt's answer has ended: its slot goes to the next in line."""
+        line = self.sites[a.site].model.slots
+        if line is None or a.slot is None:
+            return
+        line.done(a.slot, time.monotonic())
+        a.slot = None
+
+    async def _attempt_once(
         self, name: str, path: str, headers, body: bytes, timeout: float, watch=None
-    ):
+    ) -> Attempt:
         st = self.sites[name]
         st.last_used = time.monotonic()
         t = Timing()
@@ -525,34 +596,57 @@ class Router:
             return _error(502, f"{a.site} broke off its answer ({type(exc).__name__})", "upstream")
         finally:
             await resp.aclose()
+            self._release(a)
         a.timing.end_s = time.perf_counter() - a.sent_at
         a.timing.bytes_down = len(content)
-        a.timing.tokens_out = _usage_tokens(content)
+        a.timing.tokens_out, a.timing.prompt_tokens = _usage_tokens(content)
+        a.timing.tokens_from = "usage"
         finish = BackgroundTask(self._finish_later, a, shape, pred, record, attempts, t0)
         return Response(content, status_code=resp.status_code, headers=headers, background=finish)
 
     async def _relay_stream(self, a: Attempt, shape, pred, record, attempts, t0):
-        """Pass the upstream bytes through unchanged, timing each SSE event on the way."""
+        """Pass the upstream bytes through unchanged, timing each token event on the way.
+
+        A client that asked for ``stream_options.include_usage`` gets a usage chunk
+        before ``data: [DONE]`` if the site sent none (the record says so). A client
+        that goes away ends this generator: the upstream response is closed, which
+        cancels the request at a server that watches its connection (llama.cpp's does
+        between tokens)."""
         resp, t = a.response, a.timing
         assert resp is not None
-        tail = b""
+        scan = SseScan()
+        added = False
         try:
             async for chunk in resp.aiter_raw():
                 now = time.perf_counter() - a.sent_at
-                events = (tail + chunk).count(b'data: {"')
-                tail = chunk[-8:]
-                if events:
+                if scan.feed(chunk):
                     t.first_token_s = t.first_token_s if t.first_token_s is not None else now
                     t.last_token_s = now
-                    t.tokens_out += events
+                    if a.slot is not None and scan.tokens >= 3:
+                        self._progress(a, shape, scan.tokens, now - t.first_token_s)
                 t.bytes_down += len(chunk)
+                at = chunk.find(DONE) if shape.include_usage and not added else -1
+                if at >= 0 and scan.usage is None:
+                    event, usage = usage_chunk(scan, shape.prompt_tokens)
+                    record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated"}
+                    added = True
+                    yield chunk[:at] + event + chunk[at:]
+                    continue
                 yield chunk
         except httpx.HTTPError as exc:
             record["stream_error"] = type(exc).__name__
+        except BaseException:  # the client went away (cancelled): no more to relay
+            record["stream_error"] = "client disconnected"
+            raise
         finally:
             await resp.aclose()
+            self._release(a)
             t.end_s = time.perf_counter() - a.sent_at
-            t.tokens_out = max(t.tokens_out - 1, 0)  # the closing event carries no token
+            t.events = scan.events
+            if scan.usage is not None and isinstance(scan.usage.get("completion_tokens"), int):
+                t.tokens_out, t.tokens_from = scan.usage["completion_tokens"], "usage"
+            else:
+                t.tokens_out, t.tokens_from = scan.tokens, "events"
             self._finish(a, shape, pred, record, attempts, t0)
 
     async def _finish_later(self, *args: Any) -> None:
@@ -562,14 +656,16 @@ class Router:
 
     def _finish(self, a: Attempt, shape, pred: Prediction, record, attempts, t0) -> None:
         st = self.sites[a.site]
+        self._release(a)
         ok = a.response is not None and a.response.status_code < 400
         if ok:
             st.breaker.success()
             st.suspect_at = math.inf
             st.model.failure_p *= 0.8
-            actual = a.timing.end_s
+            actual = a.timing.end_s + (a.timing.queued_s or 0.0)  # its time in line too
             st.model.error_rel.update(abs(actual - pred.option.time_s) / max(actual, 1e-9))
-            if a.started >= st.quiet_until:  # not our own dropped bytes' queue
+            cut = "stream_error" in record  # a cut stream's timing is not the request's
+            if a.started >= st.quiet_until and not cut:  # nor our own dropped bytes' queue
                 learn(st.model, shape, a.timing)
             if shape.output_learned and a.timing.tokens_out:
                 self.output_tokens[shape.path].update(a.timing.tokens_out)
@@ -577,11 +673,13 @@ class Router:
             self._latency_sample(a.site, actual)
         record["chosen"] = a.site
         record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
-        record["actual_s"] = a.timing.end_s
+        record["actual_s"] = a.timing.end_s + (a.timing.queued_s or 0.0)
         record["total_s"] = time.perf_counter() - t0
         record["stages"] = a.timing.to_dict()
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
+        if (fit := st.model.service_fit()) is not None:
+            record["service_fit"] = {a.site: fit}
         self.metrics.observe(a.site, record, pred, st.model, st.breaker)
         self._write(record)
 
@@ -680,7 +778,15 @@ class Router:
         self.metrics.probes.labels(name).inc()
 
     async def _probe_once(self, st: SiteState) -> tuple[bool, float, float]:
-        """One ``GET /v1/models``: whether it answered, its time, when it was sent."""
+        """One ``GET /v1/models``: whether it answered, its time, when it was sent.
+
+        A site whose line the gateway keeps (``slots``: an engine such as llama.cpp's,
+        whose ``/v1/models`` waits behind the request it is running) is timed by a TCP
+        connect instead — the kernel answers that, not the engine, so the RTT is not the
+        engine's queue — and asked ``/v1/models`` only when nothing of ours is in line."""
+        line = st.model.slots
+        if line is not None and st.model.site.via == "direct":
+            return await self._probe_connect(st, ask=not line.jobs)
         st.last_used = probed_at = time.monotonic()
         sent = time.perf_counter()
         try:
@@ -688,6 +794,31 @@ class Router:
         except httpx.HTTPError:
             return False, 0.0, probed_at
         return resp.status_code < 500, time.perf_counter() - sent, probed_at
+
+    async def _probe_connect(self, st: SiteState, ask: bool) -> tuple[bool, float, float]:
+        """A TCP connect for the RTT and, if ``ask``, ``GET /v1/models`` for the status."""
+        st.last_used = probed_at = time.monotonic()
+        try:
+            rtt_s = await _connect_s(st.client.base_url, PROBE_TIMEOUT_S)
+            if ask:
+                resp = await st.client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
+                return resp.status_code < 500, rtt_s, probed_at
+        except (httpx.HTTPError, OSError, TimeoutError):
+            return False, 0.0, probed_at
+        return True, rtt_s, probed_at
+
+
+async def _connect_s(url: httpx.URL, timeout_s: float) -> float:
+    """The time a TCP connect to ``url``'s host and port takes (one RTT)."""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    sent = time.perf_counter()
+    async with asyncio.timeout(timeout_s):
+        _, writer = await asyncio.open_connection(url.host, port)
+    rtt_s = time.perf_counter() - sent
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return rtt_s
 
 
 def _transport(site) -> httpx.AsyncBaseTransport:
@@ -763,12 +894,19 @@ def _reasons(preds: list[Prediction], name: str) -> list[str]:
     return next(p.option.reasons for p in preds if p.site == name)
 
 
-def _usage_tokens(content: bytes) -> int:
+def _usage_tokens(content: bytes) -> tuple[int, int | None]:
+    """Completion and prompt tokens from a whole answer's ``usage`` (0 and None if absent)."""
     try:
         usage = json.loads(content).get("usage") or {}
-        return int(usage.get("completion_tokens") or 0)
+        prompt = usage.get("prompt_tokens")
+        return int(usage.get("completion_tokens") or 0), prompt if isinstance(prompt, int) else None
     except (ValueError, AttributeError, TypeError):
-        return 0
+        return 0, None
+
+
+def _service_s(pred: Prediction) -> float:
+    """The predicted time a request holds its site's slot (first token and decode)."""
+    return pred.stages_s.get("first_token", 0.0) + pred.stages_s.get("decode", 0.0)
 
 
 def _record(shape: RequestShape, preds, order: list[str], reason: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tierwise.route.predict import SMALL_BYTES, RequestShape, SiteModel
+from tierwise.route.predict import SMALL_BYTES, RequestShape, SiteModel, service_features
 
 __all__ = ["Timing", "learn", "parse_server_timing"]
 
@@ -30,9 +30,16 @@ class Timing:
     tokens_out: int = 0
     bytes_down: int = 0
     server: dict[str, float] = field(default_factory=dict)  # queue, prefill, decode (s)
+    queued_s: float | None = None  # time in the gateway's line for the site, before sending
+    tokens_from: str = ""  # "usage" (the server's count) or "events" (counted in the stream)
+    prompt_tokens: int | None = None  # the server's count, from its usage
+    events: int = 0  # SSE data events relayed
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "queued_s": self.queued_s,
+            "tokens_from": self.tokens_from,
+            "prompt_tokens": self.prompt_tokens,
             "connect_s": self.connect_s,
             "headers_s": self.headers_s,
             "first_token_s": self.first_token_s,
@@ -84,14 +91,13 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
         m.decode_factor.update(step_s / m.step_bound_s)
     if t.tokens_out > 0:
         m.down_bytes_per_token.update(max(t.bytes_down - 400, 0) / t.tokens_out)
+    if not srv:
+        learn_service(m, req, t)
     if not m.site.remote:
         return
     if t.connect_s is not None:
         m.rtt_s.update(t.connect_s)
-    if not srv:  # no server timing: what is not RTT + upload before a token is queueing
-        if req.stream and t.first_token_s is not None:
-            network_s = m.rtt_s.value + req.bytes_up / m.up_rate.value
-            m.queue_s.update(max(t.first_token_s - network_s, 0.0))
+    if not srv:  # no server timing: the server's time is learned from the gateway's clock
         return
     network_s = t.headers_s - (t.connect_s or 0.0) - server_s
     if req.bytes_up < SMALL_BYTES:
@@ -101,6 +107,40 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
     download_s = t.end_s - t.headers_s
     if not req.stream and t.bytes_down >= SMALL_BYTES and download_s > 0:
         m.down_rate.update(t.bytes_down / download_s)
+
+
+def learn_service(m: SiteModel, req: RequestShape, t: Timing) -> None:
+    """The server's own time, from a site that sends no ``Server-Timing`` (llama.cpp).
+
+    Service begins when the request reaches the server (after the RTT and the upload;
+    at a site whose line the gateway keeps, the request is sent only once it has a
+    slot, and every stage is timed from then). From there a stream's first event is
+    the time to first token and its last event the decode of the rest; a whole answer
+    is both together (the output tokens from its ``usage``). Each is one observation
+    of the site's linear service model (:func:`~tierwise.route.predict.service_features`).
+    """
+    if m.service is None:
+        return
+    lead_s = 0.0
+    if m.site.remote:
+        lead_s = m.rtt_s.value + req.bytes_up / max(m.up_rate.value, 1.0)
+    start_s = lead_s
+    n = req.prompt_tokens
+    if req.stream:
+        if t.first_token_s is None:
+            return
+        k = max(t.tokens_out, 1)
+        first, rest = service_features(n, k)
+        m.service.update(first, t.first_token_s - start_s)
+        if k >= 2 and t.last_token_s is not None:
+            m.service.update(rest, t.last_token_s - t.first_token_s)
+        return
+    if t.tokens_out <= 0:
+        return
+    first, rest = service_features(n, t.tokens_out)
+    down_s = max(t.bytes_down - 400, 0) / max(m.down_rate.value, 1.0) if m.site.remote else 0.0
+    whole = [a + b for a, b in zip(first, rest, strict=True)]
+    m.service.update(whole, t.end_s - start_s - down_s)
 
 
 def learn_timeout(m: SiteModel, req: RequestShape, elapsed_s: float) -> None:

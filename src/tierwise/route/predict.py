@@ -23,7 +23,8 @@ from tierwise.plan.choice import choose
 from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.route.config import RouteConfig, RouteSite
-from tierwise.route.estimate import Adaptive, normal_cdf
+from tierwise.route.estimate import Adaptive, LinearFit, normal_cdf
+from tierwise.route.slots import SlotQueue
 from tierwise.scenario.schema import Decision, ModelWork, Scenario, Task
 
 __all__ = ["Prediction", "RequestShape", "SiteModel", "pick", "site_model"]
@@ -45,6 +46,7 @@ class RequestShape:
     stream: bool
     deadline_s: float | None
     residency: str
+    include_usage: bool = False  # a stream whose client asked for a closing usage chunk
 
 
 @dataclass
@@ -64,6 +66,10 @@ class SiteModel:
     down_bytes_per_token: Adaptive
     error_rel: Adaptive = field(default_factory=lambda: Adaptive(0.2))
     failure_p: float = 0.0
+    # The server's time learned from the gateway's own clock (a site that sends no
+    # Server-Timing, such as llama.cpp): see ``service_features``.
+    service: LinearFit | None = None
+    slots: SlotQueue | None = None  # the line at a site whose slots are known
     # The planner's inputs built for the last request, reused while they still hold:
     # the site with the live estimates, the task, the scenario (pydantic copies cost
     # more than the evaluation itself, and between two samples they do not change).
@@ -107,6 +113,37 @@ class SiteModel:
             out[name] = {"value": a.value, "sd": a.sd, "filter": a.chosen, "n": a.samples}
         return out
 
+    def service_fit(self) -> dict[str, Any] | None:
+        """The learned service model (for logs), or None before its first sample."""
+        if self.service is None or not self.service.n:
+            return None
+        f = self.service
+        return {"theta": f.theta, "paces": f.paces, "n": f.n, "features": SERVICE_FEATURES}
+
+    def learned_service(self) -> bool:
+        """Whether the server's time comes from :attr:`service` (it has samples)."""
+        return self.service is not None and self.service.n > 0
+
+    def service_s(self, prompt_tokens: int, output_tokens: int) -> tuple[float, float]:
+        """Time to first token and the decode after it, from :attr:`service`."""
+        assert self.service is not None
+        first, rest = service_features(prompt_tokens, output_tokens)
+        return max(self.service.predict(first), 0.0), max(self.service.predict(rest), 0.0)
+
+
+SERVICE_FEATURES = ["1", "n/1e3", "(n/1e3)^2", "(k-1)/1e2", "(k-1)/1e2*(n+k/2)/1e3"]
+
+
+def service_features(prompt_tokens: int, output_tokens: int) -> tuple[list[float], list[float]]:
+    """The features of the server's time for ``n`` prompt and ``k`` output tokens, split
+    into the time to first token (a fixed cost, prefill linear in ``n`` and attention's
+    ``n²``) and the ``k − 1`` decode steps after it (each reading the weights, and a KV
+    cache that grows with the context ``n + k/2``). The sum of both is the whole."""
+    a = prompt_tokens / 1e3
+    b = max(output_tokens - 1, 0) / 1e2
+    c = (prompt_tokens + output_tokens / 2) / 1e3
+    return [1.0, a, a * a, 0.0, 0.0], [0.0, 0.0, 0.0, b, b * c]
+
 
 def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
     """Resolve ``site``'s bounds with the planner and seed its estimates with the priors."""
@@ -131,6 +168,14 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
     if prefill_s is None:
         prefill_s = costs.prepare_s / PREFILL_REFERENCE_TOKENS
     remote = site.remote
+    step_prior = step_s * site.decode_slowdown
+    service = LinearFit(
+        theta=[0.0, prefill_s * 1e3, 0.0, step_prior * 1e2, 0.0],
+        prior_sd=[0.05, max(prefill_s * 1e3, 1e-3), max(prefill_s * 1e3, 1e-3),
+                  step_prior * 1e2, step_prior * 1e2],
+        pace_alpha=0.2,
+        groups=[0, 0, 0, 1, 1],  # prefill and decode keep paces of their own
+    )  # fmt: skip
     return SiteModel(
         site=site,
         costs=costs,
@@ -143,6 +188,8 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
         prefill_factor=Adaptive(1.0),
         decode_factor=Adaptive(site.decode_slowdown),
         down_bytes_per_token=Adaptive(8.0),
+        service=service,
+        slots=SlotQueue(site.slots) if site.slots else None,
     )
 
 
@@ -169,6 +216,7 @@ class Prediction:
     sigma_s: float
     expected_s: float  # time_s with the retry cost of a failed attempt
     p_meet: float | None
+    stages_s: dict[str, float] = field(default_factory=dict)  # queue, first token, decode
 
     def to_dict(self) -> dict[str, Any]:
         o = self.option
@@ -181,23 +229,38 @@ class Prediction:
             "reasons": o.reasons,
             "energy_j": o.energy_j,
             "breakdown_s": o.breakdown_s,
+            "stages_s": self.stages_s,
         }
 
 
-def predict(m: SiteModel, req: RequestShape, benched: bool = False) -> Prediction:
-    """Whole-task time of ``req`` on ``m``'s site with the live estimates (§12.1, §12.5.3)."""
+def predict(
+    m: SiteModel, req: RequestShape, benched: bool = False, now: float | None = None
+) -> Prediction:
+    """Whole-task time of ``req`` on ``m``'s site with the live estimates (§12.1, §12.5.3).
+
+    A site whose server time is learned from the gateway's clock (:attr:`SiteModel.service`)
+    is predicted from that fit; a site whose line the gateway keeps (``slots``) waits
+    what the line ahead still needs at ``now`` (monotonic clock)."""
     s = m.site
     n_out = req.output_tokens
     bytes_down = 400 + n_out * m.down_bytes_per_token.value
     scn = m.planner_inputs(req, bytes_down)
-    prefill_s = req.prompt_tokens * m.prefill_bound_s * m.prefill_factor.value
-    decode_s = n_out * m.step_bound_s * m.decode_factor.value
+    if m.learned_service():
+        prefill_s, decode_s = m.service_s(req.prompt_tokens, n_out)
+    else:
+        prefill_s = req.prompt_tokens * m.prefill_bound_s * m.prefill_factor.value
+        decode_s = n_out * m.step_bound_s * m.decode_factor.value
+    queue_s = m.queue_s.value
+    if m.slots is not None:
+        queue_s = m.slots.wait_s(now) if now is not None else 0.0
+    elif m.learned_service():
+        queue_s = 0.0  # folded into the fit: no server timing ever split it out
     reasons = _reasons(s, req, benched)
     costs = _evolve(
         m.costs,
         site=scn.site[0],
         model_s=decode_s,
-        prepare_s=m.queue_s.value + prefill_s,
+        prepare_s=queue_s + prefill_s,
         tokens_per_round=n_out,
         reasons=reasons,
     )
@@ -207,7 +270,8 @@ def predict(m: SiteModel, req: RequestShape, benched: bool = False) -> Predictio
     if req.deadline_s is not None:
         p_meet = normal_cdf((req.deadline_s - option.time_s) / max(sigma, 1e-9))
     expected = option.time_s * (1.0 + m.failure_p)
-    return Prediction(s.name, option, sigma, expected, p_meet)
+    stages = {"queue": queue_s, "first_token": prefill_s, "decode": decode_s}
+    return Prediction(s.name, option, sigma, expected, p_meet, stages)
 
 
 def _evolve(obj: Any, **changes: Any) -> Any:

@@ -43,6 +43,20 @@ def lab_route_command(
     json_to: Annotated[
         Path | None, typer.Option("--json", help="Write the per-strategy figures here.")
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="The edge's server: the stand-in, or llama.cpp's server on a random model "
+            "(llama.cpp; needs llama-cpp-python[server] and gguf; namespaces only).",
+        ),
+    ] = "stand-in",
+    engine_size: Annotated[
+        str,
+        typer.Option(
+            "--engine-size", help="The random model's size with --engine llama.cpp: tiny, small."
+        ),
+    ] = "tiny",
 ) -> None:
     """Compare routing strategies through world changes: a client and three model servers
     in network namespaces behind emulated paths (root), or on loopback (``--loopback``)."""
@@ -52,6 +66,17 @@ def lab_route_command(
             raise ScenarioError(
                 f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}", source="--strategies"
             )
+    if engine not in ("stand-in", "llama.cpp"):
+        raise ScenarioError(f"expected stand-in or llama.cpp, got {engine!r}", source="--engine")
+    if engine_size not in ("tiny", "small"):
+        raise ScenarioError(f"expected tiny or small, got {engine_size!r}", source="--engine-size")
+    if engine == "llama.cpp":
+        from tierwise.lab.world.engine import engine_unavailable_reason
+
+        if loopback:
+            raise ScenarioError("a real engine runs in namespaces only", source="--loopback")
+        if (reason := engine_unavailable_reason()) is not None:
+            raise LabError(reason)
     if json_to is not None and not _dir_exists(json_to):
         raise ScenarioError("no such directory for the figures", source=f"--json {json_to}")
     if loopback:
@@ -72,7 +97,8 @@ def lab_route_command(
 
     if (reason := netns.lab_unavailable_reason()) is not None:
         raise LabError(f"{reason} (or run on loopback: --loopback)")
-    runs, bodies, fits = run_ns_world(requests, seed, chosen)
+    size = engine_size if engine == "llama.cpp" else None
+    runs, bodies, fits = run_ns_world(requests, seed, chosen, size)
     figures = ns_report(runs, bodies, fits)
     if json_to is not None:
         write_text(json_to, json.dumps(figures, indent=1) + "\n")

@@ -43,9 +43,15 @@ def workload(
 
 
 def route_toml(
-    sites: dict[str, tuple], urls: dict[str, str], port: int, log: Path, strategy: str
+    sites: dict[str, tuple],
+    urls: dict[str, str],
+    port: int,
+    log: Path,
+    strategy: str,
+    slots: dict[str, int] | None = None,
 ) -> str:
-    """The gateway's ``route.toml``: the sites' true values as priors, and the strategy."""
+    """The gateway's ``route.toml``: the sites' true values as priors, and the strategy;
+    ``slots`` for a site whose server runs that many requests at once (a real engine)."""
     lines = [
         f'[decision]\nstrategy = "{strategy}"\ndeadline = "30 s"\n',
         f'[gateway]\nport = {port}\ndecisions_log = "{log}"\nprobe_interval = "1 s"\n',
@@ -55,6 +61,7 @@ def route_toml(
             f'[[site]]\nname = "{name}"\ntier = "{tier}"\nurl = "{urls[name]}"\n'
             f'decode_step = "{step} s"\nprefill_per_token = "0 s"\nrtt = "{rtt} s"\n'
             + (f'uplink = "{up * 8 / 1e6} Mbit/s"\ndownlink = "1 Gbit/s"\n' if up else "")
+            + (f"slots = {slots[name]}\n" if slots and name in slots else "")
         )
     return "\n".join(lines)
 

@@ -16,6 +16,13 @@ running emulator; the edge's server is killed (its kernel resets the gateway's
 connections) and restarted 10 s later; the device's decode is slowed 3× through its
 ``/admin/behaviour``.
 
+With ``engine`` set (``tierwise lab route --engine llama.cpp``), the edge's stand-in is
+a real engine instead: llama.cpp's server on a random model
+(:mod:`tierwise.lab.world.engine`) in the edge's namespace, one request at a time
+(the gateway is told ``slots = 1``); it is killed and restarted like the stand-in. A
+text model reads no images, so that world's mix is text only (prompts of 5–50 words,
+calibrated with prompts of three lengths).
+
 The oracle is measured, not computed: each site in each of its states is first timed
 with pinned requests of three sizes through a gateway (``x-tierwise-site``) and
 fitted ``a + b · bytes`` (so TCP's slow start and both HTTP hops are in it); then a
@@ -35,7 +42,7 @@ from typing import Any
 
 from tierwise.lab.world.common import CLI, MBIT, route_toml, scratch_dir, workload
 
-__all__ = ["NS_SITES", "NsWorld", "oracle_site", "run_ns_world"]
+__all__ = ["ENGINE_SITE", "NS_SITES", "NsWorld", "oracle_site", "run_ns_world"]
 
 SERVER_PORT = 8000
 PIN = "x-tierwise-site"  # the gateway's pin header (tierwise.route.request.SITE_HEADER)
@@ -49,6 +56,7 @@ COLLAPSED_BYTES_PER_S = 3 * MBIT
 EDGE_DOWN_S = 10.0
 DEVICE_SLOWDOWN = 3.0
 Fits = dict[str, tuple[float, float]]
+ENGINE_SITE = "edge"  # the site a real engine takes (--engine)
 CHANGES = {"cloud uplink 3 Mbit/s": 0.25, "edge down 10 s": 0.45, "device 3× slower": 0.7}
 
 
@@ -110,6 +118,7 @@ class NsWorld:
     urls: dict[str, str] = field(default_factory=dict)
     state: WorldState = field(default_factory=WorldState)
     client_ns: str = ""
+    engine_model: Path | None = None  # a GGUF file: the edge is llama.cpp's server on it
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _restart: threading.Timer | None = None
 
@@ -141,6 +150,9 @@ class NsWorld:
         from tierwise.lab.bench import netns
 
         path, step = self.paths[name], NS_SITES[name][3]
+        if name == ENGINE_SITE and self.engine_model is not None:
+            self._start_engine(name)
+            return
         cmd = [*CLI, "lab", "model-server", "--host", path.server_addr]
         cmd += ["--port", str(SERVER_PORT), "--decode-step", f"{step} s"]
         cmd += ["--prefill-per-token", "0 s", "--slots", "64"]
@@ -152,6 +164,24 @@ class NsWorld:
         self.servers[name] = proc
         with netns.entered(self.client_ns):
             _ready(proc, self.urls[name])
+
+    def _start_engine(self, name: str) -> None:
+        from tierwise.lab.bench import netns
+        from tierwise.lab.world.engine import engine_command, wait_engine_ready
+
+        assert self.engine_model is not None
+        path = self.paths[name]
+        cmd = engine_command(self.engine_model, path.server_addr, SERVER_PORT)
+        proc = subprocess.Popen(
+            netns.exec_argv(path.server_ns, cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        self.servers[name] = proc
+        with netns.entered(self.client_ns):
+            wait_engine_ready(proc, self.urls[name])
+
+    def slots(self) -> dict[str, int]:
+        """The gateway's ``slots`` per site: one at a real engine."""
+        return {ENGINE_SITE: 1} if self.engine_model is not None else {}
 
     def reset(self, client: Any) -> None:
         """The world as it starts: full cloud uplink, the edge up, the device at speed."""
@@ -173,7 +203,7 @@ class NsWorld:
         """
         from tierwise.lab.bench.emulator import Direction
 
-        probes = _probe_bodies()
+        probes = _probe_bodies(text_only=self.engine_model is not None)
         self.reset(client)
         fits: Fits = {}
         for name in NS_SITES:
@@ -221,9 +251,15 @@ class NsWorld:
         self.state.edge_up = True
 
 
-def _probe_bodies() -> list[bytes]:
-    """A text prompt and two image uploads (1.3 MB and 5.3 MB bodies) for calibration."""
+def _probe_bodies(text_only: bool = False) -> list[bytes]:
+    """A text prompt and two image uploads (1.3 MB and 5.3 MB bodies) for calibration;
+    ``text_only`` (a real engine, which reads no images): prompts of three lengths."""
     import json
+
+    if text_only:
+        content = ["describe " * words for words in (10, 100, 300)]
+        out = [{"messages": [{"role": "user", "content": c}], "max_tokens": 30} for c in content]
+        return [json.dumps(b).encode() for b in out]
 
     text = workload(1, 7, image_share=0.0)
     small = workload(1, 7, image_bytes=(1_000_000, 1_000_000), image_share=1.0)
@@ -236,8 +272,12 @@ def _pinned(client: Any, gateway: str, name: str, bodies: list[bytes]) -> list[t
     out = []
     for body in bodies:
         t0 = time.perf_counter()
-        r = client.post(gateway + "/v1/chat/completions", content=body, headers={PIN: name})
-        r.raise_for_status()
+        headers = {PIN: name, "content-type": "application/json"}
+        r = client.post(gateway + "/v1/chat/completions", content=body, headers=headers)
+        if r.status_code != 200:
+            from tierwise.errors import LabError
+
+            raise LabError(f"calibrating {name}: {r.status_code} {r.text[:300]}")
         out.append((len(body), time.perf_counter() - t0))
     return out
 
@@ -280,7 +320,7 @@ def run_ns_strategy(
 
     port, log = 8088, tmp / f"{strategy}.jsonl"
     gw_strategy = "predictive" if strategy == "oracle" else strategy
-    toml = route_toml(NS_SITES, world.urls, port, log, gw_strategy)
+    toml = route_toml(NS_SITES, world.urls, port, log, gw_strategy, world.slots())
     (tmp / f"{strategy}.toml").write_text(toml)
     cmd = [*CLI, "route", "--config", str(tmp / f"{strategy}.toml")]
     gw = subprocess.Popen(
@@ -295,6 +335,7 @@ def run_ns_strategy(
             for i, body in enumerate(bodies):
                 w = world.before(i, len(bodies), client)
                 pin = {PIN: oracle_site(w, len(body), fits)} if fits else {}
+                pin["content-type"] = "application/json"  # llama.cpp's server needs it
                 r = client.post(gateway + "/v1/chat/completions", content=body, headers=pin)
                 failed += r.status_code != 200
                 worlds.append({**w, "client_ok": r.status_code == 200})
@@ -309,16 +350,27 @@ def run_ns_strategy(
 
 
 def run_ns_world(
-    requests: int, seed: int, strategies: list[str]
+    requests: int, seed: int, strategies: list[str], engine_size: str | None = None
 ) -> tuple[dict[str, list[dict]], list[bytes], Fits]:
-    """The mix (1–8 MB image uploads) under each strategy and the measured oracle."""
+    """The mix (1–8 MB image uploads) under each strategy and the measured oracle; with
+    ``engine_size`` (a key of :data:`~tierwise.lab.world.engine.ENGINE_SIZES`) the edge is
+    llama.cpp's server on a random model of that size."""
     import json
 
     from rich.progress import Progress
 
-    mix = workload(requests, seed, image_bytes=(750_000, 6_000_000), image_share=0.25)
+    share = 0.0 if engine_size is not None else 0.25  # a text engine reads no images
+    mix = workload(requests, seed, image_bytes=(750_000, 6_000_000), image_share=share)
     bodies = [json.dumps(b).encode() for b in mix]
-    with scratch_dir() as tmp, NsWorld() as world, Progress(transient=True) as progress:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(scratch_dir())
+        model = None
+        if engine_size is not None:
+            from tierwise.lab.world.engine import ENGINE_SIZES, write_tiny_gguf
+
+            model = write_tiny_gguf(tmp / "engine.gguf", ENGINE_SIZES[engine_size])
+        world = stack.enter_context(NsWorld(engine_model=model))
+        progress = stack.enter_context(Progress(transient=True))
         fits = calibrate_world(world, tmp)
         runs = {s: run_ns_strategy(world, s, bodies, tmp, progress) for s in strategies}
         runs["oracle"] = run_ns_strategy(world, "oracle", bodies, tmp, progress, fits)
@@ -332,7 +384,8 @@ def calibrate_world(world: NsWorld, tmp: Path) -> Fits:
     from tierwise.lab.bench import netns
 
     port, log = 8088, tmp / "calibrate.jsonl"
-    (tmp / "calibrate.toml").write_text(route_toml(NS_SITES, world.urls, port, log, "static"))
+    toml = route_toml(NS_SITES, world.urls, port, log, "static", world.slots())
+    (tmp / "calibrate.toml").write_text(toml)
     cmd = [*CLI, "route", "--config", str(tmp / "calibrate.toml")]
     gw = subprocess.Popen(
         netns.exec_argv(world.client_ns, cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

@@ -1,0 +1,176 @@
+"""Benchmark: how well ``tierwise route`` predicts a real engine's whole-request time.
+
+llama.cpp's server (``llama_cpp.server``, one request at a time) on a random
+512-wide, 8-layer llama model (136 MB, written by :mod:`tierwise.lab.world.engine`;
+nothing downloaded) behind a ``tierwise route`` gateway process, both on loopback.
+The router starts from priors only (``decode_step = "16 ms"``, ``prefill_per_token =
+"0.6 ms"``, ``slots = 1``) and learns from the requests it forwards. A seeded mixed
+workload: bursts of 1–8 concurrent chat requests, prompts of 16–2,000 tokens and
+``max_tokens`` of 1–256 (both log-uniform), half of them streamed. Each request's
+prediction is the gateway's ``x-tierwise-predicted-s`` header; its actual time is the
+client's, from sending to the last byte. One request straight to the engine first
+pages its weights in (the first answer of a fresh process is seconds slower).
+Reported: the median and 90th percentile of the absolute relative error over all
+requests and after the first 20, beside an EWMA of past latency (α = 0.3, the common
+router's estimate) as a peer.
+Goal: median ≤ 10 % and p90 ≤ 25 % after 20 requests.
+
+    python benchmarks/route_engine.py [--requests 80] [--seed 1] [--threads 2] [--log FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from _args import positive_int, run
+
+from tierwise.lab.world.engine import ENGINE_SIZES, llama_server, write_tiny_gguf
+from tierwise.lab.world.model_server import free_port, wait_ready
+
+CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
+WORDS = "the of and to in is was for on that with as by at from his it an were are which".split()
+CHARS_PER_TOKEN = 1.57  # this vocabulary's text: characters per engine token (measured)
+
+
+def prompt(rng: random.Random, tokens: int) -> str:
+    """Text of about ``tokens`` engine tokens."""
+    out: list[str] = []
+    size = 0
+    while size < tokens * CHARS_PER_TOKEN:
+        word = rng.choice(WORDS)
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)
+
+
+def workload(seed: int, n: int) -> list[list[dict]]:
+    """Bursts of concurrent requests: each a body, seeded."""
+    rng = random.Random(seed)
+    bursts: list[list[dict]] = []
+    total = 0
+    while total < n:
+        size = min(rng.randint(1, 8), n - total)
+        burst = []
+        for _ in range(size):
+            tokens = round(16 * (2000 / 16) ** rng.random())
+            body = {
+                "model": "tiny",
+                "messages": [{"role": "user", "content": prompt(rng, tokens)}],
+                "max_tokens": round(256 ** rng.random()),
+                "stream": rng.random() < 0.5,
+            }
+            burst.append(body)
+        bursts.append(burst)
+        total += size
+    return bursts
+
+
+async def one(client: httpx.AsyncClient, body: dict, delay_s: float) -> tuple[float, float]:
+    """Send ``body`` after ``delay_s``; its predicted and actual whole time."""
+    await asyncio.sleep(delay_s)
+    t0 = time.perf_counter()
+    async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
+        async for _ in resp.aiter_raw():
+            pass
+    actual = time.perf_counter() - t0
+    assert resp.status_code == 200, resp.status_code
+    return float(resp.headers["x-tierwise-predicted-s"]), actual
+
+
+async def drive(gateway: str, bursts: list[list[dict]]) -> list[tuple[float, float]]:
+    """Each burst's requests at once (a few ms apart, in order), one burst after another."""
+    out: list[tuple[float, float]] = []
+    async with httpx.AsyncClient(base_url=gateway, timeout=600) as client:
+        for i, burst in enumerate(bursts):
+            got = await asyncio.gather(*(one(client, b, 0.005 * j) for j, b in enumerate(burst)))
+            out += got
+            print(f"burst {i + 1}/{len(bursts)}: {len(burst)} requests, "
+                  f"{sum(a for _, a in got):.1f} s in all", file=sys.stderr)  # fmt: skip
+    return out
+
+
+def errors(pairs: list[tuple[float, float]]) -> list[float]:
+    return [abs(p - a) / a for p, a in pairs]
+
+
+def ewma_peer(
+    pairs: list[tuple[float, float]], bursts: list[list[dict]]
+) -> list[tuple[float, float]]:
+    """The EWMA of latency known when each request was sent (the bursts before it)."""
+    out, level, at = [], None, 0
+    for burst in bursts:
+        done = pairs[at : at + len(burst)]
+        for _, actual in done:
+            out.append((level if level is not None else actual, actual))
+        for _, actual in done:
+            level = actual if level is None else level + 0.3 * (actual - level)
+        at += len(burst)
+    return out[1:]  # the very first has no past
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(int(q * len(values)), len(values) - 1)]
+
+
+def line(name: str, errs: list[float]) -> str:
+    return f"{name}: median {statistics.median(errs):.1%}, p90 {pct(errs, 0.9):.1%} (n={len(errs)})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=positive_int, default=80)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=2, help="the engine's threads")
+    ap.add_argument("--log", type=Path, help="keep the gateway's decisions log here")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    model = write_tiny_gguf(tmp / "small.gguf", ENGINE_SIZES["small"], seed=0)
+    bursts = workload(args.seed, args.requests)
+    log = args.log or tmp / "d.jsonl"
+    size = ENGINE_SIZES["small"]
+    with llama_server(model, threads=args.threads, context=size.context) as (engine, _):
+        gw_port = free_port()
+        gateway = f"http://127.0.0.1:{gw_port}"
+        (tmp / "route.toml").write_text(
+            f'[gateway]\nport = {gw_port}\ndecisions_log = "{log}"\n'
+            f'[[site]]\nname = "engine"\ntier = "edge"\nurl = "{engine}"\n'
+            'decode_step = "16 ms"\nprefill_per_token = "0.6 ms"\nslots = 1\n'
+            'uplink = "1 Gbit/s"\ndownlink = "1 Gbit/s"\nrtt = "1 ms"\n'
+        )
+        gw = subprocess.Popen(
+            [*CLI, "route", "--config", str(tmp / "route.toml")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            wait_ready(gw, gateway)
+            warm = workload(args.seed + 1000, 1)[0][0] | {"stream": False, "max_tokens": 8}
+            httpx.post(engine + "/v1/chat/completions", json=warm, timeout=600)  # weights paged in
+            t0 = time.perf_counter()
+            pairs = asyncio.run(drive(gateway, bursts))
+            took = time.perf_counter() - t0
+        finally:
+            gw.terminate()
+            gw.wait(10)
+    peer = ewma_peer(pairs, bursts)
+    print(f"{len(pairs)} requests in {len(bursts)} bursts, {took:.0f} s, seed {args.seed}")
+    print(line("router, all", errors(pairs)))
+    print(line("router, after 20", errors(pairs[20:])))
+    print(line("EWMA of latency, all", errors(peer)))
+    print(line("EWMA of latency, after 20", errors(peer[19:])))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run(main)
