@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.modelserver import model_server
 from tierwise.errors import ScenarioError
+from tierwise.lab.world.engine import engine_unavailable_reason, llama_server, write_tiny_gguf
 from tierwise.lab.world.profile import PROFILE_VERSION, measure, read_profile, write_profile
 
 # an "engine" with known timing: one slot, 20 ms overhead, 0.4 ms per prompt token, 6 ms a step
@@ -82,3 +83,17 @@ def test_like_and_profile_together_is_one_line() -> None:
         proc = run_cli("lab", "model-server", "--port", "0", *args)
         assert proc.code == 2, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.skipif(
+    engine_unavailable_reason() is not None, reason=str(engine_unavailable_reason())
+)
+def test_like_a_real_llama_cpp_engine(tmp_path: Path) -> None:
+    """llama.cpp's server on the tiny model: one slot, a decode step measured, and the
+    probe prompts that overflow its 2,048-token context left out instead of failing."""
+    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+    with llama_server(model) as (engine, _):
+        profile = measure(engine)
+    assert profile.slots == 1
+    assert 0 < profile.decode_step_s < 0.1
+    assert 2 <= len(profile.samples) < 4  # the longest probe does not fit the context

@@ -68,11 +68,17 @@ def measure(url: str, model: str | None = None) -> Profile:
     with httpx.Client(base_url=url.rstrip("/"), timeout=TIMEOUT_S) as client:
         ask = _Asker(client, model)
         ask.timed(PROMPT_WORDS[0], 1)  # warm: the first request loads caches
-        samples = [
-            {"prompt_tokens": n, "time_s": t}
-            for words in PROMPT_WORDS
-            for n, t in [ask.timed(words, 1)]
-        ]
+        samples = []
+        for words in PROMPT_WORDS:
+            try:
+                n, t = ask.timed(words, 1)
+            except TooLong:  # past the engine's context: the shorter prompts must do
+                break
+            samples.append({"prompt_tokens": n, "time_s": t})
+        if len(samples) < 2:
+            raise ScenarioError(
+                "the engine's context holds fewer than two of the probe prompts", source="--like"
+            )
         overhead_s, prefill_s = _line(
             [s["prompt_tokens"] for s in samples], [s["time_s"] for s in samples]
         )
@@ -88,6 +94,10 @@ def measure(url: str, model: str | None = None) -> Profile:
         slots=slots,
         samples=samples,
     )
+
+
+class TooLong(Exception):
+    """The engine refused a prompt longer than its context (HTTP 400)."""
 
 
 class _Asker:
@@ -111,6 +121,8 @@ class _Asker:
         start = time.perf_counter()
         resp = self.client.post("/v1/chat/completions", json=body)
         elapsed = time.perf_counter() - start
+        if resp.status_code == 400 and "context" in resp.text:
+            raise TooLong(resp.text[:200])
         if resp.status_code != 200:
             raise ScenarioError(
                 f"the engine answered {resp.status_code}: {resp.text[:200]}", source="--like"
