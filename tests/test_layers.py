@@ -1,4 +1,4 @@
-"""The layering rule of DESIGN.md: lower layers never import higher ones.
+"""The layering rule of docs/design.md: lower layers never import higher ones.
 
 Every module under ``src/tierwise`` is parsed with ``ast``; every ``tierwise``
 import it makes (top level, inside functions, under ``TYPE_CHECKING``, relative)
@@ -62,9 +62,9 @@ ALLOWED = {
     ("reproduce", "report"),
 }
 
-# Packages that may import only these (besides themselves). DESIGN.md: "model imports
-# nothing of ours but units and catalog; proto imports nothing of ours"; errors are
-# everyone's. calc evaluates closed forms only: no plan, no report.
+# Packages that may import only these (besides themselves), as docs/design.md lists them:
+# a formula never reads a scenario; the protocol knows nothing of sockets, clocks, units
+# or scenarios; calc evaluates closed forms only: no plan, no report.
 ONLY = {
     "errors": set(),
     "units": {"errors"},
@@ -82,7 +82,8 @@ ONLY = {
     "model": {"errors", "units", "catalog"},
     "proto": {"errors", "lazy"},  # lazy: the PEP 562 loader of its exports
     "calc": {"errors", "units", "catalog", "model"},
-    # DESIGN.md: route imports plan, model, units (and the scenario language); only cli imports it
+    # docs/design.md: route imports plan, model, units and the scenario language; only cli
+    # imports it
     "route": {
         *("errors", "units", "catalog", "model", "scenario", "plan", "tomlfile", "listen"),
         "schemakeys",  # the base of every schema (NoBooleanNumbers)
