@@ -19,6 +19,16 @@ two minutes of the gateway's.
 :meth:`Gateway.snapshot` is what an operator observes (``--stats``, :mod:`.metrics`):
 totals over every session since the start (ended ones included, so counters only grow)
 plus the ``STATS_SESSIONS`` busiest sessions; it reads, never changes, a session.
+
+Floods (:meth:`Gateway.guard`, :mod:`.kfilter`): the kernel drops what is not worth
+reading before it reaches a socket queue — a classic BPF filter on the session socket
+passes DATA naming a session in use (rebuilt as sessions open and end) and a
+``SO_REUSEPORT`` steering program puts HELLO-shaped datagrams on a second socket bound
+to the same port, read at most ``HELLO_BATCH`` per wake-up: garbage costs the sender's
+CPU, not the gateway's, and a HELLO flood overflows the HELLO queue, not the sessions'.
+The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are ``dropped_kernel`` in the stats;
+while drops of any reason exceed ``FLOOD_RATE`` a second, one line a minute says so
+(:meth:`Gateway.watch_flood`).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import heapq
 import ipaddress
 import logging
 import operator
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -45,7 +56,8 @@ from tierwise.proto.relay import (
     wire,
 )
 from tierwise.proto.relay.connection import hello_sent_s
-from tierwise.relay import trace
+from tierwise.relay import kfilter, trace
+from tierwise.relay.batchudp import BatchTransport, kernel_drops
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
 from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
@@ -76,6 +88,11 @@ HELLO_LEDGER_MAX = 65536  # HELLOs remembered (an entry is a session id and a ti
 # a restarted gateway remembers nothing, and a replay of an old HELLO must not pass then.
 HELLO_RESTART_SLACK_S = 2.0
 CLOCK_WARN_EVERY_S = 60.0  # at most one log line a minute for HELLOs dated off the clock
+# Floods: drops a second (every reason, the kernel's too) that make a log line, at most
+# one a minute while they last (and one when they end); HELLOs read per wake-up.
+FLOOD_RATE = 1000.0
+FLOOD_WARN_EVERY_S = 60.0
+HELLO_BATCH = 16
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
 
@@ -160,11 +177,83 @@ class Gateway(asyncio.DatagramProtocol):
         self.started_wall_s = time.time()
         self.hellos = HelloLedger(self.started_wall_s)
         self._clock_warned_s = 0.0  # no warning of a HELLO's date before this (Unix time)
+        self._filtered: socket.socket | None = None  # the session socket, filtered (guard)
+        self._hello_transport: BatchTransport | None = None  # HELLOs steered here (guard)
+        self._flood = (0.0, 0)  # (when, drops) at the last watch_flood
+        self._flood_warned_s = -FLOOD_WARN_EVERY_S  # the last flood line (watch's clock)
+        self.flooded = False  # the last line said a flood is on
 
     @property
     def dropped(self) -> int:
         """Datagrams dropped before reaching a session (every reason, and refused HELLOs)."""
         return sum(self.counters[k] for k in (*GATEWAY_DROPS, "sessions_refused"))
+
+    def kernel_drops(self) -> int:
+        """Datagrams the kernel dropped before the gateway read them: its filters' drops
+        and its queues' overflows, on the session and the HELLO socket."""
+        total = 0
+        for transport in (self.transport, self._hello_transport):
+            sock = transport.get_extra_info("socket") if transport is not None else None
+            if isinstance(sock, socket.socket) and sock.fileno() >= 0:
+                drops = kernel_drops(sock)
+                total += max(drops, getattr(transport, "kernel_drops", 0))
+        return total
+
+    def guard(self) -> bool:
+        """Let the kernel drop what is not worth reading (see the module): the session
+        socket's filter, and if it was bound with ``SO_REUSEPORT``, HELLOs steered to a
+        socket of their own. Whether a filter is on (False where the kernel refuses)."""
+        assert self.transport is not None
+        sock = self.transport.get_extra_info("socket")
+        if not isinstance(sock, socket.socket):
+            return False
+        hello = None
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT):
+            hello = _hello_socket(sock)
+        if hello is not None:
+            loop = asyncio.get_running_loop()
+            self._hello_transport = BatchTransport(
+                loop, hello, _HelloInbox(self), max_batch=HELLO_BATCH
+            )
+        self._filtered = sock
+        if not self._refilter():
+            self._filtered = None
+            return False
+        return True
+
+    def _refilter(self) -> bool:
+        """The session socket's filter for the sessions now open (an atomic swap)."""
+        if self._filtered is None:
+            return False
+        ids = list(self.sessions)
+        if self._hello_transport is not None:
+            prog = kfilter.session_program(ids)
+        else:
+            prog = kfilter.gateway_program(ids)
+        return kfilter.attach(self._filtered, prog)
+
+    def watch_flood(self, now: float) -> None:
+        """Called about once a second (``now``: a monotonic clock): a warning while drops
+        exceed ``FLOOD_RATE`` a second, at most one a minute; one line when it ends."""
+        drops = self.dropped + self.kernel_drops()
+        then, before = self._flood
+        self._flood = (now, drops)
+        if now <= then:
+            return
+        rate = (drops - before) / (now - then)
+        if rate >= FLOOD_RATE and now - self._flood_warned_s >= FLOOD_WARN_EVERY_S:
+            self._flood_warned_s, self.flooded = now, True
+            totals = self.counters
+            log.warning(
+                "flood: %.0f datagrams/s dropped unread (kernel %d, malformed %d, "
+                "unknown session %d, auth %d, replay %d so far); %d sessions open",
+                rate, self.kernel_drops(), totals["dropped_malformed"],
+                totals["dropped_unknown_session"], totals["dropped_auth"],
+                totals["dropped_replay"], len(self.sessions),
+            )  # fmt: skip
+        elif rate < FLOOD_RATE and self.flooded:
+            self.flooded = False
+            log.info("flood over: %.0f datagrams/s dropped", rate)
 
     @property
     def busy(self) -> bool:
@@ -251,6 +340,7 @@ class Gateway(asyncio.DatagramProtocol):
         self.hellos.admit(cid, sent_s, wall_s)
         session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
         self.sessions[cid] = session
+        self._refilter()  # its DATA passes the kernel's filter before its WELCOME leaves
         self.started[cid] = now
         self.counters["sessions_opened"] += 1
         log.info("session %s from %s:%s", cid.hex(), *addr[:2])
@@ -276,6 +366,7 @@ class Gateway(asyncio.DatagramProtocol):
             if self.sessions.pop(cid, None) is not None:
                 self.ended.update(vars(session.conn.stats))
                 self.counters["sessions_ended"] += 1
+                self._refilter()
             self.started.pop(cid, None)
             session.close()
             for key in [k for k in self._streams if k[0] == cid]:
@@ -467,6 +558,7 @@ class Gateway(asyncio.DatagramProtocol):
                 total[name] += sum(column)
         for key in GATEWAY_DROPS:  # before any session: malformed, no session, forged HELLO
             total[key] += self.counters[key]
+        total["dropped_kernel"] = self.kernel_drops()
         out = {key: total[key] for key in sorted({*STAT_NAMES, *total})}
         out["destinations_refused"] = self.counters["refused"] + self.counters["udp_refused"]
         for key in ("sessions_opened", "sessions_ended", "sessions_refused", "connected"):
@@ -490,6 +582,48 @@ class Gateway(asyncio.DatagramProtocol):
             session.conn.close_session()
             session.transmit()
             session.close()
+        if self._hello_transport is not None:
+            self._hello_transport.close()
+            self._hello_transport = None
+
+
+class _HelloInbox(asyncio.DatagramProtocol):
+    """The HELLO socket's reader: its batches go to the gateway like the session socket's."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.gateway.datagrams_received([(data, addr)])
+
+    def datagrams_received(
+        self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
+    ) -> None:
+        self.gateway.datagrams_received(batch, arrivals)
+
+    def error_received(self, exc: Exception) -> None:
+        pass
+
+
+def _hello_socket(sock: socket.socket) -> socket.socket | None:
+    """A socket on ``sock``'s port that only HELLOs reach (steered there), or None where
+    the kernel refuses a part (then nothing is steered: one socket takes everything)."""
+    hello = socket.socket(sock.family, socket.SOCK_DGRAM)
+    try:
+        hello.setblocking(False)
+        hello.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        # filtered before it is bound: until the steering is on, half of what comes is
+        # hashed here, and only HELLOs may stay
+        if not kfilter.attach(hello, kfilter.hello_program()):
+            raise OSError("no socket filter")
+        hello.bind(sock.getsockname())
+        if not kfilter.attach_steering(sock, kfilter.steer_program()):
+            raise OSError("no reuseport steering")
+    except OSError as exc:
+        log.info("HELLOs share the session socket: %s", exc)
+        hello.close()
+        return None
+    return hello
 
 
 def _carried(session: Session) -> int:
