@@ -178,7 +178,8 @@ class Gateway(asyncio.DatagramProtocol):
         self.hellos = HelloLedger(self.started_wall_s)
         self._clock_warned_s = 0.0  # no warning of a HELLO's date before this (Unix time)
         self._filtered: socket.socket | None = None  # the session socket, filtered (guard)
-        self._hello_transport: BatchTransport | None = None  # HELLOs steered here (guard)
+        self._hello_transport: BatchTransport | None = None  # the slow socket (guard)
+        self._peers: dict[bytes, tuple] = {}  # session id: address, as the steering has it
         self._flood = (0.0, 0)  # (when, drops) at the last watch_flood
         self._flood_warned_s = -FLOOD_WARN_EVERY_S  # the last flood line (watch's clock)
         self.flooded = False  # the last line said a flood is on
@@ -200,37 +201,54 @@ class Gateway(asyncio.DatagramProtocol):
         return total
 
     def guard(self) -> bool:
-        """Let the kernel drop what is not worth reading (see the module): the session
-        socket's filter, and if it was bound with ``SO_REUSEPORT``, HELLOs steered to a
-        socket of their own. Whether a filter is on (False where the kernel refuses)."""
+        """Let the kernel drop what is not worth reading (see the module). If the session
+        socket was bound with ``SO_REUSEPORT``, a slow socket joins it on the same port:
+        the steering program sends it all but a session's DATA from its own address.
+        Whether the kernel filters (False where it refuses: every datagram is read)."""
         assert self.transport is not None
         sock = self.transport.get_extra_info("socket")
         if not isinstance(sock, socket.socket):
             return False
-        hello = None
+        self._filtered = sock
+        slow = None
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT):
-            hello = _hello_socket(sock)
-        if hello is not None:
+            slow = _slow_socket(sock)
+        if slow is not None:
             loop = asyncio.get_running_loop()
             self._hello_transport = BatchTransport(
-                loop, hello, _HelloInbox(self), max_batch=HELLO_BATCH
+                loop, slow, _HelloInbox(self), max_batch=HELLO_BATCH
             )
-        self._filtered = sock
         if not self._refilter():
             self._filtered = None
             return False
         return True
 
     def _refilter(self) -> bool:
-        """The session socket's filter for the sessions now open (an atomic swap)."""
-        if self._filtered is None:
+        """The kernel's programs for the sessions now open and their addresses: the slow
+        socket's filter (HELLOs, DATA naming a session), then the steering (a session's
+        DATA from its address to the session socket); or, unsplit, the one socket's
+        filter. Each swap is atomic; the order lets no session's datagram be dropped."""
+        sock = self._filtered
+        if sock is None:
             return False
         ids = list(self.sessions)
-        if self._hello_transport is not None:
-            prog = kfilter.session_program(ids)
-        else:
-            prog = kfilter.gateway_program(ids)
-        return kfilter.attach(self._filtered, prog)
+        if self._hello_transport is None:
+            return kfilter.attach(sock, kfilter.gateway_program(ids))
+        slow = self._hello_transport.get_extra_info("socket")
+        peers = {cid: s.conn.peer_addr for cid, s in self.sessions.items() if s.conn.peer_addr}
+        self._peers = peers
+        ok = kfilter.attach(slow, kfilter.gateway_program(ids))
+        return kfilter.attach_steering(sock, kfilter.steer_program(peers.items())) and ok
+
+    def slow_received(self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None) -> None:
+        """A batch from the slow socket (HELLOs; sessions' datagrams from another address):
+        as any batch, then the steering follows a session that moved (or one that opened)."""
+        self.datagrams_received(batch, arrivals)
+        peers = self._peers
+        if len(peers) != len(self.sessions) or any(
+            peers.get(cid) != s.conn.peer_addr for cid, s in self.sessions.items()
+        ):
+            self._refilter()
 
     def watch_flood(self, now: float) -> None:
         """Called about once a second (``now``: a monotonic clock): a warning while drops
@@ -599,21 +617,21 @@ class _HelloInbox(asyncio.DatagramProtocol):
     def datagrams_received(
         self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
     ) -> None:
-        self.gateway.datagrams_received(batch, arrivals)
+        self.gateway.slow_received(batch, arrivals)
 
     def error_received(self, exc: Exception) -> None:
         pass
 
 
-def _hello_socket(sock: socket.socket) -> socket.socket | None:
-    """A socket on ``sock``'s port that only HELLOs reach (steered there), or None where
-    the kernel refuses a part (then nothing is steered: one socket takes everything)."""
+def _slow_socket(sock: socket.socket) -> socket.socket | None:
+    """The slow socket on ``sock``'s port (HELLOs, sessions' datagrams from elsewhere), or
+    None where the kernel refuses a part (then one socket takes everything)."""
     hello = socket.socket(sock.family, socket.SOCK_DGRAM)
     try:
         hello.setblocking(False)
         hello.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         # filtered before it is bound: until the steering is on, half of what comes is
-        # hashed here, and only HELLOs may stay
+        # hashed here (there is no session yet: HELLOs only)
         if not kfilter.attach(hello, kfilter.hello_program()):
             raise OSError("no socket filter")
         hello.bind(sock.getsockname())

@@ -39,6 +39,7 @@ the kernel refuses a program (not Linux, an old kernel) the socket works unfilte
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import logging
 import socket
 import struct
@@ -69,7 +70,8 @@ ACCEPT = 0xFFFFFFFF  # keep the whole datagram
 DROP = 0
 
 # linux/filter.h opcodes (classic BPF)
-LD_W_ABS, LD_B_ABS, LD_LEN = 0x20, 0x30, 0x80
+LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_LEN = 0x20, 0x28, 0x30, 0x80
+NET = 0xFFF00000  # SKF_NET_OFF (-0x100000): loads relative to the IP header
 JEQ, JGE = 0x15, 0x35
 RET_K, RET_A = 0x06, 0x16
 
@@ -151,18 +153,55 @@ def hello_program(base: int = UDP_HEADER_BYTES) -> list[Insn]:
     ]
 
 
-def steer_program() -> list[Insn]:
-    """``SO_REUSEPORT`` steering (payload at offset 0): HELLO type to socket 1, else 0.
-    A datagram too short to have a type byte goes to socket 0 (whose filter drops it)."""
-    return [
+def _peer_words(addr: tuple) -> tuple[int, int, list[int]]:
+    """Where a datagram from ``addr`` has its source port and address (offsets from the IP
+    header, no options or extension headers) and the address as 32-bit words."""
+    ip = ipaddress.ip_address(addr[0].split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # on an IPv6 socket: the datagram came over IPv4
+    if ip.version == 4:
+        return 20, 12, [int(ip)]
+    raw = ip.packed
+    return 40, 8, [int.from_bytes(raw[i : i + 4], "big") for i in range(0, 16, 4)]
+
+
+def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
+    """``SO_REUSEPORT`` steering (payload at offset 0): a DATA datagram naming a session
+    from that session's own address (``peers``: id, address) goes to socket 0, the
+    session socket; everything else (HELLOs, a session's datagrams from another address:
+    a migration, or a replay) to socket 1, the slow socket, whose filter and budget
+    take it from there. Past ``BPF_MAXINSNS`` (9 instructions a peer over IPv4, 15 over
+    IPv6: some 450 peers): HELLOs to 1, the rest to 0 (the session socket then filters
+    nothing: every DATA is read, as without the programs)."""
+    peers = sorted(set(peers))
+    prog: list[Insn] = [
         (LD_LEN, 0, 0, 0),
-        (JGE, 1, 0, 1),
-        _ret(0),
-        (LD_B_ABS, 0, 0, 0),
-        (JEQ, 0, 1, wire.HELLO),
+        (JGE, 1, 0, wire.HEADER_BYTES + wire.TAG_BYTES),
         _ret(1),
-        _ret(0),
+        (LD_B_ABS, 0, 0, 0),
+        (JEQ, 1, 0, wire.DATA),
+        _ret(1),
     ]
+    shape_only = [*prog[:4], (JEQ, 0, 1, wire.HELLO), _ret(1), _ret(0)]
+    for cid, addr in peers:
+        hi, lo = _ID.unpack(cid)
+        port_at, addr_at, words = _peer_words(addr)
+        tests = [
+            (LD_W_ABS, 0, 0, 1), (JEQ, 0, 0, hi),
+            (LD_W_ABS, 0, 0, 5), (JEQ, 0, 0, lo),
+            (LD_H_ABS, 0, 0, NET + port_at), (JEQ, 0, 0, addr[1]),
+        ]  # fmt: skip
+        for i, word in enumerate(words):
+            tests += [(LD_W_ABS, 0, 0, NET + addr_at + 4 * i), (JEQ, 0, 0, word)]
+        length = len(tests) + 1  # and the return
+        for i, (code, jt, _, k) in enumerate(tests):
+            if code == JEQ:
+                tests[i] = (code, jt, length - i - 1, k)  # a miss: the next peer's block
+        prog += [*tests, _ret(0)]
+        if len(prog) >= BPF_MAXINSNS:
+            return shape_only
+    prog.append(_ret(1))
+    return prog
 
 
 def client_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
