@@ -12,6 +12,10 @@ with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floo
 * the client's UDP port, spoofed from the gateway's address: ``client-random``,
   ``client-unknown``, ``client-badtag`` (the client's session id).
 
+``spin`` sends nothing and keeps one core busy: the control, what losing a core to a
+flooder costs on this host whatever it sends (on loopback the kernel's work on a
+flood, the socket filters included, is done on the sender's core).
+
 Per class: the bulk goodput of an established session (``--mb`` MB down), the median
 of ``--requests`` requests of 354,640 B, the seconds a new client's session takes to
 come up, the datagrams the flooder sent and the kernel's and the gateway's drops.
@@ -45,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOODER = ROOT / "tests" / "relay" / "flooder.py"
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 REQUEST_BYTES = 354_640
-GATEWAY_CLASSES = ("random", "unknown", "hello", "replay", "badtag", "spoofed")
+GATEWAY_CLASSES = ("spin", "random", "unknown", "hello", "replay", "badtag", "spoofed")
 CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag")
 BLOCK = os.urandom(1 << 16)
 
@@ -195,7 +199,7 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
     gw_to = f"--to=127.0.0.1:{ctx['gw_port']}"
     cl_to = f"--to=127.0.0.1:{ctx['client_port']}"
     spoof_gw = f"--spoof=127.0.0.1:{ctx['gw_port']}"
-    if kind in ("random", "unknown", "hello"):
+    if kind in ("spin", "random", "unknown", "hello"):
         return [*cmd, gw_to, "--kind", kind]
     if kind == "replay":
         path = tmp / "replay.hex"

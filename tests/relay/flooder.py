@@ -12,6 +12,8 @@ datagrams, then prints how many it sent and exits. Kinds:
 ``badtag``   DATA naming ``--cid`` (a live session), random body and tag
 ``file``     the datagrams in ``--payloads`` (hex, one a line) in turn: authentic
              datagrams recorded from a session, replayed
+``spin``     nothing sent: one core kept busy as long (the control: what losing a
+             core to the flooder costs, whatever it sends)
 
 ``--spoof HOST:PORT`` sends from that address (a raw socket with its own IP header,
 root only; port 0: a random port each datagram; host ``random``: a random address in
@@ -113,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     if not ipaddress.ip_address(host).is_loopback:
         raise SystemExit("the flooder sends to loopback only")
     seconds = min(args.seconds, 120.0)
+    if args.kind == "spin":
+        stop_spin: list[int] = []
+        signal.signal(signal.SIGTERM, lambda *_: stop_spin.append(1))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds and not stop_spin:
+            pass
+        print(0, f"{time.monotonic() - t0:.3f}")
+        return 0
     pool = payloads(args.kind, bytes.fromhex(args.cid) if args.cid else None, args.payloads)
     if args.spoof:
         shost, _, sport = args.spoof.rpartition(":")

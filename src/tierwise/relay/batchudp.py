@@ -90,9 +90,12 @@ class BatchTransport(asyncio.DatagramTransport):
         *,
         gro: bool = True,
         max_batch: int = MAX_BATCH,
+        pause_s: float = 0.0,
     ) -> None:
         super().__init__()
-        self.max_batch = max_batch
+        # a read budget: at most max_batch datagrams, then (pause_s > 0) no read for
+        # pause_s after a full batch (the gateway's slow socket: what a flood costs it)
+        self.max_batch, self.pause_s = max_batch, pause_s
         self._loop, self._sock, self._protocol = loop, sock, protocol
         self._buf = bytearray(RECV_BYTES)
         self._view = memoryview(self._buf)
@@ -148,12 +151,20 @@ class BatchTransport(asyncio.DatagramTransport):
                 arrivals.append(at)
         if not batch:
             return
+        if self.pause_s and len(batch) >= limit:
+            fd = self._sock.fileno()
+            self._loop.remove_reader(fd)
+            self._loop.call_later(self.pause_s, self._resume, fd)
         many = getattr(self._protocol, "datagrams_received", None)
         if many is not None:
             many(batch, arrivals)
         else:
             for data, addr in batch:
                 self._protocol.datagram_received(data, addr)
+
+    def _resume(self, fd: int) -> None:
+        if not self._closing:
+            self._loop.add_reader(fd, self._on_readable)
 
     def sendto(self, data: bytes, addr: Any = None) -> None:  # type: ignore[override]
         self.send_many([(data, addr)])

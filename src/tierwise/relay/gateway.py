@@ -20,15 +20,18 @@ two minutes of the gateway's.
 totals over every session since the start (ended ones included, so counters only grow)
 plus the ``STATS_SESSIONS`` busiest sessions; it reads, never changes, a session.
 
-Floods (:meth:`Gateway.guard`, :mod:`.kfilter`): the kernel drops what is not worth
-reading before it reaches a socket queue — a classic BPF filter on the session socket
-passes DATA naming a session in use (rebuilt as sessions open and end) and a
-``SO_REUSEPORT`` steering program puts HELLO-shaped datagrams on a second socket bound
-to the same port, read at most ``HELLO_BATCH`` per wake-up: garbage costs the sender's
-CPU, not the gateway's, and a HELLO flood overflows the HELLO queue, not the sessions'.
-The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are ``dropped_kernel`` in the stats;
-while drops of any reason exceed ``FLOOD_RATE`` a second, one line a minute says so
-(:meth:`Gateway.watch_flood`).
+Floods (:meth:`Gateway.guard`, :mod:`.kfilter`): the kernel decides what is worth
+reading before anything reaches a socket queue. Three sockets share the port
+(``SO_REUSEPORT``) and a steering program picks one per datagram: a session's DATA from
+that session's own address goes to the session socket; other DATA to the moved socket,
+whose filter keeps DATA naming a session (a client that moved, or a replay or forgery
+from elsewhere), read ``HELLO_BATCH`` at a time and then not for ``MOVED_PAUSE_S``;
+the rest to the HELLO socket, whose filter keeps HELLO-shaped datagrams, read
+``HELLO_BATCH`` a wake-up. Garbage costs the sender's CPU, not the gateway's; a flood of
+anything else fills its own queue, not the sessions'. The programs are rebuilt as
+sessions open, end and move. The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are
+``dropped_kernel`` in the stats; while drops of any reason exceed ``FLOOD_RATE`` a
+second, one line a minute says so (:meth:`Gateway.watch_flood`).
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ CLOCK_WARN_EVERY_S = 60.0  # at most one log line a minute for HELLOs dated off 
 FLOOD_RATE = 1000.0
 FLOOD_WARN_EVERY_S = 60.0
 HELLO_BATCH = 16
+# after a full batch from the moved socket (a session's DATA from another address than
+# its own: a client that moved, or a replay), no read for this long: at most 16,000 a
+# second, what a replay or forgery flood can cost; a moving client needs one through
+MOVED_PAUSE_S = 0.001
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
 
@@ -178,7 +185,8 @@ class Gateway(asyncio.DatagramProtocol):
         self.hellos = HelloLedger(self.started_wall_s)
         self._clock_warned_s = 0.0  # no warning of a HELLO's date before this (Unix time)
         self._filtered: socket.socket | None = None  # the session socket, filtered (guard)
-        self._hello_transport: BatchTransport | None = None  # the slow socket (guard)
+        self._hello_transport: BatchTransport | None = None  # HELLOs (guard)
+        self._moved_transport: BatchTransport | None = None  # DATA from elsewhere (guard)
         self._peers: dict[bytes, tuple] = {}  # session id: address, as the steering has it
         self._flood = (0.0, 0)  # (when, drops) at the last watch_flood
         self._flood_warned_s = -FLOOD_WARN_EVERY_S  # the last flood line (watch's clock)
@@ -193,7 +201,7 @@ class Gateway(asyncio.DatagramProtocol):
         """Datagrams the kernel dropped before the gateway read them: its filters' drops
         and its queues' overflows, on the session and the HELLO socket."""
         total = 0
-        for transport in (self.transport, self._hello_transport):
+        for transport in (self.transport, self._hello_transport, self._moved_transport):
             sock = transport.get_extra_info("socket") if transport is not None else None
             if isinstance(sock, socket.socket) and sock.fileno() >= 0:
                 drops = kernel_drops(sock)
@@ -202,8 +210,9 @@ class Gateway(asyncio.DatagramProtocol):
 
     def guard(self) -> bool:
         """Let the kernel drop what is not worth reading (see the module). If the session
-        socket was bound with ``SO_REUSEPORT``, a slow socket joins it on the same port:
-        the steering program sends it all but a session's DATA from its own address.
+        socket was bound with ``SO_REUSEPORT``, the HELLO and the moved sockets join it on
+        the same port, and the steering program sends them all but a session's DATA from
+        its own address.
         Whether the kernel filters (False where it refuses: every datagram is read)."""
         assert self.transport is not None
         sock = self.transport.get_extra_info("socket")
@@ -212,11 +221,13 @@ class Gateway(asyncio.DatagramProtocol):
         self._filtered = sock
         slow = None
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT):
-            slow = _slow_socket(sock)
+            slow = _slow_sockets(sock)
         if slow is not None:
             loop = asyncio.get_running_loop()
-            self._hello_transport = BatchTransport(
-                loop, slow, _HelloInbox(self), max_batch=HELLO_BATCH
+            inbox = _HelloInbox(self)
+            self._hello_transport = BatchTransport(loop, slow[0], inbox, max_batch=HELLO_BATCH)
+            self._moved_transport = BatchTransport(
+                loop, slow[1], inbox, max_batch=HELLO_BATCH, pause_s=MOVED_PAUSE_S
             )
         if not self._refilter():
             self._filtered = None
@@ -224,24 +235,25 @@ class Gateway(asyncio.DatagramProtocol):
         return True
 
     def _refilter(self) -> bool:
-        """The kernel's programs for the sessions now open and their addresses: the slow
-        socket's filter (HELLOs, DATA naming a session), then the steering (a session's
-        DATA from its address to the session socket); or, unsplit, the one socket's
-        filter. Each swap is atomic; the order lets no session's datagram be dropped."""
+        """The kernel's programs for the sessions now open and their addresses: the moved
+        socket's filter (DATA naming a session), then the steering (a session's DATA from
+        its address to the session socket); or, unsplit, the one socket's filter. Each
+        swap is atomic; the order lets no session's datagram be dropped."""
         sock = self._filtered
         if sock is None:
             return False
         ids = list(self.sessions)
         if self._hello_transport is None:
             return kfilter.attach(sock, kfilter.gateway_program(ids))
-        slow = self._hello_transport.get_extra_info("socket")
+        assert self._moved_transport is not None
+        moved = self._moved_transport.get_extra_info("socket")
         peers = {cid: s.conn.peer_addr for cid, s in self.sessions.items() if s.conn.peer_addr}
         self._peers = peers
-        ok = kfilter.attach(slow, kfilter.gateway_program(ids))
+        ok = kfilter.attach(moved, kfilter.moved_program(ids))
         return kfilter.attach_steering(sock, kfilter.steer_program(peers.items())) and ok
 
     def slow_received(self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None) -> None:
-        """A batch from the slow socket (HELLOs; sessions' datagrams from another address):
+        """A batch from the HELLO or moved socket (sessions' DATA from another address):
         as any batch, then the steering follows a session that moved (or one that opened)."""
         self.datagrams_received(batch, arrivals)
         peers = self._peers
@@ -600,13 +612,15 @@ class Gateway(asyncio.DatagramProtocol):
             session.conn.close_session()
             session.transmit()
             session.close()
-        if self._hello_transport is not None:
-            self._hello_transport.close()
-            self._hello_transport = None
+        for transport in (self._hello_transport, self._moved_transport):
+            if transport is not None:
+                transport.close()
+        self._hello_transport = self._moved_transport = None
 
 
 class _HelloInbox(asyncio.DatagramProtocol):
-    """The HELLO socket's reader: its batches go to the gateway like the session socket's."""
+    """The HELLO and moved sockets' reader: batches go to the gateway like the session
+    socket's, and the steering then follows a session that opened or moved."""
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
@@ -623,25 +637,31 @@ class _HelloInbox(asyncio.DatagramProtocol):
         pass
 
 
-def _slow_socket(sock: socket.socket) -> socket.socket | None:
-    """The slow socket on ``sock``'s port (HELLOs, sessions' datagrams from elsewhere), or
+def _slow_sockets(sock: socket.socket) -> tuple[socket.socket, socket.socket] | None:
+    """The HELLO and the moved sockets on ``sock``'s port, steered to (see the module), or
     None where the kernel refuses a part (then one socket takes everything)."""
-    hello = socket.socket(sock.family, socket.SOCK_DGRAM)
+    made: list[socket.socket] = []
     try:
-        hello.setblocking(False)
-        hello.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        # filtered before it is bound: until the steering is on, half of what comes is
-        # hashed here (there is no session yet: HELLOs only)
-        if not kfilter.attach(hello, kfilter.hello_program()):
+        # each filtered before it is bound: until the steering is on, what comes is hashed
+        # over the group (there is no session yet: only HELLOs may stay)
+        for _ in range(2):
+            made.append(socket.socket(sock.family, socket.SOCK_DGRAM))
+            made[-1].setblocking(False)
+            made[-1].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if not kfilter.attach(made[0], kfilter.hello_program()):
             raise OSError("no socket filter")
-        hello.bind(sock.getsockname())
+        if not kfilter.attach(made[1], kfilter.moved_program([])):
+            raise OSError("no socket filter")
+        for extra in made:
+            extra.bind(sock.getsockname())
         if not kfilter.attach_steering(sock, kfilter.steer_program()):
             raise OSError("no reuseport steering")
     except OSError as exc:
-        log.info("HELLOs share the session socket: %s", exc)
-        hello.close()
+        log.info("one socket takes every datagram (no steering): %s", exc)
+        for extra in made:
+            extra.close()
         return None
-    return hello
+    return made[0], made[1]
 
 
 def _carried(session: Session) -> int:

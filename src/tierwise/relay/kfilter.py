@@ -6,21 +6,18 @@ traffic: at a few hundred thousand a second the queue overflows and every sessio
 stalls. The programs here run in the kernel at the sender's expense (in the softirq
 of the datagram's arrival, on loopback the sender's own system call):
 
-* :func:`gateway_program`, on the gateway's session socket: a DATA datagram passes
-  only if it is at least a header and a tag long and its connection id is one of the
-  sessions in use (a linear chain of two 32-bit compares per id, five instructions
-  each; past :data:`MAX_FILTER_IDS` ids the chain is left out and every well-shaped
-  DATA passes, as before). Everything else — random bytes, unknown ids, WELCOMEs, a
-  short datagram — is dropped. The program is rebuilt and swapped
-  (``SO_ATTACH_FILTER`` replaces atomically) each time a session opens or ends: a new
-  session's id is in the program before its WELCOME leaves, an ended one's goes.
-* :func:`hello_program`, on the gateway's HELLO socket: only a datagram of type HELLO
-  at least :data:`~tierwise.proto.relay.wire.HELLO_BYTES` long passes.
 * :func:`steer_program`, a ``SO_REUSEPORT`` steering program
-  (``SO_ATTACH_REUSEPORT_CBPF``) over the two sockets bound to the gateway's one port:
-  HELLO-type datagrams go to the HELLO socket (index 1), the rest to the session
-  socket (index 0). A HELLO flood fills the HELLO socket's queue, never the one the
-  established sessions are read from; the gateway reads the session socket first.
+  (``SO_ATTACH_REUSEPORT_CBPF``) over the three sockets the gateway binds to its one
+  port: a DATA datagram whose connection id and source address and port are those of a
+  session goes to socket 0, the session socket (no filter of its own); other DATA to
+  socket 2, the moved socket (:func:`moved_program`: DATA naming a session — a client
+  that moved, or a replay or forgery from elsewhere); the rest to socket 1, the HELLO
+  socket (:func:`hello_program`: type HELLO, at least ``HELLO_BYTES``). A chain of
+  compares per session (9 instructions over IPv4, 15 over IPv6), rebuilt and swapped
+  atomically as sessions open, end and move.
+* :func:`gateway_program`, where steering is refused, on the one socket: HELLO-shaped
+  datagrams and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
+  short datagrams are dropped. Past :data:`MAX_FILTER_IDS` ids the id chain is left out.
 * :func:`client_program`, on the client's (connected) socket: WELCOME or DATA naming
   one of the client's session ids.
 
@@ -54,6 +51,7 @@ __all__ = [
     "client_program",
     "gateway_program",
     "hello_program",
+    "moved_program",
     "steer_program",
 ]
 
@@ -113,15 +111,6 @@ def gateway_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[
     return prog
 
 
-def session_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
-    """The session socket's program once HELLOs are steered away: DATA naming ``ids``."""
-    ids = sorted(set(ids))
-    prog = _shape(base)
-    prog += [(JEQ, 1, 0, wire.DATA), _ret(DROP)]
-    prog += _ids_chain(ids, base)
-    return prog
-
-
 def _ids_chain(ids: list[bytes], base: int) -> list[Insn]:
     """From a DATA datagram: accept if its id is one of ``ids``, else drop."""
     if len(ids) > MAX_FILTER_IDS:
@@ -168,10 +157,11 @@ def _peer_words(addr: tuple) -> tuple[int, int, list[int]]:
 def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
     """``SO_REUSEPORT`` steering (payload at offset 0): a DATA datagram naming a session
     from that session's own address (``peers``: id, address) goes to socket 0, the
-    session socket; everything else (HELLOs, a session's datagrams from another address:
-    a migration, or a replay) to socket 1, the slow socket, whose filter and budget
-    take it from there. Past ``BPF_MAXINSNS`` (9 instructions a peer over IPv4, 15 over
-    IPv6: some 450 peers): HELLOs to 1, the rest to 0 (the session socket then filters
+    session socket; other DATA (a session's datagrams from another address: a client that
+    moved, or a replay) to socket 2, the moved socket; the rest (HELLOs) to socket 1, the
+    HELLO socket; their filters and read budgets take it from there. Past
+    ``BPF_MAXINSNS`` (9 instructions a peer over IPv4, 15 over IPv6: some 450 peers):
+    HELLOs to 1, the rest to 0 (the session socket then filters
     nothing: every DATA is read, as without the programs)."""
     peers = sorted(set(peers))
     prog: list[Insn] = [
@@ -182,6 +172,7 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
         (JEQ, 1, 0, wire.DATA),
         _ret(1),
     ]
+    miss = 2  # a DATA datagram from elsewhere: the moved socket
     shape_only = [*prog[:4], (JEQ, 0, 1, wire.HELLO), _ret(1), _ret(0)]
     for cid, addr in peers:
         hi, lo = _ID.unpack(cid)
@@ -200,8 +191,16 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
         prog += [*tests, _ret(0)]
         if len(prog) >= BPF_MAXINSNS:
             return shape_only
-    prog.append(_ret(1))
+    prog.append(_ret(miss))
     return prog
+
+
+def moved_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+    """The moved socket's filter: DATA naming one of ``ids`` (a session's datagram from
+    another address than its own: a client that moved, or a replay or forgery)."""
+    prog = _shape(base)
+    prog += [(JEQ, 1, 0, wire.DATA), _ret(DROP)]
+    return prog + _ids_chain(sorted(set(ids)), base)
 
 
 def client_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
