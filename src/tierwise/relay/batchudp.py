@@ -25,6 +25,11 @@ spacing and an RTT sample free of that delay (without them, ACKs that had waited
 in the socket read as a train 10–50 × faster than the path, and a stall as
 queueing delay). Where the kernel gives no stamp the read time stands in.
 
+The socket asks for ``SO_RXQ_OVFL``: a read carries the count of datagrams the kernel
+dropped for this socket before any read (its queue full, or its socket filter's
+drops, :mod:`.kfilter`), kept as ``kernel_drops`` (:func:`kernel_drops` reads the same
+count at any time, with ``SO_MEMINFO``, where no datagram is read to carry it).
+
 Nothing the endpoint sends is ever fragmented: the socket sets ``IP_MTU_DISCOVER``
 (``IPV6_MTU_DISCOVER``) to ``IP_PMTUDISC_PROBE`` — the Don't Fragment bit on every
 datagram, the local interface's MTU enforced, the kernel's ICMP-learnt path MTU
@@ -49,7 +54,7 @@ import time
 from collections import deque
 from typing import Any
 
-__all__ = ["BatchTransport", "forbid_fragments", "open_batch_endpoint"]
+__all__ = ["BatchTransport", "forbid_fragments", "kernel_drops", "open_batch_endpoint"]
 
 MAX_BATCH = 64  # datagrams per wake-up: other sockets get their turn
 RECV_BYTES = 65535
@@ -62,7 +67,11 @@ _U16 = struct.Struct("=H")
 SO_TIMESTAMPNS = 35  # asm-generic/socket.h; SCM_TIMESTAMPNS, its control message, is the same
 _TIMESPEC = struct.Struct("=qq")  # struct timespec on a 64-bit kernel
 _INT = struct.Struct("=i")
-_ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(_INT.size)
+SO_RXQ_OVFL = 40  # its control message: the socket's drops so far, a u32
+SO_MEMINFO = 55  # u32[SK_MEMINFO_VARS]; index 8 (SK_MEMINFO_DROPS) is the socket's drops
+_MEMINFO = struct.Struct("=9I")
+_U32 = struct.Struct("=I")
+_ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(_INT.size) + socket.CMSG_SPACE(4)
 # linux/in.h and linux/in6.h (the socket module names only some): Don't Fragment, the
 # interface MTU enforced, the ICMP-learnt path MTU ignored (RFC 8899 §3: the sender probes)
 IP_MTU_DISCOVER, IPV6_MTU_DISCOVER = 10, 23
@@ -80,8 +89,13 @@ class BatchTransport(asyncio.DatagramTransport):
         protocol: Any,
         *,
         gro: bool = True,
+        max_batch: int = MAX_BATCH,
+        pause_s: float = 0.0,
     ) -> None:
         super().__init__()
+        # a read budget: at most max_batch datagrams, then (pause_s > 0) no read for
+        # pause_s after a full batch (the gateway's slow socket: what a flood costs it)
+        self.max_batch, self.pause_s = max_batch, pause_s
         self._loop, self._sock, self._protocol = loop, sock, protocol
         self._buf = bytearray(RECV_BYTES)
         self._view = memoryview(self._buf)
@@ -94,6 +108,8 @@ class BatchTransport(asyncio.DatagramTransport):
         self.reads = 0  # recvmsg/recvfrom calls that returned a datagram (or a GRO run)
         self.oversize = 0  # datagrams the kernel refused as larger than the interface MTU
         self.no_fragments = forbid_fragments(sock)
+        self.kernel_drops = 0  # the kernel's drops for this socket, as the last read said
+        _enable_overflow(sock)
         loop.add_reader(sock.fileno(), self._on_readable)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
@@ -108,7 +124,8 @@ class BatchTransport(asyncio.DatagramTransport):
         now = self._loop.time()
         offset = time.time() - now  # CLOCK_REALTIME (the stamps) less the loop's clock
         ancillary = self.stamps or self.gro
-        while len(batch) < MAX_BATCH:
+        limit = self.max_batch
+        while len(batch) < limit:
             try:
                 if ancillary:
                     n, anc, _flags, addr = self._sock.recvmsg_into([self._buf], _ANC_BYTES)
@@ -122,6 +139,8 @@ class BatchTransport(asyncio.DatagramTransport):
                 break
             self.reads += 1
             at, segment = _ancillary(anc, offset, now)
+            if len(anc) > self.stamps + (segment > 0):  # more than stamp and GRO: the drops
+                self.kernel_drops = max(self.kernel_drops, _overflow(anc))
             if segment and n > segment:  # a GRO run: one sender's datagrams, back to back
                 view = self._view
                 for start in range(0, n, segment):
@@ -132,12 +151,20 @@ class BatchTransport(asyncio.DatagramTransport):
                 arrivals.append(at)
         if not batch:
             return
+        if self.pause_s and len(batch) >= limit:
+            fd = self._sock.fileno()
+            self._loop.remove_reader(fd)
+            self._loop.call_later(self.pause_s, self._resume, fd)
         many = getattr(self._protocol, "datagrams_received", None)
         if many is not None:
             many(batch, arrivals)
         else:
             for data, addr in batch:
                 self._protocol.datagram_received(data, addr)
+
+    def _resume(self, fd: int) -> None:
+        if not self._closing:
+            self._loop.add_reader(fd, self._on_readable)
 
     def sendto(self, data: bytes, addr: Any = None) -> None:  # type: ignore[override]
         self.send_many([(data, addr)])
@@ -302,6 +329,32 @@ def _enable_gro(sock: socket.socket) -> bool:
     return True
 
 
+def _enable_overflow(sock: socket.socket) -> bool:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
+    except OSError:
+        return False
+    return True
+
+
+def _overflow(anc: Any) -> int:
+    """The ``SO_RXQ_OVFL`` count in a read's control messages (0 without one)."""
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL and len(data) >= _U32.size:
+            return _U32.unpack_from(data)[0]
+    return 0
+
+
+def kernel_drops(sock: socket.socket) -> int:
+    """Datagrams the kernel dropped for ``sock`` so far (``SO_MEMINFO``; 0 where refused):
+    its queue's overflows and its socket filter's drops."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, _MEMINFO.size)
+    except OSError:
+        return 0
+    return _MEMINFO.unpack_from(raw.ljust(_MEMINFO.size, b"\0"))[8]
+
+
 def _ancillary(anc: Any, offset: float, now: float) -> tuple[float, int]:
     """``(arrival, segment size)`` from a read's control messages.
 
@@ -332,11 +385,13 @@ async def open_batch_endpoint(
     remote_addr: tuple[str, int] | None = None,
     *,
     gro: bool = True,
+    reuse_port: bool = False,
 ) -> BatchTransport:
     """Bind (and for a client, connect) a UDP socket and attach ``protocol`` to it.
 
     ``gro=False`` reads one datagram per system call (the path a kernel without
-    ``UDP_GRO`` takes).
+    ``UDP_GRO`` takes); ``reuse_port`` sets ``SO_REUSEPORT`` once bound (the bind itself
+    is exclusive; the gateway then binds its HELLO socket to the same port, :mod:`.kfilter`).
     """
     loop = asyncio.get_running_loop()
     host, port = remote_addr or local_addr or ("0.0.0.0", 0)
@@ -347,6 +402,8 @@ async def open_batch_endpoint(
         sock.setblocking(False)
         if local_addr is not None:
             sock.bind(infos[0][4] if remote_addr is None else local_addr)
+        if reuse_port:  # after the bind: a port another socket holds is still refused
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if remote_addr is not None:
             sock.connect(infos[0][4])
     except OSError:

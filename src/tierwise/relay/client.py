@@ -19,6 +19,11 @@ gateway's UDP port answers ICMP port unreachable (its process is gone); else whe
 the grace runs out. A reset stream's application sees the connection break: the
 TCP connection is aborted with an RST (``SO_LINGER`` 0), never closed with a FIN
 that would pass truncated data off as complete. UDP ASSOCIATE: :mod:`.udp`.
+
+The client's UDP socket is connected to the gateway (the kernel drops what comes from
+any other address) and carries a socket filter (:func:`.kfilter.client_program`):
+only WELCOME or DATA naming one of its session ids (the current one and the older
+ones still lingering) reaches Python; a spoofed flood is dropped at the sender's cost.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from tierwise.proto.relay import (
     StreamDataReceived,
     StreamReset,
 )
-from tierwise.relay import trace
+from tierwise.relay import kfilter, trace
 from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
@@ -181,7 +186,20 @@ class Client:
     async def _dial(self) -> asyncio.DatagramTransport:
         transport = await open_batch_endpoint(_Dialer(self), remote_addr=self.gateway)
         widen_buffers(transport)
+        self._refilter(transport)
         return transport
+
+    def _refilter(self, transport: asyncio.DatagramTransport | None = None) -> None:
+        """The socket's filter for the session ids in use (an id stays until the next
+        session opens: an extra pass costs Python a lookup, a missing one a session)."""
+        transport = transport or self._transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None:
+            return
+        ids = [*self.lingering]
+        if self.session is not None:
+            ids.append(self.session.conn.connection_id)
+        kfilter.attach(sock, kfilter.client_program(ids))
 
     async def rebind(self) -> None:
         """Move the sessions to a new local UDP port (as NAT rebinding or a roaming host would)."""
@@ -234,6 +252,7 @@ class Client:
         conn = RelayConnection(self.key, is_client=True, config=self.config)
         assert self._transport is not None
         self.session = Session(conn, self._transport, self._on_event)
+        self._refilter()  # before its HELLO leaves: the WELCOME must pass
         conn.connect(self.gateway, self.session.now(), wall_s=time.time())
         self.session.transmit()
 

@@ -19,6 +19,19 @@ two minutes of the gateway's.
 :meth:`Gateway.snapshot` is what an operator observes (``--stats``, :mod:`.metrics`):
 totals over every session since the start (ended ones included, so counters only grow)
 plus the ``STATS_SESSIONS`` busiest sessions; it reads, never changes, a session.
+
+Floods (:meth:`Gateway.guard`, :mod:`.kfilter`): the kernel decides what is worth
+reading before anything reaches a socket queue. Three sockets share the port
+(``SO_REUSEPORT``) and a steering program picks one per datagram: a session's DATA from
+that session's own address goes to the session socket; other DATA to the moved socket,
+whose filter keeps DATA naming a session (a client that moved, or a replay or forgery
+from elsewhere), read ``HELLO_BATCH`` at a time and then not for ``MOVED_PAUSE_S``;
+the rest to the HELLO socket, whose filter keeps HELLO-shaped datagrams, read
+``HELLO_BATCH`` a wake-up. Garbage costs the sender's CPU, not the gateway's; a flood of
+anything else fills its own queue, not the sessions'. The programs are rebuilt as
+sessions open, end and move. The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are
+``dropped_kernel`` in the stats; while drops of any reason exceed ``FLOOD_RATE`` a
+second, one line a minute says so (:meth:`Gateway.watch_flood`).
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ import heapq
 import ipaddress
 import logging
 import operator
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -45,7 +59,8 @@ from tierwise.proto.relay import (
     wire,
 )
 from tierwise.proto.relay.connection import hello_sent_s
-from tierwise.relay import trace
+from tierwise.relay import kfilter, trace
+from tierwise.relay.batchudp import BatchTransport, kernel_drops
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
 from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
@@ -76,6 +91,15 @@ HELLO_LEDGER_MAX = 65536  # HELLOs remembered (an entry is a session id and a ti
 # a restarted gateway remembers nothing, and a replay of an old HELLO must not pass then.
 HELLO_RESTART_SLACK_S = 2.0
 CLOCK_WARN_EVERY_S = 60.0  # at most one log line a minute for HELLOs dated off the clock
+# Floods: drops a second (every reason, the kernel's too) that make a log line, at most
+# one a minute while they last (and one when they end); HELLOs read per wake-up.
+FLOOD_RATE = 1000.0
+FLOOD_WARN_EVERY_S = 60.0
+HELLO_BATCH = 16
+# after a full batch from the moved socket (a session's DATA from another address than
+# its own: a client that moved, or a replay), no read for this long: at most 16,000 a
+# second, what a replay or forgery flood can cost; a moving client needs one through
+MOVED_PAUSE_S = 0.001
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
 
@@ -160,11 +184,106 @@ class Gateway(asyncio.DatagramProtocol):
         self.started_wall_s = time.time()
         self.hellos = HelloLedger(self.started_wall_s)
         self._clock_warned_s = 0.0  # no warning of a HELLO's date before this (Unix time)
+        self._filtered: socket.socket | None = None  # the session socket, filtered (guard)
+        self._hello_transport: BatchTransport | None = None  # HELLOs (guard)
+        self._moved_transport: BatchTransport | None = None  # DATA from elsewhere (guard)
+        self._peers: dict[bytes, tuple] = {}  # session id: address, as the steering has it
+        self._flood = (0.0, 0)  # (when, drops) at the last watch_flood
+        self._flood_warned_s = -FLOOD_WARN_EVERY_S  # the last flood line (watch's clock)
+        self.flooded = False  # the last line said a flood is on
 
     @property
     def dropped(self) -> int:
         """Datagrams dropped before reaching a session (every reason, and refused HELLOs)."""
         return sum(self.counters[k] for k in (*GATEWAY_DROPS, "sessions_refused"))
+
+    def kernel_drops(self) -> int:
+        """Datagrams the kernel dropped before the gateway read them: its filters' drops
+        and its queues' overflows, on the session and the HELLO socket."""
+        total = 0
+        for transport in (self.transport, self._hello_transport, self._moved_transport):
+            sock = transport.get_extra_info("socket") if transport is not None else None
+            if isinstance(sock, socket.socket) and sock.fileno() >= 0:
+                drops = kernel_drops(sock)
+                total += max(drops, getattr(transport, "kernel_drops", 0))
+        return total
+
+    def guard(self) -> bool:
+        """Let the kernel drop what is not worth reading (see the module). If the session
+        socket was bound with ``SO_REUSEPORT``, the HELLO and the moved sockets join it on
+        the same port, and the steering program sends them all but a session's DATA from
+        its own address.
+        Whether the kernel filters (False where it refuses: every datagram is read)."""
+        assert self.transport is not None
+        sock = self.transport.get_extra_info("socket")
+        if not isinstance(sock, socket.socket):
+            return False
+        self._filtered = sock
+        slow = None
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT):
+            slow = _slow_sockets(sock)
+        if slow is not None:
+            loop = asyncio.get_running_loop()
+            inbox = _HelloInbox(self)
+            self._hello_transport = BatchTransport(loop, slow[0], inbox, max_batch=HELLO_BATCH)
+            self._moved_transport = BatchTransport(
+                loop, slow[1], inbox, max_batch=HELLO_BATCH, pause_s=MOVED_PAUSE_S
+            )
+        if not self._refilter():
+            self._filtered = None
+            return False
+        return True
+
+    def _refilter(self) -> bool:
+        """The kernel's programs for the sessions now open and their addresses: the moved
+        socket's filter (DATA naming a session), then the steering (a session's DATA from
+        its address to the session socket); or, unsplit, the one socket's filter. Each
+        swap is atomic; the order lets no session's datagram be dropped."""
+        sock = self._filtered
+        if sock is None:
+            return False
+        ids = list(self.sessions)
+        if self._hello_transport is None:
+            return kfilter.attach(sock, kfilter.gateway_program(ids))
+        assert self._moved_transport is not None
+        moved = self._moved_transport.get_extra_info("socket")
+        peers = {cid: s.conn.peer_addr for cid, s in self.sessions.items() if s.conn.peer_addr}
+        self._peers = peers
+        ok = kfilter.attach(moved, kfilter.moved_program(ids))
+        return kfilter.attach_steering(sock, kfilter.steer_program(peers.items())) and ok
+
+    def slow_received(self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None) -> None:
+        """A batch from the HELLO or moved socket (sessions' DATA from another address):
+        as any batch, then the steering follows a session that moved (or one that opened)."""
+        self.datagrams_received(batch, arrivals)
+        peers = self._peers
+        if len(peers) != len(self.sessions) or any(
+            peers.get(cid) != s.conn.peer_addr for cid, s in self.sessions.items()
+        ):
+            self._refilter()
+
+    def watch_flood(self, now: float) -> None:
+        """Called about once a second (``now``: a monotonic clock): a warning while drops
+        exceed ``FLOOD_RATE`` a second, at most one a minute; one line when it ends."""
+        drops = self.dropped + self.kernel_drops()
+        then, before = self._flood
+        self._flood = (now, drops)
+        if now <= then:
+            return
+        rate = (drops - before) / (now - then)
+        if rate >= FLOOD_RATE and now - self._flood_warned_s >= FLOOD_WARN_EVERY_S:
+            self._flood_warned_s, self.flooded = now, True
+            totals = self.counters
+            log.warning(
+                "flood: %.0f datagrams/s dropped unread (kernel %d, malformed %d, "
+                "unknown session %d, auth %d, replay %d so far); %d sessions open",
+                rate, self.kernel_drops(), totals["dropped_malformed"],
+                totals["dropped_unknown_session"], totals["dropped_auth"],
+                totals["dropped_replay"], len(self.sessions),
+            )  # fmt: skip
+        elif rate < FLOOD_RATE and self.flooded:
+            self.flooded = False
+            log.info("flood over: %.0f datagrams/s dropped", rate)
 
     @property
     def busy(self) -> bool:
@@ -251,6 +370,7 @@ class Gateway(asyncio.DatagramProtocol):
         self.hellos.admit(cid, sent_s, wall_s)
         session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
         self.sessions[cid] = session
+        self._refilter()  # its DATA passes the kernel's filter before its WELCOME leaves
         self.started[cid] = now
         self.counters["sessions_opened"] += 1
         log.info("session %s from %s:%s", cid.hex(), *addr[:2])
@@ -276,6 +396,7 @@ class Gateway(asyncio.DatagramProtocol):
             if self.sessions.pop(cid, None) is not None:
                 self.ended.update(vars(session.conn.stats))
                 self.counters["sessions_ended"] += 1
+                self._refilter()
             self.started.pop(cid, None)
             session.close()
             for key in [k for k in self._streams if k[0] == cid]:
@@ -467,6 +588,7 @@ class Gateway(asyncio.DatagramProtocol):
                 total[name] += sum(column)
         for key in GATEWAY_DROPS:  # before any session: malformed, no session, forged HELLO
             total[key] += self.counters[key]
+        total["dropped_kernel"] = self.kernel_drops()
         out = {key: total[key] for key in sorted({*STAT_NAMES, *total})}
         out["destinations_refused"] = self.counters["refused"] + self.counters["udp_refused"]
         for key in ("sessions_opened", "sessions_ended", "sessions_refused", "connected"):
@@ -490,6 +612,56 @@ class Gateway(asyncio.DatagramProtocol):
             session.conn.close_session()
             session.transmit()
             session.close()
+        for transport in (self._hello_transport, self._moved_transport):
+            if transport is not None:
+                transport.close()
+        self._hello_transport = self._moved_transport = None
+
+
+class _HelloInbox(asyncio.DatagramProtocol):
+    """The HELLO and moved sockets' reader: batches go to the gateway like the session
+    socket's, and the steering then follows a session that opened or moved."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.gateway.datagrams_received([(data, addr)])
+
+    def datagrams_received(
+        self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None = None
+    ) -> None:
+        self.gateway.slow_received(batch, arrivals)
+
+    def error_received(self, exc: Exception) -> None:
+        pass
+
+
+def _slow_sockets(sock: socket.socket) -> tuple[socket.socket, socket.socket] | None:
+    """The HELLO and the moved sockets on ``sock``'s port, steered to (see the module), or
+    None where the kernel refuses a part (then one socket takes everything)."""
+    made: list[socket.socket] = []
+    try:
+        # each filtered before it is bound: until the steering is on, what comes is hashed
+        # over the group (there is no session yet: only HELLOs may stay)
+        for _ in range(2):
+            made.append(socket.socket(sock.family, socket.SOCK_DGRAM))
+            made[-1].setblocking(False)
+            made[-1].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if not kfilter.attach(made[0], kfilter.hello_program()):
+            raise OSError("no socket filter")
+        if not kfilter.attach(made[1], kfilter.moved_program([])):
+            raise OSError("no socket filter")
+        for extra in made:
+            extra.bind(sock.getsockname())
+        if not kfilter.attach_steering(sock, kfilter.steer_program()):
+            raise OSError("no reuseport steering")
+    except OSError as exc:
+        log.info("one socket takes every datagram (no steering): %s", exc)
+        for extra in made:
+            extra.close()
+        return None
+    return made[0], made[1]
 
 
 def _carried(session: Session) -> int:

@@ -64,7 +64,9 @@ DROP_HELP = (
     "Datagrams dropped unanswered, by reason: auth (failed authentication, forged HELLOs "
     "and HELLOs dated over 2 minutes off included), replay (a packet or a session's HELLO "
     "seen before), malformed, unknown_session (names no session and is no HELLO), "
-    "flow_control (past the granted credit)"
+    "flow_control (past the granted credit), kernel (dropped before the gateway read "
+    "them: by its socket filter, not the relay's or naming no session, or a full socket "
+    "queue; SO_RXQ_OVFL)"
 )
 GAUGES: dict[str, tuple[str, str]] = {
     "sessions_open": ("sessions", "Sessions open"),

@@ -67,7 +67,7 @@ async def run_gateway(
     gateway = Gateway(key, allow, config=config, max_sessions=max_sessions)
     stats_sock = listen_socket(*stats, source="--stats") if stats is not None else None
     try:
-        transport = await open_batch_endpoint(gateway, local_addr=listen)
+        transport = await open_batch_endpoint(gateway, local_addr=listen, reuse_port=True)
     except OSError as exc:
         if stats_sock is not None:
             stats_sock.close()
@@ -75,16 +75,28 @@ async def run_gateway(
             f"cannot listen on udp {format_address(listen)}: {_reason(exc)}", path="--listen"
         ) from None
     widen_buffers(transport)
+    if not gateway.guard():
+        log.warning("no kernel socket filter: every datagram at the port is read in Python")
+    watch = asyncio.get_running_loop().create_task(_watch_floods(gateway))
     server = await _serve_stats(gateway, stats_sock) if stats_sock is not None else None
     log.info("gateway listening on udp %s:%s; allowed: %s", *listen, sorted(allow))
     stop = _stop_event()
     await stop.wait()
     log.info("draining")
     await _drain(lambda: gateway.busy)
+    watch.cancel()
     gateway.close()
     transport.close()
     if server is not None:
         server.close()
+
+
+async def _watch_floods(gateway: Gateway) -> None:
+    """Once a second: a flood's log line (at most one a minute, :meth:`Gateway.watch_flood`)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(1.0)
+        gateway.watch_flood(loop.time())
 
 
 async def _serve_stats(gateway: Gateway, sock: socket.socket) -> asyncio.Server:

@@ -1,0 +1,317 @@
+"""Benchmark: the relay under floods of hostile datagrams, each class beside a quiet run.
+
+``tierwise relay gateway`` (with ``--stats``) and ``tierwise relay client --forward``
+run as processes on 127.0.0.1; a source thread answers each connection's 8-byte size
+with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floods
+(as fast as one core sends, ``sendmmsg``, for at most ``--seconds``) one class:
+
+* gateway: ``random`` bytes, ``unknown`` session ids, ``hello``-shaped (dated now),
+  ``replay`` (authentic datagrams of a live second session, recorded here and
+  replayed), ``badtag`` (the live session's id, a bad tag), ``spoofed`` (a live
+  session's id and a bad tag from random 127/8 sources, raw socket: root);
+* the client's UDP port, spoofed from the gateway's address: ``client-random``,
+  ``client-unknown``, ``client-badtag`` (the client's session id).
+
+``spin`` sends nothing and keeps one core busy: the control, what losing a core to a
+flooder costs on this host whatever it sends (on loopback the kernel's work on a
+flood, the socket filters included, is done on the sender's core).
+
+Per class: the bulk goodput of an established session (``--mb`` MB down), the median
+of ``--requests`` requests of 354,640 B, the seconds a new client's session takes to
+come up, the datagrams the flooder sent and the kernel's and the gateway's drops.
+Goals (issue 30): bulk ≥ 50 % of quiet, request ≤ 1.5 × quiet, new session ≤ 2 s.
+
+    python benchmarks/relay_flood.py [--mb 20] [--requests 9] [--seconds 20]
+        [--classes random,unknown,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from _args import positive_float, positive_int, run
+
+from tierwise.relay.client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOODER = ROOT / "tests" / "relay" / "flooder.py"
+CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
+REQUEST_BYTES = 354_640
+GATEWAY_CLASSES = ("spin", "random", "unknown", "hello", "replay", "badtag", "spoofed")
+CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag")
+BLOCK = os.urandom(1 << 16)
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def source(server: socket.socket) -> None:
+    """Each connection: read an 8-byte size, send that many bytes, close."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        threading.Thread(target=_serve, args=(conn,), daemon=True).start()
+
+
+def _serve(conn: socket.socket) -> None:
+    with conn:
+        try:
+            got = b""
+            while len(got) < 8 and (data := conn.recv(8 - len(got))):
+                got += data
+            left = int.from_bytes(got, "big")
+            while left > 0:
+                n = conn.send(BLOCK[: min(left, len(BLOCK))])
+                left -= n
+        except OSError:
+            pass
+
+
+def fetch(port: int, nbytes: int, timeout: float = 120.0) -> float:
+    """Seconds to ask for and receive ``nbytes`` through the relay's forward port."""
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(nbytes.to_bytes(8, "big"))
+        got = 0
+        while got < nbytes and (data := s.recv(1 << 18)):
+            got += len(data)
+    if got != nbytes:
+        raise SystemExit(f"received {got} of {nbytes} bytes")
+    return time.perf_counter() - start
+
+
+def stats(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
+        return json.load(r)
+
+
+def udp_port_of(pid: int) -> int:
+    """The local UDP port of a process's (one) UDP socket, from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    for line in Path("/proc/net/udp").read_text().splitlines()[1:]:
+        cols = line.split()
+        if cols[9] in inodes:
+            return int(cols[1].split(":")[1], 16)
+    raise SystemExit(f"no UDP socket in process {pid}")
+
+
+class Recorder:
+    """A second session in this process (a thread's event loop): its datagrams to the
+    gateway recorded, to be replayed; the session kept open while the floods run."""
+
+    def __init__(self, psk: bytes, gw: tuple[str, int], fwd: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.sent: list[bytes] = []
+        self.client = Client(psk, gw)
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(20)
+        fetch_async = asyncio.run_coroutine_threadsafe(self._traffic(fwd), self.loop)
+        fetch_async.result(30)
+
+    async def _start(self) -> None:
+        await self.client.start()
+        await asyncio.wait_for(self.client.ready.wait(), 10)
+        transport = self.client._transport
+        assert transport is not None
+        inner = transport.send_many
+
+        def send_many(datagrams: list) -> None:  # type: ignore[type-arg]
+            if len(self.sent) < 2000:
+                self.sent.extend(bytes(d) for d, _ in datagrams)
+            inner(datagrams)
+
+        transport.send_many = send_many  # type: ignore[method-assign]
+
+    async def _traffic(self, fwd: int) -> None:
+        loop = asyncio.get_running_loop()
+        # datagrams this session sends: a request's ACKs and an upload's data
+        await loop.run_in_executor(None, fetch, fwd, 1)
+
+    @property
+    def cid(self) -> bytes:
+        assert self.client.session is not None
+        return self.client.session.conn.connection_id
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.client.close)
+
+
+def new_session_s(psk: bytes, gw: tuple[str, int]) -> float:
+    """Seconds from a new client's start to its session being up (or 10 s: never)."""
+
+    async def go() -> float:
+        client = Client(psk, gw)
+        t0 = time.perf_counter()
+        try:
+            await client.start()
+            await asyncio.wait_for(client.ready.wait(), 10)
+            return time.perf_counter() - t0
+        except TimeoutError:
+            return float("inf")
+        finally:
+            client.close()
+
+    return asyncio.run(go())
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(args: argparse.Namespace, fwd: int, psk: bytes, gw: tuple[str, int]) -> dict:
+    session_s = new_session_s(psk, gw)
+    bulk_s = fetch(fwd, int(args.mb * 1e6))
+    requests = [fetch(fwd, REQUEST_BYTES) for _ in range(args.requests)]
+    return {
+        "goodput_mbit": args.mb * 8 / bulk_s,
+        "request_ms": statistics.median(requests) * 1e3,
+        "session_s": session_s,
+    }
+
+
+def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[str]:
+    cmd = [sys.executable, str(FLOODER), "--seconds", str(args.seconds)]
+    gw_to = f"--to=127.0.0.1:{ctx['gw_port']}"
+    cl_to = f"--to=127.0.0.1:{ctx['client_port']}"
+    spoof_gw = f"--spoof=127.0.0.1:{ctx['gw_port']}"
+    if kind in ("spin", "random", "unknown", "hello"):
+        return [*cmd, gw_to, "--kind", kind]
+    if kind == "replay":
+        path = tmp / "replay.hex"
+        path.write_text("\n".join(d.hex() for d in ctx["recorded"]))
+        return [*cmd, gw_to, "--kind", "file", "--payloads", str(path)]
+    if kind == "badtag":
+        return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"]]
+    if kind == "spoofed":
+        return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"], "--spoof", "random:0"]
+    if kind == "client-badtag":
+        return [*cmd, cl_to, "--kind", "badtag", "--cid", ctx["client_cid"], spoof_gw]
+    return [*cmd, cl_to, "--kind", kind.removeprefix("client-"), spoof_gw]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=positive_float, default=20)
+    parser.add_argument("--requests", type=positive_int, default=9)
+    parser.add_argument("--seconds", type=positive_float, default=20, help="a flood's bound")
+    parser.add_argument("--classes", default=",".join(GATEWAY_CLASSES + CLIENT_CLASSES))
+    args = parser.parse_args()
+    classes = [c for c in args.classes.split(",") if c]
+    for c in classes:
+        if c not in GATEWAY_CLASSES + CLIENT_CLASSES:
+            parser.error(f"unknown class {c!r}")
+    if os.geteuid() != 0:
+        classes = [c for c in classes if c == "replay" or not (c == "spoofed" or "client" in c)]
+        print("not root: the spoofed classes (raw sockets) are left out")
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=source, args=(server,), daemon=True).start()
+    sport = server.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        key = tmp / "relay.key"
+        subprocess.run([*CLI, "relay", "keygen", "--out", str(key)], check=True)
+        psk = bytes.fromhex(key.read_text().strip())
+        gw_port, fwd, stats_port = free_port(socket.SOCK_DGRAM), free_port(), free_port()
+        common = ["--key-file", str(key), "--log-level", "warning"]
+        gwp = subprocess.Popen([*CLI, "relay", "gateway", "--listen", f"127.0.0.1:{gw_port}",
+                                "--allow", f"127.0.0.1:{sport}", "--stats",
+                                f"127.0.0.1:{stats_port}", *common])  # fmt: skip
+        forward = f"127.0.0.1:{fwd}=127.0.0.1:{sport}"
+        clp = subprocess.Popen([*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gw_port}",
+                                "--forward", forward, *common])  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    fetch(fwd, 1000, timeout=2)
+                    break
+                except (OSError, SystemExit):
+                    time.sleep(0.2)
+            gw = ("127.0.0.1", gw_port)
+            ids = {s["id"] for s in stats(stats_port)["sessions"]}
+            recorder = Recorder(psk, gw, fwd)
+            ctx = {
+                "gw_port": gw_port,
+                "client_port": udp_port_of(clp.pid),
+                "client_cid": next(iter(ids)),
+                "cid": recorder.cid.hex(),
+                "recorded": recorder.sent,
+            }
+            fetch(fwd, int(args.mb * 1e6))  # warm
+            rows = [("quiet", measure(args, fwd, psk, gw), 0, 0.0)]
+            for kind in classes:
+                before = stats(stats_port)["totals"]
+                cpu0 = cpu_s(gwp.pid)
+                flood = subprocess.Popen(flooder(kind, args, ctx, tmp), stdout=subprocess.PIPE,
+                                         text=True)  # fmt: skip
+                time.sleep(0.5)
+                try:
+                    row = measure(args, fwd, psk, gw)
+                finally:
+                    flood.terminate()
+                    out = flood.communicate(timeout=30)[0].split()
+                sent = int(int(out[0]) / float(out[1])) if len(out) == 2 else 0  # a second
+                after = stats(stats_port)["totals"]
+                drops = {k: after[k] - before[k] for k in after if k.startswith("dropped_")}
+                row["drops"] = {k: v for k, v in drops.items() if v}
+                rows.append((kind, row, sent, cpu_s(gwp.pid) - cpu0))
+                rows.append(("quiet", measure(args, fwd, psk, gw), 0, 0.0))
+            recorder.close()
+        finally:
+            for p in (gwp, clp):
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    report(rows)
+
+
+def report(rows: list[tuple[str, dict, int, float]]) -> None:
+    quiet = [r for k, r, _, _ in rows if k == "quiet"]
+    q_good = statistics.median(r["goodput_mbit"] for r in quiet)
+    q_req = statistics.median(r["request_ms"] for r in quiet)
+    q_ses = statistics.median(r["session_s"] for r in quiet)
+    print(f"quiet (median of {len(quiet)}): bulk {q_good:.0f} Mbit/s, request "
+          f"{q_req:.1f} ms, new session {q_ses * 1e3:.0f} ms")  # fmt: skip
+    print(f"{'class':15} {'flood/s':>9} {'bulk':>14} {'request':>16} {'session':>9}  "
+          "gateway CPU s, drops")  # fmt: skip
+    for kind, r, sent, cpu in rows:
+        if kind == "quiet":
+            continue
+        good = r["goodput_mbit"] / q_good
+        req = r["request_ms"] / q_req
+        ok = good >= 0.5 and req <= 1.5 and r["session_s"] <= 2.0
+        print(f"{kind:15} {sent:>9.0f} "
+              f"{r['goodput_mbit']:>6.0f} ({good:4.0%}) {r['request_ms']:>7.1f} ms ×{req:4.2f} "
+              f"{r['session_s']:>7.2f} s  {cpu:.1f} {r['drops']} "
+              f"{'ok' if ok else 'MISSED'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,254 @@
+"""Kernel-side drops for the relay's UDP sockets: classic BPF that runs before the queue.
+
+A flood of datagrams that are not the relay's costs the gateway ~14 µs of Python
+each, and before Python sees them they share the socket's receive queue with real
+traffic: at a few hundred thousand a second the queue overflows and every session
+stalls. The programs here run in the kernel at the sender's expense (in the softirq
+of the datagram's arrival, on loopback the sender's own system call):
+
+* :func:`steer_program`, a ``SO_REUSEPORT`` steering program
+  (``SO_ATTACH_REUSEPORT_CBPF``) over the three sockets the gateway binds to its one
+  port: a DATA datagram whose connection id and source address and port are those of a
+  session goes to socket 0, the session socket (no filter of its own); other DATA to
+  socket 2, the moved socket (:func:`moved_program`: DATA naming a session — a client
+  that moved, or a replay or forgery from elsewhere); the rest to socket 1, the HELLO
+  socket (:func:`hello_program`: type HELLO, at least ``HELLO_BYTES``). A chain of
+  compares per session (9 instructions over IPv4, 15 over IPv6), rebuilt and swapped
+  atomically as sessions open, end and move.
+* :func:`gateway_program`, where steering is refused, on the one socket: HELLO-shaped
+  datagrams and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
+  short datagrams are dropped. Past :data:`MAX_FILTER_IDS` ids the id chain is left out.
+* :func:`client_program`, on the client's (connected) socket: WELCOME or DATA naming
+  one of the client's session ids.
+
+What passes is checked as before (header parse, AEAD): the programs only decide what
+is worth reading, and never drop a datagram the gateway could have accepted — a
+retransmitted HELLO, a session's DATA from a new address (migration), a datagram of
+any size the session could send. A datagram the socket filter drops counts in the
+socket's drops, which the kernel reports with ``SO_RXQ_OVFL`` (with the queue's
+overflows: both are datagrams Python never saw).
+
+Classic BPF on a UDP socket sees the UDP header first (offset 0): the relay's header is
+at :data:`UDP_HEADER_BYTES`. A reuseport program sees the payload at offset 0. Where
+the kernel refuses a program (not Linux, an old kernel) the socket works unfiltered.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import logging
+import socket
+import struct
+from collections.abc import Iterable
+
+from tierwise.proto.relay import wire
+
+__all__ = [
+    "MAX_FILTER_IDS",
+    "attach",
+    "attach_steering",
+    "client_program",
+    "gateway_program",
+    "hello_program",
+    "moved_program",
+    "steer_program",
+]
+
+log = logging.getLogger("tierwise.relay.kfilter")
+
+SO_ATTACH_FILTER = 26  # asm-generic/socket.h
+SO_DETACH_FILTER = 27
+SO_ATTACH_REUSEPORT_CBPF = 51
+BPF_MAXINSNS = 4096
+UDP_HEADER_BYTES = 8
+# five instructions per id and a few around: well inside BPF_MAXINSNS
+MAX_FILTER_IDS = 768
+ACCEPT = 0xFFFFFFFF  # keep the whole datagram
+DROP = 0
+
+# linux/filter.h opcodes (classic BPF)
+LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_LEN = 0x20, 0x28, 0x30, 0x80
+NET = 0xFFF00000  # SKF_NET_OFF (-0x100000): loads relative to the IP header
+JEQ, JGE = 0x15, 0x35
+RET_K, RET_A = 0x06, 0x16
+
+_INSN = struct.Struct("=HBBI")
+Insn = tuple[int, int, int, int]
+_ID = struct.Struct(">II")
+
+
+def _ret(k: int) -> Insn:
+    return (RET_K, 0, 0, k)
+
+
+def _shape(base: int) -> list[Insn]:
+    """The datagram's relay type byte in A, or a drop if it is shorter than header and tag."""
+    return [
+        (LD_LEN, 0, 0, 0),
+        (JGE, 1, 0, base + wire.HEADER_BYTES + wire.TAG_BYTES),
+        _ret(DROP),
+        (LD_B_ABS, 0, 0, base),
+    ]
+
+
+def gateway_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+    """DATA naming one of ``ids`` (every well-shaped DATA past ``MAX_FILTER_IDS`` of
+    them); HELLO-shaped datagrams too (for a socket that is not split from the HELLOs)."""
+    ids = sorted(set(ids))
+    prog = _shape(base)
+    # A: type. HELLO: check its size; DATA: its id; anything else: drop
+    prog += [
+        (JEQ, 2, 0, wire.HELLO),
+        (JEQ, 5, 0, wire.DATA),
+        _ret(DROP),
+        (LD_LEN, 0, 0, 0),
+        (JGE, 0, 1, base + wire.HELLO_BYTES),
+        _ret(ACCEPT),
+        _ret(DROP),
+    ]
+    prog += _ids_chain(ids, base)
+    return prog
+
+
+def _ids_chain(ids: list[bytes], base: int) -> list[Insn]:
+    """From a DATA datagram: accept if its id is one of ``ids``, else drop."""
+    if len(ids) > MAX_FILTER_IDS:
+        return [_ret(ACCEPT)]  # too many to list: the shape alone (Python checks the rest)
+    prog: list[Insn] = []
+    for cid in ids:
+        hi, lo = _ID.unpack(cid)
+        prog += [
+            (LD_W_ABS, 0, 0, base + 1),
+            (JEQ, 0, 3, hi),
+            (LD_W_ABS, 0, 0, base + 5),
+            (JEQ, 0, 1, lo),
+            _ret(ACCEPT),
+        ]
+    prog.append(_ret(DROP))
+    return prog
+
+
+def hello_program(base: int = UDP_HEADER_BYTES) -> list[Insn]:
+    """Only HELLO-shaped datagrams: type HELLO, at least ``HELLO_BYTES`` long."""
+    return [
+        (LD_LEN, 0, 0, 0),
+        (JGE, 1, 0, base + wire.HELLO_BYTES),
+        _ret(DROP),
+        (LD_B_ABS, 0, 0, base),
+        (JEQ, 0, 1, wire.HELLO),
+        _ret(ACCEPT),
+        _ret(DROP),
+    ]
+
+
+def _peer_words(addr: tuple) -> tuple[int, int, list[int]]:
+    """Where a datagram from ``addr`` has its source port and address (offsets from the IP
+    header, no options or extension headers) and the address as 32-bit words."""
+    ip = ipaddress.ip_address(addr[0].split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # on an IPv6 socket: the datagram came over IPv4
+    if ip.version == 4:
+        return 20, 12, [int(ip)]
+    raw = ip.packed
+    return 40, 8, [int.from_bytes(raw[i : i + 4], "big") for i in range(0, 16, 4)]
+
+
+def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
+    """``SO_REUSEPORT`` steering (payload at offset 0): a DATA datagram naming a session
+    from that session's own address (``peers``: id, address) goes to socket 0, the
+    session socket; other DATA (a session's datagrams from another address: a client that
+    moved, or a replay) to socket 2, the moved socket; the rest (HELLOs) to socket 1, the
+    HELLO socket; their filters and read budgets take it from there. Past
+    ``BPF_MAXINSNS`` (9 instructions a peer over IPv4, 15 over IPv6: some 450 peers):
+    HELLOs to 1, the rest to 0 (the session socket then filters
+    nothing: every DATA is read, as without the programs)."""
+    peers = sorted(set(peers))
+    prog: list[Insn] = [
+        (LD_LEN, 0, 0, 0),
+        (JGE, 1, 0, wire.HEADER_BYTES + wire.TAG_BYTES),
+        _ret(1),
+        (LD_B_ABS, 0, 0, 0),
+        (JEQ, 1, 0, wire.DATA),
+        _ret(1),
+    ]
+    miss = 2  # a DATA datagram from elsewhere: the moved socket
+    shape_only = [*prog[:4], (JEQ, 0, 1, wire.HELLO), _ret(1), _ret(0)]
+    for cid, addr in peers:
+        hi, lo = _ID.unpack(cid)
+        port_at, addr_at, words = _peer_words(addr)
+        tests = [
+            (LD_W_ABS, 0, 0, 1), (JEQ, 0, 0, hi),
+            (LD_W_ABS, 0, 0, 5), (JEQ, 0, 0, lo),
+            (LD_H_ABS, 0, 0, NET + port_at), (JEQ, 0, 0, addr[1]),
+        ]  # fmt: skip
+        for i, word in enumerate(words):
+            tests += [(LD_W_ABS, 0, 0, NET + addr_at + 4 * i), (JEQ, 0, 0, word)]
+        length = len(tests) + 1  # and the return
+        for i, (code, jt, _, k) in enumerate(tests):
+            if code == JEQ:
+                tests[i] = (code, jt, length - i - 1, k)  # a miss: the next peer's block
+        prog += [*tests, _ret(0)]
+        if len(prog) >= BPF_MAXINSNS:
+            return shape_only
+    prog.append(_ret(miss))
+    return prog
+
+
+def moved_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+    """The moved socket's filter: DATA naming one of ``ids`` (a session's datagram from
+    another address than its own: a client that moved, or a replay or forgery)."""
+    prog = _shape(base)
+    prog += [(JEQ, 1, 0, wire.DATA), _ret(DROP)]
+    return prog + _ids_chain(sorted(set(ids)), base)
+
+
+def client_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+    """The client's socket: WELCOME or DATA naming one of ``ids`` (its session ids)."""
+    ids = sorted(set(ids))
+    prog = _shape(base)
+    prog += [(JEQ, 2, 0, wire.WELCOME), (JEQ, 1, 0, wire.DATA), _ret(DROP)]
+    prog += _ids_chain(ids, base)
+    return prog
+
+
+def _fprog(prog: list[Insn]) -> tuple[bytes, ctypes.Array]:
+    if not prog or len(prog) > BPF_MAXINSNS:
+        raise ValueError(f"a classic BPF program of {len(prog)} instructions")
+    raw = b"".join(_INSN.pack(*insn) for insn in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    # struct sock_fprog: unsigned short len; (padding); struct sock_filter *filter
+    return struct.pack("HL", len(prog), ctypes.addressof(buf)), buf
+
+
+def attach(sock: socket.socket, prog: list[Insn]) -> bool:
+    """Attach (or atomically replace) ``sock``'s filter; False where the kernel refuses."""
+    fprog, buf = _fprog(prog)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    except OSError as exc:
+        log.debug("socket filter refused: %s", exc)
+        return False
+    finally:
+        del buf  # the kernel copied the program
+    return True
+
+
+def detach(sock: socket.socket) -> None:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
+    except OSError:
+        pass
+
+
+def attach_steering(sock: socket.socket, prog: list[Insn]) -> bool:
+    """Attach a reuseport steering program to ``sock``'s group; False where refused."""
+    fprog, buf = _fprog(prog)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
+    except OSError as exc:
+        log.debug("reuseport steering refused: %s", exc)
+        return False
+    finally:
+        del buf
+    return True
