@@ -266,7 +266,7 @@ def catalog_add_model(
     if as_json:
         print(dumps({"id": model_id, **summary}))
     else:
-        out.print(text, end="", highlight=False, markup=False)
+        print(text, end="")  # TOML to keep or pipe: never wrapped at the screen's width
 
 
 def _append_entry(path: Path, model_id: str, text: str) -> None:

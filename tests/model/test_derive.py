@@ -106,3 +106,23 @@ def test_cli_plan_prints_mismatch_warning(tmp_path: Path) -> None:
     assert run.code == 0, run.stderr
     assert "warning:" in run.stderr and "kv_bytes_per_token" in run.stderr
     assert "589824" in run.stderr and "147456" in run.stderr
+
+
+def test_cli_add_model_prints_toml_that_parses_at_any_width(tmp_path: Path) -> None:
+    """The printed entry is TOML to keep or pipe: a long path is never wrapped at 60 columns."""
+    import os
+    import subprocess
+    import sys
+    import tomllib
+
+    deep = tmp_path / ("a-folder-with-a-long-name-" * 4) / "config.json"
+    deep.parent.mkdir(parents=True)
+    deep.write_bytes(LLAMA.read_bytes())
+    run = subprocess.run(
+        [sys.executable, "-c", "from tierwise.cli import main; main()", "catalog", "add-model",
+         str(deep), "--id", "llama-8b"],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "60"}, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    entry = tomllib.loads(run.stdout)["model"]["llama-8b"]
+    assert entry["architecture"] == str(deep)
