@@ -94,6 +94,7 @@ def test_check_shows_every_effective_value(key: Path, tmp_path: Path) -> None:
                      "--idle-timeout", "1 min", "--initial-rate", "100 Mbit/s")  # fmt: skip
     session = json.loads(client.stdout)["session"]
     assert session["idle_timeout_s"] == 60.0 and session["dead_peer_s"] == 1.0
+    assert session["silent_grace_s"] == 15.0  # the client's default, not null
     assert session["initial_rate_bytes_per_s"] == 12.5e6
 
 

@@ -367,12 +367,12 @@ def _session(cfg: dict, path: Path | None, side: str, *flags: str | None) -> dic
 def _effective(side: str, tuned: dict, **extra: Any) -> dict:
     """Every tunable the session will run with (what ``relay stats --json`` shows)."""
     from tierwise.proto.relay import RelayConfig
-    from tierwise.relay.client import DEAD_PEER_S
+    from tierwise.relay.client import DEAD_PEER_S, SILENT_GRACE_S
     from tierwise.relay.gateway import IDLE_TIMEOUT_S
     from tierwise.relay.tuning import effective
 
-    side_defaults = {"dead_peer_s": DEAD_PEER_S} if side == "client" else {
-        "idle_timeout_s": IDLE_TIMEOUT_S}  # fmt: skip
+    side_defaults = {"dead_peer_s": DEAD_PEER_S, "silent_grace_s": SILENT_GRACE_S} if (
+        side == "client") else {"idle_timeout_s": IDLE_TIMEOUT_S}  # fmt: skip
     config = RelayConfig(**{**side_defaults, **tuned, **extra})
     return {**effective(config, side), **({"max_streams": config.max_streams} if extra else {})}
 
