@@ -32,6 +32,7 @@ RANKS = {
     "figsave": 0,
     "lazy": 0,
     "addresses": 0,
+    "secretfile": 0,
     "openai_api": 0,
     "catalog": 1,
     "model": 2,
@@ -56,6 +57,7 @@ ALLOWED = {
     ("listen", "errors"),
     ("console", "errors"),
     ("addresses", "errors"),
+    ("secretfile", "errors"),
     ("openai_api", "errors"),
     ("figsave", "outfile"),
     ("reproduce", "calc"),
@@ -78,6 +80,7 @@ ONLY = {
     "figsave": {"outfile"},
     "lazy": set(),
     "addresses": {"errors"},
+    "secretfile": {"errors"},
     "openai_api": {"errors"},  # the OpenAI request schema: pydantic and the error root only
     "model": {"errors", "units", "catalog"},
     "proto": {"errors", "lazy"},  # lazy: the PEP 562 loader of its exports
@@ -90,6 +93,7 @@ ONLY = {
         "console",  # what a person reads: never a cut number
         "openai_api",  # the request schema the gateway checks at its edge
         "addresses",  # is_loopback: a gateway beyond loopback needs client keys
+        "secretfile",  # the keys file: regular, its owner's alone
     },
 }
 

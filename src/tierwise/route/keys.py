@@ -29,8 +29,6 @@ import hashlib
 import hmac
 import os
 import re
-import shlex
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +36,7 @@ from pydantic import ConfigDict, Field
 
 from tierwise.errors import ScenarioError
 from tierwise.schemakeys import NoBooleanNumbers
+from tierwise.secretfile import private_file
 
 __all__ = ["Client", "KeyRing", "add_key", "digest", "load_keys", "new_key"]
 
@@ -87,31 +86,13 @@ def digest(key: str | bytes) -> bytes:
     return hashlib.sha256(key.encode() if isinstance(key, str) else key).digest()
 
 
-def private(path: Path) -> None:
-    """Refuse ``path`` unless it is a regular file only its owner may read or write."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        raise ScenarioError(
-            f"cannot read keys file: {exc.strerror or exc}", source=str(path)
-        ) from None
-    if not stat.S_ISREG(mode):
-        raise ScenarioError("keys file is not a regular file", source=str(path))
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ScenarioError(
-            f"keys file is accessible by others (mode {stat.S_IMODE(mode):04o}): they could "
-            f"read who the clients are or add one; run: chmod 600 {shlex.quote(str(path))}",
-            source=str(path),
-        )
-
-
 def load_keys(path: str | Path) -> dict[bytes, Client]:
     """The clients of a keys file by digest; every problem is one ScenarioError."""
     from tierwise.scenario.loader import validate
     from tierwise.tomlfile import read_toml
 
     path = Path(path)
-    private(path)
+    private_file(path, "keys file")  # who the clients are, and a way to add one
     parsed: _File = validate(read_toml(path), str(path), schema_model=_File)
     clients: dict[bytes, Client] = {}
     names: set[str] = set()
