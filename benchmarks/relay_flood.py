@@ -51,37 +51,12 @@ CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 REQUEST_BYTES = 354_640
 GATEWAY_CLASSES = ("spin", "random", "unknown", "hello", "replay", "badtag", "spoofed")
 CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag")
-BLOCK = os.urandom(1 << 16)
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def source(server: socket.socket) -> None:
-    """Each connection: read an 8-byte size, send that many bytes, close."""
-    while True:
-        try:
-            conn, _ = server.accept()
-        except OSError:
-            return
-        threading.Thread(target=_serve, args=(conn,), daemon=True).start()
-
-
-def _serve(conn: socket.socket) -> None:
-    with conn:
-        try:
-            got = b""
-            while len(got) < 8 and (data := conn.recv(8 - len(got))):
-                got += data
-            left = int.from_bytes(got, "big")
-            while left > 0:
-                n = conn.send(BLOCK[: min(left, len(BLOCK))])
-                left -= n
-        except OSError:
-            pass
 
 
 def fetch(port: int, nbytes: int, timeout: float = 120.0) -> float:
@@ -229,7 +204,10 @@ def main() -> None:
         classes = [c for c in classes if c == "replay" or not (c == "spoofed" or "client" in c)]
         print("not root: the spoofed classes (raw sockets) are left out")
     server = socket.create_server(("127.0.0.1", 0))
-    threading.Thread(target=source, args=(server,), daemon=True).start()
+    sys.path.insert(0, str(FLOODER.parent))  # tests/relay/flooder.py: the flood and the source
+    from flooder import sized_source
+
+    threading.Thread(target=sized_source, args=(server,), daemon=True).start()
     sport = server.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

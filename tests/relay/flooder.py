@@ -99,6 +99,35 @@ def _ip_udp(src: tuple[str, int], dst: tuple[str, int], data: bytes) -> bytes:
     return ip + udp + data
 
 
+SOURCE_BLOCK = os.urandom(1 << 16)
+
+
+def sized_source(server: socket.socket) -> None:
+    """The flood tests' and benchmark's service: each connection reads an 8-byte size,
+    gets that many bytes back and is closed; returns when ``server`` is closed."""
+    import threading
+
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        threading.Thread(target=_serve_sized, args=(conn,), daemon=True).start()
+
+
+def _serve_sized(conn: socket.socket) -> None:
+    with conn:
+        try:
+            got = b""
+            while len(got) < 8 and (chunk := conn.recv(8 - len(got))):
+                got += chunk
+            left = int.from_bytes(got, "big")
+            while left > 0:
+                left -= conn.send(SOURCE_BLOCK[: min(left, len(SOURCE_BLOCK))])
+        except OSError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--to", required=True)

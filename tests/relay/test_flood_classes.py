@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.relay.flooder import sized_source
 from tests.relay.test_cli import CLI, free_port
 from tierwise.relay.client import Client
 
@@ -33,30 +34,7 @@ FLOODER = Path(__file__).with_name("flooder.py")
 FLOOD_S = 40.0  # at most: stopped once measured
 REQUEST_BYTES = 354_640
 BULK_BYTES = 5_000_000
-BLOCK = os.urandom(1 << 16)
 ROOT = os.geteuid() == 0
-
-
-def _source(server: socket.socket) -> None:
-    while True:
-        try:
-            conn, _ = server.accept()
-        except OSError:
-            return
-        threading.Thread(target=_serve, args=(conn,), daemon=True).start()
-
-
-def _serve(conn: socket.socket) -> None:
-    with conn:
-        try:
-            got = b""
-            while len(got) < 8 and (chunk := conn.recv(8 - len(got))):
-                got += chunk
-            left = int.from_bytes(got, "big")
-            while left > 0:
-                left -= conn.send(BLOCK[: min(left, len(BLOCK))])
-        except OSError:
-            pass
 
 
 def fetch(port: int, nbytes: int) -> float:
@@ -92,7 +70,7 @@ class Relay:
 
     def __init__(self, tmp: Path) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
-        threading.Thread(target=_source, args=(self.server,), daemon=True).start()
+        threading.Thread(target=sized_source, args=(self.server,), daemon=True).start()
         sport = self.server.getsockname()[1]
         key = tmp / "relay.key"
         subprocess.run([*CLI, "relay", "keygen", "--out", str(key)], check=True)
