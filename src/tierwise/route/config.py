@@ -123,7 +123,7 @@ class Gateway(_Strict):
         None,
         description="client keys (tierwise route keys add NAME --keys-file F): a request "
         "then needs Authorization: Bearer <key> (401 without); the file holds SHA-256 "
-        "digests and names, mode 0600",
+        "digests and names, mode 0600; read again when it changes or on SIGHUP",
     )
     public_without_keys: bool = Field(
         False, description="serve beyond loopback without keys (refused unless set)"
