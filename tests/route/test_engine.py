@@ -69,6 +69,9 @@ def test_engine_answers_chat_and_completions(model_file: Path, tmp_path: Path) -
             )  # fmt: skip
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
             assert text and chunks[-1].usage.completion_tokens == 6
+            # the engine's count of the same prompt (its chat template: 24 tokens for what
+            # the gateway estimates at 6), learned from the whole answer's usage
+            assert abs(chunks[-1].usage.prompt_tokens - whole.usage.prompt_tokens) <= 1
             done = client.completions.create(model="tiny", prompt="once upon", max_tokens=5)
             assert done.usage.completion_tokens == 5 and done.choices[0].text
             streamed = list(
@@ -92,6 +95,8 @@ def test_engine_answers_chat_and_completions(model_file: Path, tmp_path: Path) -
     added = [r for r in log if "usage_added" in r]
     assert len(added) == 1 and added[0]["usage_added"]["completion_tokens"] == 6
     assert added[0]["usage_added"]["by"] == "gateway"
+    assert added[0]["usage_added"]["prompt"] == "estimated"  # still not the engine's word
+    assert added[0]["usage_added"]["prompt_from"] == "learned from usage"
     assert [r["stages"]["tokens_out"] for r in log[:4]] == [8, 6, 5, 7]
     assert log[1]["stages"]["tokens_from"] == "events"
     assert max(r["stages"]["queued_s"] for r in log[4:]) > 0  # someone waited in line

@@ -59,6 +59,7 @@ from tierwise.route.request import (
     requested_output_tokens,
     strip_inline_data,
 )
+from tierwise.route.slots import SlotQueue
 from tierwise.route.sse import DONE, SseScan, usage_chunk
 from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
@@ -145,6 +146,7 @@ class Attempt:
     sent_at: float = 0.0
     started: float = 0.0  # time.monotonic() when it was sent
     slot: int | None = None  # its job in the site's line (a site with known slots)
+    seen: int | None = None  # its entry in the site's slot learner (slots not configured)
 
 
 class Router:
@@ -475,7 +477,12 @@ class Router:
                 await self._turn(line, slot, timeout)
             waited_s = time.perf_counter() - joined
             timeout = max(timeout - waited_s, 1e-3)
+            learner = self.sites[name].model.slot_learner
+            seen = learner.begin(time.monotonic()) if learner is not None else None
             a = await self._attempt_once(name, path, headers, body, timeout, watch)
+            a.seen = seen
+            if a.response is None and learner is not None:
+                learner.end(seen, time.monotonic())
         except TimeoutError:  # no slot within the attempt's budget: the line, not a failure
             if line is not None:
                 line.done(slot, time.monotonic())
@@ -508,11 +515,28 @@ class Router:
 
     def _release(self, a: Attempt) -> None:
         """The attempt's answer has ended: its slot goes to the next in line."""
-        line = self.sites[a.site].model.slots
-        if line is None or a.slot is None:
+        m = self.sites[a.site].model
+        if m.slot_learner is not None and a.seen is not None:
+            m.slot_learner.end(a.seen, time.monotonic())
+            a.seen = None
+        if m.slots is None or a.slot is None:
             return
-        line.done(a.slot, time.monotonic())
+        m.slots.done(a.slot, time.monotonic())
         a.slot = None
+
+    def _first_token(self, a: Attempt, pred: Prediction) -> None:
+        """A stream's first token: what it tells of the site's slots, if they are learned."""
+        m = self.sites[a.site].model
+        if m.slot_learner is None or a.seen is None:
+            return
+        first_s = pred.stages_s.get("first_token", 0.0)
+        value = m.slot_learner.first(a.seen, time.monotonic(), first_s)
+        if value is None:
+            return
+        if m.slots is None:  # from now on the gateway keeps the site's line
+            m.slots = SlotQueue(value)
+        else:
+            m.slots.slots = value
 
     async def _attempt_once(
         self, name: str, path: str, headers, body: bytes, timeout: float, watch=None
@@ -620,15 +644,21 @@ class Router:
             async for chunk in resp.aiter_raw():
                 now = time.perf_counter() - a.sent_at
                 if scan.feed(chunk):
-                    t.first_token_s = t.first_token_s if t.first_token_s is not None else now
+                    if t.first_token_s is None:
+                        t.first_token_s = now
+                        self._first_token(a, pred)
                     t.last_token_s = now
                     if a.slot is not None and scan.tokens >= 3:
                         self._progress(a, shape, scan.tokens, now - t.first_token_s)
                 t.bytes_down += len(chunk)
                 at = chunk.find(DONE) if shape.include_usage and not added else -1
                 if at >= 0 and scan.usage is None:
-                    event, usage = usage_chunk(scan, shape.prompt_tokens)
-                    record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated"}
+                    m = self.sites[a.site].model
+                    event, usage = usage_chunk(scan, m.prompt_tokens(shape.prompt_tokens))
+                    how = "learned from usage" if m.prompt_map.n else "characters / 4"
+                    record["usage_added"] = {
+                        **usage, "by": "gateway", "prompt": "estimated", "prompt_from": how,
+                    }  # fmt: skip
                     added = True
                     yield chunk[:at] + event + chunk[at:]
                     continue
@@ -678,6 +708,8 @@ class Router:
         record["stages"] = a.timing.to_dict()
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
+        if (slots := st.model.slots_said()) is not None:
+            record["slots"] = {a.site: slots}
         if (fit := st.model.service_fit()) is not None:
             record["service_fit"] = {a.site: fit}
         self.metrics.observe(a.site, record, pred, st.model, st.breaker)
