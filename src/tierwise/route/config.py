@@ -48,6 +48,13 @@ class RouteSite(Site):
         description="requests the server runs at once, the rest waiting in its line "
         "(llama.cpp's server: 1); the gateway then keeps the line itself",
     )
+    whole_as_stream: bool = Field(
+        False,
+        description="ask the site for a stream even when the client wants a whole answer, "
+        "and assemble it: a client that leaves then stops the site's work (llama-cpp-python "
+        "cannot stop a whole answer) and every answer times its first token; the answer's "
+        "prompt_tokens is then the gateway's estimate",
+    )
     via: Literal["direct", "relay"] = "direct"
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
     ca_file: str | None = Field(
