@@ -181,7 +181,7 @@ def test_client_gone_from_a_whole_answer_cancels_the_engine(
                                headers=pin, timeout=30)  # fmt: skip
             elapsed = time.perf_counter() - t0
     assert short.status_code == 200 and short.json()["usage"]["completion_tokens"] == 4
-    assert elapsed < 1.0, f"the engine was still busy with the abandoned answer: {elapsed:.2f} s"
+    assert elapsed < 2.0, f"the engine was still busy with the abandoned answer: {elapsed:.2f} s"
     log = records(tmp_path)
     assert log[0]["asked_as_stream"] and log[0]["usage_added"]["whole_from_stream"]
     assert log[0]["usage_added"]["prompt"] == "estimated"

@@ -303,20 +303,26 @@ class Router:
         """Await a whole answer unless the client leaves first: then the work is cancelled,
         and with it the site's request (its connection closed: a server that watches it
         stops; one asked for a stream, ``whole_as_stream``, stops between tokens)."""
-        task = asyncio.ensure_future(work)
-        gone = asyncio.ensure_future(_disconnected(request.receive))
+        me = asyncio.current_task()
+        assert me is not None
+        fired: list[bool] = []
+
+        async def watch() -> None:
+            await _disconnected(request.receive)
+            fired.append(True)
+            me.cancel()
+
+        # the work runs in this task, not a new one: up to its first wait it is what it
+        # was (it joins a site's line before the next request is predicted)
+        gone = asyncio.create_task(watch())
         try:
-            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+            return await work
         except asyncio.CancelledError:
-            task.cancel()
+            if not fired:
+                raise
+            me.uncancel()
+        finally:
             gone.cancel()
-            raise
-        if task.done():
-            gone.cancel()
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         if "outcome" not in record:
             record["outcome"] = "client gone"
             record["total_s"] = time.perf_counter() - t0
