@@ -60,6 +60,7 @@ from tierwise.route.request import (
     strip_inline_data,
 )
 from tierwise.route.sse import DONE, SseScan, usage_chunk
+from tierwise.route.stages import Marks, Work, decompose
 from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
 __all__ = ["Breaker", "Router"]
@@ -145,6 +146,7 @@ class Attempt:
     sent_at: float = 0.0
     started: float = 0.0  # time.monotonic() when it was sent
     slot: int | None = None  # its job in the site's line (a site with known slots)
+    work: Work = field(default_factory=Work)  # the gateway's work relaying its answer
 
 
 class Router:
@@ -240,12 +242,14 @@ class Router:
     async def complete(self, request: Request, client=None) -> Response:
         """Check the request at the edge; predict, choose, forward with failover; stream
         or return the answer."""
+        marks = Marks(time.perf_counter())
         try:
-            body, data = await self._checked(request)
+            body, data = await self._checked(request, marks)
         except RequestRejected as exc:
             self.gate.note(exc)
             return rejection(exc)
         t0 = time.perf_counter()
+        marks.parse_s = t0 - marks.arrived - marks.read_s
         try:
             shape = self._shape(request, body, data)
         except ScenarioError as exc:
@@ -272,7 +276,9 @@ class Router:
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
         record = _record(shape, preds, order, reason)
         record["client"] = client.name if client is not None else None
-        record["decide_s"] = time.perf_counter() - t0
+        marks.decided = time.perf_counter()
+        record["decide_s"] = marks.decide_s = marks.decided - t0
+        record["_marks"] = marks
         self.metrics.decide.observe(record["decide_s"])
         return await self._forward(request, body, shape, preds, order, record, t0)
 
@@ -290,7 +296,7 @@ class Router:
         order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
         return order, "lowest-latency: the lowest EWMA of past latency"
 
-    async def _checked(self, request: Request) -> tuple[bytes, dict[str, Any]]:
+    async def _checked(self, request: Request, marks: Marks) -> tuple[bytes, dict[str, Any]]:
         """The body (read within ``gateway.max_body``) and its JSON, parsed once and
         checked against OpenAI's schema; the ``x-tierwise-residency`` header checked."""
         g = self.cfg.gateway
@@ -298,6 +304,7 @@ class Router:
             body = await read_body(request, int(g.max_body))
         except ClientDisconnect:
             raise refuse(400, "The client went away before its body was read.") from None
+        marks.read_s = time.perf_counter() - marks.arrived
         lean = strip_inline_data(body) if len(body) > LEAN_BYTES else body
         data = parse_request(request.scope["path"], lean, g.max_json_depth)
         residency = request.headers.get(RESIDENCY_HEADER)
@@ -404,6 +411,8 @@ class Router:
     def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
         record["outcome"] = "no site"
+        marks = record.pop("_marks")
+        record["decomposition"] = decompose(time.perf_counter() - marks.arrived, marks)
         self._write(record)
         self.metrics.no_site.inc()
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
@@ -527,6 +536,7 @@ class Router:
             "POST", st.url(path), content=body, headers={**st.headers, **headers},
             extensions={"timeout": _timeout(timeout)},
         )  # fmt: skip
+        t.build_s = time.perf_counter() - sent
         try:
             resp = await self._send(st, req, timeout, watch)
         except SlowUpload as slow:
@@ -599,7 +609,9 @@ class Router:
             self._release(a)
         a.timing.end_s = time.perf_counter() - a.sent_at
         a.timing.bytes_down = len(content)
+        parsing = time.perf_counter()
         a.timing.tokens_out, a.timing.prompt_tokens = _usage_tokens(content)
+        a.work.usage_s = time.perf_counter() - parsing
         a.timing.tokens_from = "usage"
         finish = BackgroundTask(self._finish_later, a, shape, pred, record, attempts, t0)
         return Response(content, status_code=resp.status_code, headers=headers, background=finish)
@@ -612,16 +624,20 @@ class Router:
         that goes away ends this generator: the upstream response is closed, which
         cancels the request at a server that watches its connection (llama.cpp's does
         between tokens)."""
-        resp, t = a.response, a.timing
+        resp, t, w = a.response, a.timing, a.work
         assert resp is not None
         scan = SseScan()
         added = False
+        clock = time.perf_counter
         try:
             async for chunk in resp.aiter_raw():
-                now = time.perf_counter() - a.sent_at
+                before = clock()
+                now = before - a.sent_at
+                done = (w.deser_s, w.send_s)  # the work so far, for the stages (stages.py)
                 if scan.feed(chunk):
-                    t.first_token_s = t.first_token_s if t.first_token_s is not None else now
-                    t.last_token_s = now
+                    if t.first_token_s is None:
+                        t.first_token_s, w.at_first = now, done
+                    t.last_token_s, w.at_last = now, done
                     if a.slot is not None and scan.tokens >= 3:
                         self._progress(a, shape, scan.tokens, now - t.first_token_s)
                 t.bytes_down += len(chunk)
@@ -630,9 +646,11 @@ class Router:
                     event, usage = usage_chunk(scan, shape.prompt_tokens)
                     record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated"}
                     added = True
-                    yield chunk[:at] + event + chunk[at:]
-                    continue
+                    chunk = chunk[:at] + event + chunk[at:]
+                sending = clock()
+                w.deser_s += sending - before
                 yield chunk
+                w.send_s += clock() - sending
         except httpx.HTTPError as exc:
             record["stream_error"] = type(exc).__name__
         except BaseException:  # the client went away (cancelled): no more to relay
@@ -676,12 +694,25 @@ class Router:
         record["actual_s"] = a.timing.end_s + (a.timing.queued_s or 0.0)
         record["total_s"] = time.perf_counter() - t0
         record["stages"] = a.timing.to_dict()
+        record["decomposition"] = self._decomposition(a, shape, record)
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
         if (fit := st.model.service_fit()) is not None:
             record["service_fit"] = {a.site: fit}
         self.metrics.observe(a.site, record, pred, st.model, st.breaker)
         self._write(record)
+
+    def _decomposition(self, a: Attempt, shape: RequestShape, record) -> dict[str, Any]:
+        """The six-stage split of the request's client-visible time (:mod:`.stages`)."""
+        marks: Marks = record.pop("_marks")
+        m = self.sites[a.site].model
+        net_s = m.rtt_s.value + shape.bytes_up / max(m.up_rate.value, 1.0) if m.site.remote else 0.0
+        return decompose(
+            time.perf_counter() - marks.arrived, marks, a.sent_at, a.timing,
+            stream=shape.stream,
+            retried=bool(record["order"]) and a.site != record["order"][0],
+            network_estimate_s=net_s, work=a.work,
+        )  # fmt: skip
 
     def _latency_sample(self, name: str, latency_s: float) -> None:
         """The lowest-latency strategy's EWMA of a site's past latency (a timed-out
