@@ -24,7 +24,7 @@ from tierwise.scenario.schema import ErrorAt, Site
 from tierwise.schemakeys import NoBooleanNumbers
 from tierwise.units import PositiveTime, Size, Time
 
-__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "load_route"]
+__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "Trace", "load_route"]
 
 
 class _Strict(NoBooleanNumbers):
@@ -141,12 +141,26 @@ class Gateway(_Strict):
     key_concurrency: int = Field(64, ge=1, description="requests in flight per key (429 past)")
 
 
+class Trace(_Strict):
+    """``[trace]``: OpenTelemetry traces of the requests (:mod:`tierwise.route.otel`)."""
+
+    otlp: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces "
+        "(Jaeger, an OpenTelemetry collector); unset: no traces, at no cost",
+    )
+    sample: float = Field(1.0, gt=0, le=1, description="share of new traces kept")
+    service: str = Field("tierwise-route", min_length=1, description="service.name")
+
+
 class RouteConfig(_Strict):
     """A whole route.toml."""
 
     site: list[RouteSite] = Field(min_length=1)
     decision: RouteDecision = RouteDecision()
     gateway: Gateway = Gateway()
+    trace: Trace = Trace()
 
     @model_validator(mode="after")
     def _names(self) -> RouteConfig:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import functools
 import json
@@ -152,8 +153,12 @@ class Attempt:
 class Router:
     """The gateway's state and its ASGI app (``router.app``)."""
 
-    def __init__(self, cfg: RouteConfig, models: list[SiteModel]) -> None:
+    def __init__(
+        self, cfg: RouteConfig, models: list[SiteModel], tracer_provider: Any = None
+    ) -> None:
         self.cfg = cfg
+        self.tracing = _tracing(cfg, tracer_provider)  # None: no traces, no OpenTelemetry
+        self._own_tracing = tracer_provider is None and self.tracing is not None
         self.models = {m.site.name: m for m in models}
         self.priors = copy.deepcopy(self.models)  # the static strategy's never-updated copy
         self.latency: dict[str, float] = {}  # the lowest-latency strategy's EWMA per site
@@ -236,6 +241,8 @@ class Router:
             await st.client.aclose()
         if self.log:
             self.log.close()
+        if self._own_tracing:
+            self.tracing.shutdown()
 
     # ------------------------------------------------------------------ completions
 
@@ -276,6 +283,11 @@ class Router:
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
         record = _record(shape, preds, order, reason)
         record["client"] = client.name if client is not None else None
+        if self.tracing is not None:
+            record["_trace"] = trace = self.tracing.start(
+                request.headers, shape.path, marks.arrived
+            )
+            _TRACE.set(trace)
         marks.decided = time.perf_counter()
         record["decide_s"] = marks.decide_s = marks.decided - t0
         record["_marks"] = marks
@@ -411,8 +423,10 @@ class Router:
     def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
         record["outcome"] = "no site"
-        marks = record.pop("_marks")
-        record["decomposition"] = decompose(time.perf_counter() - marks.arrived, marks)
+        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
+        record["decomposition"] = decompose(end - marks.arrived, marks)
+        if trace is not None:
+            trace.finish(record, marks, end)
         self._write(record)
         self.metrics.no_site.inc()
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
@@ -532,6 +546,8 @@ class Router:
         connects: list[float] = []  # the backend notes a new connection's connect time here
         token = CONNECTS.set(connects)
         sent = time.perf_counter()
+        if (trace := _TRACE.get()) is not None:  # the attempt's span is the upstream parent
+            headers = {**headers, **trace.attempt(name, sent)}
         req = httpx.Request(
             "POST", st.url(path), content=body, headers={**st.headers, **headers},
             extensions={"timeout": _timeout(timeout)},
@@ -694,21 +710,23 @@ class Router:
         record["actual_s"] = a.timing.end_s + (a.timing.queued_s or 0.0)
         record["total_s"] = time.perf_counter() - t0
         record["stages"] = a.timing.to_dict()
-        record["decomposition"] = self._decomposition(a, shape, record)
+        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
+        record["decomposition"] = self._decomposition(a, shape, record, marks, end)
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
         if (fit := st.model.service_fit()) is not None:
             record["service_fit"] = {a.site: fit}
         self.metrics.observe(a.site, record, pred, st.model, st.breaker)
+        if trace is not None:
+            trace.finish(record, marks, end, a)
         self._write(record)
 
-    def _decomposition(self, a: Attempt, shape: RequestShape, record) -> dict[str, Any]:
+    def _decomposition(self, a: Attempt, shape, record, marks: Marks, end: float) -> dict:
         """The six-stage split of the request's client-visible time (:mod:`.stages`)."""
-        marks: Marks = record.pop("_marks")
         m = self.sites[a.site].model
         net_s = m.rtt_s.value + shape.bytes_up / max(m.up_rate.value, 1.0) if m.site.remote else 0.0
         return decompose(
-            time.perf_counter() - marks.arrived, marks, a.sent_at, a.timing,
+            end - marks.arrived, marks, a.sent_at, a.timing,
             stream=shape.stream,
             retried=bool(record["order"]) and a.site != record["order"][0],
             network_estimate_s=net_s, work=a.work,
@@ -873,6 +891,20 @@ def _transport(site) -> httpx.AsyncBaseTransport:
 
 
 _HOT = frozenset(COMPLETION_PATHS)
+# The request's trace (tierwise.route.otel.RequestTrace) while tracing is on: attempts,
+# hedges among them run as tasks of their own, and find it here to name their parent.
+_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("tierwise_route_trace", default=None)
+
+
+def _tracing(cfg: RouteConfig, provider: Any) -> Any:
+    """The gateway's :class:`~tierwise.route.otel.Tracing`, or None (nothing imported)."""
+    if provider is None and cfg.trace.otlp is None:
+        return None
+    from tierwise.route.otel import Tracing, provider_from_config
+
+    if provider is None:
+        provider = provider_from_config(cfg.trace.otlp, cfg.trace.sample, cfg.trace.service)
+    return Tracing(provider)
 
 
 @functools.lru_cache(maxsize=64)
