@@ -40,11 +40,19 @@ from tierwise.route.h1 import H1Transport
 from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.netio import AsyncioBackend
+from tierwise.route.pareto import (
+    TASK_HEADER,
+    WEIGHTS_HEADER,
+    choose_pareto,
+    parse_task,
+    parse_weights,
+)
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
     Prediction,
     RequestShape,
     SiteModel,
+    meets,
     pick,
     predict,
 )
@@ -68,7 +76,8 @@ __all__ = ["Breaker", "Router"]
 
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
 HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
-DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER, SITE_HEADER}
+DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER, SITE_HEADER,
+                              WEIGHTS_HEADER, TASK_HEADER}  # fmt: skip
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
@@ -268,7 +277,7 @@ class Router:
             )
             for st in self.sites.values()
         ]
-        order, reason = self._choose(preds, shape, now)
+        order, reason, front = self._choose(preds, shape, now)
         if (pinned := request.headers.get(SITE_HEADER)) is not None:
             if pinned not in self.sites:
                 known = ", ".join(self.sites)
@@ -283,6 +292,8 @@ class Router:
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
         record = _record(shape, preds, order, reason)
         record["client"] = client.name if client is not None else None
+        if front is not None:
+            record["pareto"] = front
         if self.tracing is not None:
             record["_trace"] = trace = self.tracing.start(
                 request.headers, shape.path, marks.arrived
@@ -297,16 +308,30 @@ class Router:
     def _choose(self, preds: list[Prediction], shape: RequestShape, now: float):
         """The order to try the sites in, by ``decision.strategy``."""
         strategy = self.cfg.decision.strategy
+        if strategy == "predictive" and self.cfg.decision.objective == "pareto":
+            return self._pareto(preds, shape)
         if strategy == "predictive":
-            return pick(preds, self.cfg, shape, self.previous.get(shape.path))
+            return (*pick(preds, self.cfg, shape, self.previous.get(shape.path)), None)
         if strategy == "static":  # the same planner with the priors only, never updated
             benched = {n: st.breaker.benched(now) for n, st in self.sites.items()}
             fixed = [predict(m, shape, benched[n], now) for n, m in self.priors.items()]
             order, reason = pick(fixed, self.cfg, shape, None)
-            return order, "static: " + reason
+            return order, "static: " + reason, None
         usable = [p.site for p in preds if p.option.feasible]
         order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
-        return order, "lowest-latency: the lowest EWMA of past latency"
+        return order, "lowest-latency: the lowest EWMA of past latency", None
+
+    def _pareto(self, preds: list[Prediction], shape: RequestShape):
+        """``objective = "pareto"`` (:mod:`.pareto`): the choice first, then the other
+        feasible sites by time; the front and its metrics for the decisions log."""
+        if shape.deadline_s is not None:
+            for p in preds:
+                p.option.meets_deadline = meets(p, self.cfg.decision, shape.deadline_s)
+        weights = shape.weights if shape.weights is not None else self.cfg.decision.weights
+        choice, reason, front = choose_pareto(preds, self.models, shape, weights, shape.task)
+        feasible = sorted((p for p in preds if p.option.feasible), key=lambda p: p.expected_s)
+        order = ([choice] if choice else []) + [p.site for p in feasible if p.site != choice]
+        return order, reason, front
 
     async def _checked(self, request: Request, marks: Marks) -> tuple[bytes, dict[str, Any]]:
         """The body (read within ``gateway.max_body``) and its JSON, parsed once and
@@ -337,6 +362,11 @@ class Router:
             learned = self.output_tokens[path] = Adaptive(DEFAULT_OUTPUT_TOKENS)
         residency = request.headers.get(RESIDENCY_HEADER) or self.cfg.decision.residency
         options = data.get("stream_options")
+        weights, task = None, None
+        if self.cfg.decision.objective == "pareto":
+            header = parse_weights(request.headers.get(WEIGHTS_HEADER))
+            weights = {**self.cfg.decision.weights, **header} if header else None
+            task = parse_task(request.headers.get(TASK_HEADER))
         return RequestShape(
             path=path,
             bytes_up=len(body) + HEADER_BYTES,
@@ -347,6 +377,8 @@ class Router:
             deadline_s=deadline or self.cfg.decision.deadline,
             residency=residency,
             include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+            weights=weights,
+            task=task,
         )
 
     async def _forward(self, request, body, shape, preds, order, record, t0) -> Response:
