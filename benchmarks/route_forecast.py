@@ -155,20 +155,29 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     results: dict[str, dict] = {}
-    names = [*ESTIMATORS, *(["statsmodels"] if args.statsmodels_samples else [])]
+    names = list(ESTIMATORS)
+    n_sm = args.statsmodels_samples
     print(f"{'trace':28s}" + "".join(f"{n:>13s}" for n in names) + "   chosen/ewma")
     for trace, xs in traces(args).items():
         row = {n: score(make, xs) for n, make in ESTIMATORS.items()}
-        if args.statsmodels_samples:
-            row["statsmodels"] = statsmodels_score(xs[: args.statsmodels_samples])
+        if n_sm:  # on the first n_sm samples: the closed form and statsmodels side by side
+            row[f"arima@{n_sm}"] = score(Arima, xs[:n_sm])
+            row[f"statsmodels@{n_sm}"] = statsmodels_score(xs[:n_sm])
         results[trace] = row
         ratio = row["chosen"]["mape"] / row["ewma"]["mape"]
         cells = "".join(f"{row[n]['mape'] * 100:6.2f}/{row[n]['p90'] * 100:5.1f}" for n in names)
         print(f"{trace[:28]:28s}{cells}   {ratio:5.2f}")
-    print("cells: MAPE % / p90 %; µs per update:")
-    for n in names:
+    print("cells: MAPE % / p90 %")
+    if n_sm:
+        print(f"\nARIMA(1,1,1) on the first {n_sm} samples: Hannan–Rissanen against statsmodels")
+        for trace, row in results.items():
+            hr, sm = row[f"arima@{n_sm}"], row[f"statsmodels@{n_sm}"]
+            print(f"{trace[:28]:28s} {hr['mape'] * 100:6.2f}/{hr['p90'] * 100:5.1f}"
+                  f"  {sm['mape'] * 100:6.2f}/{sm['p90'] * 100:5.1f}")  # fmt: skip
+    print("\nµs per update (median over traces):")
+    for n in next(iter(results.values())):
         us = np.median([r[n]["us_per_update"] for r in results.values()])
-        print(f"  {n:12s} {us:9.1f}")
+        print(f"  {n:16s} {us:9.1f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
 
