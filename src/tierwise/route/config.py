@@ -61,6 +61,13 @@ class RouteSite(Site):
     task_quality: dict[str, Quality] | None = Field(
         None, description="quality per task type (the request's x-tierwise-task header)"
     )
+    whole_as_stream: bool = Field(
+        False,
+        description="ask the site for a stream even when the client wants a whole answer, "
+        "and assemble it: a client that leaves then stops the site's work (llama-cpp-python "
+        "cannot stop a whole answer) and every answer times its first token; the answer's "
+        "prompt_tokens is then the gateway's estimate",
+    )
     via: Literal["direct", "relay"] = "direct"
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
     ca_file: str | None = Field(
@@ -153,7 +160,7 @@ class Gateway(_Strict):
         None,
         description="client keys (tierwise route keys add NAME --keys-file F): a request "
         "then needs Authorization: Bearer <key> (401 without); the file holds SHA-256 "
-        "digests and names, mode 0600",
+        "digests and names, mode 0600; read again when it changes or on SIGHUP",
     )
     public_without_keys: bool = Field(
         False, description="serve beyond loopback without keys (refused unless set)"
