@@ -44,9 +44,10 @@ def observations(n: int, seed: int, replicas: int = 3) -> list[Obs]:
         shape = RequestShape("/v1/chat/completions", 400_000 if big else 900, rng.randint(20, 400),
                              30, False, rng.random() < 0.5, None, "any")  # fmt: skip
         up_s = shape.bytes_up / 10e6
+        decode_s = 29 * 0.015 * slow
         t = Timing(connect_s=0.01 if rng.random() < 0.2 else None, headers_s=0.02 + up_s,
-                   first_token_s=0.03 + up_s, last_token_s=0.03 + up_s + 29 * 0.015 * slow,
-                   end_s=0.04 + up_s + 29 * 0.015 * slow, tokens_out=30, bytes_down=2000)  # fmt: skip
+                   first_token_s=0.03 + up_s, last_token_s=0.03 + up_s + decode_s,
+                   end_s=0.04 + up_s + decode_s, tokens_out=30, bytes_down=2000)  # fmt: skip
         if rng.random() < 0.5:
             t.server = {"queue": rng.random() * 0.01, "prefill": 0.001,
                         "decode": 29 * 0.015 * slow}  # fmt: skip
@@ -55,7 +56,9 @@ def observations(n: int, seed: int, replicas: int = 3) -> list[Obs]:
             kind, data = "timeout", {"shape": shape, "elapsed_s": 0.5}
         elif i % 11 == 3:
             kind, data = "sample", {"name": "rtt_s", "value": 0.01 * (1 + rng.random() * 0.1)}
-        out.append(Obs(1000.0 + i * 0.01, f"r{i % replicas}", i // replicas + 1, "edge", kind, data))
+        out.append(
+            Obs(1000.0 + i * 0.01, f"r{i % replicas}", i // replicas + 1, "edge", kind, data)
+        )
     return out
 
 
@@ -119,7 +122,7 @@ def test_three_replicas_converge_through_the_wire_format() -> None:
     fleets = {f"r{i}": Fleet(f"r{i}", {"edge": model()}) for i in range(3)}
     wire = [encode(o) for o in obs]
     rng = random.Random(4)
-    for name, fleet in fleets.items():
+    for fleet in fleets.values():
         entries = wire[:]
         rng.shuffle(entries)
         for e in entries:

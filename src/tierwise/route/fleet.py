@@ -37,12 +37,13 @@ from tierwise.route.estimate import Adaptive, LinearFit
 from tierwise.route.learn import Timing, learn, learn_timeout
 from tierwise.route.predict import RequestShape, SiteModel
 
-__all__ = ["HISTORY", "Fleet", "Obs", "SiteLog", "apply", "decode", "encode"]
+__all__ = ["HISTORY", "Fleet", "Obs", "SiteLog", "apply", "apply_kind", "decode", "encode"]
 
 HISTORY = 2048  # observations kept per site (the estimators' memory is far shorter)
 CHECK_EVERY = 16  # a checkpoint of the estimators every this many observations
 LOCAL_ONLY = frozenset({"error_rel"})  # judged against this replica's own predictions
 KINDS = ("learn", "timeout", "bound", "sample")
+MAX_DATA = 16_384  # characters of one observation's data (a real one is under 1 kB)
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,18 @@ class Obs:
 
 def apply(m: SiteModel, obs: Obs) -> None:
     """Feed one observation to ``m``'s estimators, as the gateway does with its own."""
-    d = obs.data
-    if obs.kind == "learn":
+    apply_kind(m, obs.kind, obs.data)
+
+
+def apply_kind(m: SiteModel, kind: str, d: dict[str, Any]) -> None:
+    """Learn what an observation of ``kind`` with data ``d`` tells about site ``m``."""
+    if kind == "learn":
         learn(m, d["shape"], d["timing"])
-    elif obs.kind == "timeout":
+    elif kind == "timeout":
         learn_timeout(m, d["shape"], d["elapsed_s"])
-    elif obs.kind == "bound":
+    elif kind == "bound":
         _estimator(m, d["name"]).at_most(d["value"])
-    elif obs.kind == "sample":
+    elif kind == "sample":
         _estimator(m, d["name"]).update(d["value"])
 
 
@@ -239,7 +244,10 @@ def decode(fields: dict[str, str]) -> Obs | None:
         kind = fields["kind"]
         if not math.isfinite(ts) or kind not in KINDS:
             return None
-        raw = json.loads(fields["data"])
+        text = fields["data"]
+        if len(text) > MAX_DATA:
+            return None
+        raw = json.loads(text)
         if not isinstance(raw, dict):
             return None
         data: dict[str, Any] = dict(raw)
