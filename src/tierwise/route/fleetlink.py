@@ -129,7 +129,7 @@ class FleetLink:
     def _client(self):
         import redis.asyncio as redis
         from redis.backoff import NoBackoff
-        from redis.retry import Retry
+        from redis.asyncio.retry import Retry
 
         t = self.target
         tls: dict[str, Any] = {}
