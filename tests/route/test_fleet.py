@@ -109,11 +109,14 @@ def test_in_flight_across_the_fleet_feeds_the_queue(tmp_path: Path) -> None:
     slow = ("--decode-step", "100 ms", "--prefill-per-token", "0 s", "--slots", "1")
     with model_servers(slow) as (url,), redis_server() as redis:
         sites = [{**site("edge", url, "100 ms"), "slots": 1}]
-        with replicas(["a", "b"], sites, tmp_path, redis.url) as [(a, gw_a), (b, _)]:
+        with replicas(["a", "b"], sites, tmp_path, redis.url) as [(_, gw_a), (b, _)]:
             now = time.monotonic()
             shape_pred = b._predicted("edge", b.sites["edge"], _shape(b), now)
-            threads = [threading.Thread(target=httpx.post, args=(gw_a + "/v1/chat/completions",),
-                                        kwargs={"json": BODY, "timeout": 30}) for _ in range(3)]  # fmt: skip
+            post = {"json": BODY, "timeout": 30}
+            url_a = gw_a + "/v1/chat/completions"
+            threads = [
+                threading.Thread(target=httpx.post, args=(url_a,), kwargs=post) for _ in range(3)
+            ]
             for t in threads:
                 t.start()
             until(lambda: b.link.others_inflight.get("edge", 0) >= 2, 2.0)

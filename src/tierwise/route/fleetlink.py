@@ -128,8 +128,8 @@ class FleetLink:
 
     def _client(self):
         import redis.asyncio as redis
-        from redis.backoff import NoBackoff
         from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
 
         t = self.target
         tls: dict[str, Any] = {}
