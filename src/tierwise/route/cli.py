@@ -115,7 +115,7 @@ def _gateway_with(gateway, changes: dict):
     from tierwise.scenario.schema import ErrorAt
 
     try:
-        return Gateway.model_validate({**gateway.model_dump(), **changes})
+        Gateway.model_validate(changes)  # each override checked as the file's value is
     except ValueError as exc:
         errors = getattr(exc, "errors", lambda: [])()
         first = errors[0] if errors else {"loc": (), "msg": str(exc)}
@@ -124,6 +124,7 @@ def _gateway_with(gateway, changes: dict):
         if isinstance(cause, ErrorAt):
             msg, key = str(cause), cause.key[0]
         raise ScenarioError(msg, source=f"--{str(key).replace('_', '-')}") from None
+    return gateway.model_copy(update=changes)
 
 
 def _log_path(config: Path | None, log: Path | None) -> Path:
@@ -140,7 +141,12 @@ def _log_path(config: Path | None, log: Path | None) -> Path:
 def decisions(
     since: Annotated[str, typer.Option("--since", help="How far back, e.g. '10 min'.")] = "1 h",
     config: ConfigOpt = None,
-    log: Annotated[Path | None, typer.Option("--log", help="The decisions log.")] = None,
+    log: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--log", help="A decisions log; repeat it for a fleet's replicas (merged by time)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Per request: predicted time per site, the choice, the actual time and its stages."""
@@ -148,7 +154,9 @@ def decisions(
     from tierwise.route.view import render_decisions, since_seconds
 
     cutoff = time.time() - since_seconds(since)
-    records = [r for r in read_log(_log_path(config, log)) if r.get("ts", 0) >= cutoff]
+    paths = log or [_log_path(config, None)]
+    records = [r for p in paths for r in read_log(p) if r.get("ts", 0) >= cutoff]
+    records.sort(key=lambda r: r.get("ts", 0))
     if as_json:
         print(json.dumps(records))
         return
