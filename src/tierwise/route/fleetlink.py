@@ -211,6 +211,8 @@ class FleetLink:
                 self.fleet.resume_seq(obs.seq)
             if self.fleet.merge(obs) and obs.replica != me:
                 self._count("received")
+                if self.on_event is not None:  # the site was just used: no probe needed
+                    self.on_event("used", obs.site, {})
                 if self.metrics is not None:
                     self.metrics.fleet_staleness.observe(max(now - obs.ts, 0.0))
 

@@ -263,13 +263,16 @@ class Router:
         self.link.publish(self.fleet.observe(site, kind, **data))
 
     def _fleet_event(self, kind: str, site: str, data: dict[str, Any]) -> None:
-        """Another replica benched a site (avoid it here too, until its time is over) or
-        saw it answer again (half-open here too)."""
+        """Another replica used a site (its estimates are fresh: no probe needed here, as
+        one router would not probe a site it just used), benched it (avoid it here too,
+        until its time is over) or saw it answer again (half-open here too)."""
         st = self.sites.get(site)
         if st is None:
             return
         now = time.monotonic()
-        if kind == "bench":
+        if kind == "used":
+            st.last_used = max(st.last_used, now)
+        elif kind == "bench":
             until_s = float(data.get("until", 0.0)) - time.time()
             if 0 < until_s <= MAX_BENCH_S:
                 st.breaker.open_until = max(st.breaker.open_until, now + until_s)

@@ -57,6 +57,17 @@ def lab_route_command(
             "--engine-size", help="The random model's size with --engine llama.cpp: tiny, small."
         ),
     ] = "tiny",
+    replicas: Annotated[
+        int,
+        typer.Option(
+            "--replicas",
+            help="Also run this many gateways behind HAProxy (round-robin), once sharing "
+            "state through Redis and once learning alone, beside one gateway that sees "
+            "every request (loopback; needs redis-server and haproxy).",
+            min=1,
+            max=8,
+        ),
+    ] = 1,
 ) -> None:
     """Compare routing strategies through world changes: a client and three model servers
     in network namespaces behind emulated paths (root), or on loopback (``--loopback``)."""
@@ -79,6 +90,9 @@ def lab_route_command(
             raise LabError(reason)
     if json_to is not None and not _dir_exists(json_to):
         raise ScenarioError("no such directory for the figures", source=f"--json {json_to}")
+    if replicas > 1:
+        _fleet(requests, seed, replicas, json_to)
+        return
     if loopback:
         from tierwise.lab.world.loopback import report, run_world
 
@@ -107,6 +121,22 @@ def lab_route_command(
 
         plot_namespaces(runs, plot_to)
         print(f"wrote {plot_to}.png and .svg")
+
+
+def _fleet(requests: int, seed: int, replicas: int, json_to: Path | None) -> None:
+    """The fleet's run: one router, ``replicas`` sharing, ``replicas`` alone; figures."""
+    import sys
+
+    from tierwise.lab.world.fleet import fleet_report, missing, run_fleet_world
+
+    if (reason := missing("redis-server", "haproxy")) is not None:
+        raise LabError(reason)
+    print(f"{replicas} replicas behind HAProxy on loopback (the fleet's world runs there)",
+          file=sys.stderr)  # fmt: skip
+    runs, bodies = run_fleet_world(requests, seed, replicas)
+    figures = fleet_report(runs, bodies)
+    if json_to is not None:
+        write_text(json_to, json.dumps(figures, indent=1) + "\n")
 
 
 def _dir_exists(file: Path) -> bool:

@@ -181,3 +181,124 @@ backend replicas
                 proc.wait()
             if proc.stderr is not None:
                 proc.stderr.close()
+
+
+# ------------------------------------------------------------------ the fleet's world run
+
+FLEET_RUNS = ("predictive", "fleet-shared", "fleet-alone")
+
+
+def run_fleet(
+    label: str,
+    urls: dict[str, str],
+    bodies: list[bytes],
+    tmp: Path,
+    progress,
+    replicas: int,
+    state: str | None,
+) -> list[dict]:
+    """Send the mix through ``replicas`` gateways behind HAProxy (round-robin), sharing
+    ``state`` (a Redis URL) or learning alone (None), with the loopback world's changes
+    at the same request numbers; the replicas' decisions-log records merged by time."""
+    import json as _json
+
+    import httpx
+
+    from tierwise.lab.world.common import CLI, route_toml
+    from tierwise.lab.world.loopback import SITES, world
+    from tierwise.lab.world.model_server import wait_ready
+
+    procs, ports, logs = [], [], []
+    failed = 0
+    task = progress.add_task(label, total=len(bodies))
+    try:
+        for i in range(replicas):
+            port, log = free_port(), tmp / f"{label}-{i}.jsonl"
+            cfg = tmp / f"{label}-{i}.toml"
+            cfg.write_text(route_toml(SITES, urls, port, log, "predictive"))
+            extra = ["--state", state] if state else []
+            procs.append(subprocess.Popen(
+                [*CLI, "route", "--config", str(cfg), "--replica", f"r{i}", *extra],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            ))  # fmt: skip
+            ports.append(port)
+            logs.append(log)
+        for proc, port in zip(procs, ports, strict=True):
+            wait_ready(proc, f"http://127.0.0.1:{port}")
+        with haproxy(ports) as lb, httpx.Client(timeout=60) as client:
+            for i, body in enumerate(bodies):
+                for name, change in world(i, len(bodies)).items():
+                    client.post(urls[name] + "/admin/behaviour", json=change)
+                r = client.post(lb.url + "/v1/chat/completions", content=body)
+                failed += r.status_code != 200
+                progress.advance(task)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
+    records = [_json.loads(line) for log in logs if log.exists()
+               for line in log.read_text().splitlines() if line]  # fmt: skip
+    records.sort(key=lambda r: r.get("ts", 0))
+    for rec in records:
+        rec["client_failed"] = failed
+    return records
+
+
+def run_fleet_world(
+    requests: int, seed: int, replicas: int = 3, runs: tuple[str, ...] = FLEET_RUNS
+) -> tuple[dict[str, list[dict]], list[bytes]]:
+    """The loopback world through one gateway that sees every request (``predictive``),
+    ``replicas`` behind HAProxy sharing state through Redis (``fleet-shared``), and as
+    many learning alone (``fleet-alone``); the records per run, and the bodies."""
+    import json as _json
+
+    from rich.progress import Progress
+
+    from tierwise.lab.world.common import scratch_dir, workload
+    from tierwise.lab.world.loopback import run_strategy, start_sites
+
+    bodies = [_json.dumps(b).encode() for b in workload(requests, seed)]
+    procs: list[subprocess.Popen[bytes]] = []
+    out: dict[str, list[dict]] = {}
+    try:
+        with scratch_dir() as tmp:
+            procs, urls = start_sites()
+            with Progress(transient=True) as progress:
+                for label in runs:
+                    if label == "predictive":
+                        out[label] = run_strategy("predictive", urls, bodies, tmp, progress)
+                    elif label == "fleet-shared":
+                        with redis_server() as redis:
+                            out[label] = run_fleet(label, urls, bodies, tmp, progress,
+                                                   replicas, redis.url)  # fmt: skip
+                    else:
+                        out[label] = run_fleet(label, urls, bodies, tmp, progress, replicas, None)
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+    return out, bodies
+
+
+def fleet_report(runs: dict[str, list[dict]], bodies: list[bytes]) -> dict:
+    """The loopback world's figures per run, and the fleet's two ratios: shared over one
+    router (goal ≤ 1.05) and shared over alone (goal ≤ 0.80)."""
+    from tierwise.lab.world.loopback import report
+
+    figures = report(runs, bodies)
+    total = {name: row["total_s"] for name, row in figures.items()}
+    ratios = {}
+    if "fleet-shared" in total and "predictive" in total:
+        ratios["shared_vs_one_router"] = total["fleet-shared"] / total["predictive"]
+    if "fleet-shared" in total and "fleet-alone" in total:
+        ratios["shared_vs_alone"] = total["fleet-shared"] / total["fleet-alone"]
+    for name, value in ratios.items():
+        print(f"{name}: {value:.3f}")
+    return {"runs": figures, "ratios": ratios}
