@@ -55,6 +55,13 @@ def test_three_replicas_behind_haproxy(tmp_path: Path) -> None:
     assert [r["ts"] for r in records] == sorted(r["ts"] for r in records)
     table = run_cli("route", "decisions", *args)
     assert table.code == 0 and "replica" in table.stdout and "r2" in table.stdout
+    for i, log in enumerate(logs):  # decisions_log = ".../route-{replica}.jsonl": all found
+        (tmp_path / f"route-r{i}.jsonl").write_bytes(log.read_bytes())
+    cfg = route_toml(tmp_path, url, free_port())
+    cfg.write_text(cfg.read_text().replace(str(tmp_path / "d.jsonl"),
+                                           str(tmp_path / "route-{replica}.jsonl")))  # fmt: skip
+    out = run_cli("route", "decisions", "--config", str(cfg), "--json")
+    assert out.code == 0 and len(json.loads(out.stdout)) == 12, out.stderr
 
 
 def test_fleet_settings_are_checked_at_start(tmp_path: Path) -> None:

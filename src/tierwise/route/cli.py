@@ -127,14 +127,20 @@ def _gateway_with(gateway, changes: dict):
     return gateway.model_copy(update=changes)
 
 
-def _log_path(config: Path | None, log: Path | None) -> Path:
-    if log is not None:
-        return log
-    if config is not None:
-        from tierwise.route.config import load_route
+def _log_paths(config: Path | None) -> list[Path]:
+    """The config's decisions log — every replica's, if its name has ``{replica}``."""
+    if config is None:
+        return [Path("route-decisions.jsonl")]
+    from tierwise.route.config import load_route
 
-        return Path(load_route(config).gateway.decisions_log)
-    return Path("route-decisions.jsonl")
+    name = load_route(config).gateway.decisions_log
+    if "{replica}" not in name:
+        return [Path(name)]
+    pattern = Path(name.replace("{replica}", "*"))
+    found = sorted(pattern.parent.glob(pattern.name))
+    if not found:
+        raise ScenarioError(f"no decisions logs match {pattern}", source=str(config))
+    return found
 
 
 @route_app.command()
@@ -154,7 +160,7 @@ def decisions(
     from tierwise.route.view import render_decisions, since_seconds
 
     cutoff = time.time() - since_seconds(since)
-    paths = log or [_log_path(config, None)]
+    paths = log or _log_paths(config)
     records = [r for p in paths for r in read_log(p) if r.get("ts", 0) >= cutoff]
     records.sort(key=lambda r: r.get("ts", 0))
     if as_json:

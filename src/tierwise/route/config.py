@@ -114,7 +114,10 @@ class Gateway(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8088, ge=0, le=65535)
     default_site: str | None = Field(None, description="other paths go here (default: first)")
-    decisions_log: str = "route-decisions.jsonl"
+    decisions_log: str = Field(
+        "route-decisions.jsonl",
+        description="one JSON line per request; {replica} is replaced by the replica's name",
+    )
     probe_interval: PositiveTime = 2.0
     bench: PositiveTime = Field(5.0, description="first time a failing site is benched")
     failures_to_bench: int = Field(3, ge=1)

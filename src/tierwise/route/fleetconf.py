@@ -71,6 +71,12 @@ def state_target(
         host, port, db, tls = check_state_url(url)
     except ErrorAt as exc:
         raise ScenarioError(str(exc), source=source) from None
+    try:
+        import redis  # noqa: F401 (the fleet's client, an extra)
+    except ImportError:
+        raise ScenarioError(
+            "sharing state needs the redis package: pip install 'tierwise[fleet]'", source=source
+        ) from None
     user = password = None
     if password_file is not None:
         user, password = read_password(Path(password_file))

@@ -233,7 +233,8 @@ class Router:
             client = httpx.AsyncClient(base_url=site.url, headers=headers, transport=transport)
             breaker = Breaker(g.failures_to_bench, g.bench)
             self.sites[name] = SiteState(m, client, breaker, transport, headers)
-        self.log = open(g.decisions_log, "a", encoding="utf-8")
+        log = g.decisions_log.replace("{replica}", self.replica.replace(":", "-"))
+        self.log = open(log, "a", encoding="utf-8")
         if g.state is not None:
             await self._join_fleet()
         self._probe_task = asyncio.create_task(self._probe_loop())
