@@ -86,6 +86,27 @@ def _estimator(m: SiteModel, name: str) -> Adaptive:
     return est
 
 
+_ATOMS = (float, int, str, bool, type(None))
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of an estimator (dataclasses of numbers, lists and dicts), several
+    times faster than :func:`copy.deepcopy` (no memo: estimators share no parts)."""
+    if isinstance(value, _ATOMS):
+        return value
+    if isinstance(value, list):
+        return [v if isinstance(v, _ATOMS) else clone(v) for v in value]
+    if isinstance(value, dict):
+        return {k: v if isinstance(v, _ATOMS) else clone(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = copy.copy(value)
+        for k, v in vars(value).items():
+            if not isinstance(v, _ATOMS):
+                setattr(out, k, clone(v))
+        return out
+    return copy.deepcopy(value)
+
+
 def estimator_names(m: SiteModel) -> tuple[str, ...]:
     """The estimators observations move (every Adaptive and LinearFit of the model but
     those judged locally): what a checkpoint holds."""
@@ -114,11 +135,11 @@ class SiteLog:
         self.replays = 0  # rebuilds from a checkpoint (an observation out of order)
 
     def _state(self) -> dict[str, Any]:
-        return {name: copy.deepcopy(getattr(self.model, name)) for name in self.names}
+        return {name: clone(getattr(self.model, name)) for name in self.names}
 
     def _restore(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
-            setattr(self.model, name, copy.deepcopy(value))
+            setattr(self.model, name, clone(value))
 
     def add(self, obs: Obs) -> bool:
         """Merge ``obs``; False if it was already here or is too late to place."""
