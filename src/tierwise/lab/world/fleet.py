@@ -16,7 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,10 +87,12 @@ def redis_server(
     password: str | None = None,
     user: str | None = None,
     tls: tuple[str, str, str] | None = None,
+    wrap: Callable[[list[str]], list[str]] = list,
 ) -> Iterator[Redis]:
     """A redis-server on a free loopback port until the block ends. ``password`` sets the
     default user's; with ``user`` an ACL user of that password is made instead (the
-    default user disabled); ``tls`` = (cert, key, CA) files serves TLS only."""
+    default user disabled); ``tls`` = (cert, key, CA) files serves TLS only. ``wrap``
+    runs it another way (in a namespace: the caller then waits from inside it too)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tierwise-redis-") as tmp:
         args = [_which("redis-server"), "--bind", "127.0.0.1", "--save", "",
@@ -108,6 +110,7 @@ def redis_server(
             acl = Path(tmp) / "users.acl"
             acl.write_text(f"user default off\nuser {user} on >{password} ~* &* +@all\n")
             args += ["--aclfile", str(acl)]
+        args = wrap(args)
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         r = Redis(port, args, proc, tls is not None)
         try:
@@ -137,7 +140,9 @@ class Haproxy:
 
 
 @contextlib.contextmanager
-def haproxy(backends: list[int]) -> Iterator[Haproxy]:
+def haproxy(
+    backends: list[int], wrap: Callable[[list[str]], list[str]] = list
+) -> Iterator[Haproxy]:
     """HAProxy on a free loopback port, round-robin over the gateways at ``backends``
     (loopback ports), one request per connection choice (``http-server-close``)."""
     port = free_port()
@@ -164,7 +169,7 @@ backend replicas
         path = Path(tmp) / "haproxy.cfg"
         path.write_text(cfg)
         proc = subprocess.Popen(
-            [_which("haproxy"), "-db", "-f", str(path)],
+            wrap([_which("haproxy"), "-db", "-f", str(path)]),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env={**os.environ},
@@ -293,6 +298,11 @@ def fleet_report(runs: dict[str, list[dict]], bodies: list[bytes]) -> dict:
     from tierwise.lab.world.loopback import report
 
     figures = report(runs, bodies)
+    return {"runs": figures, "ratios": fleet_ratios(figures)}
+
+
+def fleet_ratios(figures: dict[str, dict]) -> dict[str, float]:
+    """Shared over one router (goal ≤ 1.05) and shared over alone (goal ≤ 0.80); printed."""
     total = {name: row["total_s"] for name, row in figures.items()}
     ratios = {}
     if "fleet-shared" in total and "predictive" in total:
@@ -301,4 +311,62 @@ def fleet_report(runs: dict[str, list[dict]], bodies: list[bytes]) -> dict:
         ratios["shared_vs_alone"] = total["fleet-shared"] / total["fleet-alone"]
     for name, value in ratios.items():
         print(f"{name}: {value:.3f}")
-    return {"runs": figures, "ratios": ratios}
+    return ratios
+
+
+def run_ns_fleet(
+    world, label: str, bodies: list[bytes], tmp: Path, progress, replicas: int, shared: bool
+) -> list[dict]:
+    """The namespace world's mix through ``replicas`` gateways behind HAProxy in the
+    client namespace, sharing state through a Redis there (``shared``) or learning alone;
+    the replicas' records merged by time, each with the world it met."""
+    import json as _json
+
+    import httpx
+
+    from tierwise.lab.bench import netns
+    from tierwise.lab.world.common import CLI, route_toml
+    from tierwise.lab.world.namespaces import NS_SITES, _ready, _stop
+
+    def inside(argv: list[str]) -> list[str]:
+        return netns.exec_argv(world.client_ns, argv)
+
+    procs, logs, worlds, failed = [], [], [], 0
+    task = progress.add_task(label, total=len(bodies))
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(netns.entered(world.client_ns))  # ports, waits: in there
+        state = stack.enter_context(redis_server(wrap=inside)).url if shared else None
+        try:
+            ports = [8090 + i for i in range(replicas)]
+            for i, port in enumerate(ports):
+                log = tmp / f"{label}-{i}.jsonl"
+                cfg = tmp / f"{label}-{i}.toml"
+                cfg.write_text(route_toml(NS_SITES, world.urls, port, log, "predictive",
+                                          world.slots()))  # fmt: skip
+                extra = ["--state", state] if state else []
+                cmd = [*CLI, "route", "--config", str(cfg), "--replica", f"r{i}", *extra]
+                procs.append(subprocess.Popen(inside(cmd), stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.PIPE))  # fmt: skip
+                logs.append(log)
+            for proc, port in zip(procs, ports, strict=True):
+                _ready(proc, f"http://127.0.0.1:{port}")
+            lb = stack.enter_context(haproxy(ports, wrap=inside))
+            client = stack.enter_context(httpx.Client(timeout=120))
+            world.reset(client)
+            for i, body in enumerate(bodies):
+                w = world.before(i, len(bodies), client)
+                head = {"content-type": "application/json"}
+                r = client.post(lb.url + "/v1/chat/completions", content=body, headers=head)
+                failed += r.status_code != 200
+                worlds.append({**w, "client_ok": r.status_code == 200})
+                progress.advance(task)
+        finally:
+            for proc in procs:
+                _stop(proc)
+    records = [_json.loads(line) for log in logs if log.exists()
+               for line in log.read_text().splitlines() if line]  # fmt: skip
+    records.sort(key=lambda r: r.get("ts", 0))
+    for rec, w in zip(records, worlds, strict=False):
+        rec["world"] = w
+        rec["client_failed"] = failed
+    return records

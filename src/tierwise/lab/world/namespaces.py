@@ -350,11 +350,17 @@ def run_ns_strategy(
 
 
 def run_ns_world(
-    requests: int, seed: int, strategies: list[str], engine_size: str | None = None
+    requests: int,
+    seed: int,
+    strategies: list[str],
+    engine_size: str | None = None,
+    replicas: int = 1,
 ) -> tuple[dict[str, list[dict]], list[bytes], Fits]:
     """The mix (1–8 MB image uploads) under each strategy and the measured oracle; with
     ``engine_size`` (a key of :data:`~tierwise.lab.world.engine.ENGINE_SIZES`) the edge is
-    llama.cpp's server on a random model of that size."""
+    llama.cpp's server on a random model of that size; with ``replicas`` > 1, also that
+    many gateways behind HAProxy sharing state (``fleet-shared``) and not (``fleet-alone``)
+    (:func:`tierwise.lab.world.fleet.run_ns_fleet`)."""
     import json
 
     from rich.progress import Progress
@@ -373,6 +379,11 @@ def run_ns_world(
         progress = stack.enter_context(Progress(transient=True))
         fits = calibrate_world(world, tmp)
         runs = {s: run_ns_strategy(world, s, bodies, tmp, progress) for s in strategies}
+        if replicas > 1:
+            from tierwise.lab.world.fleet import run_ns_fleet
+
+            for label, shared in (("fleet-shared", True), ("fleet-alone", False)):
+                runs[label] = run_ns_fleet(world, label, bodies, tmp, progress, replicas, shared)
         runs["oracle"] = run_ns_strategy(world, "oracle", bodies, tmp, progress, fits)
     return runs, bodies, fits
 
