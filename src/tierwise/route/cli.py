@@ -92,7 +92,7 @@ def serve(
         from tierwise.route.fleetconf import state_target
 
         target = state_target(g.state, g.state_password_file, g.state_ca_file)
-    router = Router(cfg, models, target)
+    router = Router(cfg, models, state=target)
     for s in cfg.site:
         s.api_key()  # an unset key variable is a config error now, not at the first request
         s.tls()  # so is a CA file that does not load

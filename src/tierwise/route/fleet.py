@@ -26,6 +26,7 @@ through Redis.
 from __future__ import annotations
 
 import bisect
+import collections
 import copy
 import dataclasses
 import itertools
@@ -96,6 +97,10 @@ def clone(value: Any) -> Any:
         return value
     if isinstance(value, list):
         return [v if isinstance(v, _ATOMS) else clone(v) for v in value]
+    if isinstance(value, collections.deque):
+        return collections.deque(
+            (v if isinstance(v, _ATOMS) else clone(v) for v in value), value.maxlen
+        )
     if isinstance(value, dict):
         return {k: v if isinstance(v, _ATOMS) else clone(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
