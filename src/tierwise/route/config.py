@@ -151,7 +151,10 @@ class Gateway(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8088, ge=0, le=65535)
     default_site: str | None = Field(None, description="other paths go here (default: first)")
-    decisions_log: str = "route-decisions.jsonl"
+    decisions_log: str = Field(
+        "route-decisions.jsonl",
+        description="one JSON line per request; {replica} is replaced by the replica's name",
+    )
     probe_interval: PositiveTime = 2.0
     bench: PositiveTime = Field(5.0, description="first time a failing site is benched")
     failures_to_bench: int = Field(3, ge=1)
@@ -176,6 +179,36 @@ class Gateway(_Strict):
     key_rate: float = Field(50.0, gt=0, description="requests per second per key (429 past)")
     key_burst: int = Field(100, ge=1, description="requests per key at once after a quiet spell")
     key_concurrency: int = Field(64, ge=1, description="requests in flight per key (429 past)")
+    state: str | None = Field(
+        None,
+        description="redis://HOST:PORT/DB (rediss:// for TLS): share what this replica learns "
+        "with the others of a fleet, and learn what they do (tierwise.route.fleetlink)",
+    )
+    state_password_file: str | None = Field(
+        None,
+        description="the state's password, or 'USER PASSWORD' for a Redis ACL user, on its "
+        "first line; mode 0600",
+    )
+    state_ca_file: str | None = Field(
+        None, description="PEM file of the CAs a rediss:// server must chain to"
+    )
+    replica: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="this replica's name in the fleet (default: host name and port)",
+    )
+
+    @model_validator(mode="after")
+    def _state_url(self) -> Gateway:
+        if self.state is not None:
+            from tierwise.route.fleetconf import check_state_url
+
+            check_state_url(self.state)
+        if self.state is None and (self.state_password_file or self.state_ca_file):
+            key = "state_password_file" if self.state_password_file else "state_ca_file"
+            raise ErrorAt((key,), 'needs state = "redis://HOST:PORT/DB"')
+        return self
 
 
 class Trace(_Strict):
@@ -224,6 +257,11 @@ def load_route(path: str | Path) -> RouteConfig:
     data = read_toml(path)
     cfg = validate(data, source, schema_model=RouteConfig)
     here = Path(path).parent  # a relative ca_file is read beside the config
+    g = cfg.gateway
+    files = {k: str(here / v) for k in ("state_password_file", "state_ca_file")
+             if (v := getattr(g, k)) and not Path(v).is_absolute()}  # fmt: skip
+    if files:
+        cfg = cfg.model_copy(update={"gateway": g.model_copy(update=files)})
     sites = [
         s.model_copy(update={"ca_file": str(here / s.ca_file)})
         if s.ca_file and not Path(s.ca_file).is_absolute()

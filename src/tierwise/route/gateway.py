@@ -36,8 +36,9 @@ from tierwise.openai_api import RequestRejected, error_body, parse_request
 from tierwise.route.config import RouteConfig
 from tierwise.route.edge import Gate, read_body, refuse, rejection
 from tierwise.route.estimate import Adaptive
+from tierwise.route.fleet import apply_kind
 from tierwise.route.h1 import H1Transport
-from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
+from tierwise.route.learn import Timing, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.netio import AsyncioBackend
 from tierwise.route.pareto import (
@@ -163,6 +164,7 @@ class Attempt:
     sent_at: float = 0.0
     started: float = 0.0  # time.monotonic() when it was sent
     slot: int | None = None  # its job in the site's line (a site with known slots)
+    held: bool = False  # counted in flight at its site until its answer ends
     work: Work = field(default_factory=Work)  # the gateway's work relaying its answer
     seen: int | None = None  # its entry in the site's slot learner (slots not configured)
     as_stream: bool = False  # a whole answer asked of the site as a stream (whole_as_stream)
@@ -172,8 +174,14 @@ class Router:
     """The gateway's state and its ASGI app (``router.app``)."""
 
     def __init__(
-        self, cfg: RouteConfig, models: list[SiteModel], tracer_provider: Any = None
+        self,
+        cfg: RouteConfig,
+        models: list[SiteModel],
+        tracer_provider: Any = None,
+        state: Any = None,
     ) -> None:
+        """``state``: the fleet's :class:`~tierwise.route.fleetconf.StateTarget` (checked by
+        the CLI; built here from ``gateway.state`` when None)."""
         self.cfg = cfg
         self.tracing = _tracing(cfg, tracer_provider)  # None: no traces, no OpenTelemetry
         self._own_tracing = tracer_provider is None and self.tracing is not None
@@ -187,7 +195,14 @@ class Router:
         self.sites: dict[str, SiteState] = {}
         self.previous: dict[str, str] = {}
         self.output_tokens: dict[str, Adaptive] = {}
-        self.metrics = Metrics()
+        from tierwise.route.fleetconf import replica_name
+
+        self.replica = replica_name(cfg.gateway.replica, cfg.gateway.port)
+        fleet_on = cfg.gateway.state is not None
+        self.metrics = Metrics(self.replica if fleet_on or cfg.gateway.replica else None)
+        self.inflight = {m.site.name: 0 for m in models}  # attempts sent or in line, per site
+        self.fleet, self.link = None, None  # the fleet's shared state (gateway.state)
+        self._state = state
         self.gate = Gate(cfg.gateway, self.metrics.registry)  # keys, rates, in flight
         self.regions = {"any", "device", *(m.site.region for m in models if m.site.region)}
         self.log = None
@@ -247,10 +262,58 @@ class Router:
             client = httpx.AsyncClient(base_url=site.url, headers=headers, transport=transport)
             breaker = Breaker(g.failures_to_bench, g.bench)
             self.sites[name] = SiteState(m, client, breaker, transport, headers)
-        self.log = open(g.decisions_log, "a", encoding="utf-8")
+        log = g.decisions_log.replace("{replica}", self.replica.replace(":", "-"))
+        self.log = open(log, "a", encoding="utf-8")
+        if g.state is not None:
+            await self._join_fleet()
         self._probe_task = asyncio.create_task(self._probe_loop())
 
+    async def _join_fleet(self) -> None:
+        """Load the fleet's state before taking traffic, then share in the background."""
+        from tierwise.route.fleet import Fleet
+        from tierwise.route.fleetconf import state_target
+        from tierwise.route.fleetlink import FleetLink
+
+        g = self.cfg.gateway
+        assert g.state is not None
+        target = self._state or state_target(g.state, g.state_password_file, g.state_ca_file)
+        self.fleet = Fleet(self.replica, self.models)
+        self.link = FleetLink(
+            self.fleet, target, on_event=self._fleet_event,
+            inflight=lambda: dict(self.inflight), metrics=self.metrics,
+        )  # fmt: skip
+        await self.link.start()
+
+    def _observe(self, site: str, kind: str, **data: Any) -> None:
+        """Learn from one observation — through the fleet when there is one (merged in
+        time order with the others', and published), else straight into the model."""
+        if self.fleet is None or self.link is None:
+            apply_kind(self.models[site], kind, data)
+            return
+        self.link.publish(self.fleet.observe(site, kind, **data))
+
+    def _fleet_event(self, kind: str, site: str, data: dict[str, Any]) -> None:
+        """Another replica used a site (its estimates are fresh: no probe needed here, as
+        one router would not probe a site it just used), benched it (avoid it here too,
+        until its time is over) or saw it answer again (half-open here too)."""
+        st = self.sites.get(site)
+        if st is None:
+            return
+        now = time.monotonic()
+        if kind == "used":
+            st.last_used = max(st.last_used, now)
+        elif kind == "bench":
+            until_s = float(data.get("until", 0.0)) - time.time()
+            if 0 < until_s <= MAX_BENCH_S:
+                st.breaker.open_until = max(st.breaker.open_until, now + until_s)
+                st.breaker.bench_s = max(st.breaker.bench_s, until_s)
+                st.suspect_at = min(st.suspect_at, now + SUSPECT_PROBE_S)
+        elif kind == "unbench":
+            st.breaker.probe_ok(now)
+
     async def stop(self) -> None:
+        if self.link is not None:
+            await self.link.stop()
         if self._probe_task:
             self._probe_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -280,12 +343,7 @@ class Router:
         except ScenarioError as exc:
             return _error(400, str(exc), "invalid_request_error")
         now = time.monotonic()
-        preds = [
-            _behind_backlog(
-                predict(st.model, shape, st.breaker.benched(now), now), st.quiet_until - now
-            )
-            for st in self.sites.values()
-        ]
+        preds = [self._predicted(name, st, shape, now) for name, st in self.sites.items()]
         order, reason, front = self._choose(preds, shape, now)
         if (pinned := request.headers.get(SITE_HEADER)) is not None:
             if pinned not in self.sites:
@@ -301,6 +359,7 @@ class Router:
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
         record = _record(shape, preds, order, reason)
         record["client"] = client.name if client is not None else None
+        record["replica"] = self.replica
         if front is not None:
             record["pareto"] = front
         if self.tracing is not None:
@@ -358,6 +417,16 @@ class Router:
             self._close_record(record)
             self._write(record)
         return Response(status_code=499)  # nobody reads it
+
+    def _predicted(self, name: str, st: SiteState, shape: RequestShape, now: float) -> Prediction:
+        """The site's prediction, behind a dropped upload still draining and behind the
+        other replicas' requests in flight at a site whose slots are known."""
+        pred = predict(st.model, shape, st.breaker.benched(now), now)
+        wait_s = st.quiet_until - now
+        if self.link is not None and st.model.slots is not None:
+            others = self.link.others_inflight.get(name, 0)
+            wait_s = max(wait_s, 0.0) + others / st.model.slots.slots * _service_s(pred)
+        return _behind_backlog(pred, wait_s)
 
     def _choose(self, preds: list[Prediction], shape: RequestShape, now: float):
         """The order to try the sites in, by ``decision.strategy``."""
@@ -519,7 +588,7 @@ class Router:
     def _settled(self, a: Attempt, shape: RequestShape) -> Attempt:
         """Learn what an ended attempt tells before the next site is tried."""
         if a.outcome == "timeout":
-            learn_timeout(self.sites[a.site].model, shape, a.time_s)
+            self._observe(a.site, "timeout", shape=shape, elapsed_s=a.time_s)
             self._latency_sample(a.site, a.time_s)  # its latency was at least this
         if a.response is None:
             self.metrics.failovers.inc()
@@ -552,7 +621,7 @@ class Router:
                     await late.response.aclose()
                     self._release(late)
             elapsed_s = time.perf_counter() - started
-            learn_timeout(self.sites[name].model, shape, elapsed_s)
+            self._observe(name, "timeout", shape=shape, elapsed_s=elapsed_s)
             out.append(self._failed(self.sites[name], name, "overtaken", started))
         return out
 
@@ -603,6 +672,7 @@ class Router:
         line = self.sites[name].model.slots
         slot = line.add(time.monotonic(), service_s) if line is not None else None
         joined = time.perf_counter()
+        self.inflight[name] += 1
         try:
             if line is not None and slot is not None:
                 await self._turn(line, slot, timeout)
@@ -617,13 +687,19 @@ class Router:
             if a.response is None and learner is not None:
                 learner.end(seen, time.monotonic())
         except TimeoutError:  # no slot within the attempt's budget: the line, not a failure
+            self.inflight[name] -= 1
             if line is not None:
                 line.done(slot, time.monotonic())
             return Attempt(name, "timeout (in line)", time.perf_counter() - joined)
         except BaseException:
+            self.inflight[name] -= 1
             if line is not None:
                 line.done(slot, time.monotonic())
             raise
+        if a.response is None:
+            self.inflight[name] -= 1
+        else:
+            a.held = True  # in flight until its answer ends (:meth:`_release`)
         if line is not None:
             a.timing.queued_s = waited_s
             if a.response is None:
@@ -648,6 +724,9 @@ class Router:
 
     def _release(self, a: Attempt) -> None:
         """The attempt's answer has ended: its slot goes to the next in line."""
+        if a.held:
+            a.held = False
+            self.inflight[a.site] -= 1
         m = self.sites[a.site].model
         if m.slot_learner is not None and a.seen is not None:
             m.slot_learner.end(a.seen, time.monotonic())
@@ -725,7 +804,7 @@ class Router:
 
     def _slow_upload(self, st: SiteState, name: str, slow: SlowUpload, sent: float) -> Attempt:
         """An upload given up on: not a failure of the site, but a bound on its uplink."""
-        st.model.up_rate.at_most(slow.rate_bytes_per_s)
+        self._observe(name, "bound", name="up_rate", value=slow.rate_bytes_per_s)
         st.quiet_until = time.monotonic() + slow.drain_s
         self.metrics.requests.labels(name, "slow upload").inc()
         mbit = slow.rate_bytes_per_s * 8e-6
@@ -734,7 +813,10 @@ class Router:
 
     def _failed(self, st: SiteState, name: str, outcome: str, sent: float) -> Attempt:
         now = time.monotonic()
+        was_benched = st.breaker.benched(now)
         st.breaker.failure(now)
+        if self.link is not None and not was_benched and st.breaker.benched(now):
+            self.link.event("bench", name, until=time.time() + st.breaker.bench_s)
         st.suspect_at, st.suspect_gap_s = min(st.suspect_at, now + SUSPECT_PROBE_S), SUSPECT_PROBE_S
         st.model.failure_p = 0.8 * st.model.failure_p + 0.2
         self.metrics.requests.labels(name, "failed").inc()
@@ -896,7 +978,7 @@ class Router:
             st.model.error_rel.update(abs(actual - pred.option.time_s) / max(actual, 1e-9))
             cut = "stream_error" in record  # a cut stream's timing is not the request's
             if a.started >= st.quiet_until and not cut:  # nor our own dropped bytes' queue
-                learn(st.model, shape, a.timing)
+                self._observe(a.site, "learn", shape=shape, timing=a.timing)
             if shape.output_learned and a.timing.tokens_out:
                 self.output_tokens[shape.path].update(a.timing.tokens_out)
             self.previous[shape.path] = a.site
@@ -1016,12 +1098,14 @@ class Router:
                 st.suspect_gap_s = min(st.suspect_gap_s * SUSPECT_BACKOFF, interval)
                 st.suspect_at = now + st.suspect_gap_s
             return
+        if self.link is not None and st.breaker.benched(now):
+            self.link.event("unbench", name)
         st.breaker.probe_ok(now)
         if not math.isinf(st.suspect_at):  # back: its past failures no longer predict
             st.model.failure_p *= 0.5
             st.suspect_at, st.suspect_gap_s = math.inf, SUSPECT_PROBE_S
         if st.model.site.remote and probed_at >= st.quiet_until:
-            st.model.rtt_s.update(rtt_s)
+            self._observe(name, "sample", name="rtt_s", value=rtt_s)
         self.metrics.probes.labels(name).inc()
 
     async def _probe_once(self, st: SiteState) -> tuple[bool, float, float]:
