@@ -181,7 +181,7 @@ def main() -> None:
         gw_port = free_port()
         gateway = f"http://127.0.0.1:{gw_port}"
         (tmp / "route.toml").write_text(
-            f'[gateway]\nport = {gw_port}\ndecisions_log = "{log}"\n'
+            f'[gateway]\nport = {gw_port}\ndecisions_log = "{log}"\ntimeout = "1 h"\n'
             f'[[site]]\nname = "engine"\ntier = "edge"\nurl = "{engine}"\n'
             'decode_step = "16 ms"\nprefill_per_token = "0.6 ms"\nslots = 1\n'
             'uplink = "1 Gbit/s"\ndownlink = "1 Gbit/s"\nrtt = "1 ms"\n'
