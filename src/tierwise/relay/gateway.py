@@ -58,7 +58,8 @@ from tierwise.proto.relay import (
     StreamReset,
     wire,
 )
-from tierwise.proto.relay.connection import hello_sent_s
+from tierwise.proto.relay.connection import hello_admit_tag, hello_sent_s
+from tierwise.proto.relay.crypto import ADMIT_WINDOW_S, admission_key, admission_tags
 from tierwise.relay import kfilter, trace
 from tierwise.relay.batchudp import BatchTransport, kernel_drops
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
@@ -100,6 +101,9 @@ HELLO_BATCH = 16
 # its own: a client that moved, or a replay), no read for this long: at most 16,000 a
 # second, what a replay or forgery flood can cost; a moving client needs one through
 MOVED_PAUSE_S = 0.001
+# the same for the HELLO socket: what passes its filter has the key's admission tag, so a
+# flood there replays a tag seen on the path; at most 16,000 AEAD checks a second
+HELLO_PAUSE_S = 0.001
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
 
@@ -191,6 +195,10 @@ class Gateway(asyncio.DatagramProtocol):
         self._flood = (0.0, 0)  # (when, drops) at the last watch_flood
         self._flood_warned_s = -FLOOD_WARN_EVERY_S  # the last flood line (watch's clock)
         self.flooded = False  # the last line said a flood is on
+        self._admit_key = admission_key(key)
+        self._admit_window = -1  # the window the tags below were made in
+        self.admit_tags: frozenset[bytes] = frozenset()  # HELLOs' admission tags accepted
+        self._admit_timer: asyncio.TimerHandle | None = None
 
     @property
     def dropped(self) -> int:
@@ -225,14 +233,44 @@ class Gateway(asyncio.DatagramProtocol):
         if slow is not None:
             loop = asyncio.get_running_loop()
             inbox = _HelloInbox(self)
-            self._hello_transport = BatchTransport(loop, slow[0], inbox, max_batch=HELLO_BATCH)
+            self._hello_transport = BatchTransport(
+                loop, slow[0], inbox, max_batch=HELLO_BATCH, pause_s=HELLO_PAUSE_S
+            )
             self._moved_transport = BatchTransport(
                 loop, slow[1], inbox, max_batch=HELLO_BATCH, pause_s=MOVED_PAUSE_S
             )
         if not self._refilter():
             self._filtered = None
             return False
+        self._rotate_tags()
         return True
+
+    def _admission(self, wall_s: float) -> bool:
+        """The admission tags for ``wall_s`` (Unix time): those of every window within
+        ``HELLO_WINDOW_S`` of it (a client's clock may be that far off); whether they
+        changed."""
+        window = int(wall_s // ADMIT_WINDOW_S)
+        if window == self._admit_window:
+            return False
+        self._admit_window = window
+        self.admit_tags = frozenset(admission_tags(self._admit_key, wall_s, HELLO_WINDOW_S))
+        return True
+
+    def _rotate_tags(self) -> None:
+        """At each window's start: the HELLO socket's filter takes the new window's tag
+        and leaves the oldest (one program swap every ``ADMIT_WINDOW_S``)."""
+        wall_s = time.time()
+        if self._admission(wall_s):
+            self._refilter_hellos()
+        wait_s = (self._admit_window + 1) * ADMIT_WINDOW_S - wall_s + 0.001
+        self._admit_timer = asyncio.get_running_loop().call_later(wait_s, self._rotate_tags)
+
+    def _refilter_hellos(self) -> None:
+        if self._hello_transport is not None:
+            sock = self._hello_transport.get_extra_info("socket")
+            kfilter.attach(sock, kfilter.hello_program(tags=self.admit_tags))
+        elif self._filtered is not None:
+            self._refilter()
 
     def _refilter(self) -> bool:
         """The kernel's programs for the sessions now open and their addresses: the moved
@@ -244,7 +282,8 @@ class Gateway(asyncio.DatagramProtocol):
             return False
         ids = list(self.sessions)
         if self._hello_transport is None:
-            return kfilter.attach(sock, kfilter.gateway_program(ids))
+            self._admission(time.time())
+            return kfilter.attach(sock, kfilter.gateway_program(ids, tags=self.admit_tags))
         assert self._moved_transport is not None
         moved = self._moved_transport.get_extra_info("socket")
         peers = {cid: s.conn.peer_addr for cid, s in self.sessions.items() if s.conn.peer_addr}
@@ -350,6 +389,11 @@ class Gateway(asyncio.DatagramProtocol):
                     "(clients' clocks must be within %g s of the gateway's; or it is a replay)",
                     *addr[:2], sent_s - wall_s, HELLO_WINDOW_S,
                 )  # fmt: skip
+            return
+        if self._admission(wall_s):  # a new window (the timer may be late): the kernel too
+            self._refilter_hellos()
+        if hello_admit_tag(data) not in self.admit_tags:  # no key, or another version
+            self.counters["dropped_auth"] += 1
             return
         conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
         # every stream is held from its first byte: what the gateway takes (a header, bytes
@@ -612,6 +656,9 @@ class Gateway(asyncio.DatagramProtocol):
             session.conn.close_session()
             session.transmit()
             session.close()
+        if self._admit_timer is not None:
+            self._admit_timer.cancel()
+            self._admit_timer = None
         for transport in (self._hello_transport, self._moved_transport):
             if transport is not None:
                 transport.close()

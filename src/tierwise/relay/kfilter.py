@@ -64,13 +64,16 @@ BPF_MAXINSNS = 4096
 UDP_HEADER_BYTES = 8
 # five instructions per id and a few around: well inside BPF_MAXINSNS
 MAX_FILTER_IDS = 768
+# admission tags a HELLO may carry (one key: 10, see proto.relay.crypto); five
+# instructions each, so well inside BPF_MAXINSNS beside nothing else
+MAX_TAGS = 768
 ACCEPT = 0xFFFFFFFF  # keep the whole datagram
 DROP = 0
 
 # linux/filter.h opcodes (classic BPF)
 LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_LEN = 0x20, 0x28, 0x30, 0x80
 NET = 0xFFF00000  # SKF_NET_OFF (-0x100000): loads relative to the IP header
-JEQ, JGE = 0x15, 0x35
+JA, JEQ, JGE = 0x05, 0x15, 0x35
 RET_K, RET_A = 0x06, 0x16
 
 _INSN = struct.Struct("=HBBI")
@@ -92,36 +95,38 @@ def _shape(base: int) -> list[Insn]:
     ]
 
 
-def gateway_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+def gateway_program(
+    ids: Iterable[bytes], base: int = UDP_HEADER_BYTES, tags: Iterable[bytes] | None = None
+) -> list[Insn]:
     """DATA naming one of ``ids`` (every well-shaped DATA past ``MAX_FILTER_IDS`` of
-    them); HELLO-shaped datagrams too (for a socket that is not split from the HELLOs)."""
+    them); HELLOs too (for a socket that is not split from the HELLOs), as
+    :func:`hello_program` with ``tags``."""
     ids = sorted(set(ids))
     prog = _shape(base)
-    # A: type. HELLO: check its size; DATA: its id; anything else: drop
-    prog += [
-        (JEQ, 2, 0, wire.HELLO),
-        (JEQ, 5, 0, wire.DATA),
-        _ret(DROP),
-        (LD_LEN, 0, 0, 0),
-        (JGE, 0, 1, base + wire.HELLO_BYTES),
-        _ret(ACCEPT),
-        _ret(DROP),
-    ]
+    # A: type. HELLO: its own checks; DATA: its id; anything else: drop
+    hello = hello_program(base, tags)
+    prog += [(JEQ, 0, 1, wire.DATA), (JA, 0, 0, len(hello)), *hello]
     prog += _ids_chain(ids, base)
     return prog
 
 
 def _ids_chain(ids: list[bytes], base: int) -> list[Insn]:
     """From a DATA datagram: accept if its id is one of ``ids``, else drop."""
-    if len(ids) > MAX_FILTER_IDS:
+    return _words_chain(ids, base + 1, MAX_FILTER_IDS)
+
+
+def _words_chain(values: list[bytes], at: int, most: int) -> list[Insn]:
+    """Accept if the 8 bytes at ``at`` are one of ``values`` (past ``most`` of them: any),
+    else drop."""
+    if len(values) > most:
         return [_ret(ACCEPT)]  # too many to list: the shape alone (Python checks the rest)
     prog: list[Insn] = []
-    for cid in ids:
-        hi, lo = _ID.unpack(cid)
+    for value in sorted(set(values)):
+        hi, lo = _ID.unpack(value)
         prog += [
-            (LD_W_ABS, 0, 0, base + 1),
+            (LD_W_ABS, 0, 0, at),
             (JEQ, 0, 3, hi),
-            (LD_W_ABS, 0, 0, base + 5),
+            (LD_W_ABS, 0, 0, at + 4),
             (JEQ, 0, 1, lo),
             _ret(ACCEPT),
         ]
@@ -129,17 +134,26 @@ def _ids_chain(ids: list[bytes], base: int) -> list[Insn]:
     return prog
 
 
-def hello_program(base: int = UDP_HEADER_BYTES) -> list[Insn]:
-    """Only HELLO-shaped datagrams: type HELLO, at least ``HELLO_BYTES`` long."""
-    return [
+def hello_program(base: int = UDP_HEADER_BYTES, tags: Iterable[bytes] | None = None) -> list[Insn]:
+    """HELLOs: type HELLO, at least ``HELLO_BYTES`` long, and (``tags`` given) this
+    version with one of ``tags`` as its admission tag (the gateway's key's tags for the
+    windows near its clock; past ``MAX_TAGS`` of them, any tag: the shape alone)."""
+    prog = [
         (LD_LEN, 0, 0, 0),
         (JGE, 1, 0, base + wire.HELLO_BYTES),
         _ret(DROP),
         (LD_B_ABS, 0, 0, base),
-        (JEQ, 0, 1, wire.HELLO),
-        _ret(ACCEPT),
+        (JEQ, 1, 0, wire.HELLO),
         _ret(DROP),
     ]
+    if tags is None:
+        return [*prog, _ret(ACCEPT)]
+    prog += [
+        (LD_B_ABS, 0, 0, base + wire.HELLO_VERSION_AT),
+        (JEQ, 1, 0, wire.HELLO_VERSION),
+        _ret(DROP),
+    ]
+    return prog + _words_chain(list(tags), base + wire.HELLO_ADMIT_AT, MAX_TAGS)
 
 
 def _peer_words(addr: tuple) -> tuple[int, int, list[int]]:
