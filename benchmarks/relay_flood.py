@@ -5,10 +5,12 @@ run as processes on 127.0.0.1; a source thread answers each connection's 8-byte 
 with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floods
 (as fast as one core sends, ``sendmmsg``, for at most ``--seconds``) one class:
 
-* gateway: ``random`` bytes, ``unknown`` session ids, ``hello``-shaped (dated now),
-  ``replay`` (authentic datagrams of a live second session, recorded here and
-  replayed), ``badtag`` (the live session's id, a bad tag), ``spoofed`` (a live
-  session's id and a bad tag from random 127/8 sources, raw socket: root);
+* gateway: ``random`` bytes, ``unknown`` session ids, ``hello``-shaped (dated now, no
+  admission tag), ``hello-observed`` (the same with the key's current admission tag, as an
+  on-path observer could copy from a client's HELLO), ``replay`` (authentic datagrams
+  of a live second session, recorded here and replayed), ``badtag`` (the live
+  session's id, a bad tag), ``spoofed`` (a live session's id and a bad tag from random
+  127/8 sources, raw socket: root);
 * the client's UDP port, spoofed from the gateway's address: ``client-random``,
   ``client-unknown``, ``client-badtag`` (the client's session id).
 
@@ -16,13 +18,20 @@ with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floo
 flooder costs on this host whatever it sends (on loopback the kernel's work on a
 flood, the socket filters included, is done on the sender's core).
 
+``--pin`` puts the flooder (and the spin) on CPU 0 and everything of the relay — gateway,
+client, this process with its source and measuring threads — on CPU 1, quiet runs too:
+on loopback the kernel's receive path for a flooded datagram (softirq, the socket
+filter, the drop) runs in the sender's context, and a flooder on another host would not
+take the relay's core; pinned, a class's ratio to quiet is what it costs the relay
+itself. Unpinned, it is that plus losing a core of this 2-core host to the flooder.
+
 Per class: the bulk goodput of an established session (``--mb`` MB down), the median
 of ``--requests`` requests of 354,640 B, the seconds a new client's session takes to
 come up, the datagrams the flooder sent and the kernel's and the gateway's drops.
 Goals (issue 30): bulk ≥ 50 % of quiet, request ≤ 1.5 × quiet, new session ≤ 2 s.
 
     python benchmarks/relay_flood.py [--mb 20] [--requests 9] [--seconds 20]
-        [--classes random,unknown,...]
+        [--classes random,unknown,...] [--pin]
 """
 
 from __future__ import annotations
@@ -39,17 +48,21 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from _args import positive_float, positive_int, run
 
+from tierwise.proto.relay.crypto import admission_key, admission_tag
 from tierwise.relay.client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOODER = ROOT / "tests" / "relay" / "flooder.py"
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 REQUEST_BYTES = 354_640
-GATEWAY_CLASSES = ("spin", "random", "unknown", "hello", "replay", "badtag", "spoofed")
+GATEWAY_CLASSES = (
+    "spin", "random", "unknown", "hello", "hello-observed", "replay", "badtag", "spoofed",
+)  # fmt: skip
 CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag")
 
 
@@ -176,6 +189,8 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
     spoof_gw = f"--spoof=127.0.0.1:{ctx['gw_port']}"
     if kind in ("spin", "random", "unknown", "hello"):
         return [*cmd, gw_to, "--kind", kind]
+    if kind == "hello-observed":
+        return [*cmd, gw_to, "--kind", "hello", "--tag", ctx["tag"]]
     if kind == "replay":
         path = tmp / "replay.hex"
         path.write_text("\n".join(d.hex() for d in ctx["recorded"]))
@@ -195,7 +210,17 @@ def main() -> None:
     parser.add_argument("--requests", type=positive_int, default=9)
     parser.add_argument("--seconds", type=positive_float, default=20, help="a flood's bound")
     parser.add_argument("--classes", default=",".join(GATEWAY_CLASSES + CLIENT_CLASSES))
+    parser.add_argument("--pin", action="store_true", help="flooder on CPU 0, relay on CPU 1")
     args = parser.parse_args()
+    relay_cpu = flood_cpu = None
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            parser.error("--pin needs two CPUs")
+        flood_cpu, relay_cpu = {cpus[0]}, {cpus[1]}
+        os.sched_setaffinity(0, relay_cpu)  # before any thread: they inherit it
+    where = f"flooder on CPU {flood_cpu}, relay on CPU {relay_cpu}" if args.pin else "unpinned"
+    print(f"placement: {where}; load {os.getloadavg()[0]:.2f}")
     classes = [c for c in args.classes.split(",") if c]
     for c in classes:
         if c not in GATEWAY_CLASSES + CLIENT_CLASSES:
@@ -216,12 +241,14 @@ def main() -> None:
         psk = bytes.fromhex(key.read_text().strip())
         gw_port, fwd, stats_port = free_port(socket.SOCK_DGRAM), free_port(), free_port()
         common = ["--key-file", str(key), "--log-level", "warning"]
+        on_relay = _on_cpus(relay_cpu)
         gwp = subprocess.Popen([*CLI, "relay", "gateway", "--listen", f"127.0.0.1:{gw_port}",
                                 "--allow", f"127.0.0.1:{sport}", "--stats",
-                                f"127.0.0.1:{stats_port}", *common])  # fmt: skip
+                                f"127.0.0.1:{stats_port}", *common],
+                               preexec_fn=on_relay)  # fmt: skip
         forward = f"127.0.0.1:{fwd}=127.0.0.1:{sport}"
         clp = subprocess.Popen([*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gw_port}",
-                                "--forward", forward, *common])  # fmt: skip
+                                "--forward", forward, *common], preexec_fn=on_relay)  # fmt: skip
         try:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
@@ -239,6 +266,7 @@ def main() -> None:
                 "client_cid": next(iter(ids)),
                 "cid": recorder.cid.hex(),
                 "recorded": recorder.sent,
+                "tag": admission_tag(admission_key(psk), time.time()).hex(),
             }
             fetch(fwd, int(args.mb * 1e6))  # warm
             rows = [("quiet", measure(args, fwd, psk, gw), 0, 0.0)]
@@ -246,7 +274,7 @@ def main() -> None:
                 before = stats(stats_port)["totals"]
                 cpu0 = cpu_s(gwp.pid)
                 flood = subprocess.Popen(flooder(kind, args, ctx, tmp), stdout=subprocess.PIPE,
-                                         text=True)  # fmt: skip
+                                         text=True, preexec_fn=_on_cpus(flood_cpu))  # fmt: skip
                 time.sleep(0.5)
                 try:
                     row = measure(args, fwd, psk, gw)
@@ -268,6 +296,14 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     p.kill()
     report(rows)
+    print(f"load at the end {os.getloadavg()[0]:.2f}")
+
+
+def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that pins the child to ``cpus`` (None: leave it where it is)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 def report(rows: list[tuple[str, dict, int, float]]) -> None:
