@@ -307,14 +307,18 @@ def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:
 
 
 def report(rows: list[tuple[str, dict, int, float]]) -> None:
+    """Each class against the median quiet run, and (where it ran) the ``spin`` control:
+    the request's ratio to a host that only lost the flooder's core."""
     quiet = [r for k, r, _, _ in rows if k == "quiet"]
     q_good = statistics.median(r["goodput_mbit"] for r in quiet)
     q_req = statistics.median(r["request_ms"] for r in quiet)
     q_ses = statistics.median(r["session_s"] for r in quiet)
+    spins = [r["request_ms"] for k, r, _, _ in rows if k == "spin"]
+    s_req = statistics.median(spins) if spins else float("nan")
     print(f"quiet (median of {len(quiet)}): bulk {q_good:.0f} Mbit/s, request "
           f"{q_req:.1f} ms, new session {q_ses * 1e3:.0f} ms")  # fmt: skip
-    print(f"{'class':15} {'flood/s':>9} {'bulk':>14} {'request':>16} {'session':>9}  "
-          "gateway CPU s, drops")  # fmt: skip
+    print(f"{'class':15} {'flood/s':>9} {'bulk':>14} {'request':>16} {'× spin':>7} "
+          f"{'session':>9}  gateway CPU s, drops")  # fmt: skip
     for kind, r, sent, cpu in rows:
         if kind == "quiet":
             continue
@@ -323,7 +327,7 @@ def report(rows: list[tuple[str, dict, int, float]]) -> None:
         ok = good >= 0.5 and req <= 1.5 and r["session_s"] <= 2.0
         print(f"{kind:15} {sent:>9.0f} "
               f"{r['goodput_mbit']:>6.0f} ({good:4.0%}) {r['request_ms']:>7.1f} ms ×{req:4.2f} "
-              f"{r['session_s']:>7.2f} s  {cpu:.1f} {r['drops']} "
+              f"×{r['request_ms'] / s_req:5.2f} {r['session_s']:>7.2f} s  {cpu:.1f} {r['drops']} "
               f"{'ok' if ok else 'MISSED'}")  # fmt: skip
 
 
