@@ -211,6 +211,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=positive_float, default=20, help="a flood's bound")
     parser.add_argument("--classes", default=",".join(GATEWAY_CLASSES + CLIENT_CLASSES))
     parser.add_argument("--pin", action="store_true", help="flooder on CPU 0, relay on CPU 1")
+    parser.add_argument(
+        "--base-src",
+        default=None,
+        help="no floods: this tree against the relay in DIR, alternately",
+    )
+    parser.add_argument("--rounds", type=positive_int, default=10, help="with --base-src")
     args = parser.parse_args()
     relay_cpu = flood_cpu = None
     if args.pin:
@@ -239,24 +245,12 @@ def main() -> None:
         key = tmp / "relay.key"
         subprocess.run([*CLI, "relay", "keygen", "--out", str(key)], check=True)
         psk = bytes.fromhex(key.read_text().strip())
-        gw_port, fwd, stats_port = free_port(socket.SOCK_DGRAM), free_port(), free_port()
-        common = ["--key-file", str(key), "--log-level", "warning"]
-        on_relay = _on_cpus(relay_cpu)
-        gwp = subprocess.Popen([*CLI, "relay", "gateway", "--listen", f"127.0.0.1:{gw_port}",
-                                "--allow", f"127.0.0.1:{sport}", "--stats",
-                                f"127.0.0.1:{stats_port}", *common],
-                               preexec_fn=on_relay)  # fmt: skip
-        forward = f"127.0.0.1:{fwd}=127.0.0.1:{sport}"
-        clp = subprocess.Popen([*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gw_port}",
-                                "--forward", forward, *common], preexec_fn=on_relay)  # fmt: skip
+        if args.base_src:
+            at_rest(args, key, sport, relay_cpu)
+            return
+        stats_port = free_port()
+        gwp, clp, gw_port, fwd = start_relay(key, sport, _on_cpus(relay_cpu), stats_port)
         try:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                try:
-                    fetch(fwd, 1000, timeout=2)
-                    break
-                except (OSError, SystemExit):
-                    time.sleep(0.2)
             gw = ("127.0.0.1", gw_port)
             ids = {s["id"] for s in stats(stats_port)["sessions"]}
             recorder = Recorder(psk, gw, fwd)
@@ -297,6 +291,69 @@ def main() -> None:
                     p.kill()
     report(rows)
     print(f"load at the end {os.getloadavg()[0]:.2f}")
+
+
+def start_relay(
+    key: Path,
+    sport: int,
+    preexec: Callable[[], None] | None,
+    stats_port: int | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """A gateway and a client forwarding to ``sport``, up: (gateway, client, the
+    gateway's UDP port, the client's forward port)."""
+    gw_port, fwd = free_port(socket.SOCK_DGRAM), free_port()
+    common = ["--key-file", str(key), "--log-level", "warning"]
+    stats_args = ["--stats", f"127.0.0.1:{stats_port}"] if stats_port else []
+    gwp = subprocess.Popen([*CLI, "relay", "gateway", "--listen", f"127.0.0.1:{gw_port}",
+                            "--allow", f"127.0.0.1:{sport}", *stats_args, *common],
+                           preexec_fn=preexec, env=env)  # fmt: skip
+    forward = f"127.0.0.1:{fwd}=127.0.0.1:{sport}"
+    clp = subprocess.Popen([*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gw_port}",
+                            "--forward", forward, "--socks", f"127.0.0.1:{free_port()}",
+                            *common],
+                           preexec_fn=preexec, env=env)  # fmt: skip
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            fetch(fwd, 1000, timeout=2)
+            break
+        except (OSError, SystemExit):
+            time.sleep(0.2)
+    return gwp, clp, gw_port, fwd
+
+
+def at_rest(args: argparse.Namespace, key: Path, sport: int, cpus: set[int] | None) -> None:
+    """No flood: this tree's relay and ``--base-src``'s, both up, measured in turn
+    (``--rounds`` rounds, the order swapped each round): the same host load for both."""
+    base_env = {**os.environ, "PYTHONPATH": str(Path(args.base_src).resolve())}
+    pairs = {"this": start_relay(key, sport, _on_cpus(cpus)),
+             "base": start_relay(key, sport, _on_cpus(cpus), env=base_env)}  # fmt: skip
+    got: dict[str, list[tuple[float, float]]] = {"this": [], "base": []}
+    try:
+        for fwd in (p[3] for p in pairs.values()):
+            fetch(fwd, int(args.mb * 1e6))  # warm
+        for i in range(args.rounds):
+            for name in ("this", "base") if i % 2 == 0 else ("base", "this"):
+                fwd = pairs[name][3]
+                bulk_s = fetch(fwd, int(args.mb * 1e6))
+                req_s = statistics.median(fetch(fwd, REQUEST_BYTES) for _ in range(args.requests))
+                got[name].append((args.mb * 8 / bulk_s, req_s * 1e3))
+    finally:
+        for gwp, clp, _, _ in pairs.values():
+            for p in (gwp, clp):
+                p.terminate()
+                p.wait(10)
+    for name, runs in got.items():
+        good_mbit = statistics.median(g for g, _ in runs)
+        req_ms = statistics.median(r for _, r in runs)
+        print(f"{name}: bulk {good_mbit:.0f} Mbit/s, request {req_ms:.2f} ms "
+              f"(medians of {len(runs)})")  # fmt: skip
+    good = sorted(t[0] / b[0] for t, b in zip(got["this"], got["base"], strict=True))
+    req = sorted(t[1] / b[1] for t, b in zip(got["this"], got["base"], strict=True))
+    print(f"this / base, per round: bulk median {statistics.median(good):.3f} "
+          f"(range {good[0]:.2f}-{good[-1]:.2f}), request median {statistics.median(req):.3f} "
+          f"(range {req[0]:.2f}-{req[-1]:.2f}); load {os.getloadavg()[0]:.2f}")  # fmt: skip
 
 
 def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:
