@@ -12,8 +12,8 @@ dropped), each session's streams by :class:`RelayConfig.max_streams`, each
 stream's buffers by the flow-control windows. A datagram that names no known
 session and is not a valid HELLO costs one header parse and one AEAD check (a
 failed HELLO leaves its connection object unused, and the next HELLO reuses it); a
-HELLO undated, dated more than ``HELLO_WINDOW_S`` off, or seen before (a recorded one
-replayed: :class:`HelloLedger`) costs the parse alone. Clients' clocks must be within
+HELLO undated, dated more than ``HELLO_WINDOW_S`` off, without a current admission tag,
+or seen before (a recorded one replayed: :class:`HelloLedger`) costs the parse alone. Clients' clocks must be within
 two minutes of the gateway's.
 
 :meth:`Gateway.snapshot` is what an operator observes (``--stats``, :mod:`.metrics`):
@@ -26,10 +26,12 @@ reading before anything reaches a socket queue. Three sockets share the port
 that session's own address goes to the session socket; other DATA to the moved socket,
 whose filter keeps DATA naming a session (a client that moved, or a replay or forgery
 from elsewhere), read ``HELLO_BATCH`` at a time and then not for ``MOVED_PAUSE_S``;
-the rest to the HELLO socket, whose filter keeps HELLO-shaped datagrams, read
-``HELLO_BATCH`` a wake-up. Garbage costs the sender's CPU, not the gateway's; a flood of
-anything else fills its own queue, not the sessions'. The programs are rebuilt as
-sessions open, end and move. The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are
+the rest to the HELLO socket, whose filter keeps HELLOs carrying an admission tag of the
+gateway's key for the windows within ``HELLO_WINDOW_S`` of its clock (swapped at each
+window's start, :meth:`Gateway._rotate_tags`), read the same way (``HELLO_PAUSE_S``).
+Garbage and HELLOs from anyone without the key cost the sender's CPU, not the
+gateway's; a flood of anything else fills its own queue, not the sessions'. The
+programs are rebuilt as sessions open, end and move. The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are
 ``dropped_kernel`` in the stats; while drops of any reason exceed ``FLOOD_RATE`` a
 second, one line a minute says so (:meth:`Gateway.watch_flood`).
 """

@@ -12,11 +12,14 @@ of the datagram's arrival, on loopback the sender's own system call):
   session goes to socket 0, the session socket (no filter of its own); other DATA to
   socket 2, the moved socket (:func:`moved_program`: DATA naming a session — a client
   that moved, or a replay or forgery from elsewhere); the rest to socket 1, the HELLO
-  socket (:func:`hello_program`: type HELLO, at least ``HELLO_BYTES``). A chain of
+  socket (:func:`hello_program`: type HELLO, at least ``HELLO_BYTES``, this version, and
+  an admission tag of the gateway's key for a window near its clock: a HELLO-shaped flood
+  from anyone without the key is dropped here, so a client's HELLO finds the queue
+  empty; :mod:`tierwise.proto.relay.crypto`). A chain of
   compares per session (9 instructions over IPv4, 15 over IPv6), rebuilt and swapped
   atomically as sessions open, end and move.
-* :func:`gateway_program`, where steering is refused, on the one socket: HELLO-shaped
-  datagrams and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
+* :func:`gateway_program`, where steering is refused, on the one socket: HELLOs (as
+  :func:`hello_program`) and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
   short datagrams are dropped. Past :data:`MAX_FILTER_IDS` ids the id chain is left out.
 * :func:`client_program`, on the client's (connected) socket: WELCOME or DATA naming
   one of the client's session ids.
@@ -64,7 +67,7 @@ BPF_MAXINSNS = 4096
 UDP_HEADER_BYTES = 8
 # five instructions per id and a few around: well inside BPF_MAXINSNS
 MAX_FILTER_IDS = 768
-# admission tags a HELLO may carry (one key: 10, see proto.relay.crypto); five
+# admission tags a HELLO may carry (one key: 9, see proto.relay.crypto); five
 # instructions each, so well inside BPF_MAXINSNS beside nothing else
 MAX_TAGS = 768
 ACCEPT = 0xFFFFFFFF  # keep the whole datagram

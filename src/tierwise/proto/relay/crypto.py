@@ -64,7 +64,7 @@ _NONCE = struct.Struct(">4xQ")
 _KEY_UPDATE = b"tierwise relay v1 key update"
 ADMIT_TAG_BYTES = 8  # two 32-bit words for a classic BPF compare; 2^-64 for a guess
 # A tag's window. The gateway accepts the windows its clock tolerance covers, so this sets
-# how many tags it lists (2 × 120 s / 30 s + 2 = 10), not how long a tag is good for.
+# how many tags it lists (2 × 120 s / 30 s + 1 = 9), not how long a tag is good for.
 ADMIT_WINDOW_S = 30.0
 _WINDOW = struct.Struct(">Q")
 
