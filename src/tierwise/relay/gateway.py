@@ -13,8 +13,8 @@ stream's buffers by the flow-control windows. A datagram that names no known
 session and is not a valid HELLO costs one header parse and one AEAD check (a
 failed HELLO leaves its connection object unused, and the next HELLO reuses it); a
 HELLO undated, dated more than ``HELLO_WINDOW_S`` off, without a current admission tag,
-or seen before (a recorded one replayed: :class:`HelloLedger`) costs the parse alone. Clients' clocks must be within
-two minutes of the gateway's.
+or seen before (a recorded one replayed: :class:`HelloLedger`) costs the parse alone.
+Clients' clocks must be within two minutes of the gateway's.
 
 :meth:`Gateway.snapshot` is what an operator observes (``--stats``, :mod:`.metrics`):
 totals over every session since the start (ended ones included, so counters only grow)
@@ -31,9 +31,9 @@ gateway's key for the windows within ``HELLO_WINDOW_S`` of its clock (swapped at
 window's start, :meth:`Gateway._rotate_tags`), read the same way (``HELLO_PAUSE_S``).
 Garbage and HELLOs from anyone without the key cost the sender's CPU, not the
 gateway's; a flood of anything else fills its own queue, not the sessions'. The
-programs are rebuilt as sessions open, end and move. The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are
-``dropped_kernel`` in the stats; while drops of any reason exceed ``FLOOD_RATE`` a
-second, one line a minute says so (:meth:`Gateway.watch_flood`).
+programs are rebuilt as sessions open, end and move. The kernel's drops (``SO_MEMINFO``,
+``SO_RXQ_OVFL``) are ``dropped_kernel`` in the stats; while drops of any reason exceed
+``FLOOD_RATE`` a second, one line a minute says so (:meth:`Gateway.watch_flood`).
 """
 
 from __future__ import annotations
