@@ -325,35 +325,53 @@ def start_relay(
 
 def at_rest(args: argparse.Namespace, key: Path, sport: int, cpus: set[int] | None) -> None:
     """No flood: this tree's relay and ``--base-src``'s, both up, measured in turn
-    (``--rounds`` rounds, the order swapped each round): the same host load for both."""
+    (``--rounds`` rounds: each a bulk download on each, the order swapped each round, then
+    ``--requests`` requests on each, one by one alternately): the same host load for both.
+    Also the CPU seconds their gateway and client processes took over all rounds."""
     base_env = {**os.environ, "PYTHONPATH": str(Path(args.base_src).resolve())}
     pairs = {"this": start_relay(key, sport, _on_cpus(cpus)),
              "base": start_relay(key, sport, _on_cpus(cpus), env=base_env)}  # fmt: skip
-    got: dict[str, list[tuple[float, float]]] = {"this": [], "base": []}
+    bulk: dict[str, list[float]] = {"this": [], "base": []}
+    reqs: dict[str, list[float]] = {"this": [], "base": []}
+    ratios: list[tuple[float, float]] = []
+
+    def used_s(name: str) -> float:
+        return cpu_s(pairs[name][0].pid) + cpu_s(pairs[name][1].pid)
+
     try:
         for fwd in (p[3] for p in pairs.values()):
             fetch(fwd, int(args.mb * 1e6))  # warm
+        cpu0 = {name: used_s(name) for name in pairs}
         for i in range(args.rounds):
-            for name in ("this", "base") if i % 2 == 0 else ("base", "this"):
-                fwd = pairs[name][3]
-                bulk_s = fetch(fwd, int(args.mb * 1e6))
-                req_s = statistics.median(fetch(fwd, REQUEST_BYTES) for _ in range(args.requests))
-                got[name].append((args.mb * 8 / bulk_s, req_s * 1e3))
+            order = ("this", "base") if i % 2 == 0 else ("base", "this")
+            for name in order:
+                bulk[name].append(args.mb * 8 / fetch(pairs[name][3], int(args.mb * 1e6)))
+            got: dict[str, list[float]] = {"this": [], "base": []}
+            for _ in range(args.requests):
+                for name in order:
+                    got[name].append(fetch(pairs[name][3], REQUEST_BYTES) * 1e3)
+            for name in pairs:
+                reqs[name] += got[name]
+            medians = {name: statistics.median(got[name]) for name in pairs}
+            ratios.append((bulk["this"][-1] / bulk["base"][-1], medians["this"] / medians["base"]))
+        used = {name: used_s(name) - cpu0[name] for name in pairs}
     finally:
         for gwp, clp, _, _ in pairs.values():
             for p in (gwp, clp):
                 p.terminate()
                 p.wait(10)
-    for name, runs in got.items():
-        good_mbit = statistics.median(g for g, _ in runs)
-        req_ms = statistics.median(r for _, r in runs)
-        print(f"{name}: bulk {good_mbit:.0f} Mbit/s, request {req_ms:.2f} ms "
-              f"(medians of {len(runs)})")  # fmt: skip
-    good = sorted(t[0] / b[0] for t, b in zip(got["this"], got["base"], strict=True))
-    req = sorted(t[1] / b[1] for t, b in zip(got["this"], got["base"], strict=True))
-    print(f"this / base, per round: bulk median {statistics.median(good):.3f} "
-          f"(range {good[0]:.2f}-{good[-1]:.2f}), request median {statistics.median(req):.3f} "
-          f"(range {req[0]:.2f}-{req[-1]:.2f}); load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    for name in pairs:
+        print(f"{name}: bulk {statistics.median(bulk[name]):.0f} Mbit/s, request "
+              f"{statistics.median(reqs[name]):.2f} ms (median of {len(reqs[name])}), "
+              f"gateway + client CPU {used[name]:.2f} s")  # fmt: skip
+    good = sorted(g for g, _ in ratios)
+    req = sorted(r for _, r in ratios)
+    overall = statistics.median(reqs["this"]) / statistics.median(reqs["base"])
+    print(f"this / base: request {overall:.3f}, "
+          f"CPU {used['this'] / used['base']:.3f}; per round: bulk median "
+          f"{statistics.median(good):.3f} ({good[0]:.2f}-{good[-1]:.2f}), request median "
+          f"{statistics.median(req):.3f} ({req[0]:.2f}-{req[-1]:.2f}); "
+          f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
 
 
 def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:
