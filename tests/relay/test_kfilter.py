@@ -282,3 +282,31 @@ def test_a_guarded_gateway_admits_keyed_hellos_and_the_kernel_drops_the_rest() -
         assert gateway._admit_timer is None
 
     asyncio.run(run())
+
+
+def test_a_program_the_kernel_refuses_is_loosened_never_left_stale() -> None:
+    """Steering for 400 sessions (3,600 instructions: more than this kernel's option
+    memory takes) falls back to the shape alone: a session's DATA still reaches the
+    session socket, whether or not the kernel took the long program."""
+    group = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(3)]
+    for sock in group:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.setblocking(False)
+    group[0].bind(("127.0.0.1", 0))
+    for sock in group[1:]:
+        sock.bind(group[0].getsockname())
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind(("127.0.0.1", 0))
+    peers = [(os.urandom(8), ("127.0.0.1", 20000 + i)) for i in range(399)]
+    cid = os.urandom(8)
+    peers.append((cid, tx.getsockname()))
+    assert kfilter.attach_steering(group[0], kfilter.steer_program(peers[:2]))
+    prog = kfilter.steer_program(peers)
+    assert len(prog) > 3000
+    assert kfilter.attach_or_loosen(
+        group[0], prog, kfilter.steer_program(loose=True), steering=True
+    )
+    for _ in range(20):
+        tx.sendto(data(cid), group[0].getsockname())
+    assert len(_drain(group[0])) == 20
+    assert _drain(group[1]) == _drain(group[2]) == []

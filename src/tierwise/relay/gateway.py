@@ -287,13 +287,21 @@ class Gateway(asyncio.DatagramProtocol):
         ids = list(self.sessions)
         if self._hello_transport is None:
             self._admission(time.time())
-            return kfilter.attach(sock, kfilter.gateway_program(ids, tags=self.admit_tags))
+            tags = self.admit_tags
+            return kfilter.attach_or_loosen(
+                sock,
+                kfilter.gateway_program(ids, tags=tags),
+                kfilter.gateway_program(ids, tags=tags, loose=True),
+            )
         assert self._moved_transport is not None
         moved = self._moved_transport.get_extra_info("socket")
         peers = {cid: s.conn.peer_addr for cid, s in self.sessions.items() if s.conn.peer_addr}
         self._peers = peers
-        ok = kfilter.attach(moved, kfilter.moved_program(ids))
-        return kfilter.attach_steering(sock, kfilter.steer_program(peers.items())) and ok
+        loose = kfilter.moved_program(ids, loose=True)
+        ok = kfilter.attach_or_loosen(moved, kfilter.moved_program(ids), loose)
+        steer = kfilter.steer_program(peers.items())
+        loose = kfilter.steer_program(loose=True)
+        return kfilter.attach_or_loosen(sock, steer, loose, steering=True) and ok
 
     def slow_received(self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None) -> None:
         """A batch from the HELLO or moved socket (sessions' DATA from another address):

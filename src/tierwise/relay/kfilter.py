@@ -50,6 +50,7 @@ from tierwise.proto.relay import wire
 __all__ = [
     "MAX_FILTER_IDS",
     "attach",
+    "attach_or_loosen",
     "attach_steering",
     "client_program",
     "gateway_program",
@@ -80,6 +81,7 @@ JA, JEQ, JGE = 0x05, 0x15, 0x35
 RET_K, RET_A = 0x06, 0x16
 
 _INSN = struct.Struct("=HBBI")
+_loosened = False  # a program was refused and loosened (warned once)
 Insn = tuple[int, int, int, int]
 _ID = struct.Struct(">II")
 
@@ -99,23 +101,26 @@ def _shape(base: int) -> list[Insn]:
 
 
 def gateway_program(
-    ids: Iterable[bytes], base: int = UDP_HEADER_BYTES, tags: Iterable[bytes] | None = None
+    ids: Iterable[bytes],
+    base: int = UDP_HEADER_BYTES,
+    tags: Iterable[bytes] | None = None,
+    loose: bool = False,
 ) -> list[Insn]:
     """DATA naming one of ``ids`` (every well-shaped DATA past ``MAX_FILTER_IDS`` of
-    them); HELLOs too (for a socket that is not split from the HELLOs), as
+    them, or ``loose``); HELLOs too (for a socket that is not split from the HELLOs), as
     :func:`hello_program` with ``tags``."""
     ids = sorted(set(ids))
     prog = _shape(base)
     # A: type. HELLO: its own checks; DATA: its id; anything else: drop
     hello = hello_program(base, tags)
     prog += [(JEQ, 0, 1, wire.DATA), (JA, 0, 0, len(hello)), *hello]
-    prog += _ids_chain(ids, base)
+    prog += _ids_chain(ids, base, loose)
     return prog
 
 
-def _ids_chain(ids: list[bytes], base: int) -> list[Insn]:
-    """From a DATA datagram: accept if its id is one of ``ids``, else drop."""
-    return _words_chain(ids, base + 1, MAX_FILTER_IDS)
+def _ids_chain(ids: list[bytes], base: int, loose: bool = False) -> list[Insn]:
+    """From a DATA datagram: accept if its id is one of ``ids`` (any, ``loose``), else drop."""
+    return _words_chain(ids, base + 1, -1 if loose else MAX_FILTER_IDS)
 
 
 def _words_chain(values: list[bytes], at: int, most: int) -> list[Insn]:
@@ -171,7 +176,7 @@ def _peer_words(addr: tuple) -> tuple[int, int, list[int]]:
     return 40, 8, [int.from_bytes(raw[i : i + 4], "big") for i in range(0, 16, 4)]
 
 
-def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
+def steer_program(peers: Iterable[tuple[bytes, tuple]] = (), loose: bool = False) -> list[Insn]:
     """``SO_REUSEPORT`` steering (payload at offset 0): a DATA datagram naming a session
     from that session's own address (``peers``: id, address) goes to socket 0, the
     session socket; other DATA (a session's datagrams from another address: a client that
@@ -179,7 +184,8 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
     HELLO socket; their filters and read budgets take it from there. Past
     ``BPF_MAXINSNS`` (9 instructions a peer over IPv4, 15 over IPv6: some 450 peers):
     HELLOs to 1, the rest to 0 (the session socket then filters
-    nothing: every DATA is read, as without the programs)."""
+    nothing: every DATA is read, as without the programs); ``loose``: that at once (for
+    a kernel that refuses the long program, :func:`attach_or_loosen`)."""
     peers = sorted(set(peers))
     prog: list[Insn] = [
         (LD_LEN, 0, 0, 0),
@@ -191,6 +197,8 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
     ]
     miss = 2  # a DATA datagram from elsewhere: the moved socket
     shape_only = [*prog[:4], (JEQ, 0, 1, wire.HELLO), _ret(1), _ret(0)]
+    if loose:
+        return shape_only
     for cid, addr in peers:
         hi, lo = _ID.unpack(cid)
         port_at, addr_at, words = _peer_words(addr)
@@ -212,12 +220,15 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
     return prog
 
 
-def moved_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+def moved_program(
+    ids: Iterable[bytes], base: int = UDP_HEADER_BYTES, loose: bool = False
+) -> list[Insn]:
     """The moved socket's filter: DATA naming one of ``ids`` (a session's datagram from
-    another address than its own: a client that moved, or a replay or forgery)."""
+    another address than its own: a client that moved, or a replay or forgery); ``loose``:
+    any DATA."""
     prog = _shape(base)
     prog += [(JEQ, 1, 0, wire.DATA), _ret(DROP)]
-    return prog + _ids_chain(sorted(set(ids)), base)
+    return prog + _ids_chain(sorted(set(ids)), base, loose)
 
 
 def client_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
@@ -256,6 +267,26 @@ def detach(sock: socket.socket) -> None:
         sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
     except OSError:
         pass
+
+
+def attach_or_loosen(
+    sock: socket.socket, prog: list[Insn], loose: list[Insn], steering: bool = False
+) -> bool:
+    """Attach ``prog``, or where the kernel refuses it (a long program is charged to the
+    socket's option memory, ``net.core.optmem_max``: 131,072 bytes took about 2,500
+    instructions on Linux 6.18, and 20,480 before Linux 6.9 fewer) ``loose``, which
+    drops less but never keeps a stale program that would drop a session's datagrams."""
+    global _loosened
+    put = attach_steering if steering else attach
+    if put(sock, prog):
+        return True
+    log.log(
+        logging.DEBUG if _loosened else logging.WARNING,
+        "the kernel refused a %d-instruction socket program (net.core.optmem_max?): "
+        "filtering by shape only", len(prog),
+    )  # fmt: skip
+    _loosened = True  # once a process: a gateway rebuilds its programs at every session
+    return put(sock, loose)
 
 
 def attach_steering(sock: socket.socket, prog: list[Insn]) -> bool:
