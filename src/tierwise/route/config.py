@@ -14,17 +14,20 @@ from __future__ import annotations
 import os
 import ssl
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tierwise.errors import ScenarioError
 from tierwise.scenario.loader import validate
-from tierwise.scenario.schema import ErrorAt, Site
+from tierwise.scenario.schema import ErrorAt, Site, Weight
 from tierwise.schemakeys import NoBooleanNumbers
 from tierwise.units import PositiveTime, Size, Time
 
-__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "load_route"]
+__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "Trace", "load_route"]
+
+
+Quality = Annotated[float, Field(gt=0, le=1)]
 
 
 class _Strict(NoBooleanNumbers):
@@ -47,6 +50,16 @@ class RouteSite(Site):
         ge=1,
         description="requests the server runs at once, the rest waiting in its line "
         "(llama.cpp's server: 1); the gateway then keeps the line itself",
+    )
+    quality: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description='the answers\' quality in (0, 1] (objective = "pareto"): e.g. a benchmark '
+        "score of the model the site serves over the best one's",
+    )
+    task_quality: dict[str, Quality] | None = Field(
+        None, description="quality per task type (the request's x-tierwise-task header)"
     )
     via: Literal["direct", "relay"] = "direct"
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
@@ -93,7 +106,16 @@ class RouteSite(Site):
 class RouteDecision(_Strict):
     """``[decision]``: objective and constraints applied to every request."""
 
-    objective: Literal["time", "energy"] = "time"
+    objective: Literal["time", "energy", "pareto"] = Field(
+        "time",
+        description='"pareto": the best weighted score among the options no other beats on '
+        "time, energy, cost and quality (tierwise.route.pareto)",
+    )
+    weights: dict[Literal["time", "energy", "cost", "quality"], Weight] = Field(
+        default_factory=dict,
+        description='objective = "pareto": weight of each metric over its best value (1 each '
+        "by default; a request's x-tierwise-weights header overrides)",
+    )
     deadline: PositiveTime | None = Field(None, description="when the request names none")
     probability: float | None = Field(None, gt=0, lt=1, description="P(T ≤ deadline) needed")
     residency: str = Field("any", description='"any", "device" or a region')
@@ -106,6 +128,14 @@ class RouteDecision(_Strict):
         "lowest-latency: an EWMA of each site's past latency (the common router: the "
         "whole body, failover only on a connection error, a 5xx or gateway.timeout)",
     )
+
+    @field_validator("weights")
+    @classmethod
+    def _some_weight(cls, value: dict[str, float]) -> dict[str, float]:
+        if value and not any({"time": 1.0, "energy": 1.0, "cost": 1.0, "quality": 1.0, **value}
+                             .values()):  # fmt: skip
+            raise ValueError("at least one of time, energy, cost and quality needs a weight > 0")
+        return value
 
 
 class Gateway(_Strict):
@@ -141,12 +171,26 @@ class Gateway(_Strict):
     key_concurrency: int = Field(64, ge=1, description="requests in flight per key (429 past)")
 
 
+class Trace(_Strict):
+    """``[trace]``: OpenTelemetry traces of the requests (:mod:`tierwise.route.otel`)."""
+
+    otlp: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces "
+        "(Jaeger, an OpenTelemetry collector); unset: no traces, at no cost",
+    )
+    sample: float = Field(1.0, gt=0, le=1, description="share of new traces kept")
+    service: str = Field("tierwise-route", min_length=1, description="service.name")
+
+
 class RouteConfig(_Strict):
     """A whole route.toml."""
 
     site: list[RouteSite] = Field(min_length=1)
     decision: RouteDecision = RouteDecision()
     gateway: Gateway = Gateway()
+    trace: Trace = Trace()
 
     @model_validator(mode="after")
     def _names(self) -> RouteConfig:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import functools
 import json
@@ -39,11 +40,19 @@ from tierwise.route.h1 import H1Transport
 from tierwise.route.learn import Timing, learn, learn_timeout, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.netio import AsyncioBackend
+from tierwise.route.pareto import (
+    TASK_HEADER,
+    WEIGHTS_HEADER,
+    choose_pareto,
+    parse_task,
+    parse_weights,
+)
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
     Prediction,
     RequestShape,
     SiteModel,
+    meets,
     pick,
     predict,
 )
@@ -60,13 +69,15 @@ from tierwise.route.request import (
     strip_inline_data,
 )
 from tierwise.route.sse import DONE, SseScan, usage_chunk
+from tierwise.route.stages import Marks, Work, decompose
 from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
 __all__ = ["Breaker", "Router"]
 
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
 HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
-DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER, SITE_HEADER}
+DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER, SITE_HEADER,
+                              WEIGHTS_HEADER, TASK_HEADER}  # fmt: skip
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
 PROBE_TIMEOUT_S = 2.0
@@ -145,13 +156,18 @@ class Attempt:
     sent_at: float = 0.0
     started: float = 0.0  # time.monotonic() when it was sent
     slot: int | None = None  # its job in the site's line (a site with known slots)
+    work: Work = field(default_factory=Work)  # the gateway's work relaying its answer
 
 
 class Router:
     """The gateway's state and its ASGI app (``router.app``)."""
 
-    def __init__(self, cfg: RouteConfig, models: list[SiteModel]) -> None:
+    def __init__(
+        self, cfg: RouteConfig, models: list[SiteModel], tracer_provider: Any = None
+    ) -> None:
         self.cfg = cfg
+        self.tracing = _tracing(cfg, tracer_provider)  # None: no traces, no OpenTelemetry
+        self._own_tracing = tracer_provider is None and self.tracing is not None
         self.models = {m.site.name: m for m in models}
         self.priors = copy.deepcopy(self.models)  # the static strategy's never-updated copy
         self.latency: dict[str, float] = {}  # the lowest-latency strategy's EWMA per site
@@ -234,18 +250,22 @@ class Router:
             await st.client.aclose()
         if self.log:
             self.log.close()
+        if self._own_tracing:
+            self.tracing.shutdown()
 
     # ------------------------------------------------------------------ completions
 
     async def complete(self, request: Request, client=None) -> Response:
         """Check the request at the edge; predict, choose, forward with failover; stream
         or return the answer."""
+        marks = Marks(time.perf_counter())
         try:
-            body, data = await self._checked(request)
+            body, data = await self._checked(request, marks)
         except RequestRejected as exc:
             self.gate.note(exc)
             return rejection(exc)
         t0 = time.perf_counter()
+        marks.parse_s = t0 - marks.arrived - marks.read_s
         try:
             shape = self._shape(request, body, data)
         except ScenarioError as exc:
@@ -257,7 +277,7 @@ class Router:
             )
             for st in self.sites.values()
         ]
-        order, reason = self._choose(preds, shape, now)
+        order, reason, front = self._choose(preds, shape, now)
         if (pinned := request.headers.get(SITE_HEADER)) is not None:
             if pinned not in self.sites:
                 known = ", ".join(self.sites)
@@ -272,25 +292,48 @@ class Router:
             order = [n for n in order if not any("residency" in r for r in _reasons(preds, n))]
         record = _record(shape, preds, order, reason)
         record["client"] = client.name if client is not None else None
-        record["decide_s"] = time.perf_counter() - t0
+        if front is not None:
+            record["pareto"] = front
+        if self.tracing is not None:
+            record["_trace"] = trace = self.tracing.start(
+                request.headers, shape.path, marks.arrived
+            )
+            _TRACE.set(trace)
+        marks.decided = time.perf_counter()
+        record["decide_s"] = marks.decide_s = marks.decided - t0
+        record["_marks"] = marks
         self.metrics.decide.observe(record["decide_s"])
         return await self._forward(request, body, shape, preds, order, record, t0)
 
     def _choose(self, preds: list[Prediction], shape: RequestShape, now: float):
         """The order to try the sites in, by ``decision.strategy``."""
         strategy = self.cfg.decision.strategy
+        if strategy == "predictive" and self.cfg.decision.objective == "pareto":
+            return self._pareto(preds, shape)
         if strategy == "predictive":
-            return pick(preds, self.cfg, shape, self.previous.get(shape.path))
+            return (*pick(preds, self.cfg, shape, self.previous.get(shape.path)), None)
         if strategy == "static":  # the same planner with the priors only, never updated
             benched = {n: st.breaker.benched(now) for n, st in self.sites.items()}
             fixed = [predict(m, shape, benched[n], now) for n, m in self.priors.items()]
             order, reason = pick(fixed, self.cfg, shape, None)
-            return order, "static: " + reason
+            return order, "static: " + reason, None
         usable = [p.site for p in preds if p.option.feasible]
         order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
-        return order, "lowest-latency: the lowest EWMA of past latency"
+        return order, "lowest-latency: the lowest EWMA of past latency", None
 
-    async def _checked(self, request: Request) -> tuple[bytes, dict[str, Any]]:
+    def _pareto(self, preds: list[Prediction], shape: RequestShape):
+        """``objective = "pareto"`` (:mod:`.pareto`): the choice first, then the other
+        feasible sites by time; the front and its metrics for the decisions log."""
+        if shape.deadline_s is not None:
+            for p in preds:
+                p.option.meets_deadline = meets(p, self.cfg.decision, shape.deadline_s)
+        weights = shape.weights if shape.weights is not None else self.cfg.decision.weights
+        choice, reason, front = choose_pareto(preds, self.models, shape, weights, shape.task)
+        feasible = sorted((p for p in preds if p.option.feasible), key=lambda p: p.expected_s)
+        order = ([choice] if choice else []) + [p.site for p in feasible if p.site != choice]
+        return order, reason, front
+
+    async def _checked(self, request: Request, marks: Marks) -> tuple[bytes, dict[str, Any]]:
         """The body (read within ``gateway.max_body``) and its JSON, parsed once and
         checked against OpenAI's schema; the ``x-tierwise-residency`` header checked."""
         g = self.cfg.gateway
@@ -298,6 +341,7 @@ class Router:
             body = await read_body(request, int(g.max_body))
         except ClientDisconnect:
             raise refuse(400, "The client went away before its body was read.") from None
+        marks.read_s = time.perf_counter() - marks.arrived
         lean = strip_inline_data(body) if len(body) > LEAN_BYTES else body
         data = parse_request(request.scope["path"], lean, g.max_json_depth)
         residency = request.headers.get(RESIDENCY_HEADER)
@@ -318,6 +362,11 @@ class Router:
             learned = self.output_tokens[path] = Adaptive(DEFAULT_OUTPUT_TOKENS)
         residency = request.headers.get(RESIDENCY_HEADER) or self.cfg.decision.residency
         options = data.get("stream_options")
+        weights, task = None, None
+        if self.cfg.decision.objective == "pareto":
+            header = parse_weights(request.headers.get(WEIGHTS_HEADER))
+            weights = {**self.cfg.decision.weights, **header} if header else None
+            task = parse_task(request.headers.get(TASK_HEADER))
         return RequestShape(
             path=path,
             bytes_up=len(body) + HEADER_BYTES,
@@ -328,6 +377,8 @@ class Router:
             deadline_s=deadline or self.cfg.decision.deadline,
             residency=residency,
             include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+            weights=weights,
+            task=task,
         )
 
     async def _forward(self, request, body, shape, preds, order, record, t0) -> Response:
@@ -404,6 +455,10 @@ class Router:
     def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
         record["outcome"] = "no site"
+        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
+        record["decomposition"] = decompose(end - marks.arrived, marks)
+        if trace is not None:
+            trace.finish(record, marks, end)
         self._write(record)
         self.metrics.no_site.inc()
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
@@ -523,10 +578,13 @@ class Router:
         connects: list[float] = []  # the backend notes a new connection's connect time here
         token = CONNECTS.set(connects)
         sent = time.perf_counter()
+        if (trace := _TRACE.get()) is not None:  # the attempt's span is the upstream parent
+            headers = {**headers, **trace.attempt(name, sent)}
         req = httpx.Request(
             "POST", st.url(path), content=body, headers={**st.headers, **headers},
             extensions={"timeout": _timeout(timeout)},
         )  # fmt: skip
+        t.build_s = time.perf_counter() - sent
         try:
             resp = await self._send(st, req, timeout, watch)
         except SlowUpload as slow:
@@ -599,7 +657,9 @@ class Router:
             self._release(a)
         a.timing.end_s = time.perf_counter() - a.sent_at
         a.timing.bytes_down = len(content)
+        parsing = time.perf_counter()
         a.timing.tokens_out, a.timing.prompt_tokens = _usage_tokens(content)
+        a.work.usage_s = time.perf_counter() - parsing
         a.timing.tokens_from = "usage"
         finish = BackgroundTask(self._finish_later, a, shape, pred, record, attempts, t0)
         return Response(content, status_code=resp.status_code, headers=headers, background=finish)
@@ -612,16 +672,20 @@ class Router:
         that goes away ends this generator: the upstream response is closed, which
         cancels the request at a server that watches its connection (llama.cpp's does
         between tokens)."""
-        resp, t = a.response, a.timing
+        resp, t, w = a.response, a.timing, a.work
         assert resp is not None
         scan = SseScan()
         added = False
+        clock = time.perf_counter
         try:
             async for chunk in resp.aiter_raw():
-                now = time.perf_counter() - a.sent_at
+                before = clock()
+                now = before - a.sent_at
+                done = (w.deser_s, w.send_s)  # the work so far, for the stages (stages.py)
                 if scan.feed(chunk):
-                    t.first_token_s = t.first_token_s if t.first_token_s is not None else now
-                    t.last_token_s = now
+                    if t.first_token_s is None:
+                        t.first_token_s, w.at_first = now, done
+                    t.last_token_s, w.at_last = now, done
                     if a.slot is not None and scan.tokens >= 3:
                         self._progress(a, shape, scan.tokens, now - t.first_token_s)
                 t.bytes_down += len(chunk)
@@ -630,9 +694,11 @@ class Router:
                     event, usage = usage_chunk(scan, shape.prompt_tokens)
                     record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated"}
                     added = True
-                    yield chunk[:at] + event + chunk[at:]
-                    continue
+                    chunk = chunk[:at] + event + chunk[at:]
+                sending = clock()
+                w.deser_s += sending - before
                 yield chunk
+                w.send_s += clock() - sending
         except httpx.HTTPError as exc:
             record["stream_error"] = type(exc).__name__
         except BaseException:  # the client went away (cancelled): no more to relay
@@ -676,12 +742,27 @@ class Router:
         record["actual_s"] = a.timing.end_s + (a.timing.queued_s or 0.0)
         record["total_s"] = time.perf_counter() - t0
         record["stages"] = a.timing.to_dict()
+        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
+        record["decomposition"] = self._decomposition(a, shape, record, marks, end)
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
         if (fit := st.model.service_fit()) is not None:
             record["service_fit"] = {a.site: fit}
         self.metrics.observe(a.site, record, pred, st.model, st.breaker)
+        if trace is not None:
+            trace.finish(record, marks, end, a)
         self._write(record)
+
+    def _decomposition(self, a: Attempt, shape, record, marks: Marks, end: float) -> dict:
+        """The six-stage split of the request's client-visible time (:mod:`.stages`)."""
+        m = self.sites[a.site].model
+        net_s = m.rtt_s.value + shape.bytes_up / max(m.up_rate.value, 1.0) if m.site.remote else 0.0
+        return decompose(
+            end - marks.arrived, marks, a.sent_at, a.timing,
+            stream=shape.stream,
+            retried=bool(record["order"]) and a.site != record["order"][0],
+            network_estimate_s=net_s, work=a.work,
+        )  # fmt: skip
 
     def _latency_sample(self, name: str, latency_s: float) -> None:
         """The lowest-latency strategy's EWMA of a site's past latency (a timed-out
@@ -842,6 +923,20 @@ def _transport(site) -> httpx.AsyncBaseTransport:
 
 
 _HOT = frozenset(COMPLETION_PATHS)
+# The request's trace (tierwise.route.otel.RequestTrace) while tracing is on: attempts,
+# hedges among them run as tasks of their own, and find it here to name their parent.
+_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("tierwise_route_trace", default=None)
+
+
+def _tracing(cfg: RouteConfig, provider: Any) -> Any:
+    """The gateway's :class:`~tierwise.route.otel.Tracing`, or None (nothing imported)."""
+    if provider is None and cfg.trace.otlp is None:
+        return None
+    from tierwise.route.otel import Tracing, provider_from_config
+
+    if provider is None:
+        provider = provider_from_config(cfg.trace.otlp, cfg.trace.sample, cfg.trace.service)
+    return Tracing(provider)
 
 
 @functools.lru_cache(maxsize=64)

@@ -34,6 +34,7 @@ class Timing:
     tokens_from: str = ""  # "usage" (the server's count) or "events" (counted in the stream)
     prompt_tokens: int | None = None  # the server's count, from its usage
     events: int = 0  # SSE data events relayed
+    build_s: float = 0.0  # building the upstream request, before it was sent
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -47,6 +47,8 @@ class RequestShape:
     deadline_s: float | None
     residency: str
     include_usage: bool = False  # a stream whose client asked for a closing usage chunk
+    weights: dict[str, float] | None = None  # objective = "pareto": the request's weights
+    task: str | None = None  # its task type (a site's task_quality)
 
 
 @dataclass
@@ -325,9 +327,7 @@ def pick(
     for p in preds:
         o = _evolve(p.option, time_s=p.expected_s)
         if req.deadline_s is not None:
-            o.meets_deadline = (
-                p.p_meet >= d.probability if d.probability else p.expected_s <= req.deadline_s
-            )
+            o.meets_deadline = meets(p, d, req.deadline_s)
         options.append(o)
     choice, reason, fastest = choose(options, d.objective)
     by_name = {o.site: o for o in options}
@@ -339,6 +339,14 @@ def pick(
     feasible = sorted((o for o in options if o.feasible), key=lambda o: o.time_s)
     order = ([choice] if choice else []) + [o.site for o in feasible if o.site != choice]
     return order, reason
+
+
+def meets(p: Prediction, d: Any, deadline_s: float) -> bool:
+    """Whether ``p`` meets the deadline: P(T ≤ deadline) ≥ ``decision.probability`` when
+    set, else its expected time within the deadline."""
+    if d.probability:
+        return p.p_meet is not None and p.p_meet >= d.probability
+    return p.expected_s <= deadline_s
 
 
 def _close(prev: Option, new: Option, d: Any) -> bool:
