@@ -38,9 +38,12 @@ from tierwise.errors import LocalProtocolError
 from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.relay import wire
 from tierwise.proto.relay.crypto import (
+    ADMIT_TAG_BYTES,
     ROTATE_PACKETS,
     DirectionKeys,
     ReplayWindow,
+    admission_key,
+    admission_tag,
     check_key,
     handshake_aead,
     random_bytes,
@@ -80,7 +83,7 @@ from tierwise.proto.relay.wire import (
     StreamFrame,
 )
 
-__all__ = ["RelayConfig", "RelayConnection", "RelayStats", "hello_sent_s"]
+__all__ = ["RelayConfig", "RelayConnection", "RelayStats", "hello_admit_tag", "hello_sent_s"]
 
 Addr = Any
 TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
@@ -115,7 +118,7 @@ _WINDOWS = struct.Struct(">QQ")
 # After the windows, a HELLO carries its send time (u64 ns since the Unix epoch, 0: none),
 # inside the authenticated bytes: a gateway refuses a recorded HELLO replayed later.
 _HELLO_TIME = struct.Struct(">Q")
-_HELLO_TIME_AT = wire.HEADER_BYTES + 32 + _WINDOWS.size
+_HELLO_TIME_AT = wire.HELLO_TIME_AT
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
@@ -326,6 +329,7 @@ class RelayConnection:
         self.is_client = is_client
         self._psk = check_key(key)
         self._hs = handshake_aead(key, self.config.rotate_packets)
+        self._admit_key: bytes | None = None  # a client's, made with its first HELLO
         self.connection_id = connection_id or (random_bytes(8) if is_client else b"")
         self.state = State.START
         self.peer_addr: Addr = None
@@ -661,6 +665,9 @@ class RelayConnection:
         sent_ns = 0 if self._wall_offset_s is None else round((now + self._wall_offset_s) * 1e9)
         body = self._random + _WINDOWS.pack(c.stream_window_bytes, c.session_window_bytes)
         body += _HELLO_TIME.pack(max(sent_ns, 0))
+        if self._admit_key is None:
+            self._admit_key = admission_key(self._psk)
+        body += bytes([wire.HELLO_VERSION]) + admission_tag(self._admit_key, sent_ns / 1e9)
         head = wire.HEADER.pack(wire.HELLO, self.connection_id, 0) + body
         head += bytes(wire.HELLO_BYTES - len(head) - wire.TAG_BYTES)
         return head + self._hs.encrypt(self._random[:12], b"", head)
@@ -668,7 +675,10 @@ class RelayConnection:
     def _on_hello(self, data: bytes, cid: bytes, addr: Addr, now: float) -> None:
         head, tag = data[: -wire.TAG_BYTES], data[-wire.TAG_BYTES :]
         body_at = wire.HEADER_BYTES
-        if len(data) != wire.HELLO_BYTES or not self._verify(head, tag, data[body_at:][:12], b""):
+        if len(data) != wire.HELLO_BYTES or data[wire.HELLO_VERSION_AT] != wire.HELLO_VERSION:
+            self.stats.dropped_malformed += 1  # another layout: not ours to read
+            return
+        if not self._verify(head, tag, data[body_at:][:12], b""):
             self.stats.dropped_auth += 1
             return
         client_random = data[body_at : body_at + 32]
@@ -1640,6 +1650,15 @@ def hello_sent_s(data: bytes) -> float | None:
         return None
     (sent_ns,) = _HELLO_TIME.unpack_from(data, _HELLO_TIME_AT)
     return sent_ns / 1e9 if sent_ns else None
+
+
+def hello_admit_tag(data: bytes) -> bytes | None:
+    """A HELLO's admission tag (:func:`~tierwise.proto.relay.crypto.admission_tag`), None
+    if it is no HELLO of this version. Not authenticated (the AEAD check is): a gateway
+    compares it with the tags of the windows near its clock before that check."""
+    if len(data) != wire.HELLO_BYTES or data[wire.HELLO_VERSION_AT] != wire.HELLO_VERSION:
+        return None
+    return data[wire.HELLO_ADMIT_AT : wire.HELLO_ADMIT_AT + ADMIT_TAG_BYTES]
 
 
 def _earlier(a: float | None, b: float | None) -> float | None:
