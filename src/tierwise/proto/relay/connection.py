@@ -63,6 +63,7 @@ from tierwise.proto.relay.meter import (
     RttEstimator,
 )
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
+from tierwise.proto.relay.prior import PathPrior
 from tierwise.proto.relay.rate import RateController, RateSample
 from tierwise.proto.relay.streams import BULK_BYTES, RecvStream, SendStream
 from tierwise.proto.relay.wire import (
@@ -321,6 +322,7 @@ class RelayConnection:
         is_client: bool,
         config: RelayConfig | None = None,
         connection_id: bytes | None = None,
+        prior: PathPrior | None = None,
     ) -> None:
         self.config = config or RelayConfig()
         self.is_client = is_client
@@ -365,6 +367,10 @@ class RelayConnection:
         self._superseded_at: float | None = None  # ... and a new session proves it gone then
         self._probe: _PathProbe | None = None  # gateway: a new client address being validated
         self._init_transport()
+        self.prior: PathPrior | None = None
+        self.prior_state = "none"  # "in use", "held" (start-up done) or "dropped: why"
+        if prior is not None:
+            self.use_prior(prior)
 
     def _init_transport(self) -> None:
         c = self.config
@@ -380,6 +386,7 @@ class RelayConnection:
         self._rtt = RttEstimator()
         self._pmtu = PmtuSearch(c.max_datagram_bytes)
         self.rate = RateController(self._pmtu.datagram_bytes, c.initial_rate_bytes_per_s)
+        self._initial_loss = c.initial_loss  # or a remembered path's (use_prior)
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
         self._round_delivered = 0
         self._app_limited_until = 0
@@ -433,6 +440,41 @@ class RelayConnection:
         self.state = State.HELLO_SENT
         self._hello_at = now
         self._last_recv_s = now
+
+    def use_prior(self, prior: PathPrior) -> None:
+        """Start from what an earlier session measured of this path (:mod:`.prior`): paced
+        at a share of its delivery rate, the window from its minimum RTT, FEC from its
+        loss. Only before this end has sent data: a session already measuring ignores it."""
+        if self.stats.packets_sent or self.state is State.CLOSED:
+            return
+        if self.config.initial_rate_bytes_per_s is not None:
+            return  # the operator's start rate rules
+        self.prior, self.prior_state = prior, "in use"
+        self.rate = RateController(
+            self._pmtu.datagram_bytes,
+            prior.start_rate_bytes_per_s,
+            prior.min_rtt_s,
+            blind_bytes=prior.blind_bytes,
+        )
+        self._initial_loss = max(self.config.initial_loss, prior.loss)
+
+    def _drop_prior(self, why: str) -> None:
+        """The remembered path is not this one any more: go on as a new session would."""
+        if self.prior_state != "in use":
+            return
+        self.prior_state = f"dropped: {why}"
+        self._initial_loss = self.config.initial_loss
+        self.rate.forget_initial_rate()
+
+    def _check_prior(self, now: float) -> None:
+        """At a round's end: start-up over by the brake (a queue) drops the prior; over
+        otherwise, the prior has done its work."""
+        if self.prior_state != "in use" or self.rate.startup:
+            return
+        if self.rate.startup_exit == "brake":
+            self._drop_prior("the first round trips queued")
+        else:
+            self.prior_state = "held"
 
     def hello_now(self, now: float) -> bool:
         """Client, handshake unanswered: say the same HELLO again now and start its backoff
@@ -615,10 +657,26 @@ class RelayConnection:
             "pacing_rate_bytes_per_s": self.rate.pacing_rate_bytes_per_s,
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
+            "path_prior": self.prior_state,
             "fec_overhead": self.stats.repair_bytes_sent / max(self.stats.stream_bytes_sent, 1),
             "streams": len(self._streams),
             **{k: v for k, v in vars(self.stats).items()},
             **self.pmtu_stats(),
+        }
+
+    def path_estimate(self) -> dict[str, float | int]:
+        """What this session measured of its path, for the next one (path memory): the
+        minimum RTT, the largest recent delivery rate of this end's direction (0: none
+        measured, no start rate in it), the loss each way, the datagram size in use, and
+        the packets each way the figures rest on."""
+        return {
+            "min_rtt_s": self._rtt.min_s or 0.0,
+            "rate_out_bytes_per_s": self.rate.measured_bw_bytes_per_s,
+            "loss_out": self.peer_loss,
+            "loss_in": self._loss_meter.loss,
+            "datagram_bytes": self._pmtu.datagram_bytes,
+            "packets_sent": self.stats.packets_sent,
+            "packets_received": self.stats.packets_received,
         }
 
     def pmtu_stats(self) -> dict[str, int]:
@@ -703,6 +761,11 @@ class RelayConnection:
             self.stats.dropped_auth += 1
             return
         gateway_random = data[body_at : body_at + 32]
+        if self.prior is not None and self._hello_sent_s is not None:
+            # one HELLO's round trip (a repeated HELLO's answer may be the earlier one's:
+            # then it only looks shorter, which drops nothing)
+            if self.prior.rtt_changed(now - self._hello_sent_s):
+                self._drop_prior("the handshake's round trip is longer than remembered")
         self._set_peer_windows(*_WINDOWS.unpack_from(data, body_at + 32))
         send, recv = session_keys(
             self._psk, self._random, gateway_random, self.config.rotate_packets
@@ -1071,6 +1134,8 @@ class RelayConnection:
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
             self.rate.on_round_end()
+            if self.prior is not None:
+                self._check_prior(now)
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
         if self._in_flight <= 0:
             self._train = None
@@ -1175,6 +1240,9 @@ class RelayConnection:
             self.rate.mss = self._pmtu.datagram_bytes
             return
         self.stats.packets_lost += 1
+        if self.prior is not None and self.prior_state == "in use":
+            if self.prior.loss_changed(self.stats.packets_lost, self.stats.packets_sent):
+                self._drop_prior("more loss than remembered")
         if p.eliciting:
             self._in_flight -= p.size
         for sid, start, end, fin in p.streams:
@@ -1451,7 +1519,7 @@ class RelayConnection:
             # from a handful of packets, or none: a new session's first answer): what the
             # other direction loses is the prior (§12.3.3: they may differ, but a path
             # that drops one way seldom carries the other clean), or the configured prior
-            loss = max(loss, self._loss_meter.loss, self.config.initial_loss)
+            loss = max(loss, self._loss_meter.loss, self._initial_loss)
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())
