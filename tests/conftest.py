@@ -35,6 +35,17 @@ settings.load_profile("tierwise")
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# The relay's ends keep path memory in the user's state directory by default
+# (relay/pathmemory.py): a test's relay, and every process it starts, keeps its own in a
+# directory of this run, so no test starts from what another measured, and none writes
+# to the home directory.
+if "TIERWISE_TEST_STATE" not in os.environ:
+    import tempfile
+
+    os.environ["TIERWISE_TEST_STATE"] = os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(
+        prefix="tierwise-state-"
+    )
+
 
 # Tests marked @peer_job (tests/peerjobs.py) run last, after the tests of QUIET_SAFE
 # directories; their subprocess jobs start, one at a time in a thread, at the first of those.

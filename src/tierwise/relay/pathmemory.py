@@ -38,6 +38,7 @@ __all__ = [
     "FORMAT",
     "MAX_AGE_S",
     "MAX_PATHS",
+    "SAVE_EVERY_S",
     "VERSION",
     "PathMemory",
     "default_path",
@@ -51,6 +52,7 @@ MAX_AGE_S = 3600.0  # Linux's TCP_METRICS_TIMEOUT: a path an hour unused may hav
 MAX_PATHS = 256  # records kept (the oldest go): a gateway's busiest clients, a client's gateways
 MAX_FILE_BYTES = 1 << 20  # 256 records are ≈ 60 kB; a larger file is not ours
 FUTURE_SLACK_S = 60.0  # a record dated later than now by more is a clock that jumped
+SAVE_EVERY_S = 30.0  # a running end writes at most this often (and when it stops)
 MIN_PACKETS = 32  # a session that sent fewer measured nothing worth keeping
 _FIELDS = {  # a record's numbers: (lowest, highest); "at" is checked against the clock
     "min_rtt_s": (1e-6, 60.0),

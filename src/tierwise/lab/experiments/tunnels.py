@@ -216,12 +216,15 @@ def open_tunnel(
     rate_bytes_per_s: float,
     *,
     max_datagram: int | None = None,
+    memory_dir: str | None = None,
 ) -> Iterator[Tunnel]:
     """Start ``via``'s two ends around ``path`` (``direct`` starts nothing); stop them after.
 
     The relay's ``--max-datagram`` and kcptun's ``--mtu`` follow the path's MTU
     (:func:`relay_max_datagram`, :func:`kcptun_mtu_bytes`); ``max_datagram``
-    overrides the relay's."""
+    overrides the relay's. The relay's ends keep their path memory in ``memory_dir``
+    (what an earlier tunnel there measured is where a new one starts), else in the
+    tunnel's own directory: a path never seen."""
     if via == "direct":
         yield Tunnel(via, *target, {}, {})
         return
@@ -231,7 +234,7 @@ def open_tunnel(
         tunnel = Tunnel(via, "127.0.0.1", LOCAL_PORTS[via], procs, logs)
         try:
             if via == "relay":
-                _start_relay(path, target, work, tunnel, max_datagram)
+                _start_relay(path, target, work, tunnel, max_datagram, memory_dir or work)
             else:
                 _start_kcptun(path, target, rtt_s, rate_bytes_per_s, tunnel)
             _wait_listening(path, tunnel)
@@ -247,8 +250,10 @@ def _start_relay(
     work: str,
     tunnel: Tunnel,
     max_datagram: int | None = None,
+    memory_dir: str | None = None,
 ) -> None:
     key = os.path.join(work, "relay.key")
+    memory = memory_dir or work
     cli = [sys.executable, "-c", _CLI, "relay"]
     made = subprocess.run([*cli, "keygen", "--out", key], capture_output=True, text=True)
     if made.returncode != 0:
@@ -262,13 +267,15 @@ def _start_relay(
     tunnel.processes["server"] = _spawn(
         path.server_ns,
         [*cli, "gateway", "--listen", gateway, "--allow", dest, "--key-file", key,
-         "--log-level", "warning", *size],
+         "--log-level", "warning", "--path-memory", os.path.join(memory, "gateway-paths.json"),
+         *size],
         tunnel.logs["server"],
     )  # fmt: skip
     tunnel.processes["client"] = _spawn(
         path.client_ns,
         [*cli, "client", "--gateway", gateway, "--key-file", key,
-         "--forward", f"{tunnel.host}:{tunnel.port}={dest}", "--log-level", "warning", *size],
+         "--forward", f"{tunnel.host}:{tunnel.port}={dest}", "--log-level", "warning",
+         "--path-memory", os.path.join(memory, "client-paths.json"), *size],
         tunnel.logs["client"],
     )  # fmt: skip
 
