@@ -169,8 +169,11 @@ def test_small_flights_keep_the_remembered_rate(tmp_path: Path) -> None:
     record = memory.records["gw.example:7443"]
     assert record["rate_out_bytes_per_s"] == 40e6 and record["loss_out"] == 0.1
     assert not memory.remember("gw.example:7443", {**MEASURED, "packets_sent": 3}, NOW + 20)
+    slower = {**MEASURED, "rate_out_bytes_per_s": 10e6}  # 10 MB/s × 200 ms: a real flight
+    memory.remember("gw.example:7443", slower, NOW + 30)
+    assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 10e6
     unmeasured = _memory(tmp_path)
-    unmeasured.remember("new:1", small, NOW)
+    unmeasured.remember("new:1", {**MEASURED, "rate_out_bytes_per_s": 0.0}, NOW)
     assert unmeasured.recall("new:1", NOW) is None  # no rate known: a new session's start
 
 
@@ -203,9 +206,14 @@ def test_an_unwritable_directory_is_a_warning_not_a_failure(
     assert "cannot write it" in caplog.text
 
 
+FIELD_NAMES = st.sampled_from(["min_rtt_s", "at", "loss_out"])
+RECORDS = st.one_of(
+    st.none(), st.floats(), st.text(max_size=4), st.dictionaries(FIELD_NAMES, st.floats())
+)
+
+
 @settings(max_examples=40)
-@given(st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.floats(), st.text(max_size=4),
-       st.dictionaries(st.sampled_from(["min_rtt_s", "at", "loss_out"]), st.floats()))))  # fmt: skip
+@given(st.dictionaries(st.text(max_size=8), RECORDS))
 def test_any_json_paths_object_loads_without_raising(paths: dict) -> None:
     """Whatever a file's records hold, load() keeps only well-formed ones and never raises."""
     import tempfile

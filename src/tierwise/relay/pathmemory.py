@@ -175,17 +175,19 @@ class PathMemory:
 
     def remember(self, peer: str, estimate: Mapping[str, float], now_wall_s: float) -> bool:
         """Fold in what a session measured (``RelayConnection.path_estimate()``); whether a
-        record changed. A session too short to have measured anything changes nothing; one
-        whose flights were too small to measure the rate keeps a fresh record's rate."""
+        record changed. A session too short to have measured anything changes nothing. A
+        rate lower than a fresh record's replaces it only if its flights were at least a
+        new session's first window (32 datagrams in a round trip): smaller ones measure
+        the application, not the path."""
         rtt = float(estimate.get("min_rtt_s", 0.0))
         if estimate.get("packets_sent", 0) < MIN_PACKETS or not 0 < rtt <= 60:
             return False
         old = self.records.get(peer)
         rate = float(estimate.get("rate_out_bytes_per_s", 0.0))
         datagram = int(estimate.get("datagram_bytes", 1350))
-        if rate * rtt < INITIAL_CWND_PACKETS * datagram:  # app-limited flights only
-            fresh_old = old is not None and self._fresh(old, now_wall_s)
-            rate = old["rate_out_bytes_per_s"] if fresh_old else 0.0  # type: ignore[index]
+        if old is not None and self._fresh(old, now_wall_s) and rate < old["rate_out_bytes_per_s"]:
+            if rate * rtt < INITIAL_CWND_PACKETS * datagram:
+                rate = old["rate_out_bytes_per_s"]
         self.records[peer] = {
             "min_rtt_s": rtt,
             "rate_out_bytes_per_s": rate,
