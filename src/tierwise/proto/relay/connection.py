@@ -1067,10 +1067,12 @@ class RelayConnection:
             rate, queued = self._delivery_rate(p, now)
             sample = RateSample(rate, now - p.sent_s, p.app_limited, queued)
             self.rate.on_sample(sample, now)
+            # a gap filled late (rebuilt by FEC, or reordered) was dropped on the way
+            self.rate.on_resolved(p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited)
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
-            self.rate.on_round_end()
+            self.rate.on_round_end(self._pn)
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
         if self._in_flight <= 0:
             self._train = None
@@ -1177,6 +1179,7 @@ class RelayConnection:
         self.stats.packets_lost += 1
         if p.eliciting:
             self._in_flight -= p.size
+            self.rate.on_resolved(p.pn, p.size, p.sent_s, True, p.app_limited)
         for sid, start, end, fin in p.streams:
             stream = self._streams.get(sid)
             if stream is not None:
@@ -1452,6 +1455,9 @@ class RelayConnection:
             # other direction loses is the prior (§12.3.3: they may differ, but a path
             # that drops one way seldom carries the other clean), or the configured prior
             loss = max(loss, self._loss_meter.loss, self.config.initial_loss)
+        hold_loss = self.rate.police.hold_loss
+        if hold_loss is not None:  # policed: the loss the hold sees, not its overdrive's
+            loss = min(loss, hold_loss)
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())
