@@ -14,17 +14,20 @@ from __future__ import annotations
 import os
 import ssl
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tierwise.errors import ScenarioError
 from tierwise.scenario.loader import validate
-from tierwise.scenario.schema import ErrorAt, Site
+from tierwise.scenario.schema import ErrorAt, Site, Weight
 from tierwise.schemakeys import NoBooleanNumbers
 from tierwise.units import PositiveTime, Size, Time
 
-__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "load_route"]
+__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "Trace", "load_route"]
+
+
+Quality = Annotated[float, Field(gt=0, le=1)]
 
 
 class _Strict(NoBooleanNumbers):
@@ -47,6 +50,23 @@ class RouteSite(Site):
         ge=1,
         description="requests the server runs at once, the rest waiting in its line "
         "(llama.cpp's server: 1); the gateway then keeps the line itself",
+    )
+    quality: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description='the answers\' quality in (0, 1] (objective = "pareto"): e.g. a benchmark '
+        "score of the model the site serves over the best one's",
+    )
+    task_quality: dict[str, Quality] | None = Field(
+        None, description="quality per task type (the request's x-tierwise-task header)"
+    )
+    whole_as_stream: bool = Field(
+        False,
+        description="ask the site for a stream even when the client wants a whole answer, "
+        "and assemble it: a client that leaves then stops the site's work (llama-cpp-python "
+        "cannot stop a whole answer) and every answer times its first token; the answer's "
+        "prompt_tokens is then the gateway's estimate",
     )
     via: Literal["direct", "relay"] = "direct"
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
@@ -93,7 +113,16 @@ class RouteSite(Site):
 class RouteDecision(_Strict):
     """``[decision]``: objective and constraints applied to every request."""
 
-    objective: Literal["time", "energy"] = "time"
+    objective: Literal["time", "energy", "pareto"] = Field(
+        "time",
+        description='"pareto": the best weighted score among the options no other beats on '
+        "time, energy, cost and quality (tierwise.route.pareto)",
+    )
+    weights: dict[Literal["time", "energy", "cost", "quality"], Weight] = Field(
+        default_factory=dict,
+        description='objective = "pareto": weight of each metric over its best value (1 each '
+        "by default; a request's x-tierwise-weights header overrides)",
+    )
     deadline: PositiveTime | None = Field(None, description="when the request names none")
     probability: float | None = Field(None, gt=0, lt=1, description="P(T ≤ deadline) needed")
     residency: str = Field("any", description='"any", "device" or a region')
@@ -107,6 +136,14 @@ class RouteDecision(_Strict):
         "whole body, failover only on a connection error, a 5xx or gateway.timeout)",
     )
 
+    @field_validator("weights")
+    @classmethod
+    def _some_weight(cls, value: dict[str, float]) -> dict[str, float]:
+        if value and not any({"time": 1.0, "energy": 1.0, "cost": 1.0, "quality": 1.0, **value}
+                             .values()):  # fmt: skip
+            raise ValueError("at least one of time, energy, cost and quality needs a weight > 0")
+        return value
+
 
 class Gateway(_Strict):
     """``[gateway]``: where the service listens and what it keeps."""
@@ -114,7 +151,10 @@ class Gateway(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8088, ge=0, le=65535)
     default_site: str | None = Field(None, description="other paths go here (default: first)")
-    decisions_log: str = "route-decisions.jsonl"
+    decisions_log: str = Field(
+        "route-decisions.jsonl",
+        description="one JSON line per request; {replica} is replaced by the replica's name",
+    )
     probe_interval: PositiveTime = 2.0
     bench: PositiveTime = Field(5.0, description="first time a failing site is benched")
     failures_to_bench: int = Field(3, ge=1)
@@ -123,7 +163,7 @@ class Gateway(_Strict):
         None,
         description="client keys (tierwise route keys add NAME --keys-file F): a request "
         "then needs Authorization: Bearer <key> (401 without); the file holds SHA-256 "
-        "digests and names, mode 0600",
+        "digests and names, mode 0600; read again when it changes or on SIGHUP",
     )
     public_without_keys: bool = Field(
         False, description="serve beyond loopback without keys (refused unless set)"
@@ -139,6 +179,49 @@ class Gateway(_Strict):
     key_rate: float = Field(50.0, gt=0, description="requests per second per key (429 past)")
     key_burst: int = Field(100, ge=1, description="requests per key at once after a quiet spell")
     key_concurrency: int = Field(64, ge=1, description="requests in flight per key (429 past)")
+    state: str | None = Field(
+        None,
+        description="redis://HOST:PORT/DB (rediss:// for TLS): share what this replica learns "
+        "with the others of a fleet, and learn what they do (tierwise.route.fleetlink)",
+    )
+    state_password_file: str | None = Field(
+        None,
+        description="the state's password, or 'USER PASSWORD' for a Redis ACL user, on its "
+        "first line; mode 0600",
+    )
+    state_ca_file: str | None = Field(
+        None, description="PEM file of the CAs a rediss:// server must chain to"
+    )
+    replica: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="this replica's name in the fleet (default: host name and port)",
+    )
+
+    @model_validator(mode="after")
+    def _state_url(self) -> Gateway:
+        if self.state is not None:
+            from tierwise.route.fleetconf import check_state_url
+
+            check_state_url(self.state)
+        if self.state is None and (self.state_password_file or self.state_ca_file):
+            key = "state_password_file" if self.state_password_file else "state_ca_file"
+            raise ErrorAt((key,), 'needs state = "redis://HOST:PORT/DB"')
+        return self
+
+
+class Trace(_Strict):
+    """``[trace]``: OpenTelemetry traces of the requests (:mod:`tierwise.route.otel`)."""
+
+    otlp: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces "
+        "(Jaeger, an OpenTelemetry collector); unset: no traces, at no cost",
+    )
+    sample: float = Field(1.0, gt=0, le=1, description="share of new traces kept")
+    service: str = Field("tierwise-route", min_length=1, description="service.name")
 
 
 class RouteConfig(_Strict):
@@ -147,6 +230,7 @@ class RouteConfig(_Strict):
     site: list[RouteSite] = Field(min_length=1)
     decision: RouteDecision = RouteDecision()
     gateway: Gateway = Gateway()
+    trace: Trace = Trace()
 
     @model_validator(mode="after")
     def _names(self) -> RouteConfig:
@@ -173,6 +257,11 @@ def load_route(path: str | Path) -> RouteConfig:
     data = read_toml(path)
     cfg = validate(data, source, schema_model=RouteConfig)
     here = Path(path).parent  # a relative ca_file is read beside the config
+    g = cfg.gateway
+    files = {k: str(here / v) for k in ("state_password_file", "state_ca_file")
+             if (v := getattr(g, k)) and not Path(v).is_absolute()}  # fmt: skip
+    if files:
+        cfg = cfg.model_copy(update={"gateway": g.model_copy(update=files)})
     sites = [
         s.model_copy(update={"ca_file": str(here / s.ca_file)})
         if s.ca_file and not Path(s.ca_file).is_absolute()

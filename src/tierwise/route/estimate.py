@@ -16,12 +16,17 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-__all__ = ["Adaptive", "Ewma", "Kalman", "normal_cdf"]
+from tierwise.route.forecast import Arima, Holt, PageHinkley
+
+__all__ = ["FILTERS", "Adaptive", "Ewma", "Kalman", "normal_cdf"]
+
+FILTERS = ("kalman", "ewma", "holt", "arima")  # Adaptive's filters; on equal error, the first
 
 OUTLIER_K = 4.0  # predictive standard deviations
 STEP_RUN = 2  # outliers in a row on one side that mean the level moved
 WARMUP = 3  # samples before outliers are judged
 REL_FLOOR = 0.05  # predictive spread is never taken below 5 % of the level
+SCORE_CAP = 0.5  # a sample counts at most this relative error in the choice (a shift hits all)
 
 
 def normal_cdf(z: float) -> float:
@@ -135,16 +140,21 @@ class Adaptive:
     prior_rel_sd: float = 0.5
     ewma: Ewma = field(default_factory=Ewma)
     kalman: Kalman = field(default_factory=Kalman)
-    errors: dict[str, float] = field(default_factory=lambda: {"ewma": 0.0, "kalman": 0.0})
+    holt: Holt = field(default_factory=Holt)  # trends (tierwise.route.forecast)
+    arima: Arima = field(default_factory=Arima)  # ARIMA(1,1,1) over a sliding window
+    detector: PageHinkley = field(default_factory=PageHinkley)  # level shifts: reset all
+    errors: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FILTERS, 0.0))
     value: float = field(init=False, default=0.0)  # the chosen filter's level, or the prior
     sd: float = field(init=False, default=0.0)  # its predictive standard deviation
-    chosen: str = field(init=False, default="kalman")  # "kalman" or "ewma": smaller recent error
+    chosen: str = field(init=False, default="kalman")  # one of FILTERS: smallest recent error
+    shifts: int = 0  # level shifts the detector flagged
 
     def __post_init__(self) -> None:
         self._refresh()
 
     def _refresh(self) -> None:
-        self.chosen = "kalman" if self.errors["kalman"] <= self.errors["ewma"] else "ewma"
+        errors = self.errors
+        self.chosen = min(FILTERS, key=lambda name: errors[name])  # ties: the first listed
         f = self.filter
         if f.mean is None:
             self.value, self.sd = self.prior, abs(self.prior) * self.prior_rel_sd
@@ -152,16 +162,41 @@ class Adaptive:
             self.value, self.sd = f.mean, f.sd
 
     def update(self, z: float) -> None:
-        """Score each filter's prediction of ``z``, then feed it to both."""
+        """Score each filter's prediction of ``z``, then feed it to all; on a level shift
+        (:class:`~tierwise.route.forecast.PageHinkley`) every filter restarts at the new
+        level."""
         if not math.isfinite(z):
             return
-        for name, f in (("ewma", self.ewma), ("kalman", self.kalman)):
-            if f.mean is not None:
-                rel = abs(z - f.mean) / max(abs(z), 1e-12)
-                self.errors[name] = 0.9 * self.errors[name] + 0.1 * min(rel, 10.0)
-        self.ewma.update(z)
-        self.kalman.update(z)
+        shifted = False
+        if self.filter.mean is not None:
+            residual = (z - self.value) / max(abs(self.value), 1e-12)
+            shifted = self.detector.update(residual, z)
+        seen = self.ewma.n
+        filters = (self.kalman, self.ewma, self.holt, self.arima)
+        for name, f in zip(FILTERS, filters, strict=True):
+            if (mean := f.mean) is not None:
+                rel = abs(z - mean) / max(abs(z), 1e-12)
+                self.errors[name] = 0.9 * self.errors[name] + 0.1 * min(rel, SCORE_CAP)
+            f.update(z)
+        if shifted:
+            self._reset(self.detector.level())
+        elif self.ewma.n == 1 and seen > 1:  # the outlier guard saw a step: the same news
+            assert self.ewma.mean is not None
+            self._reset(self.ewma.mean)
         self._refresh()
+
+    def _reset(self, level: float) -> None:
+        """A level shift: every filter restarts at ``level``, and is scored afresh (their
+        errors across the shift say nothing about which will follow the new level)."""
+        self.shifts += 1
+        self.errors = dict.fromkeys(FILTERS, 0.0)
+        self.detector.restart()
+        for f in (self.ewma, self.kalman):
+            f.mean = level
+            f.guard.run.clear()
+        self.kalman.p = max(self.kalman.p, (0.1 * level) ** 2)
+        self.holt.reset(level)
+        self.arima.reset(level)
 
     def at_most(self, bound: float) -> None:
         """A censored observation: the quantity is at most ``bound`` (e.g. a rate from a
@@ -175,11 +210,15 @@ class Adaptive:
                 f.guard.run.clear()
         if self.kalman.p < (0.1 * bound) ** 2:
             self.kalman.p = (0.1 * bound) ** 2
+        for g in (self.holt, self.arima):
+            if g.mean is None or g.mean > bound:
+                g.update(bound) if g.mean is None else g.reset(bound)
+        self.detector.restart()
         self._refresh()
 
     @property
-    def filter(self) -> Ewma | Kalman:
-        return self.kalman if self.chosen == "kalman" else self.ewma
+    def filter(self) -> Ewma | Kalman | Holt | Arima:
+        return getattr(self, self.chosen)
 
     @property
     def samples(self) -> int:

@@ -24,7 +24,7 @@ from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.route.config import RouteConfig, RouteSite
 from tierwise.route.estimate import Adaptive, LinearFit, normal_cdf
-from tierwise.route.slots import SlotQueue
+from tierwise.route.slots import SlotLearner, SlotQueue
 from tierwise.scenario.schema import Decision, ModelWork, Scenario, Task
 
 __all__ = ["Prediction", "RequestShape", "SiteModel", "pick", "site_model"]
@@ -47,6 +47,8 @@ class RequestShape:
     deadline_s: float | None
     residency: str
     include_usage: bool = False  # a stream whose client asked for a closing usage chunk
+    weights: dict[str, float] | None = None  # objective = "pareto": the request's weights
+    task: str | None = None  # its task type (a site's task_quality)
 
 
 @dataclass
@@ -70,6 +72,10 @@ class SiteModel:
     # Server-Timing, such as llama.cpp): see ``service_features``.
     service: LinearFit | None = None
     slots: SlotQueue | None = None  # the line at a site whose slots are known
+    slot_learner: SlotLearner | None = None  # a site without ``slots``: learned from streams
+    # The site's own count of a prompt's tokens from the gateway's estimate (characters
+    # / 4): its tokenizer and chat template, learned from the usage of whole answers.
+    prompt_map: LinearFit = field(default_factory=lambda: prompt_token_map())
     # The planner's inputs built for the last request, reused while they still hold:
     # the site with the live estimates, the task, the scenario (pydantic copies cost
     # more than the evaluation itself, and between two samples they do not change).
@@ -120,6 +126,20 @@ class SiteModel:
         f = self.service
         return {"theta": f.theta, "paces": f.paces, "n": f.n, "features": SERVICE_FEATURES}
 
+    def slots_said(self) -> dict[str, Any] | None:
+        """The site's slots and where they come from (for logs), or None (not known)."""
+        if self.slots is None:
+            return None
+        how = "config" if self.slot_learner is None else "learned from streams"
+        return {"value": self.slots.slots, "from": how}
+
+    def prompt_tokens(self, estimated: int) -> int:
+        """The site's count of a prompt the gateway estimated at ``estimated`` tokens:
+        the learned map once an answer's ``usage`` has told it, else the estimate."""
+        if not self.prompt_map.n:
+            return estimated
+        return max(round(self.prompt_map.predict(prompt_map_features(estimated))), 1)
+
     def learned_service(self) -> bool:
         """Whether the server's time comes from :attr:`service` (it has samples)."""
         return self.service is not None and self.service.n > 0
@@ -132,6 +152,18 @@ class SiteModel:
 
 
 SERVICE_FEATURES = ["1", "n/1e3", "(n/1e3)^2", "(k-1)/1e2", "(k-1)/1e2*(n+k/2)/1e3"]
+
+
+def prompt_token_map() -> LinearFit:
+    """A site's tokens as ``a + b·estimate`` (b per thousand): llama.cpp's chat template
+    adds a fixed count per request, its vocabulary a ratio (2.5× for the random model's
+    byte-level one). A tokenizer does not drift: no forgetting, no paces."""
+    return LinearFit(theta=[0.0, 1000.0], prior_sd=[50.0, 1000.0], rel_noise=0.02,
+                     abs_noise=2.0, forget=0.0)  # fmt: skip
+
+
+def prompt_map_features(estimated: int) -> list[float]:
+    return [1.0, estimated / 1e3]
 
 
 def service_features(prompt_tokens: int, output_tokens: int) -> tuple[list[float], list[float]]:
@@ -190,6 +222,7 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
         down_bytes_per_token=Adaptive(8.0),
         service=service,
         slots=SlotQueue(site.slots) if site.slots else None,
+        slot_learner=None if site.slots else SlotLearner(),
     )
 
 
@@ -245,10 +278,11 @@ def predict(
     n_out = req.output_tokens
     bytes_down = 400 + n_out * m.down_bytes_per_token.value
     scn = m.planner_inputs(req, bytes_down)
+    n_in = m.prompt_tokens(req.prompt_tokens)
     if m.learned_service():
-        prefill_s, decode_s = m.service_s(req.prompt_tokens, n_out)
+        prefill_s, decode_s = m.service_s(n_in, n_out)
     else:
-        prefill_s = req.prompt_tokens * m.prefill_bound_s * m.prefill_factor.value
+        prefill_s = n_in * m.prefill_bound_s * m.prefill_factor.value
         decode_s = n_out * m.step_bound_s * m.decode_factor.value
     queue_s = m.queue_s.value
     if m.slots is not None:
@@ -325,9 +359,7 @@ def pick(
     for p in preds:
         o = _evolve(p.option, time_s=p.expected_s)
         if req.deadline_s is not None:
-            o.meets_deadline = (
-                p.p_meet >= d.probability if d.probability else p.expected_s <= req.deadline_s
-            )
+            o.meets_deadline = meets(p, d, req.deadline_s)
         options.append(o)
     choice, reason, fastest = choose(options, d.objective)
     by_name = {o.site: o for o in options}
@@ -339,6 +371,14 @@ def pick(
     feasible = sorted((o for o in options if o.feasible), key=lambda o: o.time_s)
     order = ([choice] if choice else []) + [o.site for o in feasible if o.site != choice]
     return order, reason
+
+
+def meets(p: Prediction, d: Any, deadline_s: float) -> bool:
+    """Whether ``p`` meets the deadline: P(T ≤ deadline) ≥ ``decision.probability`` when
+    set, else its expected time within the deadline."""
+    if d.probability:
+        return p.p_meet is not None and p.p_meet >= d.probability
+    return p.expected_s <= deadline_s
 
 
 def _close(prev: Option, new: Option, d: Any) -> bool:
