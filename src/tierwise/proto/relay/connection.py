@@ -60,6 +60,7 @@ from tierwise.proto.relay.meter import (
     LOSS_SLACK_PACKETS,
     LOSS_WINDOW_PACKETS,
     LossMeter,
+    ReceiveRate,
     RttEstimator,
 )
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
@@ -400,6 +401,7 @@ class RelayConnection:
         self._burst_blocks = 0  # FEC blocks closed since the sender was last idle
         self._block_small = False  # the open FEC block carries a non-bulk stream's data
         self._loss_meter = LossMeter()
+        self._rx_rate = ReceiveRate()
         self.peer_loss = 0.0
         self._ack_needed, self._ack_count = False, 0
         self._ack_at: float | None = None
@@ -615,6 +617,10 @@ class RelayConnection:
             "pacing_rate_bytes_per_s": self.rate.pacing_rate_bytes_per_s,
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
+            # what this end receives (the other end's sending estimate lives there)
+            "delivery_in_bytes_per_s": self._rx_rate.bytes_per_s,
+            "policed": int(self.rate.police.policed),
+            "policed_rate_bytes_per_s": self.rate.police.ceiling_bytes_per_s or 0.0,
             "fec_overhead": self.stats.repair_bytes_sent / max(self.stats.stream_bytes_sent, 1),
             "streams": len(self._streams),
             **{k: v for k, v in vars(self.stats).items()},
@@ -759,6 +765,7 @@ class RelayConnection:
             self._events.append(PeerResponsive())
         if not recovered:
             self._loss_meter.on_packet(pn)
+            self._rx_rate.on_datagram(len(data), now)
             self._fec_rx.on_datagram(pn, data)
             if not self.is_client and addr is not None:
                 self._check_path(addr, len(data), pn == self._replay.largest, now)
