@@ -63,6 +63,7 @@ from tierwise.proto.relay.meter import (
     LOSS_SLACK_PACKETS,
     LOSS_WINDOW_PACKETS,
     LossMeter,
+    ReceiveRate,
     RttEstimator,
 )
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
@@ -421,6 +422,7 @@ class RelayConnection:
         self._block_small = False  # the open FEC block carries a non-bulk stream's data
         self._small_write = False  # the block being closed is a latency-bound small write
         self._loss_meter = LossMeter()
+        self._rx_rate = ReceiveRate()
         self.peer_loss = 0.0
         self._ack_needed, self._ack_count = False, 0
         self._ack_at: float | None = None
@@ -672,6 +674,10 @@ class RelayConnection:
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
             "path_prior": self.prior_state,
+            # what this end receives (the other end's sending estimate lives there)
+            "delivery_in_bytes_per_s": self._rx_rate.bytes_per_s,
+            "policed": int(self.rate.police.policed),
+            "policed_rate_bytes_per_s": self.rate.police.ceiling_bytes_per_s or 0.0,
             "fec_overhead": self.stats.repair_bytes_sent / max(self.stats.stream_bytes_sent, 1),
             "streams": len(self._streams),
             **{k: v for k, v in vars(self.stats).items()},
@@ -842,6 +848,7 @@ class RelayConnection:
             self._events.append(PeerResponsive())
         if not recovered:
             self._loss_meter.on_packet(pn)
+            self._rx_rate.on_datagram(len(data), now)
             self._fec_rx.on_datagram(pn, data)
             if not self.is_client and addr is not None:
                 self._check_path(addr, len(data), pn == self._replay.largest, now)
@@ -1162,10 +1169,12 @@ class RelayConnection:
             rate, queued = self._delivery_rate(p, now)
             sample = RateSample(rate, now - p.sent_s, p.app_limited, queued)
             self.rate.on_sample(sample, now)
+            # a gap filled late (rebuilt by FEC, or reordered) was dropped on the way
+            self.rate.on_resolved(p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited)
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
-            self.rate.on_round_end()
+            self.rate.on_round_end(self._pn)
             if self.prior is not None:
                 self._check_prior(now)
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
@@ -1277,6 +1286,7 @@ class RelayConnection:
                 self._drop_prior("more loss than remembered")
         if p.eliciting:
             self._in_flight -= p.size
+            self.rate.on_resolved(p.pn, p.size, p.sent_s, True, p.app_limited)
         for sid, start, end, fin in p.streams:
             stream = self._streams.get(sid)
             if stream is not None:
@@ -1555,6 +1565,9 @@ class RelayConnection:
             # other direction loses is the prior (§12.3.3: they may differ, but a path
             # that drops one way seldom carries the other clean), or the configured prior
             loss = max(loss, self._loss_meter.loss, self._initial_loss)
+        hold_loss = self.rate.police.hold_loss
+        if hold_loss is not None:  # policed: the loss the hold sees, not its overdrive's
+            loss = min(loss, hold_loss)
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())
