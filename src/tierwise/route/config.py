@@ -81,8 +81,9 @@ class RouteSite(Site):
         False,
         description="ask the site for a stream even when the client wants a whole answer, "
         "and assemble it: a client that leaves then stops the site's work (llama-cpp-python "
-        "cannot stop a whole answer) and every answer times its first token; the answer's "
-        "prompt_tokens is then the gateway's estimate",
+        "cannot stop a whole answer) and every answer times its first token; the first "
+        "three go whole, their usage teaching the site's prompt count, which the "
+        "assembled answers' usage then estimates",
     )
     via: Via | list[Via] = Field(
         "direct",

@@ -94,6 +94,7 @@ SUSPECT_PROBE_S = 0.5  # a failing or benched site is probed this often at first
 SUSPECT_BACKOFF = 1.5  # each failed probe stretches the gap by this factor,
 PROBE_TICK_S = 0.1  # up to the probe interval; the loop looks this often
 LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
+WHOLE_BEFORE_STREAMS = 3  # whole_as_stream: answers with the site's usage, first
 
 
 @dataclass
@@ -681,7 +682,14 @@ class Router:
             timeout = max(timeout - waited_s, 1e-3)
             learner = self.sites[name].model.slot_learner
             seen = learner.begin(time.monotonic()) if learner is not None else None
-            streamed = as_stream is not None and self.sites[name].model.site.whole_as_stream
+            m = self.sites[name].model
+            # the first few whole answers go as they are: their usage teaches the site's
+            # prompt count, which an assembled answer's usage then gives
+            streamed = (
+                as_stream is not None
+                and m.site.whole_as_stream
+                and m.prompt_map.n >= WHOLE_BEFORE_STREAMS
+            )
             sent_body = as_stream if streamed and as_stream is not None else body
             a = await self._attempt_once(name, path, headers, sent_body, timeout, watch)
             a.seen, a.as_stream = seen, streamed
