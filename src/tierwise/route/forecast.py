@@ -166,7 +166,7 @@ class Arima:
 def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     """Least squares by the normal equations, lightly regularised (None if singular)."""
     xtx = x.T @ x
-    xtx[np.diag_indices_from(xtx)] += 1e-12 * (np.trace(xtx) + 1.0)
+    xtx.flat[:: len(xtx) + 1] += 1e-12 * (np.trace(xtx) + 1.0)
     try:
         return np.linalg.solve(xtx, x.T @ y)
     except np.linalg.LinAlgError:
