@@ -8,9 +8,11 @@ window, re-estimated online).
   ``d_t = c + φ d_{t−1} + θ e_{t−1} + e_t``; refitted every ``refit_every`` samples over
   the last ``window`` by Hannan–Rissanen's two regressions (a long AR for the
   innovations, then least squares of ``d_t`` on ``d_{t−1}`` and ``e_{t−1}``), a closed
-  form of a few dozen microseconds. statsmodels' exact-likelihood ARIMA gives the same
-  one-step forecasts within noise on these traces at about 1000× the cost per refit
-  (``benchmarks/route_forecast.py`` measures both), too much for the gateway's loop.
+  form (two normal-equation solves, a few dozen µs a refit on a quiet core, run on
+  the learning path after the answer is sent). statsmodels' exact-likelihood ARIMA is
+  more accurate on periodic and heavy-tailed traces and equal on steps and ramps, at
+  about 0.3 s per sample on this machine (``benchmarks/route_forecast.py`` measures
+  both): far too much for the gateway's loop.
 * :class:`PageHinkley` — the Page–Hinkley test (Page 1954; Hinkley 1971) on the
   relative residuals of the forecast in use: an alarm when their cumulative sum beyond
   ``delta`` exceeds ``threshold`` either way. ``Adaptive`` then restarts every filter
