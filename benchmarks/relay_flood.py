@@ -26,8 +26,8 @@ take the relay's core; pinned, a class's ratio to quiet is what it costs the rel
 itself. Unpinned, it is that plus losing a core of this 2-core host to the flooder.
 Pinned, the quiet runs keep the flooder's core awake with a process that naps 100 µs at
 a time (``nap``, next to no CPU): on this VM (``sched_vcpu_pack``) a wholly idle core
-made the relay pinned to the other 4-5 × slower — the kernel packs other tasks onto the
-one busy core — which would flatter every flood class.
+made the relay pinned to the other 4-5 × slower (the guest kernel seems to pack other
+tasks onto the one busy core), which would flatter every flood class.
 
 Per class: the bulk goodput of an established session (``--mb`` MB down), the median
 of ``--requests`` requests of 354,640 B, the seconds a new client's session takes to

@@ -18,8 +18,8 @@ datagrams, then prints how many it sent and exits. Kinds:
              core to the flooder costs, whatever it sends)
 ``nap``      nothing sent: a 100 µs sleep in a loop, next to no CPU (a pinned
              benchmark's quiet peer: on this VM a wholly idle core made a relay
-             pinned to the other one 4-5 × slower, the kernel packing other tasks
-             onto the busy core)
+             pinned to the other one 4-5 × slower, as if the kernel packed other
+             tasks onto the busy core)
 
 ``--spoof HOST:PORT`` sends from that address (a raw socket with its own IP header,
 root only; port 0: a random port each datagram; host ``random``: a random address in
