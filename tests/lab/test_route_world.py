@@ -98,3 +98,23 @@ def test_json_into_a_missing_directory_is_refused_first(tmp_path: Path) -> None:
     """--json into a directory that does not exist: exit 2 before anything runs."""
     run = run_cli("lab", "route", "--loopback", "--json", str(tmp_path / "no" / "f.json"))
     assert run.code == 2 and run.stderr.count("\n") == 1 and "--json" in run.stderr
+
+
+@pytest.mark.slow
+def test_replicas_behind_haproxy_sharing_and_not(tmp_path: Path) -> None:
+    """--replicas 2: one router, two sharing state through redis-server, two alone, all
+    behind Debian's HAProxy; nothing fails, the ratios are written, nothing is left."""
+    from tierwise.lab.world.fleet import missing
+
+    if (reason := missing("redis-server", "haproxy")) is not None:
+        pytest.skip(reason)
+    out = tmp_path / "keep" / "figures.json"
+    out.parent.mkdir()
+    proc = _lab_route(tmp_path, "--replicas", "2", "--json", str(out))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    figures = json.loads(out.read_text())
+    assert set(figures["runs"]) == {"predictive", "fleet-shared", "fleet-alone"}
+    assert all(row["failed"] == 0 for row in figures["runs"].values())
+    assert set(figures["ratios"]) == {"shared_vs_one_router", "shared_vs_alone"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]

@@ -64,6 +64,7 @@ from tierwise.proto.relay.connection import hello_admit_tag, hello_sent_s
 from tierwise.proto.relay.crypto import ADMIT_WINDOW_S, admission_key, admission_tags
 from tierwise.relay import kfilter, trace
 from tierwise.relay.batchudp import BatchTransport, kernel_drops
+from tierwise.relay.pathmemory import SAVE_EVERY_S, PathMemory
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
 from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
@@ -203,6 +204,10 @@ class Gateway(asyncio.DatagramProtocol):
         self._admit_window = -1  # the window the tags below were made in
         self.admit_tags: frozenset[bytes] = frozenset()  # HELLOs' admission tags accepted
         self._admit_timer: asyncio.TimerHandle | None = None
+        # what sessions measured of each client's path (by its address), for its next one;
+        # written at most every SAVE_EVERY_S as sessions end, and at close (pathmemory.py)
+        self.memory: PathMemory | None = None
+        self._memory_saved_s = 0.0
 
     @property
     def dropped(self) -> int:
@@ -422,6 +427,9 @@ class Gateway(asyncio.DatagramProtocol):
         # the forged HELLOs this spare connection rejected are counted above, not twice
         conn.stats.dropped_auth -= before[0]
         conn.stats.dropped_malformed -= before[1]
+        prior = self.memory.recall(addr[0], wall_s) if self.memory is not None else None
+        if prior is not None:
+            conn.use_prior(prior)
         assert sent_s is not None  # refuse() took the undated
         self.hellos.admit(cid, sent_s, wall_s)
         session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
@@ -449,6 +457,7 @@ class Gateway(asyncio.DatagramProtocol):
                 session.conn.stream_consumed(event.stream_id, dropped)
         elif isinstance(event, ConnectionTerminated):
             log.info("session %s ended: %s", cid.hex(), event.reason)
+            self.remember(session, save=False)
             if self.sessions.pop(cid, None) is not None:
                 self.ended.update(vars(session.conn.stats))
                 self.counters["sessions_ended"] += 1
@@ -661,9 +670,25 @@ class Gateway(asyncio.DatagramProtocol):
             **conn.snapshot(),
         }
 
+    def remember(self, session: Session, save: bool = True) -> None:
+        """Keep what ``session`` measured of its client's path; written now if ``save``,
+        else once ``SAVE_EVERY_S`` has passed since the last write."""
+        if self.memory is None or session.conn.peer_addr is None:
+            return
+        now = time.time()
+        self.memory.remember(session.conn.peer_addr[0], session.conn.path_estimate(), now)
+        if save or now - self._memory_saved_s >= SAVE_EVERY_S:
+            self._memory_saved_s = now
+            self.memory.save(now)
+
     def close(self) -> None:
         """Close every session; closing one delivers its ``ConnectionTerminated``, which
         removes it from ``sessions``, so iterate over a copy."""
+        for session in list(self.sessions.values()):
+            self.remember(session, save=False)
+        if self.memory is not None:
+            self._memory_saved_s = time.time()
+            self.memory.save(self._memory_saved_s)
         for session in list(self.sessions.values()):
             session.conn.close_session()
             session.transmit()

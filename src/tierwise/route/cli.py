@@ -41,16 +41,33 @@ def route(
             "the sites' API keys).",
         ),
     ] = False,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            help="Override gateway.state: redis://HOST:PORT/DB (rediss:// for TLS), the "
+            "fleet's shared state.",
+        ),
+    ] = None,
+    replica: Annotated[
+        str | None, typer.Option("--replica", help="Override gateway.replica (its fleet name).")
+    ] = None,
 ) -> None:
     """Run the gateway: tierwise route --config route.toml."""
     if ctx.invoked_subcommand is not None:
         return
     if config is None:
         raise ScenarioError("give --config route.toml (see src/tierwise/examples/route.toml)")
-    serve(config, port, public_without_keys)
+    serve(config, port, public_without_keys, state, replica)
 
 
-def serve(config: Path, port: int | None = None, public_without_keys: bool = False) -> None:
+def serve(
+    config: Path,
+    port: int | None = None,
+    public_without_keys: bool = False,
+    state: str | None = None,
+    replica: str | None = None,
+) -> None:
     """Load ``config``, resolve every site with the planner and serve until interrupted."""
     import uvicorn
 
@@ -61,15 +78,21 @@ def serve(config: Path, port: int | None = None, public_without_keys: bool = Fal
     from tierwise.route.predict import site_model
 
     cfg = load_route(config)
-    if port is not None:
-        cfg = cfg.model_copy(update={"gateway": cfg.gateway.model_copy(update={"port": port})})
+    changes = {"port": port, "state": state, "replica": replica}
+    if changes := {k: v for k, v in changes.items() if v is not None}:
+        cfg = cfg.model_copy(update={"gateway": _gateway_with(cfg.gateway, changes)})
     try:
         check_exposure(cfg.gateway, public_without_keys)
     except ScenarioError as exc:
         raise ScenarioError(exc.detail, source=str(config), path=exc.path) from None
     catalog = load_catalog()
     models = [site_model(s, catalog, str(config)) for s in cfg.site]
-    router = Router(cfg, models)
+    target = None
+    if (g := cfg.gateway).state is not None:  # a bad URL or password file: exit 2 now
+        from tierwise.route.fleetconf import state_target
+
+        target = state_target(g.state, g.state_password_file, g.state_ca_file)
+    router = Router(cfg, models, state=target)
     for s in cfg.site:
         s.api_key()  # an unset key variable is a config error now, not at the first request
         s.tls()  # so is a CA file that does not load
@@ -83,24 +106,57 @@ def serve(config: Path, port: int | None = None, public_without_keys: bool = Fal
     config_ = uvicorn.Config(
         router.app, log_level="warning", access_log=False, http=guarded_protocol(*limits)
     )
+    if g.keys_file is not None:  # SIGHUP: read the keys file again (it is also watched)
+        import signal
+
+        signal.signal(signal.SIGHUP, lambda *_: setattr(router.gate, "reload_asked", True))
     uvicorn.Server(config_).run(sockets=[sock])
 
 
-def _log_path(config: Path | None, log: Path | None) -> Path:
-    if log is not None:
-        return log
-    if config is not None:
-        from tierwise.route.config import load_route
+def _gateway_with(gateway, changes: dict):
+    """``gateway`` with command-line overrides, validated as the file's values are."""
+    from tierwise.route.config import Gateway
+    from tierwise.scenario.schema import ErrorAt
 
-        return Path(load_route(config).gateway.decisions_log)
-    return Path("route-decisions.jsonl")
+    try:
+        Gateway.model_validate(changes)  # each override checked as the file's value is
+    except ValueError as exc:
+        errors = getattr(exc, "errors", lambda: [])()
+        first = errors[0] if errors else {"loc": (), "msg": str(exc)}
+        cause = first.get("ctx", {}).get("error")
+        msg, key = first["msg"], first["loc"][0] if first["loc"] else next(iter(changes))
+        if isinstance(cause, ErrorAt):
+            msg, key = str(cause), cause.key[0]
+        raise ScenarioError(msg, source=f"--{str(key).replace('_', '-')}") from None
+    return gateway.model_copy(update=changes)
+
+
+def _log_paths(config: Path | None) -> list[Path]:
+    """The config's decisions log — every replica's, if its name has ``{replica}``."""
+    if config is None:
+        return [Path("route-decisions.jsonl")]
+    from tierwise.route.config import load_route
+
+    name = load_route(config).gateway.decisions_log
+    if "{replica}" not in name:
+        return [Path(name)]
+    pattern = Path(name.replace("{replica}", "*"))
+    found = sorted(pattern.parent.glob(pattern.name))
+    if not found:
+        raise ScenarioError(f"no decisions logs match {pattern}", source=str(config))
+    return found
 
 
 @route_app.command()
 def decisions(
     since: Annotated[str, typer.Option("--since", help="How far back, e.g. '10 min'.")] = "1 h",
     config: ConfigOpt = None,
-    log: Annotated[Path | None, typer.Option("--log", help="The decisions log.")] = None,
+    log: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--log", help="A decisions log; repeat it for a fleet's replicas (merged by time)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Per request: predicted time per site, the choice, the actual time and its stages."""
@@ -108,7 +164,9 @@ def decisions(
     from tierwise.route.view import render_decisions, since_seconds
 
     cutoff = time.time() - since_seconds(since)
-    records = [r for r in read_log(_log_path(config, log)) if r.get("ts", 0) >= cutoff]
+    paths = log or _log_paths(config)
+    records = [r for p in paths for r in read_log(p) if r.get("ts", 0) >= cutoff]
+    records.sort(key=lambda r: r.get("ts", 0))
     if as_json:
         print(json.dumps(records))
         return

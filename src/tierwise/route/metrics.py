@@ -18,12 +18,14 @@ __all__ = ["Metrics"]
 TIME_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 DECIDE_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01)
 ERROR_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2)
+STALENESS_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 
 class Metrics:
     """Counters, gauges and histograms of requests, predictions and estimates."""
 
-    def __init__(self) -> None:
+    def __init__(self, replica: str | None = None) -> None:
+        self.replica = replica  # every sample carries replica="…" when set (a fleet)
         r = self.registry = CollectorRegistry()
         p = "tierwise_route_"
         self.requests = Counter(
@@ -60,6 +62,22 @@ class Metrics:
         self.benched = Gauge(
             p + "benched", "1 while the circuit breaker benches the site", ["site"], registry=r
         )
+        self.fleet_up = Gauge(p + "fleet_up", "1 while the fleet's state is reachable", registry=r)
+        self.fleet_observations = Counter(
+            p + "fleet_observations",
+            "Observations published, received from others, dropped (outbox full), malformed",
+            ["what"],
+            registry=r,
+        )
+        self.fleet_staleness = Histogram(
+            p + "fleet_staleness_seconds",
+            "From another replica's observation to its merge here",
+            buckets=STALENESS_BUCKETS_S,
+            registry=r,
+        )
+        self.fleet_inflight = Gauge(
+            p + "fleet_inflight", "Requests the other replicas have in flight", ["site"], registry=r
+        )
 
     def observe(
         self, site: str, record: dict[str, Any], pred: Any, model: Any, breaker: Any
@@ -76,4 +94,21 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if self.replica is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(_Labelled(self.registry, self.replica)), CONTENT_TYPE_LATEST
+
+
+class _Labelled:
+    """A registry's metrics with ``replica="…"`` added to every sample (one replica of a
+    fleet: Prometheus scraping them all keeps them apart without relabelling rules)."""
+
+    def __init__(self, registry: CollectorRegistry, replica: str) -> None:
+        self.registry, self.replica = registry, replica
+
+    def collect(self):
+        for family in self.registry.collect():
+            family.samples = [
+                s._replace(labels={**s.labels, "replica": self.replica}) for s in family.samples
+            ]
+            yield family

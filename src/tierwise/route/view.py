@@ -53,10 +53,11 @@ def render_decisions(records: list[dict[str, Any]]) -> None:
     client-visible time split into six terms and the residual (:mod:`.stages`; ``~``
     marks a term split by the estimates, not a clock)."""
     sites = sorted({s for r in records for s in r.get("predicted", {})})
+    fleet = len({r.get("replica") for r in records}) > 1  # several replicas' logs together
     table = Table(title=f"{len(records)} requests", title_justify="left")
     heads = [f"{h} ms" for h in _TERM_HEADS.values()]
-    cols = ("when", *[f"{s} ms" for s in sites], "chosen", "actual ms", "ttft ms",
-            "client ms", *heads, "resid ms", "outcome")  # fmt: skip
+    cols = ("when", *(["replica"] if fleet else []), *[f"{s} ms" for s in sites], "chosen",
+            "actual ms", "ttft ms", "client ms", *heads, "resid ms", "outcome")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="right" if "ms" in col else "left")
     import time
@@ -66,6 +67,7 @@ def render_decisions(records: list[dict[str, Any]]) -> None:
         stages = r.get("stages") or {}
         table.add_row(
             time.strftime("%H:%M:%S", time.localtime(r.get("ts", 0))),
+            *([str(r.get("replica") or "—")] if fleet else []),
             *[_ms(pred.get(s, {}).get("time_s")) for s in sites],
             r.get("chosen") or "—",
             _ms(r.get("actual_s")),

@@ -57,6 +57,17 @@ def lab_route_command(
             "--engine-size", help="The random model's size with --engine llama.cpp: tiny, small."
         ),
     ] = "tiny",
+    replicas: Annotated[
+        int,
+        typer.Option(
+            "--replicas",
+            help="Also run this many gateways behind HAProxy (round-robin), once sharing "
+            "state through Redis and once learning alone, beside one gateway that sees "
+            "every request (loopback; needs redis-server and haproxy).",
+            min=1,
+            max=8,
+        ),
+    ] = 1,
 ) -> None:
     """Compare routing strategies through world changes: a client and three model servers
     in network namespaces behind emulated paths (root), or on loopback (``--loopback``)."""
@@ -79,6 +90,11 @@ def lab_route_command(
             raise LabError(reason)
     if json_to is not None and not _dir_exists(json_to):
         raise ScenarioError("no such directory for the figures", source=f"--json {json_to}")
+    if replicas > 1 and loopback:
+        _fleet(requests, seed, replicas, json_to)
+        return
+    if replicas > 1 and (reason := _fleet_missing()) is not None:
+        raise LabError(reason)
     if loopback:
         from tierwise.lab.world.loopback import report, run_world
 
@@ -98,8 +114,14 @@ def lab_route_command(
     if (reason := netns.lab_unavailable_reason()) is not None:
         raise LabError(f"{reason} (or run on loopback: --loopback)")
     size = engine_size if engine == "llama.cpp" else None
-    runs, bodies, fits = run_ns_world(requests, seed, chosen, size)
+    if replicas > 1 and "predictive" not in chosen:
+        chosen.insert(0, "predictive")  # the one router the fleet is compared with
+    runs, bodies, fits = run_ns_world(requests, seed, chosen, size, replicas)
     figures = ns_report(runs, bodies, fits)
+    if replicas > 1:
+        from tierwise.lab.world.fleet import fleet_ratios
+
+        figures = {"runs": figures, "ratios": fleet_ratios(figures)}
     if json_to is not None:
         write_text(json_to, json.dumps(figures, indent=1) + "\n")
     if plot_to is not None:
@@ -107,6 +129,24 @@ def lab_route_command(
 
         plot_namespaces(runs, plot_to)
         print(f"wrote {plot_to}.png and .svg")
+
+
+def _fleet_missing() -> str | None:
+    from tierwise.lab.world.fleet import missing
+
+    return missing("redis-server", "haproxy")
+
+
+def _fleet(requests: int, seed: int, replicas: int, json_to: Path | None) -> None:
+    """The fleet's run on loopback: one router, ``replicas`` sharing, ``replicas`` alone."""
+    from tierwise.lab.world.fleet import fleet_report, run_fleet_world
+
+    if (reason := _fleet_missing()) is not None:
+        raise LabError(reason)
+    runs, bodies = run_fleet_world(requests, seed, replicas)
+    figures = fleet_report(runs, bodies)
+    if json_to is not None:
+        write_text(json_to, json.dumps(figures, indent=1) + "\n")
 
 
 def _dir_exists(file: Path) -> bool:

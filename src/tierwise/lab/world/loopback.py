@@ -87,7 +87,7 @@ def run_strategy(strategy: str, urls, bodies, tmp: Path, progress) -> list[dict]
     return records
 
 
-def _start_sites() -> tuple[list[subprocess.Popen[bytes]], dict[str, str]]:
+def start_sites() -> tuple[list[subprocess.Popen[bytes]], dict[str, str]]:
     procs, urls = [], {}
     for name, (_, rtt, up, step) in SITES.items():
         port = free_port()
@@ -108,7 +108,7 @@ def run_world(requests: int, seed: int, strategies: list[str]) -> tuple[dict, li
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with scratch_dir() as tmp:
-            procs, urls = _start_sites()
+            procs, urls = start_sites()
             with Progress(transient=True) as progress:
                 runs = {s: run_strategy(s, urls, bodies, tmp, progress) for s in strategies}
     finally:

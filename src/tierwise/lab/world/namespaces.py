@@ -350,11 +350,17 @@ def run_ns_strategy(
 
 
 def run_ns_world(
-    requests: int, seed: int, strategies: list[str], engine_size: str | None = None
+    requests: int,
+    seed: int,
+    strategies: list[str],
+    engine_size: str | None = None,
+    replicas: int = 1,
 ) -> tuple[dict[str, list[dict]], list[bytes], Fits]:
     """The mix (1–8 MB image uploads) under each strategy and the measured oracle; with
     ``engine_size`` (a key of :data:`~tierwise.lab.world.engine.ENGINE_SIZES`) the edge is
-    llama.cpp's server on a random model of that size."""
+    llama.cpp's server on a random model of that size; with ``replicas`` > 1, also that
+    many gateways behind HAProxy sharing state (``fleet-shared``) and not (``fleet-alone``)
+    (:func:`tierwise.lab.world.fleet.run_ns_fleet`)."""
     import json
 
     from rich.progress import Progress
@@ -373,6 +379,9 @@ def run_ns_world(
         progress = stack.enter_context(Progress(transient=True))
         fits = calibrate_world(world, tmp)
         runs = {s: run_ns_strategy(world, s, bodies, tmp, progress) for s in strategies}
+        if replicas > 1:
+            for label, shared in (("fleet-shared", True), ("fleet-alone", False)):
+                runs[label] = run_ns_fleet(world, label, bodies, tmp, progress, replicas, shared)
         runs["oracle"] = run_ns_strategy(world, "oracle", bodies, tmp, progress, fits)
     return runs, bodies, fits
 
@@ -455,3 +464,60 @@ def ns_follow(recs: list[dict], best: list[str]) -> list[tuple[int, float] | Non
         waited_s = sum(r.get("total_s", 0.0) for r in recs[start:k])
         out.append((k - start + 1, round(waited_s, 2)))
     return out
+
+
+def run_ns_fleet(
+    world, label: str, bodies: list[bytes], tmp: Path, progress, replicas: int, shared: bool
+) -> list[dict]:
+    """The namespace world's mix through ``replicas`` gateways behind HAProxy in the
+    client namespace, sharing state through a Redis there (``shared``) or learning alone;
+    the replicas' records merged by time, each with the world it met."""
+    import json
+
+    import httpx
+
+    from tierwise.lab.bench import netns
+    from tierwise.lab.world.fleet import haproxy, redis_server
+
+    def inside(argv: list[str]) -> list[str]:
+        return netns.exec_argv(world.client_ns, argv)
+
+    procs, logs, worlds, failed = [], [], [], 0
+    task = progress.add_task(label, total=len(bodies))
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(netns.entered(world.client_ns))  # ports, waits: in there
+        state = stack.enter_context(redis_server(wrap=inside)).url if shared else None
+        try:
+            ports = [8090 + i for i in range(replicas)]
+            for i, port in enumerate(ports):
+                log = tmp / f"{label}-{i}.jsonl"
+                cfg = tmp / f"{label}-{i}.toml"
+                cfg.write_text(route_toml(NS_SITES, world.urls, port, log, "predictive",
+                                          world.slots()))  # fmt: skip
+                extra = ["--state", state] if state else []
+                cmd = [*CLI, "route", "--config", str(cfg), "--replica", f"r{i}", *extra]
+                procs.append(subprocess.Popen(inside(cmd), stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.PIPE))  # fmt: skip
+                logs.append(log)
+            for proc, port in zip(procs, ports, strict=True):
+                _ready(proc, f"http://127.0.0.1:{port}")
+            lb = stack.enter_context(haproxy(ports, wrap=inside))
+            client = stack.enter_context(httpx.Client(timeout=120))
+            world.reset(client)
+            for i, body in enumerate(bodies):
+                w = world.before(i, len(bodies), client)
+                head = {"content-type": "application/json"}
+                r = client.post(lb.url + "/v1/chat/completions", content=body, headers=head)
+                failed += r.status_code != 200
+                worlds.append({**w, "client_ok": r.status_code == 200})
+                progress.advance(task)
+        finally:
+            for proc in procs:
+                _stop(proc)
+    records = [json.loads(line) for log in logs if log.exists()
+               for line in log.read_text().splitlines() if line]  # fmt: skip
+    records.sort(key=lambda r: r.get("ts", 0))
+    for rec, w in zip(records, worlds, strict=False):
+        rec["world"] = w
+        rec["client_failed"] = failed
+    return records
