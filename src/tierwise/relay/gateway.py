@@ -278,7 +278,8 @@ class Gateway(asyncio.DatagramProtocol):
     def _refilter_hellos(self) -> None:
         if self._hello_transport is not None:
             sock = self._hello_transport.get_extra_info("socket")
-            kfilter.attach(sock, kfilter.hello_program(tags=self.admit_tags))
+            tagged = kfilter.hello_program(tags=self.admit_tags)
+            kfilter.attach_or_loosen(sock, tagged, kfilter.hello_program())  # never stale tags
         elif self._filtered is not None:
             self._refilter()
 
