@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import random
 
 from hypothesis import given, settings
@@ -140,5 +141,22 @@ def test_garbage_entries_decode_to_none() -> None:
     assert decode(good) is not None
     for bad in ({}, {**good, "ts": "nan"}, {**good, "kind": "rm -rf"}, {**good, "data": "[1"},
                 {**good, "data": "[]"}, {**good, "seq": "x"},
-                {**good, "data": '{"shape": {"nope": 1}}'}):  # fmt: skip
+                {**good, "data": '{"shape": {"nope": 1}}'},
+                {**good, "kind": "sample", "data": '{"name": "rtt_s", "value": NaN}'},
+                {**good, "data": "{" + " " * 20_000 + "}"}):  # fmt: skip
         assert decode(bad) is None
+
+
+def test_nonsense_measurements_change_nothing() -> None:
+    """A negative, huge or non-numeric sample, or one naming a local or unknown estimate,
+    decodes but moves no estimate."""
+    log = SiteLog(model())
+    before = estimates(log.model)
+    for i, (name, value) in enumerate([("rtt_s", -1.0), ("rtt_s", 1e300), ("rtt_s", "1"),
+                                        ("error_rel", 0.5), ("theta", 1.0)]):  # fmt: skip
+        raw = {"ts": str(1.0 + i), "replica": "x", "seq": str(i + 1), "site": "edge",
+               "kind": "sample", "data": json.dumps({"name": name, "value": value})}  # fmt: skip
+        obs = decode(raw)
+        assert obs is not None
+        log.add(obs)
+    assert estimates(log.model) == before

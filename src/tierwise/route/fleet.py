@@ -74,10 +74,12 @@ def apply_kind(m: SiteModel, kind: str, d: dict[str, Any]) -> None:
         learn(m, d["shape"], d["timing"])
     elif kind == "timeout":
         learn_timeout(m, d["shape"], d["elapsed_s"])
-    elif kind == "bound":
-        _estimator(m, d["name"]).at_most(d["value"])
-    elif kind == "sample":
-        _estimator(m, d["name"]).update(d["value"])
+    elif kind in ("bound", "sample"):
+        value = d["value"]
+        if not isinstance(value, int | float) or not 0 <= value < 1e15:
+            raise ValueError(f"not a measurement: {value!r}")
+        est = _estimator(m, d["name"])
+        est.at_most(value) if kind == "bound" else est.update(value)
 
 
 def _estimator(m: SiteModel, name: str) -> Adaptive:
@@ -259,6 +261,10 @@ _SHAPE = {f.name for f in dataclasses.fields(RequestShape)}
 _TIMING = {f.name for f in dataclasses.fields(Timing)}
 
 
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is no measurement")
+
+
 def decode(fields: dict[str, str]) -> Obs | None:
     """An entry back to an observation; None for anything malformed (never an exception:
     what another version or a stranger wrote must not stop the reader)."""
@@ -273,7 +279,7 @@ def decode(fields: dict[str, str]) -> Obs | None:
         text = fields["data"]
         if len(text) > MAX_DATA:
             return None
-        raw = json.loads(text)
+        raw = json.loads(text, parse_constant=_no_constant)  # no NaN or Infinity
         if not isinstance(raw, dict):
             return None
         data: dict[str, Any] = dict(raw)

@@ -30,14 +30,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tierwise.route.fleet import Fleet, Obs, decode, encode
+from tierwise.route.fleet import HISTORY, Fleet, Obs, decode, encode
 from tierwise.route.fleetconf import StateTarget
 
 __all__ = ["FleetLink"]
 
 STREAM_MAX = 100_000  # entries the stream keeps (approximate trim)
 OUTBOX_MAX = 20_000  # observations waiting for Redis; past this the oldest are dropped
-BATCH = 500  # entries per write or read
+BATCH = 500  # entries per write
+READ_BATCH = 100  # entries per read (merging a read holds the event loop; keep it short)
 READ_BLOCK_MS = 200  # a read waits this long for new entries
 INFLIGHT_EVERY_S = 0.05  # in-flight counts are swapped this often
 INFLIGHT_STALE_S = 3.0  # a replica's counts older than this are a replica gone
@@ -179,7 +180,15 @@ class FleetLink:
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def _read_all(self, client) -> None:
-        """Read the stream from :attr:`last_id` to its end (a starting replica's load)."""
+        """Read the stream from :attr:`last_id` to its end (a starting replica's load):
+        from its start, only the newest entries the sites' logs can keep (older ones
+        would be dropped as too late anyway), oldest first."""
+        if self.last_id == "0-0":
+            keep = HISTORY * max(len(self.fleet.logs), 1)
+            newest = await client.xrevrange(self.stream, count=keep)
+            if not newest:
+                return
+            self._merge(list(reversed(newest)))
         while True:
             got = await client.xrange(self.stream, min=_after(self.last_id), count=BATCH)
             if not got:
@@ -188,7 +197,9 @@ class FleetLink:
 
     async def _reader(self, client) -> None:
         while True:
-            got = await client.xread({self.stream: self.last_id}, count=BATCH, block=READ_BLOCK_MS)
+            got = await client.xread(
+                {self.stream: self.last_id}, count=READ_BATCH, block=READ_BLOCK_MS
+            )
             for _stream, entries in got or []:
                 self._merge(entries)
 
