@@ -221,27 +221,31 @@ def bench_spread(tmp: Path) -> dict:
 
 
 def added_latency(requests: int, tmp: Path, progress) -> dict:
-    """One gateway with state on beside one without, requests alternating between them."""
-    with stand_ins(1) as urls, redis_server() as redis, \
-            gateways(1, urls, tmp, redis.url, "on") as (on,), \
-            gateways(1, urls, tmp, None, "off") as (off,):  # fmt: skip
-        times: dict[str, list[float]] = {"on": [], "off": []}
-        task = progress.add_task("added latency", total=2 * requests)
+    """One gateway with state on beside two without (the second an A/A control: the
+    spread between identical gateways), requests rotating among the three."""
+    with contextlib.ExitStack() as stack:
+        urls = stack.enter_context(stand_ins(1))
+        redis = stack.enter_context(redis_server())
+        (on,) = stack.enter_context(gateways(1, urls, tmp, redis.url, "on"))
+        (off,) = stack.enter_context(gateways(1, urls, tmp, None, "off"))
+        (control,) = stack.enter_context(gateways(1, urls, tmp, None, "control"))
+        order = [("on", on), ("off", off), ("control", control)]
+        times: dict[str, list[float]] = {name: [] for name, _ in order}
+        task = progress.add_task("added latency", total=3 * requests)
         with httpx.Client(timeout=30) as c:
-            for url in (on, off):  # warm
+            for _, url in order:  # warm
                 for _ in range(20):
                     c.post(url + "/v1/chat/completions", content=BODY)
             for i in range(requests):
-                for name, url in (
-                    (("on", on), ("off", off)) if i % 2 else (("off", off), ("on", on))
-                ):
+                for name, url in order[i % 3 :] + order[: i % 3]:
                     t0 = time.perf_counter()
                     c.post(url + "/v1/chat/completions", content=BODY)
                     times[name].append(time.perf_counter() - t0)
                     progress.advance(task)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    return {"median_on_ms": med["on"] * 1e3, "median_off_ms": med["off"] * 1e3,
-            "added_ms": (med["on"] - med["off"]) * 1e3}  # fmt: skip
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    return {"median_on_ms": med["on"], "median_off_ms": med["off"],
+            "median_control_ms": med["control"], "added_ms": med["on"] - med["off"],
+            "control_minus_off_ms": med["control"] - med["off"]}  # fmt: skip
 
 
 def world(requests: int, tmp: Path) -> dict:
