@@ -86,14 +86,16 @@ def one_router(obs: list[Obs]) -> dict:
     dup_share=st.floats(0, 0.5),
 )
 def test_merge_is_order_independent_and_idempotent(seed, n, order, dup_share) -> None:
-    """Observations merged in any order, some of them twice, leave exactly the estimates
-    of one router that applied them in time order."""
+    """Observations merged in any order and batches, some of them twice, leave exactly
+    the estimates of one router that applied them in time order."""
     obs = observations(n, seed)
     shuffled = obs + [o for o in obs if order.random() < dup_share]
     order.shuffle(shuffled)
     log = SiteLog(model())
-    for o in shuffled:
-        log.add(o)
+    while shuffled:  # in batches of any size (one read of the stream each)
+        k = order.randint(1, 8)
+        log.add_many(shuffled[:k])
+        shuffled = shuffled[k:]
     assert estimates(log.model) == one_router(obs)
 
 

@@ -204,8 +204,9 @@ class FleetLink:
                 self._merge(entries)
 
     def _merge(self, entries: list[tuple[str, dict[str, str]]]) -> None:
-        now = time.time()
+        """Merge a read's entries: events at once, observations as one batch."""
         me = self.fleet.replica
+        batch: list[Obs] = []
         for entry_id, fields in entries:
             self.last_id = entry_id
             kind = fields.get("kind") if isinstance(fields, dict) else None
@@ -220,12 +221,16 @@ class FleetLink:
                 continue
             if obs.replica == me:
                 self.fleet.resume_seq(obs.seq)
-            if self.fleet.merge(obs) and obs.replica != me:
-                self._count("received")
-                if self.on_event is not None:  # the site was just used: no probe needed
-                    self.on_event("used", obs.site, {})
-                if self.metrics is not None:
-                    self.metrics.fleet_staleness.observe(max(now - obs.ts, 0.0))
+            batch.append(obs)
+        now = time.time()
+        for obs in self.fleet.merge_many(batch):
+            if obs.replica == me:
+                continue
+            self._count("received")
+            if self.metrics is not None:
+                self.metrics.fleet_staleness.observe(max(now - obs.ts, 0.0))
+            if self.on_event is not None:  # the site was just used: no probe needed
+                self.on_event("used", obs.site, {})
 
     def _event(self, kind: str, fields: dict[str, str]) -> None:
         try:
