@@ -105,11 +105,18 @@ def test_a_site_benched_by_one_is_avoided_by_all(tmp_path: Path) -> None:
 
 def test_in_flight_across_the_fleet_feeds_the_queue(tmp_path: Path) -> None:
     """Requests in flight at replica a at a one-slot site are counted by b, whose
-    prediction for that site then includes waiting behind them."""
+    prediction for that site then includes waiting behind them; a replica long gone,
+    or garbage, is removed from the counts."""
     slow = ("--decode-step", "100 ms", "--prefill-per-token", "0 s", "--slots", "1")
     with model_servers(slow) as (url,), redis_server() as redis:
         sites = [{**site("edge", url, "100 ms"), "slots": 1}]
+        import redis as redis_py
+
+        ghosts = redis_py.Redis(port=redis.port)
+        ghosts.hset("tierwise:route:inflight", mapping={"gone": '{"ts": 0, "sites": {"edge": 9}}',
+                                                       "junk": "not json"})  # fmt: skip
         with replicas(["a", "b"], sites, tmp_path, redis.url) as [(_, gw_a), (b, _)]:
+            until(lambda: set(ghosts.hkeys("tierwise:route:inflight")) == {b"a", b"b"}, 2.0)
             now = time.monotonic()
             shape_pred = b._predicted("edge", b.sites["edge"], _shape(b), now)
             post = {"json": BODY, "timeout": 30}

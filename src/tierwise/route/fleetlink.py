@@ -42,6 +42,7 @@ READ_BATCH = 100  # entries per read (merging a read holds the event loop; keep 
 READ_BLOCK_MS = 200  # a read waits this long for new entries
 INFLIGHT_EVERY_S = 0.05  # in-flight counts are swapped this often
 INFLIGHT_STALE_S = 3.0  # a replica's counts older than this are a replica gone
+INFLIGHT_FORGET_S = 60.0  # ... and older than this are removed from the hash
 MAX_BACKOFF_S = 1.0  # a returning Redis is found within a second (goal: back in 5 s)
 SOCKET_TIMEOUT_S = 1.0  # a stopped (SIGSTOP) or partitioned server: given up on after this
 LOAD_TIMEOUT_S = 3.0  # a starting replica waits at most this for the fleet's state
@@ -269,16 +270,23 @@ class FleetLink:
             await client.hset(self.inflight_key, me, json.dumps(mine))
             everyone = await client.hgetall(self.inflight_key)
             now, total = time.time(), {name: 0 for name in self.fleet.logs}
+            gone = []
             for replica, text in everyone.items():
                 if replica == me:
                     continue
+                gone.append(replica)  # unless it proves fresh below
                 with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
                     row = json.loads(text)
-                    if now - float(row["ts"]) > INFLIGHT_STALE_S:
+                    age_s = now - float(row["ts"])
+                    if age_s < INFLIGHT_FORGET_S:
+                        gone.pop()
+                    if age_s > INFLIGHT_STALE_S:
                         continue
                     for site, n in row["sites"].items():
                         if site in total and isinstance(n, int) and 0 <= n < 1_000_000:
                             total[site] += n
+            if gone:  # replicas long gone (or garbage): the hash does not grow forever
+                await client.hdel(self.inflight_key, *gone)
             self.others_inflight = total
             if self.metrics is not None:
                 for site, n in total.items():
