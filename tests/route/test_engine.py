@@ -69,6 +69,9 @@ def test_engine_answers_chat_and_completions(model_file: Path, tmp_path: Path) -
             )  # fmt: skip
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
             assert text and chunks[-1].usage.completion_tokens == 6
+            # the engine's count of the same prompt (its chat template: 24 tokens for what
+            # the gateway estimates at 6), learned from the whole answer's usage
+            assert abs(chunks[-1].usage.prompt_tokens - whole.usage.prompt_tokens) <= 1
             done = client.completions.create(model="tiny", prompt="once upon", max_tokens=5)
             assert done.usage.completion_tokens == 5 and done.choices[0].text
             streamed = list(
@@ -92,6 +95,8 @@ def test_engine_answers_chat_and_completions(model_file: Path, tmp_path: Path) -
     added = [r for r in log if "usage_added" in r]
     assert len(added) == 1 and added[0]["usage_added"]["completion_tokens"] == 6
     assert added[0]["usage_added"]["by"] == "gateway"
+    assert added[0]["usage_added"]["prompt"] == "estimated"  # still not the engine's word
+    assert added[0]["usage_added"]["prompt_from"] == "learned from usage"
     assert [r["stages"]["tokens_out"] for r in log[:4]] == [8, 6, 5, 7]
     assert log[1]["stages"]["tokens_from"] == "events"
     assert max(r["stages"]["queued_s"] for r in log[4:]) > 0  # someone waited in line
@@ -146,3 +151,40 @@ def test_engine_killed_mid_request_fails_over(model_file: Path, tmp_path: Path) 
     last = records(tmp_path)[-1]
     assert [a["site"] for a in last["attempts"]] == ["engine", "stand-in"]
     assert last["attempts"][0]["outcome"].startswith("connection error")
+
+
+def test_client_gone_from_a_whole_answer_cancels_the_engine(
+    model_file: Path, tmp_path: Path
+) -> None:
+    """A client that gives up on a whole (not streamed) answer frees the engine too: with
+    ``whole_as_stream`` the gateway asks llama.cpp for a stream (its whole answers run to
+    the end whoever waits) and closes it when the client leaves. A whole answer asked this
+    way is still a whole answer in OpenAI's shape, its usage counted and marked."""
+    with llama_server(model_file) as (engine, _), model_servers(STAND_IN) as (stand_in,):
+        engine_site, stand_in_site = sites(engine, stand_in)
+        engine_site["whole_as_stream"] = True
+        router, port = gateway([engine_site, stand_in_site], tmp_path, probe_interval="1 h")
+        with served(router.app, port) as gw:
+            client = openai.OpenAI(base_url=gw + "/v1", api_key="unused", max_retries=0)
+            messages = [{"role": "user", "content": "hello"}]
+            whole = client.chat.completions.create(model="tiny", messages=messages, max_tokens=9)
+            assert whole.object == "chat.completion" and whole.choices[0].message.content
+            assert whole.usage.completion_tokens == 9 and whole.choices[0].finish_reason
+            text = client.completions.create(model="tiny", prompt="once", max_tokens=5)
+            assert text.object == "text_completion" and text.usage.completion_tokens == 5
+            long = {"prompt": "tell a long story", "max_tokens": 1900}
+            with pytest.raises(httpx.ReadTimeout):  # the client gives up after 0.5 s
+                httpx.post(gw + "/v1/completions", json=long, timeout=0.5)
+            t0 = time.perf_counter()
+            pin = {"x-tierwise-site": "engine"}
+            short = httpx.post(gw + "/v1/completions", json={"prompt": "hi", "max_tokens": 4},
+                               headers=pin, timeout=30)  # fmt: skip
+            elapsed = time.perf_counter() - t0
+    assert short.status_code == 200 and short.json()["usage"]["completion_tokens"] == 4
+    assert elapsed < 2.0, f"the engine was still busy with the abandoned answer: {elapsed:.2f} s"
+    log = records(tmp_path)
+    assert log[0]["asked_as_stream"] and log[0]["usage_added"]["whole_from_stream"]
+    assert log[0]["usage_added"]["prompt"] == "estimated"
+    gone = next(r for r in log if r["prompt_tokens"] == 5 and r["output_tokens"] == 1900)
+    assert gone["stream_error"] == "client disconnected"
+    assert gone["stages"]["tokens_out"] < 1900

@@ -106,6 +106,10 @@ def serve(
     config_ = uvicorn.Config(
         router.app, log_level="warning", access_log=False, http=guarded_protocol(*limits)
     )
+    if g.keys_file is not None:  # SIGHUP: read the keys file again (it is also watched)
+        import signal
+
+        signal.signal(signal.SIGHUP, lambda *_: setattr(router.gate, "reload_asked", True))
     uvicorn.Server(config_).run(sockets=[sock])
 
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Gate", "check_exposure", "guarded_protocol", "read_body", "rejection"]
 
+KEYS_CHECK_S = 1.0  # the keys file is looked at (one stat) at most this often
 LINGER_S = 1.0  # after a refusal, read and drop what the client still sends this long
 _KINDS = {401: "authentication_error", 429: "rate_limit_error", 404: "not_found_error"}
 
@@ -125,6 +128,10 @@ class Gate:
     def __init__(self, cfg: Gateway, registry: Any = None) -> None:
         self.cfg = cfg
         self.ring = KeyRing(load_keys(cfg.keys_file)) if cfg.keys_file else None
+        self._keys_seen = _file_stamp(cfg.keys_file) if cfg.keys_file else None
+        self._keys_checked = time.monotonic()
+        self.reload_asked = False  # set by SIGHUP (a signal handler): reload at the next request
+        self.reload_error: str | None = None  # the last reload's refusal, if it failed
         self.metrics_open = self.ring is None or is_loopback(cfg.host)
         self.buckets: dict[str, _Bucket] = {}
         self.rejected = self.admitted = None
@@ -149,6 +156,8 @@ class Gate:
         with 401 (no or unknown key) or 429 (over its rate or concurrency)."""
         if self.ring is None:
             return None
+        if self.reload_asked or time.monotonic() - self._keys_checked >= KEYS_CHECK_S:
+            self.reload_keys()
         auth = _header(scope["headers"], b"authorization")
         client = self.ring.find(auth)
         if client is None:
@@ -188,9 +197,52 @@ class Gate:
             b.counter.inc()
         return client
 
+    def reload_keys(self) -> bool:
+        """Read the keys file again if it changed (its mtime, size or inode) or a reload
+        was asked (SIGHUP): added keys are let in and removed ones refused from the next
+        request on, without a restart. A file that no longer loads (a typo, 0644) keeps
+        the keys in force and says why once on stderr. Whether the keys changed."""
+        self._keys_checked = time.monotonic()
+        asked, self.reload_asked = self.reload_asked, False
+        path = self.cfg.keys_file
+        if path is None or self.ring is None:
+            return False
+        stamp = _file_stamp(path)
+        if stamp == self._keys_seen and not asked:
+            return False
+        self._keys_seen = stamp
+        try:
+            clients = load_keys(path)
+        except ScenarioError as exc:
+            message = f"tierwise route: keys file not reloaded, the old keys stay: {exc}"
+            if message != self.reload_error:
+                print(message, file=sys.stderr, flush=True)
+            self.reload_error = message
+            return False
+        self.reload_error = None
+        self.ring = KeyRing(clients)
+        g = self.cfg
+        for c in clients.values():  # changed limits apply now; requests in flight still count
+            if (b := self.buckets.get(c.name)) is not None:
+                b.rate, b.burst = c.rate or g.key_rate, float(c.burst or g.key_burst)
+                b.concurrency = c.concurrency or g.key_concurrency
+                b.tokens = min(b.tokens, b.burst)
+        print(f"tierwise route: keys file reloaded, {len(clients)} clients", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return True
+
     def release(self, client: Client | None) -> None:
         if client is not None:
             self.buckets[client.name].in_flight -= 1
+
+
+def _file_stamp(path: str | None) -> tuple[int, int, int] | None:
+    """What tells a changed file: its mtime (ns), size and inode (None if it is gone)."""
+    try:
+        st = os.stat(path) if path is not None else None
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino) if st is not None else None
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:

@@ -57,6 +57,7 @@ from tierwise.route.predict import (
     pick,
     predict,
 )
+from tierwise.route.relaypath import fetch_relay_path
 from tierwise.route.request import (
     DEADLINE_HEADER,
     HEADER_BYTES,
@@ -69,7 +70,14 @@ from tierwise.route.request import (
     requested_output_tokens,
     strip_inline_data,
 )
-from tierwise.route.sse import DONE, SseScan, usage_chunk
+from tierwise.route.slots import SlotQueue
+from tierwise.route.sse import (
+    DONE,
+    SseScan,
+    usage_chunk,
+    wants_whole_as_stream,
+    whole_answer,
+)
 from tierwise.route.stages import Marks, Work, decompose
 from tierwise.route.upload import CONNECTS, MIN_BYTES, SlowUpload, UploadWatch, watch_backend
 
@@ -159,6 +167,8 @@ class Attempt:
     slot: int | None = None  # its job in the site's line (a site with known slots)
     held: bool = False  # counted in flight at its site until its answer ends
     work: Work = field(default_factory=Work)  # the gateway's work relaying its answer
+    seen: int | None = None  # its entry in the site's slot learner (slots not configured)
+    as_stream: bool = False  # a whole answer asked of the site as a stream (whole_as_stream)
 
 
 class Router:
@@ -362,7 +372,52 @@ class Router:
         record["decide_s"] = marks.decide_s = marks.decided - t0
         record["_marks"] = marks
         self.metrics.decide.observe(record["decide_s"])
-        return await self._forward(request, body, shape, preds, order, record, t0)
+        as_stream = self._as_stream(body, data, order)
+        work = self._forward(request, body, shape, preds, order, record, t0, as_stream)
+        if shape.stream:
+            return await work
+        return await self._unless_gone(request, work, record, t0)
+
+    def _as_stream(self, body: bytes, data: dict[str, Any], order: list[str]) -> bytes | None:
+        """The body asking for a stream, for a whole answer to a site that is asked for
+        streams (``whole_as_stream``), if the request allows it (:func:`wants_whole_as_stream`;
+        not a body whose inline data was set aside to parse it)."""
+        if not any(self.sites[n].model.site.whole_as_stream for n in order):
+            return None
+        if len(body) > LEAN_BYTES or not wants_whole_as_stream(data):
+            return None
+        return json.dumps({**data, "stream": True}, separators=(",", ":")).encode()
+
+    async def _unless_gone(self, request: Request, work, record, t0: float) -> Response:
+        """Await a whole answer unless the client leaves first: then the work is cancelled,
+        and with it the site's request (its connection closed: a server that watches it
+        stops; one asked for a stream, ``whole_as_stream``, stops between tokens)."""
+        me = asyncio.current_task()
+        assert me is not None
+        fired: list[bool] = []
+
+        async def watch() -> None:
+            await _disconnected(request.receive)
+            fired.append(True)
+            me.cancel()
+
+        # the work runs in this task, not a new one: up to its first wait it is what it
+        # was (it joins a site's line before the next request is predicted)
+        gone = asyncio.create_task(watch())
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if not fired:
+                raise
+            me.uncancel()
+        finally:
+            gone.cancel()
+        if "outcome" not in record:
+            record["outcome"] = "client gone"
+            record["total_s"] = time.perf_counter() - t0
+            self._close_record(record)
+            self._write(record)
+        return Response(status_code=499)  # nobody reads it
 
     def _predicted(self, name: str, st: SiteState, shape: RequestShape, now: float) -> Prediction:
         """The site's prediction, behind a dropped upload still draining and behind the
@@ -450,7 +505,9 @@ class Router:
             task=task,
         )
 
-    async def _forward(self, request, body, shape, preds, order, record, t0) -> Response:
+    async def _forward(
+        self, request, body, shape, preds, order, record, t0, as_stream: bytes | None = None
+    ) -> Response:
         """Try the sites in ``order``; one that outlives its patience is hedged, not dropped.
 
         An attempt that fails (5xx, connection error, timeout, slow upload) hands over to
@@ -464,8 +521,20 @@ class Router:
         attempts: list[Attempt] = []
         queue = order[: self.cfg.decision.max_attempts]
         if len(queue) == 1 or not self.predicted_attempts:  # nothing to hedge
-            return await self._in_turn(request, body, shape, by_site, queue, record, t0)
+            return await self._in_turn(request, body, shape, by_site, queue, record, t0, as_stream)
         running: dict[asyncio.Task, tuple[str, float]] = {}
+        try:
+            return await self._hedged(
+                body, shape, by_site, queue, record, t0, as_stream, headers, attempts, running
+            )
+        finally:  # cancelled (the client left): the attempts still running stop too
+            for task in running:
+                task.cancel()
+
+    async def _hedged(
+        self, body, shape, by_site, queue, record, t0, as_stream, headers, attempts, running
+    ) -> Response:
+        """:meth:`_forward`'s loop over the sites with hedging (its docstring)."""
         hedge_at = math.inf
         while queue or running:
             if queue and (not running or time.perf_counter() >= hedge_at):
@@ -477,8 +546,9 @@ class Router:
                     continue
                 watch = self._upload_watch(name, body, by_site[name], next_s)
                 coro = self._attempt(
-                    name, shape.path, headers, body, budget_s, watch, _service_s(by_site[name])
-                )
+                    name, shape.path, headers, body, budget_s, watch, _service_s(by_site[name]),
+                    as_stream,
+                )  # fmt: skip
                 running[asyncio.create_task(coro)] = (name, time.perf_counter())
                 hedge_at = time.perf_counter() + self._patience_s(by_site[name], next_s)
             wait_s = max(hedge_at - time.perf_counter(), 0.0) if queue else None
@@ -495,7 +565,9 @@ class Router:
                     return await self._answer(a, shape, by_site[a.site], record, attempts, t0)
         return self._no_site(record, attempts)
 
-    async def _in_turn(self, request, body, shape, by_site, queue, record, t0) -> Response:
+    async def _in_turn(
+        self, request, body, shape, by_site, queue, record, t0, as_stream: bytes | None = None
+    ) -> Response:
         """The sites one after another, each awaited in this task — when there is nothing
         to hedge (one candidate, or the common router): no task per attempt."""
         headers = _forward_headers(request)
@@ -505,7 +577,9 @@ class Router:
             if budget_s <= 0:
                 break
             service_s = _service_s(by_site[name])
-            sent = await self._attempt(name, shape.path, headers, body, budget_s, None, service_s)
+            sent = await self._attempt(
+                name, shape.path, headers, body, budget_s, None, service_s, as_stream
+            )
             a = self._settled(sent, shape)
             attempts.append(a)
             if a.response is not None:
@@ -524,14 +598,18 @@ class Router:
     def _no_site(self, record: dict[str, Any], attempts: list[Attempt]) -> Response:
         record["attempts"] = [_attempt_dict(a) for a in attempts]
         record["outcome"] = "no site"
-        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
-        record["decomposition"] = decompose(end - marks.arrived, marks)
-        if trace is not None:
-            trace.finish(record, marks, end)
+        self._close_record(record)
         self._write(record)
         self.metrics.no_site.inc()
         tried = "; ".join(f"{a.site}: {a.outcome}" for a in attempts) or "none tried"
         return _error(503, f"no site could answer within the deadline ({tried})", "no_site")
+
+    def _close_record(self, record: dict[str, Any]) -> None:
+        """Decompose and end the trace of a request that ended without an answer."""
+        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
+        record["decomposition"] = decompose(end - marks.arrived, marks)
+        if trace is not None:
+            trace.finish(record, marks, end)
 
     async def _cancel(self, running: dict[asyncio.Task, tuple[str, float]], shape) -> list:
         """Stop the attempts a faster site has overtaken; each counts as a timeout."""
@@ -587,6 +665,7 @@ class Router:
         timeout: float,
         watch=None,
         service_s: float = 0.0,
+        as_stream: bytes | None = None,
     ) -> Attempt:
         """One request to one site. At a site whose line the gateway keeps, the request is
         a job in it from now until its answer ends (:meth:`_release`) or it fails, and is
@@ -600,7 +679,14 @@ class Router:
                 await self._turn(line, slot, timeout)
             waited_s = time.perf_counter() - joined
             timeout = max(timeout - waited_s, 1e-3)
-            a = await self._attempt_once(name, path, headers, body, timeout, watch)
+            learner = self.sites[name].model.slot_learner
+            seen = learner.begin(time.monotonic()) if learner is not None else None
+            streamed = as_stream is not None and self.sites[name].model.site.whole_as_stream
+            sent_body = as_stream if streamed and as_stream is not None else body
+            a = await self._attempt_once(name, path, headers, sent_body, timeout, watch)
+            a.seen, a.as_stream = seen, streamed
+            if a.response is None and learner is not None:
+                learner.end(seen, time.monotonic())
         except TimeoutError:  # no slot within the attempt's budget: the line, not a failure
             self.inflight[name] -= 1
             if line is not None:
@@ -642,11 +728,28 @@ class Router:
         if a.held:
             a.held = False
             self.inflight[a.site] -= 1
-        line = self.sites[a.site].model.slots
-        if line is None or a.slot is None:
+        m = self.sites[a.site].model
+        if m.slot_learner is not None and a.seen is not None:
+            m.slot_learner.end(a.seen, time.monotonic())
+            a.seen = None
+        if m.slots is None or a.slot is None:
             return
-        line.done(a.slot, time.monotonic())
+        m.slots.done(a.slot, time.monotonic())
         a.slot = None
+
+    def _first_token(self, a: Attempt, pred: Prediction) -> None:
+        """A stream's first token: what it tells of the site's slots, if they are learned."""
+        m = self.sites[a.site].model
+        if m.slot_learner is None or a.seen is None:
+            return
+        first_s = pred.stages_s.get("first_token", 0.0)
+        value = m.slot_learner.first(a.seen, time.monotonic(), first_s)
+        if value is None:
+            return
+        if m.slots is None:  # from now on the gateway keeps the site's line
+            m.slots = SlotQueue(value)
+        else:
+            m.slots.slots = value
 
     async def _attempt_once(
         self, name: str, path: str, headers, body: bytes, timeout: float, watch=None
@@ -729,6 +832,8 @@ class Router:
         if shape.stream and resp.status_code < 400:
             gen = self._relay_stream(a, shape, pred, record, attempts, t0)
             return StreamingResponse(gen, status_code=resp.status_code, headers=headers)
+        if a.as_stream and resp.status_code < 400:
+            return await self._assemble(a, shape, pred, record, attempts, t0, headers)
         try:
             content = await resp.aread()
         except httpx.HTTPError as exc:  # the site answered, then broke off mid-body
@@ -745,6 +850,61 @@ class Router:
         a.timing.tokens_from = "usage"
         finish = BackgroundTask(self._finish_later, a, shape, pred, record, attempts, t0)
         return Response(content, status_code=resp.status_code, headers=headers, background=finish)
+
+    async def _assemble(self, a: Attempt, shape, pred, record, attempts, t0, headers) -> Response:
+        """A whole answer asked of the site as a stream (``whole_as_stream``): its events
+        read and timed as a stream's (first token, pace: learned as a stream), then put
+        together as the whole answer (:func:`~tierwise.route.sse.whole_answer`) with
+        ``usage``: the site's, or the tokens counted and the prompt estimated (the record
+        says so). A client that leaves meanwhile cancels this (:meth:`_unless_gone`)."""
+        resp, t = a.response, a.timing
+        assert resp is not None
+        scan = SseScan().keep()
+        record["asked_as_stream"] = True
+        try:
+            async for chunk in resp.aiter_raw():
+                now = time.perf_counter() - a.sent_at
+                if scan.feed(chunk):
+                    if t.first_token_s is None:
+                        t.first_token_s = now
+                        self._first_token(a, pred)
+                    t.last_token_s = now
+                    if a.slot is not None and scan.tokens >= 3:
+                        self._progress(a, shape, scan.tokens, now - t.first_token_s)
+                t.bytes_down += len(chunk)
+        except httpx.HTTPError as exc:  # the site broke off mid-answer
+            self._failed(self.sites[a.site], a.site, "broken body", a.sent_at)
+            return _error(502, f"{a.site} broke off its answer ({type(exc).__name__})", "upstream")
+        except BaseException:  # cancelled: the client went away
+            record["stream_error"] = "client disconnected"
+            raise
+        finally:
+            await resp.aclose()
+            self._release(a)
+            t.end_s = time.perf_counter() - a.sent_at
+            t.events = scan.events
+            t.tokens_out, t.tokens_from = scan.tokens, "events"
+            if "stream_error" in record:
+                self._finish(a, dc_replace(shape, stream=True), pred, record, attempts, t0)
+        m = self.sites[a.site].model
+        usage = scan.usage if isinstance(scan.usage, dict) else None
+        if usage is None or not isinstance(usage.get("completion_tokens"), int):
+            prompt = m.prompt_tokens(shape.prompt_tokens)
+            usage = {"prompt_tokens": prompt, "completion_tokens": scan.tokens,
+                     "total_tokens": prompt + scan.tokens}  # fmt: skip
+            how = "learned from usage" if m.prompt_map.n else "characters / 4"
+            record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated",
+                                     "prompt_from": how, "whole_from_stream": True}  # fmt: skip
+        else:
+            t.tokens_out, t.tokens_from = usage["completion_tokens"], "usage"
+        chat = shape.path.endswith("/chat/completions")
+        content = json.dumps(whole_answer(scan, chat, usage)).encode()
+        t.bytes_down = max(t.bytes_down, len(content))
+        headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        streamed = dc_replace(shape, stream=True)  # learned as the stream it was
+        finish = BackgroundTask(self._finish_later, a, streamed, pred, record, attempts, t0)
+        return Response(content, resp.status_code, headers=headers,
+                        media_type="application/json", background=finish)  # fmt: skip
 
     async def _relay_stream(self, a: Attempt, shape, pred, record, attempts, t0):
         """Pass the upstream bytes through unchanged, timing each token event on the way.
@@ -767,14 +927,19 @@ class Router:
                 if scan.feed(chunk):
                     if t.first_token_s is None:
                         t.first_token_s, w.at_first = now, done
+                        self._first_token(a, pred)
                     t.last_token_s, w.at_last = now, done
                     if a.slot is not None and scan.tokens >= 3:
                         self._progress(a, shape, scan.tokens, now - t.first_token_s)
                 t.bytes_down += len(chunk)
                 at = chunk.find(DONE) if shape.include_usage and not added else -1
                 if at >= 0 and scan.usage is None:
-                    event, usage = usage_chunk(scan, shape.prompt_tokens)
-                    record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated"}
+                    m = self.sites[a.site].model
+                    event, usage = usage_chunk(scan, m.prompt_tokens(shape.prompt_tokens))
+                    how = "learned from usage" if m.prompt_map.n else "characters / 4"
+                    record["usage_added"] = {
+                        **usage, "by": "gateway", "prompt": "estimated", "prompt_from": how,
+                    }  # fmt: skip
                     added = True
                     chunk = chunk[:at] + event + chunk[at:]
                 sending = clock()
@@ -828,6 +993,8 @@ class Router:
         record["decomposition"] = self._decomposition(a, shape, record, marks, end)
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
+        if (slots := st.model.slots_said()) is not None:
+            record["slots"] = {a.site: slots}
         if (fit := st.model.service_fit()) is not None:
             record["service_fit"] = {a.site: fit}
         self.metrics.observe(a.site, record, pred, st.model, st.breaker)
@@ -903,8 +1070,14 @@ class Router:
         disconnect), while a site that stays down costs a probe per interval."""
         interval = self.cfg.gateway.probe_interval
         probes: set[asyncio.Task] = set()
+        relays_read = -math.inf
         while True:
             now = time.monotonic()
+            if now - relays_read >= interval and self._relay_routes():
+                relays_read = now
+                task = asyncio.create_task(self._read_relays())
+                probes.add(task)
+                task.add_done_callback(probes.discard)
             for name, st in self.sites.items():
                 idle = now - st.last_used >= interval
                 if not st.probing and (idle or now >= st.suspect_at):
@@ -918,6 +1091,28 @@ class Router:
                 for task in probes:
                     task.cancel()
                 raise
+
+    def _relay_routes(self) -> list[str]:
+        return [n for n, st in self.sites.items() if st.model.site.via == "relay"]
+
+    async def _read_relays(self) -> None:
+        """Each relay client's measurements of its path (:mod:`tierwise.route.relaypath`):
+        the loss each way into the relay route and its direct siblings over the same path,
+        the measured rates into the relay route while no transfer has taught it one."""
+        for name in self._relay_routes():
+            host, _, port = (self.sites[name].model.site.relay or "").rpartition(":")
+            path = await fetch_relay_path(host.strip("[]"), int(port)) if port else None
+            if path is None:
+                continue
+            m = self.sites[name].model
+            for key, value in path.samples().items():
+                if key.endswith("_rate") and getattr(m, key).samples:
+                    continue  # transfers measured it: they time what requests see
+                self._observe(name, "sample", name=key, value=value)
+            for sibling in self.cfg.siblings(name):
+                if sibling in self.sites:
+                    for key, value in path.loss_samples().items():
+                        self._observe(sibling, "sample", name=key, value=value)
 
     async def _probe(self, name: str, st: SiteState) -> None:
         try:
@@ -1044,6 +1239,12 @@ class _App:
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+async def _disconnected(receive) -> None:
+    """Return when the client has gone (ASGI ``http.disconnect``; the body is read by now)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _aiter_and_close(resp: httpx.Response):

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tierwise.route.predict import SMALL_BYTES, RequestShape, SiteModel, service_features
+from tierwise.route.predict import (
+    SMALL_BYTES,
+    RequestShape,
+    SiteModel,
+    prompt_map_features,
+    service_features,
+)
 
 __all__ = ["Timing", "learn", "parse_server_timing"]
 
@@ -79,12 +85,14 @@ def _decode_step_s(t: Timing, stream: bool) -> float | None:
 def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
     """Update ``m``'s estimates from one successful attempt."""
     srv = t.server
+    if t.prompt_tokens is not None and t.prompt_tokens > 0:  # the site's own count
+        m.prompt_map.update(prompt_map_features(req.prompt_tokens), t.prompt_tokens)
     server_s = srv.get("queue", 0.0) + srv.get("prefill", 0.0)
     if not req.stream:
         server_s += srv.get("decode", 0.0)
     if srv:
         m.queue_s.update(srv.get("queue", 0.0))
-        bound_s = req.prompt_tokens * m.prefill_bound_s
+        bound_s = (t.prompt_tokens or m.prompt_tokens(req.prompt_tokens)) * m.prefill_bound_s
         if bound_s > 1e-4 and "prefill" in srv:
             m.prefill_factor.update(srv["prefill"] / bound_s)
     step_s = _decode_step_s(t, req.stream)
@@ -126,7 +134,7 @@ def learn_service(m: SiteModel, req: RequestShape, t: Timing) -> None:
     if m.site.remote:
         lead_s = m.rtt_s.value + req.bytes_up / max(m.up_rate.value, 1.0)
     start_s = lead_s
-    n = req.prompt_tokens
+    n = t.prompt_tokens or m.prompt_tokens(req.prompt_tokens)  # the site's count if it said
     if req.stream:
         if t.first_token_s is None:
             return

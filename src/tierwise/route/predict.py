@@ -24,7 +24,7 @@ from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.route.config import RouteConfig, RouteSite
 from tierwise.route.estimate import Adaptive, LinearFit, normal_cdf
-from tierwise.route.slots import SlotQueue
+from tierwise.route.slots import SlotLearner, SlotQueue
 from tierwise.scenario.schema import Decision, ModelWork, Scenario, Task
 
 __all__ = ["Prediction", "RequestShape", "SiteModel", "pick", "site_model"]
@@ -67,11 +67,20 @@ class SiteModel:
     decode_factor: Adaptive
     down_bytes_per_token: Adaptive
     error_rel: Adaptive = field(default_factory=lambda: Adaptive(0.2))
+    # random loss each way (the path's, not congestion): the site's priors, then what a
+    # relay client measures on the path (tierwise.route.relaypath); a direct route's TCP
+    # pays recovery for it in the planner's model, a relay route's FEC repairs it
+    loss_up: Adaptive = field(default_factory=lambda: Adaptive(0.0))
+    loss_down: Adaptive = field(default_factory=lambda: Adaptive(0.0))
     failure_p: float = 0.0
     # The server's time learned from the gateway's own clock (a site that sends no
     # Server-Timing, such as llama.cpp): see ``service_features``.
     service: LinearFit | None = None
     slots: SlotQueue | None = None  # the line at a site whose slots are known
+    slot_learner: SlotLearner | None = None  # a site without ``slots``: learned from streams
+    # The site's own count of a prompt's tokens from the gateway's estimate (characters
+    # / 4): its tokenizer and chat template, learned from the usage of whole answers.
+    prompt_map: LinearFit = field(default_factory=lambda: prompt_token_map())
     # The planner's inputs built for the last request, reused while they still hold:
     # the site with the live estimates, the task, the scenario (pydantic copies cost
     # more than the evaluation itself, and between two samples they do not change).
@@ -81,7 +90,13 @@ class SiteModel:
         """The scenario ``evaluate_option`` reads for ``req``: this site with its live
         estimates in place of the priors, the request's bytes and deadline as the task."""
         memo = self._memo
-        key = (self.rtt_s.value, self.up_rate.value, self.down_rate.value)
+        key = (
+            self.rtt_s.value,
+            self.up_rate.value,
+            self.down_rate.value,
+            _loss(self.loss_up.value),
+            _loss(self.loss_down.value),
+        )
         if memo.get("site_key") != key:
             relay = {"recovery": "fec", "connection": None} if self.site.via == "relay" else {}
             memo["site"] = self.site.model_copy(
@@ -89,6 +104,8 @@ class SiteModel:
                     "rtt": key[0],
                     "uplink": max(key[1], 1.0),
                     "downlink": max(key[2], 1.0),
+                    "loss": key[3],
+                    "loss_down": key[4],
                     **relay,
                 }
             )
@@ -108,7 +125,16 @@ class SiteModel:
 
     def estimates(self) -> dict[str, Any]:
         """The live estimates with their uncertainty and the filter each uses (for logs)."""
-        names = ("rtt_s", "up_rate", "down_rate", "queue_s", "prefill_factor", "decode_factor")
+        names = (
+            "rtt_s",
+            "up_rate",
+            "down_rate",
+            "queue_s",
+            "prefill_factor",
+            "decode_factor",
+            "loss_up",
+            "loss_down",
+        )
         out: dict[str, Any] = {}
         for name in names:
             a: Adaptive = getattr(self, name)
@@ -122,6 +148,20 @@ class SiteModel:
         f = self.service
         return {"theta": f.theta, "paces": f.paces, "n": f.n, "features": SERVICE_FEATURES}
 
+    def slots_said(self) -> dict[str, Any] | None:
+        """The site's slots and where they come from (for logs), or None (not known)."""
+        if self.slots is None:
+            return None
+        how = "config" if self.slot_learner is None else "learned from streams"
+        return {"value": self.slots.slots, "from": how}
+
+    def prompt_tokens(self, estimated: int) -> int:
+        """The site's count of a prompt the gateway estimated at ``estimated`` tokens:
+        the learned map once an answer's ``usage`` has told it, else the estimate."""
+        if not self.prompt_map.n:
+            return estimated
+        return max(round(self.prompt_map.predict(prompt_map_features(estimated))), 1)
+
     def learned_service(self) -> bool:
         """Whether the server's time comes from :attr:`service` (it has samples)."""
         return self.service is not None and self.service.n > 0
@@ -134,6 +174,18 @@ class SiteModel:
 
 
 SERVICE_FEATURES = ["1", "n/1e3", "(n/1e3)^2", "(k-1)/1e2", "(k-1)/1e2*(n+k/2)/1e3"]
+
+
+def prompt_token_map() -> LinearFit:
+    """A site's tokens as ``a + b·estimate`` (b per thousand): llama.cpp's chat template
+    adds a fixed count per request, its vocabulary a ratio (2.5× for the random model's
+    byte-level one). A tokenizer does not drift: no forgetting, no paces."""
+    return LinearFit(theta=[0.0, 1000.0], prior_sd=[50.0, 1000.0], rel_noise=0.02,
+                     abs_noise=2.0, forget=0.0)  # fmt: skip
+
+
+def prompt_map_features(estimated: int) -> list[float]:
+    return [1.0, estimated / 1e3]
 
 
 def service_features(prompt_tokens: int, output_tokens: int) -> tuple[list[float], list[float]]:
@@ -192,7 +244,18 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
         down_bytes_per_token=Adaptive(8.0),
         service=service,
         slots=SlotQueue(site.slots) if site.slots else None,
+        slot_learner=None if site.slots else SlotLearner(),
+        loss_up=Adaptive(site.loss),
+        loss_down=Adaptive(site.loss_on_download),
     )
+
+
+MAX_LOSS = 0.5  # beyond this a loss estimate is a broken path, not random loss
+
+
+def _loss(value: float) -> float:
+    """A loss estimate as the planner takes it: in [0, MAX_LOSS], to 0.1 % (a memo key)."""
+    return round(min(max(value, 0.0), MAX_LOSS), 3)
 
 
 def _has_peak(site: RouteSite, catalog: Any) -> bool:
@@ -247,10 +310,11 @@ def predict(
     n_out = req.output_tokens
     bytes_down = 400 + n_out * m.down_bytes_per_token.value
     scn = m.planner_inputs(req, bytes_down)
+    n_in = m.prompt_tokens(req.prompt_tokens)
     if m.learned_service():
-        prefill_s, decode_s = m.service_s(req.prompt_tokens, n_out)
+        prefill_s, decode_s = m.service_s(n_in, n_out)
     else:
-        prefill_s = req.prompt_tokens * m.prefill_bound_s * m.prefill_factor.value
+        prefill_s = n_in * m.prefill_bound_s * m.prefill_factor.value
         decode_s = n_out * m.step_bound_s * m.decode_factor.value
     queue_s = m.queue_s.value
     if m.slots is not None:

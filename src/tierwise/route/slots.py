@@ -26,7 +26,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 
-__all__ = ["SlotQueue"]
+__all__ = ["SlotLearner", "SlotQueue"]
 
 STALE_S = 600.0  # a job this old has been lost (a bug or a killed task): drop it
 
@@ -110,3 +110,82 @@ class SlotQueue:
     def _drop_stale(self, now: float) -> None:
         for key in [k for k, j in self.jobs.items() if now - j.sent > STALE_S]:
             self.done(key, now)
+
+
+HOLDS = 3  # requests seen waiting for another's end before the site's slots are taken as known
+SEEN_KEEP = 256  # ended requests remembered (for the requests that began before they ended)
+
+
+@dataclass
+class _Seen:
+    begin: float
+    first: float | None = None
+    end: float | None = None
+
+
+class SlotLearner:
+    """How many requests a site serves at once, learned from its streams when the
+    config does not say (``slots`` unset) and the engine does not either (llama.cpp's
+    C++ server has ``/slots``; llama-cpp-python's has neither that nor ``/props``).
+
+    Two things are watched in the requests this gateway sends: how many streams
+    produce tokens at the same time (the most seen, ``served``, is a lower bound of
+    the slots), and whether a stream sent while ``served`` others were in flight got
+    its first token only after one of them ended, having waited most of its time
+    before that end and far longer than its predicted time to first token (a
+    *hold*: it waited for a slot). After :data:`HOLDS` holds the site has ``served``
+    slots (:attr:`value`); a later stream seen beside more raises it. A server that
+    serves everyone at once shows overlaps and never a hold: it keeps no slots.
+
+    The gateway then keeps the site's line (:class:`SlotQueue`). From then on it sends
+    no more than :attr:`value` at once, so it cannot see more: a server given more
+    slots later is not noticed until restart (set ``slots`` to say it).
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, _Seen] = {}
+        self.served = 0
+        self.holds = 0
+        self.value: int | None = None
+        self._ids = itertools.count()
+
+    def begin(self, now: float) -> int:
+        """A request was sent to the site at ``now``."""
+        key = next(self._ids)
+        self.jobs[key] = _Seen(now)
+        if len(self.jobs) > SEEN_KEEP:  # the oldest ended ones (a lost one after STALE_S)
+            for k in [k for k, j in self.jobs.items() if j.end is not None][: -SEEN_KEEP // 2]:
+                del self.jobs[k]
+            for k in [k for k, j in self.jobs.items() if now - j.begin > STALE_S]:
+                del self.jobs[k]
+        return key
+
+    def first(self, key: int | None, now: float, first_token_s: float) -> int | None:
+        """Request ``key``'s first token came at ``now`` (its predicted time to first token
+        once served: ``first_token_s``). The site's slots if this settles or raises them."""
+        job = self.jobs.get(key) if key is not None else None
+        if job is None or job.first is not None:
+            return None
+        job.first = now
+        others = [j for k, j in self.jobs.items() if k != key]
+        serving = 1 + sum(1 for j in others if j.first is not None and j.end is None)
+        before = self.value
+        if serving > self.served:
+            self.served = serving
+            if self.value is not None:
+                self.value = serving
+        ahead = [j for j in others if j.begin < job.begin and (j.end is None or j.end > job.begin)]
+        ends = [j.end for j in ahead if j.end is not None and j.end <= now]
+        if len(ahead) >= self.served and ends:
+            waited_s = max(ends) - job.begin  # until the last end before its first token
+            if waited_s >= 0.5 * (now - job.begin) and waited_s > max(2 * first_token_s, 0.02):
+                self.holds += 1
+        if self.value is None and self.holds >= HOLDS:
+            self.value = self.served
+        return self.value if self.value != before else None
+
+    def end(self, key: int | None, now: float) -> None:
+        """Request ``key``'s answer ended (or it failed) at ``now``."""
+        job = self.jobs.get(key) if key is not None else None
+        if job is not None and job.end is None:
+            job.end = now

@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any
 
-__all__ = ["SseScan", "usage_chunk"]
+__all__ = ["SseScan", "usage_chunk", "wants_whole_as_stream", "whole_answer"]
 
 DONE = b"data: [DONE]"
 
@@ -30,6 +30,12 @@ class SseScan:
         self.usage: dict[str, Any] | None = None
         self.done = False
         self.head: dict[str, Any] = {}  # id, object, created, model of the last event
+        self.kept: list[dict[str, Any]] | None = None  # every event, if asked (keep())
+
+    def keep(self) -> SseScan:
+        """Keep every event's JSON too (to assemble a whole answer: :func:`whole_answer`)."""
+        self.kept = []
+        return self
 
     def feed(self, chunk: bytes) -> int:
         """Read ``chunk``; return how many tokens its complete events carried."""
@@ -55,6 +61,8 @@ class SseScan:
                 continue
             self.events += 1
             tokens += _tokens(obj)
+            if self.kept is not None:
+                self.kept.append(obj)
             if isinstance(obj.get("usage"), dict):
                 self.usage = obj["usage"]
             self.head = {k: obj[k] for k in ("id", "object", "created", "model") if k in obj}
@@ -87,3 +95,38 @@ def usage_chunk(scan: SseScan, prompt_tokens: int) -> tuple[bytes, dict[str, int
     head.update(scan.head)
     event = {**head, "choices": [], "usage": usage}
     return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n", usage
+
+
+def wants_whole_as_stream(data: dict[str, Any]) -> bool:
+    """Whether a whole-answer request can be asked of a site as a stream and assembled
+    (:func:`whole_answer`): one choice of plain text — no tools, function calls or
+    log-probabilities, whose streamed pieces are not put back together here."""
+    if data.get("stream") or data.get("n") not in (None, 1):
+        return False
+    return not any(data.get(k) for k in ("tools", "functions", "logprobs", "top_logprobs"))
+
+
+def whole_answer(scan: SseScan, chat: bool, usage: dict[str, int]) -> dict[str, Any]:
+    """The whole answer that a stream's events (``scan.keep()``) add up to, in OpenAI's
+    shape: ``chat.completion`` (the deltas' content) or ``text_completion`` (the texts),
+    the last ``finish_reason``, and ``usage``."""
+    text: list[str] = []
+    finish = None
+    head = {"id": "", "created": int(time.time()), "model": ""} | dict(scan.head)
+    for obj in scan.kept or ():
+        for choice in obj.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(piece, str):
+                text.append(piece)
+            finish = choice.get("finish_reason") or finish
+    if chat:
+        message = {"role": "assistant", "content": "".join(text)}
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        head["object"] = "chat.completion"
+    else:
+        choice = {"index": 0, "text": "".join(text), "logprobs": None, "finish_reason": finish}
+        head["object"] = "text_completion"
+    return {**head, "choices": [choice], "usage": usage}

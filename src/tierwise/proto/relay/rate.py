@@ -10,6 +10,8 @@ delivers, as in BBR (Cardwell et al. 2016), and the brake is RTT inflation::
     cwnd     = CWND_GAIN · btl_bw · min_rtt   (at least ``MIN_CWND_PACKETS`` packets)
     brake    : the round's smallest RTT > min_rtt · (1 + QUEUE_SLACK) + QUEUE_SLACK_S
                → gain 0.75 until the queue drains
+    policed  : (:mod:`.police`) pacing = HOLD_GAIN · ceiling, one round in
+               HOLD_PROBE_ROUNDS at PROBE_GAIN · ceiling, until a probe passes clean
 
 A burst that fits the window (a request) goes out at twice the estimate: its
 ACKs come back at the bottleneck rate, so each burst either confirms the
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+
+from tierwise.proto.relay.police import RELEASE_GROWTH, PolicingDetector
 
 __all__ = ["RateController", "RateSample"]
 
@@ -39,6 +43,11 @@ QUEUE_SLACK = 0.25
 QUEUE_SLACK_S = 0.002
 FULL_BW_GROWTH = 1.25
 FULL_BW_ROUNDS = 3
+# A policed path: hold just below its ceiling (the bucket stays full, so a reply's burst
+# and the ceiling's measurement error cost no loss) and look above it now and then.
+HOLD_GAIN = 0.97
+PROBE_GAIN = 1.15
+HOLD_PROBE_ROUNDS = 32
 
 
 # Built per acknowledged packet: a dataclass with its own (compiled) __init__, not a frozen
@@ -66,8 +75,18 @@ class RateSample:
 class RateController:
     """Pacing rate and window of one sending direction."""
 
-    def __init__(self, mss: int, initial_rate_bytes_per_s: float | None = None) -> None:
+    def __init__(
+        self,
+        mss: int,
+        initial_rate_bytes_per_s: float | None = None,
+        initial_rtt_s: float = INITIAL_RTT_S,
+        blind_bytes: float | None = None,
+    ) -> None:
         self.mss = mss
+        self.initial_rtt_s = initial_rtt_s  # the window's RTT before the first sample
+        # what may fly before the first ACK (None: the window); a remembered start rate's
+        # bound on the loss it causes if the path has become slower (prior.py)
+        self.blind_bytes = blind_bytes
         self.min_rtt_s: float | None = None
         self._min_rtt_at = 0.0
         self._bw: deque[tuple[int, float]] = deque()  # (round, rate), decreasing rates
@@ -85,6 +104,8 @@ class RateController:
         # Why start-up ended ("queued train", "full pipe", "brake"; empty while it runs): a
         # diagnostic for traces (relay/trace.py), not an input to the rate.
         self.startup_exit = ""
+        self.police = PolicingDetector()
+        self._hold_round = 0
 
     @property
     def startup(self) -> bool:
@@ -109,8 +130,11 @@ class RateController:
     def btl_bw_bytes_per_s(self) -> float:
         """The largest recent delivery rate; in start-up never below the initial window's rate
         (the first samples, taken from idle, measure one packet per RTT, not the path)."""
+        ceiling = self.police.ceiling_bytes_per_s
+        if ceiling is not None:
+            return ceiling
         initial = self._initial_rate or INITIAL_CWND_PACKETS * self.mss / (
-            self.min_rtt_s or INITIAL_RTT_S
+            self.min_rtt_s or self.initial_rtt_s
         )
         if not self._bw:
             return initial
@@ -119,7 +143,21 @@ class RateController:
         return self._bw[0][1]
 
     @property
+    def measured_bw_bytes_per_s(self) -> float:
+        """The largest recent delivery rate measured (0: none yet), no start rate in it."""
+        return self._bw[0][1] if self._bw else 0.0
+
+    @property
+    def probing_policer(self) -> bool:
+        """Policed, and this round looks above the ceiling."""
+        police = self.police
+        every = max(HOLD_PROBE_ROUNDS, 4 * police.probe_rounds)
+        return police.policed and self._hold_round % every < police.probe_rounds
+
+    @property
     def gain(self) -> float:
+        if self.police.policed:
+            return PROBE_GAIN if self.probing_policer else HOLD_GAIN
         if self._braking:
             return BRAKE_GAIN
         if self.startup or self.app_limited:
@@ -134,7 +172,9 @@ class RateController:
             return float("inf")  # the first flight is a packet train: its ACKs time the path
         rate = self.gain * self.btl_bw_bytes_per_s
         if self.app_limited:
-            rate = max(rate, INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or INITIAL_RTT_S))
+            rate = max(
+                rate, INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or self.initial_rtt_s)
+            )
         return rate
 
     @property
@@ -145,11 +185,32 @@ class RateController:
         return cwnd
 
     def _window_bytes(self) -> float:
-        rtt = self.min_rtt_s or INITIAL_RTT_S
+        rtt = self.min_rtt_s or self.initial_rtt_s
         gain = max(CWND_GAIN, self.gain)
         if not self._bw and not self._initial_rate:
             return INITIAL_CWND_PACKETS * self.mss
-        return max(gain * self.btl_bw_bytes_per_s * rtt, MIN_CWND_PACKETS * self.mss)
+        window = max(gain * self.btl_bw_bytes_per_s * rtt, MIN_CWND_PACKETS * self.mss)
+        if not self._bw and self.blind_bytes is not None:
+            return min(window, max(self.blind_bytes, INITIAL_CWND_PACKETS * self.mss))
+        return window
+
+    @property
+    def has_initial_rate(self) -> bool:
+        """A start rate was given (configured or remembered) and is still in force."""
+        return self._initial_rate is not None
+
+    def forget_initial_rate(self) -> None:
+        """The start rate proved wrong for this path (a remembered one that changed): go on
+        from what was measured, as a new session would — or, with nothing measured yet, as
+        one (32 datagrams, then the ACKs time the path). Measured, start-up ends: its gain
+        would push the queue that just showed the path is slower."""
+        self._initial_rate = self.blind_bytes = None
+        self.initial_rtt_s = INITIAL_RTT_S
+        if self._bw:
+            self.startup = False
+            self.startup_exit = "prior dropped"
+            self._cycle = 1  # drain what the remembered rate queued
+        self._cwnd = None
 
     def on_sample(self, sample: RateSample, now: float) -> None:
         """Fold in one acknowledged packet."""
@@ -173,9 +234,17 @@ class RateController:
             self._cycle = CYCLE_GAINS.index(1.0)
         self._cwnd = None
 
-    def on_round_end(self) -> None:
-        """A round trip has passed (the caller tracks delivered packets)."""
+    def on_resolved(self, pn: int, size: int, sent_s: float, lost: bool, app_limited: bool) -> None:
+        """Packet ``pn`` was acknowledged in order (``lost`` False), or lost or filled in late
+        (rebuilt by FEC, retransmitted): the policing detector's input."""
+        self.police.on_resolved(pn, size, sent_s, lost, app_limited)
+
+    def on_round_end(self, next_pn: int | None = None) -> None:
+        """A round trip has passed (the caller tracks delivered packets); ``next_pn`` is the
+        number the next packet sent will carry (the policing detector's round boundary)."""
         self.round += 1
+        if next_pn is not None:
+            self._police_round(next_pn)
         # The newest estimate never expires: the rounds of an idle or app-limited session
         # measure nothing new, and an empty filter would take the first sample after idle
         # (one packet over the idle gap, 372 B/s in the lab) and pace the next request at it.
@@ -185,12 +254,29 @@ class RateController:
         self._braking = self._round_rtt_min > floor
         self._round_rtt_min = float("inf")
         app_limited, self._round_app_limited = self._round_app_limited, False
-        if self.startup:
+        if self.police.policed:
+            pass  # the hold's gains (see gain)
+        elif self.police.needs_spread and not self.startup and CYCLE_GAINS[self._cycle] == 1.0:
+            self._cycle = 0  # probe and drain now: the detector judges by their difference
+        elif self.startup:
             if not app_limited or self._braking:
                 self._check_full_pipe()
         else:
             self._cycle = (self._cycle + 1) % len(CYCLE_GAINS)
         self._cwnd = None
+
+    def _police_round(self, next_pn: int) -> None:
+        was, ceiling = self.police.policed, self.police.ceiling_bytes_per_s
+        self._hold_round = self._hold_round + 1 if was else 1
+        self.police.on_round_start(next_pn, probe=was and self.probing_policer)
+        if self.police.policed and not was:
+            self._hold_round = self.police.probe_rounds  # the first probe after a whole hold
+            if self.startup:
+                self.startup, self.startup_exit = False, "policer"
+        elif was and not self.police.policed and ceiling is not None:
+            self._bw.clear()  # start again from what the probes delivered, probing first
+            self._bw.append((self.round, RELEASE_GROWTH * ceiling))
+            self._cycle = 0
 
     def _check_full_pipe(self) -> None:
         bw = self.btl_bw_bytes_per_s
