@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis as redis_py
 
 from tests.modelserver import free_port, model_servers
 from tests.route.test_gateway import served, site
@@ -110,8 +111,6 @@ def test_in_flight_across_the_fleet_feeds_the_queue(tmp_path: Path) -> None:
     slow = ("--decode-step", "100 ms", "--prefill-per-token", "0 s", "--slots", "1")
     with model_servers(slow) as (url,), redis_server() as redis:
         sites = [{**site("edge", url, "100 ms"), "slots": 1}]
-        import redis as redis_py
-
         ghosts = redis_py.Redis(port=redis.port)
         ghosts.hset("tierwise:route:inflight", mapping={"gone": '{"ts": 0, "sites": {"edge": 9}}',
                                                        "junk": "not json"})  # fmt: skip
