@@ -229,3 +229,21 @@ def test_acl_user_over_tls(tmp_path: Path) -> None:
                       **more) as [(a, gw), (b, _)]:  # fmt: skip
             assert httpx.post(gw + "/v1/chat/completions", json=BODY).status_code == 200
             until(lambda: a.link.up and b.link.up and same(a, b, "edge"), 3.0)
+
+
+def test_a_replica_starting_while_redis_is_stopped(tmp_path: Path) -> None:
+    """A replica started while Redis answers nothing (SIGSTOP) gives up after a socket
+    timeout (1 s; the load never waits past 3 s) and serves from its priors; when Redis
+    resumes it joins and catches up with what the others had learned."""
+    with model_servers(FAST) as (url,), redis_server() as redis:
+        sites = [site("edge", url, "1 ms")]
+        with replicas(["a"], sites, tmp_path, redis.url) as [(_, gw_a)]:
+            for _ in range(4):
+                assert httpx.post(gw_a + "/v1/chat/completions", json=BODY).status_code == 200
+            redis.pause()
+            t0 = time.monotonic()
+            with replicas(["b"], sites, tmp_path, redis.url) as [(b, gw_b)]:
+                assert time.monotonic() - t0 < 6.0 and not b.link.up
+                assert httpx.post(gw_b + "/v1/chat/completions", json=BODY).status_code == 200
+                redis.resume()
+                until(lambda: b.link.up and b.fleet.received >= 4, 5.0)
