@@ -189,12 +189,12 @@ class FleetLink:
             newest = await client.xrevrange(self.stream, count=keep)
             if not newest:
                 return
-            self._merge(list(reversed(newest)))
+            self._merge(list(reversed(newest)), live=False)
         while True:
             got = await client.xrange(self.stream, min=_after(self.last_id), count=BATCH)
             if not got:
                 return
-            self._merge(got)
+            self._merge(got, live=False)
 
     async def _reader(self, client) -> None:
         while True:
@@ -204,8 +204,9 @@ class FleetLink:
             for _stream, entries in got or []:
                 self._merge(entries)
 
-    def _merge(self, entries: list[tuple[str, dict[str, str]]]) -> None:
-        """Merge a read's entries: events at once, observations as one batch."""
+    def _merge(self, entries: list[tuple[str, dict[str, str]]], live: bool = True) -> None:
+        """Merge a read's entries: events at once, observations as one batch (``live``:
+        as they come, each one's staleness measured; not the state loaded at start)."""
         me = self.fleet.replica
         batch: list[Obs] = []
         for entry_id, fields in entries:
@@ -228,7 +229,7 @@ class FleetLink:
             if obs.replica == me:
                 continue
             self._count("received")
-            if self.metrics is not None:
+            if self.metrics is not None and live:
                 self.metrics.fleet_staleness.observe(max(now - obs.ts, 0.0))
             if self.on_event is not None:  # the site was just used: no probe needed
                 self.on_event("used", obs.site, {})
