@@ -297,18 +297,18 @@ class FleetLink:
     # ---------------------------------------------------------------- reporting
 
     def _down(self, exc: BaseException) -> None:
-        """Log an outage once (and a different failure once more), then stay quiet."""
+        """Log an outage once — its first failure; retries that fail, however they fail,
+        stay quiet until Redis is back — and carry on."""
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
         reason = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
         if "auth" in reason.lower() or "WRONGPASS" in reason or "NOAUTH" in reason:
             reason = f"refused the password ({reason})"
         self.others_inflight = {}
-        kind = reason.split(":")[0]
-        if self.up or self.reported != kind:
+        if self.up or self.reported is None:
             _log(f"fleet state at {self.target.url} unavailable: {reason}; carrying on with "
                  "this replica's own estimates, retrying with back-off")  # fmt: skip
-            self.reported = kind
+            self.reported = reason
         self.up = False
         if self.metrics is not None:
             self.metrics.fleet_up.set(0)
