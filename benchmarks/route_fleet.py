@@ -13,7 +13,8 @@ model-server`` stand-ins on loopback.
 - added latency: one gateway with state on beside one without, requests alternating
   (goal: median grows ≤ 0.2 ms);
 - the world: ``tierwise lab route --loopback --replicas 3`` (three sharing within 5 % of
-  one router, and ≥ 20 % less than three alone).
+  one router, and ≥ 20 % less than three alone);
+- merging's cost per observation beside learning alone (no goal; docs/design.md).
 
     python benchmarks/route_fleet.py --requests 300 --world 80
 """
@@ -248,6 +249,45 @@ def added_latency(requests: int, tmp: Path, progress) -> dict:
             "control_minus_off_ms": med["control"] - med["off"]}  # fmt: skip
 
 
+def merge_cost(n: int = 2000) -> dict:
+    """Microseconds per observation: learning alone (the peer), merged in order, and
+    merged with every second one arriving one late (a rebuild from a checkpoint each);
+    the best of five passes over the property test's observation mix."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from tests.route.test_fleet_merge import model, observations
+
+    from tierwise.route.fleet import SiteLog, apply
+
+    obs = observations(n, 1)
+
+    def plain() -> None:
+        m = model()
+        for o in obs:
+            apply(m, o)
+
+    def in_order() -> None:
+        log = SiteLog(model())
+        for o in obs:
+            log.add(o)
+
+    def late() -> None:
+        log = SiteLog(model())
+        for i in range(0, n - 1, 2):
+            log.add(obs[i + 1])
+            log.add(obs[i])
+
+    def best_us(f) -> float:
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return min(times) / n * 1e6
+
+    return {"learn_us": best_us(plain), "merge_in_order_us": best_us(in_order),
+            "merge_half_late_us": best_us(late)}  # fmt: skip
+
+
 def world(requests: int, tmp: Path) -> dict:
     out = tmp / "world.json"
     cmd = [*CLI, "lab", "route", "--loopback", "--replicas", "3", "--requests", str(requests),
@@ -270,7 +310,7 @@ def main() -> None:
         sys.exit(f"error: {reason}")
     from rich.progress import Progress
 
-    out: dict = {"load_before": load()}
+    out: dict = {"load_before": load(), "merge": merge_cost()}
     with tempfile.TemporaryDirectory(prefix="tierwise-fleet-bench-") as name:
         tmp = Path(name)
         with Progress(transient=True) as progress:
