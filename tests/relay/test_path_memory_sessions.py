@@ -226,3 +226,21 @@ def test_a_real_client_remembers_its_gateway_and_starts_from_it(tmp_path: Path) 
     gateway_paths = json.loads((tmp_path / "gateway.json").read_text())["paths"]
     assert list(gateway_paths) == ["127.0.0.1"]
     assert gateway_paths["127.0.0.1"]["rate_out_bytes_per_s"] > 0
+
+
+@pytest.mark.parametrize("small_first", [False, True])
+def test_a_never_seen_path_costs_at_most_one_round_trip(small_first: bool) -> None:
+    """The issue's goal for a new session with no memory, 0 %: at most one RTT above the
+    floor — also after a small exchange first (a forward's check at the client's start),
+    whose app-limited samples must not set the pace of the first real flight."""
+    rate = 100e6 / 8
+    net = Net(OneWayPath(rate_bytes_per_s=rate), OneWayPath(rate_bytes_per_s=rate), seed=3)
+    net.run(60, lambda: net.client.established)
+    if small_first:
+        check = request_response(net, [(12, 1)])
+        net.run(net.now + 5, all_done(net, check))
+    expected = request_response(net, [(UP, DOWN)])
+    start = net.now
+    net.run(start + 60, all_done(net, expected))
+    floor = 0.2 + (UP + DOWN) / rate
+    assert net.now - start <= floor + 0.2
