@@ -17,8 +17,10 @@ RFC 9040 §4's "temporal sharing"). The connection then starts:
 A remembered path may have changed. The prior is dropped (:meth:`PriorCheck`), and the
 session goes on from what it measured as a new one would, when
 
-* the handshake's round trip is longer than the remembered minimum by
-  ``PRIOR_RTT_SLACK`` (plus ``PRIOR_RTT_SLACK_S``): a new route, known before any data;
+* the first round trip's minimum RTT (the ACK's delay taken out) is longer than the
+  remembered one by ``PRIOR_RTT_SLACK`` (plus ``PRIOR_RTT_SLACK_S``): a new route. Not
+  the handshake's: a gateway just started answers its first HELLO late (in the lab
+  under load that dropped every memory);
 * the first round trips queue (the rate controller's brake: RTT inflation), the usual
   sign of a slower bottleneck;
 * more packets are lost than the remembered loss explains (``PRIOR_LOSS_SLACK`` above
@@ -50,8 +52,8 @@ PRIOR_RATE_SHARE = 0.5
 # 14 % loss's repairs is ≈ 540 kB) at the remembered rate; a path that has become slower
 # loses at most this less what its queue holds, then the ACKs' own timing rules
 PRIOR_BLIND_S = 0.02
-PRIOR_RTT_SLACK = 0.25  # the rate controller's QUEUE_SLACK: more is a new route or a queue
-PRIOR_RTT_SLACK_S = 0.005  # timer and scheduling jitter of a handshake's one sample
+PRIOR_RTT_SLACK = 0.5  # twice the brake's QUEUE_SLACK: more than a queue, another route
+PRIOR_RTT_SLACK_S = 0.01  # scheduling jitter of the first samples on a loaded host
 PRIOR_LOSS_SLACK = 0.05  # lost share above the remembered loss that proves the path changed
 PRIOR_LOSS_MIN_PACKETS = 8  # ... counted over at least this many lost packets
 
