@@ -226,3 +226,31 @@ def test_any_json_paths_object_loads_without_raising(paths: dict) -> None:
         memory = PathMemory(path, "client").load()
         for peer in memory.records:
             memory.recall(peer, NOW)
+
+
+def _key(tmp_path: Path) -> Path:
+    path = tmp_path / "relay.key"
+    path.write_text("ab" * 32 + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def test_check_shows_where_memory_lives_and_off_turns_it_off(tmp_path: Path) -> None:
+    """--check: the state directory's file by default, the flag's or the file's (relative
+    to the file) when given, "off" when off; an empty value is one line, exit 2."""
+    from tests.conftest import run_cli
+
+    key = _key(tmp_path)
+    base = ("relay", "client", "--check", "--gateway", "127.0.0.1:7443", "--key-file", str(key))
+    shown = json.loads(run_cli(*base).stdout)["path_memory"]
+    assert shown.endswith("tierwise/relay-client-paths.json")
+    assert json.loads(run_cli(*base, "--path-memory", "off").stdout)["path_memory"] == "off"
+    config = tmp_path / "relay.toml"
+    config.write_text('path_memory = "state/paths.json"\n')
+    got = run_cli(*base, "--config", str(config))
+    assert json.loads(got.stdout)["path_memory"] == str(tmp_path / "state" / "paths.json")
+    bad = run_cli(*base, "--path-memory", "")
+    assert bad.code == 2 and bad.stderr.count("\n") == 1 and "--path-memory" in bad.stderr
+    gateway = run_cli("relay", "gateway", "--check", "--allow", "127.0.0.1:80", "--key-file",
+                      str(key), "--path-memory", "off")  # fmt: skip
+    assert json.loads(gateway.stdout)["path_memory"] == "off"
