@@ -4,8 +4,12 @@ A route site is a scenario site (tier, hardware, uplink/downlink/rtt — here *p
 that live measurements replace —, energy, region for residency) with the model it
 serves (``model``, ``weights``, ``context``), its ``url``, an API key read from an
 environment variable, and how it is reached (``via = "direct"`` or ``"relay"``
-through the relay client at ``relay``). ``[decision]`` adds the default deadline and
-hysteresis to the scenario's objective and probability; ``[gateway]`` is the service.
+through the relay client at ``relay``, or ``via = ["direct", "relay"]``: both, and the
+router chooses per request by predicted time — the site becomes two routes, ``NAME``
+direct and ``NAME+relay``, each with its own estimates, which the relay client's
+measurements of the shared path feed; :mod:`tierwise.route.relaypath`). ``[decision]``
+adds the default deadline and hysteresis to the scenario's objective and probability;
+``[gateway]`` is the service.
 Errors are the scenario loader's: file, key path, what was expected; exit 2.
 """
 
@@ -24,10 +28,22 @@ from tierwise.scenario.schema import ErrorAt, Site, Weight
 from tierwise.schemakeys import NoBooleanNumbers
 from tierwise.units import PositiveTime, Size, Time
 
-__all__ = ["Gateway", "RouteConfig", "RouteDecision", "RouteSite", "Trace", "load_route"]
+__all__ = [
+    "RELAY_SUFFIX",
+    "Gateway",
+    "RouteConfig",
+    "RouteDecision",
+    "RouteSite",
+    "Trace",
+    "load_route",
+]
 
 
 Quality = Annotated[float, Field(gt=0, le=1)]
+
+
+Via = Literal["direct", "relay"]
+RELAY_SUFFIX = "+relay"  # the relay route of a site reached both ways
 
 
 class _Strict(NoBooleanNumbers):
@@ -68,8 +84,15 @@ class RouteSite(Site):
         "cannot stop a whole answer) and every answer times its first token; the answer's "
         "prompt_tokens is then the gateway's estimate",
     )
-    via: Literal["direct", "relay"] = "direct"
+    via: Via | list[Via] = Field(
+        "direct",
+        description='"direct", "relay", or both as a list: two routes to the site, chosen '
+        "per request by predicted time",
+    )
     relay: str | None = Field(None, description="relay client (SOCKS5) host:port")
+    route_of: str | None = Field(
+        None, description="set by the loader: the site a via route belongs to"
+    )
     ca_file: str | None = Field(
         None,
         description="PEM file of the CAs an https:// site's certificate must chain to "
@@ -78,7 +101,10 @@ class RouteSite(Site):
 
     @model_validator(mode="after")
     def _relay_address(self) -> RouteSite:
-        if self.via == "relay" and not self.relay:
+        vias = self.via if isinstance(self.via, list) else [self.via]
+        if not vias or len(set(vias)) != len(vias):
+            raise ErrorAt(("via",), f'expected "direct", "relay" or both once each, got {vias}')
+        if "relay" in vias and not self.relay:
             raise ErrorAt(("relay",), 'via = "relay" needs relay = "<host:port of the client>"')
         if self.hardware is None and self.decode_step is None:
             raise ErrorAt(("decode_step",), "needs hardware (catalog id) or decode_step")
@@ -234,6 +260,11 @@ class RouteConfig(_Strict):
 
     @model_validator(mode="after")
     def _names(self) -> RouteConfig:
+        if any(isinstance(s.via, list) for s in self.site):
+            return self.model_copy(update={"site": _routes(self.site)})._check_names()
+        return self._check_names()
+
+    def _check_names(self) -> RouteConfig:
         names = [s.name for s in self.site]
         for i, name in enumerate(names):
             if name in names[:i]:
@@ -247,6 +278,27 @@ class RouteConfig(_Strict):
 
     def site_named(self, name: str) -> RouteSite:
         return next(s for s in self.site if s.name == name)
+
+    def siblings(self, name: str) -> list[str]:
+        """The other routes of the site route ``name`` belongs to (none if it has one)."""
+        group = self.site_named(name).route_of
+        if group is None:
+            return []
+        return [s.name for s in self.site if s.route_of == group and s.name != name]
+
+
+def _routes(sites: list[RouteSite]) -> list[RouteSite]:
+    """Each site reached both ways becomes two routes: ``NAME`` direct and ``NAME+relay``."""
+    out = []
+    for s in sites:
+        vias = s.via if isinstance(s.via, list) else [s.via]
+        if len(vias) == 1:
+            out.append(s.model_copy(update={"via": vias[0]}))
+            continue
+        for via in ("direct", "relay"):
+            name = s.name if via == "direct" else s.name + RELAY_SUFFIX
+            out.append(s.model_copy(update={"via": via, "name": name, "route_of": s.name}))
+    return out
 
 
 def load_route(path: str | Path) -> RouteConfig:

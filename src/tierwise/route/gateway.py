@@ -57,6 +57,7 @@ from tierwise.route.predict import (
     pick,
     predict,
 )
+from tierwise.route.relaypath import fetch_relay_path
 from tierwise.route.request import (
     DEADLINE_HEADER,
     HEADER_BYTES,
@@ -1069,8 +1070,14 @@ class Router:
         disconnect), while a site that stays down costs a probe per interval."""
         interval = self.cfg.gateway.probe_interval
         probes: set[asyncio.Task] = set()
+        relays_read = -math.inf
         while True:
             now = time.monotonic()
+            if now - relays_read >= interval and self._relay_routes():
+                relays_read = now
+                task = asyncio.create_task(self._read_relays())
+                probes.add(task)
+                task.add_done_callback(probes.discard)
             for name, st in self.sites.items():
                 idle = now - st.last_used >= interval
                 if not st.probing and (idle or now >= st.suspect_at):
@@ -1084,6 +1091,28 @@ class Router:
                 for task in probes:
                     task.cancel()
                 raise
+
+    def _relay_routes(self) -> list[str]:
+        return [n for n, st in self.sites.items() if st.model.site.via == "relay"]
+
+    async def _read_relays(self) -> None:
+        """Each relay client's measurements of its path (:mod:`tierwise.route.relaypath`):
+        the loss each way into the relay route and its direct siblings over the same path,
+        the measured rates into the relay route while no transfer has taught it one."""
+        for name in self._relay_routes():
+            host, _, port = (self.sites[name].model.site.relay or "").rpartition(":")
+            path = await fetch_relay_path(host.strip("[]"), int(port)) if port else None
+            if path is None:
+                continue
+            m = self.sites[name].model
+            for key, value in path.samples().items():
+                if key.endswith("_rate") and getattr(m, key).samples:
+                    continue  # transfers measured it: they time what requests see
+                self._observe(name, "sample", name=key, value=value)
+            for sibling in self.cfg.siblings(name):
+                if sibling in self.sites:
+                    for key, value in path.loss_samples().items():
+                        self._observe(sibling, "sample", name=key, value=value)
 
     async def _probe(self, name: str, st: SiteState) -> None:
         try:

@@ -67,6 +67,11 @@ class SiteModel:
     decode_factor: Adaptive
     down_bytes_per_token: Adaptive
     error_rel: Adaptive = field(default_factory=lambda: Adaptive(0.2))
+    # random loss each way (the path's, not congestion): the site's priors, then what a
+    # relay client measures on the path (tierwise.route.relaypath); a direct route's TCP
+    # pays recovery for it in the planner's model, a relay route's FEC repairs it
+    loss_up: Adaptive = field(default_factory=lambda: Adaptive(0.0))
+    loss_down: Adaptive = field(default_factory=lambda: Adaptive(0.0))
     failure_p: float = 0.0
     # The server's time learned from the gateway's own clock (a site that sends no
     # Server-Timing, such as llama.cpp): see ``service_features``.
@@ -85,7 +90,13 @@ class SiteModel:
         """The scenario ``evaluate_option`` reads for ``req``: this site with its live
         estimates in place of the priors, the request's bytes and deadline as the task."""
         memo = self._memo
-        key = (self.rtt_s.value, self.up_rate.value, self.down_rate.value)
+        key = (
+            self.rtt_s.value,
+            self.up_rate.value,
+            self.down_rate.value,
+            _loss(self.loss_up.value),
+            _loss(self.loss_down.value),
+        )
         if memo.get("site_key") != key:
             relay = {"recovery": "fec", "connection": None} if self.site.via == "relay" else {}
             memo["site"] = self.site.model_copy(
@@ -93,6 +104,8 @@ class SiteModel:
                     "rtt": key[0],
                     "uplink": max(key[1], 1.0),
                     "downlink": max(key[2], 1.0),
+                    "loss": key[3],
+                    "loss_down": key[4],
                     **relay,
                 }
             )
@@ -112,7 +125,16 @@ class SiteModel:
 
     def estimates(self) -> dict[str, Any]:
         """The live estimates with their uncertainty and the filter each uses (for logs)."""
-        names = ("rtt_s", "up_rate", "down_rate", "queue_s", "prefill_factor", "decode_factor")
+        names = (
+            "rtt_s",
+            "up_rate",
+            "down_rate",
+            "queue_s",
+            "prefill_factor",
+            "decode_factor",
+            "loss_up",
+            "loss_down",
+        )
         out: dict[str, Any] = {}
         for name in names:
             a: Adaptive = getattr(self, name)
@@ -223,7 +245,17 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
         service=service,
         slots=SlotQueue(site.slots) if site.slots else None,
         slot_learner=None if site.slots else SlotLearner(),
+        loss_up=Adaptive(site.loss),
+        loss_down=Adaptive(site.loss_on_download),
     )
+
+
+MAX_LOSS = 0.5  # beyond this a loss estimate is a broken path, not random loss
+
+
+def _loss(value: float) -> float:
+    """A loss estimate as the planner takes it: in [0, MAX_LOSS], to 0.1 % (a memo key)."""
+    return round(min(max(value, 0.0), MAX_LOSS), 3)
 
 
 def _has_peak(site: RouteSite, catalog: Any) -> bool:

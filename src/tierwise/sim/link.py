@@ -4,6 +4,11 @@ A link serves packets first come, first served at a constant rate, so a packet's
 departure is ``d = max(now, d_prev) + size/rate`` and its arrival ``d + prop``:
 one event per packet. The backlog a drop-tail queue sees is
 ``(d_prev − now)·rate`` bytes (or the packets not yet departed).
+
+A link may also be *policed* (:class:`Policer`): a token bucket of ``burst`` bytes
+filled at the policed rate, checked before the queue; a packet finding fewer tokens
+than its size is dropped at once — no queueing delay ever warns the sender, as an
+ISP's or a cloud's rate limiter behaves (RFC 2697's single-rate marker, dropping red).
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ from tierwise.sim.engine import Simulator
 if TYPE_CHECKING:  # numpy loads with the first random stream (a lossless run needs none)
     import numpy as np
 
-__all__ = ["Bernoulli", "GilbertElliott", "Link", "LinkStats", "NoLoss", "loss_process"]
+__all__ = [
+    "Bernoulli",
+    "GilbertElliott",
+    "Link",
+    "LinkStats",
+    "NoLoss",
+    "Policer",
+    "loss_process",
+]
 
 _BLOCK = 4096
 
@@ -96,12 +109,51 @@ def loss_process(spec: Any, rng: np.random.Generator) -> NoLoss | Bernoulli | Gi
     return Bernoulli(float(spec), rng) if spec else NoLoss()
 
 
+class Policer:
+    """A token bucket that drops above its rate without queueing (RFC 2697, red dropped).
+
+    ``tokens = min(burst, tokens + (now − last)·rate)``; a packet of ``size`` bytes passes
+    and takes ``size`` tokens if that many are there, else it is dropped. The bucket
+    starts full. Times must not go backwards.
+    """
+
+    __slots__ = ("burst_bytes", "dropped", "last_s", "rate_bytes_per_s", "tokens")
+
+    def __init__(self, rate_bytes_per_s: float, burst_bytes: float) -> None:
+        if not rate_bytes_per_s > 0 or not math.isfinite(rate_bytes_per_s):
+            raise SimulationError(
+                f"policer rate must be a finite value > 0 bytes/s, got {rate_bytes_per_s}"
+            )
+        if not burst_bytes > 0 or not math.isfinite(burst_bytes):
+            raise SimulationError(
+                f"policer burst must be a finite value > 0 bytes, got {burst_bytes}"
+            )
+        self.rate_bytes_per_s, self.burst_bytes = float(rate_bytes_per_s), float(burst_bytes)
+        self.tokens = self.burst_bytes
+        self.last_s = -math.inf
+        self.dropped = 0
+
+    def admit(self, now: float, size: int) -> bool:
+        """Whether a ``size``-byte packet arriving at ``now`` conforms (False: dropped)."""
+        if now > self.last_s:
+            self.tokens = min(
+                self.burst_bytes, self.tokens + (now - self.last_s) * self.rate_bytes_per_s
+            )
+            self.last_s = now
+        if size <= self.tokens:
+            self.tokens -= size
+            return True
+        self.dropped += 1
+        return False
+
+
 @dataclass
 class LinkStats:
     packets: int = 0
     bytes: int = 0
     lost: int = 0
     dropped: int = 0
+    policed: int = 0  # dropped by the policer
 
 
 class Link:
@@ -116,6 +168,7 @@ class Link:
         queue_bytes: float = math.inf,
         queue_packets: float = math.inf,
         loss: Any = None,
+        policer: Policer | None = None,
         name: str = "link",
     ) -> None:
         if not rate_bytes_per_s > 0 or not math.isfinite(rate_bytes_per_s):
@@ -127,6 +180,7 @@ class Link:
         self.sim, self.rate, self.prop, self.name = sim, rate_bytes_per_s, propagation_s, name
         self.queue_bytes, self.queue_packets = queue_bytes, queue_packets
         self.loss = loss or NoLoss()
+        self.policer = policer
         self._lossy = not isinstance(self.loss, NoLoss)
         self._bounded = queue_bytes != math.inf or queue_packets != math.inf
         self._counted = queue_packets != math.inf  # departures kept for a packet-count queue
@@ -143,6 +197,9 @@ class Link:
         """Queue ``packet``; False if the drop-tail queue is full (the packet is dropped)."""
         sim, stats = self.sim, self.stats
         now = sim.now
+        if self.policer is not None and not self.policer.admit(now, wire_bytes):
+            stats.policed += 1
+            return True  # dropped on the wire: the sender learns nothing here
         if self._count_only:
             d = self._departures
             if len(d) >= self.queue_packets:  # maybe full: forget what has departed

@@ -3,9 +3,10 @@
 :class:`Net` joins a client and a gateway :class:`~tierwise.proto.relay.RelayConnection`
 — the objects ``tierwise relay`` deploys, exchanging real sealed datagrams — through
 one :class:`OneWayPath` per direction: propagation delay, a bottleneck rate with a
-tail-drop queue, and optional loss (Bernoulli or Gilbert–Elliott), reordering,
-duplication and blackouts. Time is synthetic: the loop jumps to the next arrival
-or timer, so a 200 ms path costs no wall time. The tests and
+tail-drop queue, an optional token-bucket policer ahead of it, and optional loss
+(Bernoulli or Gilbert–Elliott), reordering, duplication and blackouts. Time is
+synthetic: the loop jumps to the next arrival or timer, so a 200 ms path costs no
+wall time. The tests and
 ``benchmarks/relay_sim.py`` use it; it is small on purpose and shares nothing
 with the TCP simulator's engine.
 """
@@ -25,7 +26,7 @@ from tierwise.proto.relay import (
     StreamDataReceived,
     StreamReset,
 )
-from tierwise.sim.link import GilbertElliott
+from tierwise.sim.link import GilbertElliott, Policer
 
 __all__ = [
     "BatchedDownload",
@@ -58,12 +59,22 @@ class OneWayPath:
     # the link's MTU in bytes on the wire (IP and UDP headers included): a larger datagram
     # is dropped, as a router with Don't Fragment set drops it; None: no limit
     mtu_bytes: int | None = None
+    # a token bucket ahead of the queue (sim/link.py's Policer): drops above this rate
+    # without queueing; None: no policer
+    police_rate_bytes_per_s: float | None = None
+    police_burst_bytes: float = 64 * 1500
+    policed: int = 0  # of the dropped: by the policer
     free_at: float = 0.0
     bad: bool = False
     sent: int = 0
     dropped: int = 0
     oversize: int = 0  # of the dropped: larger than mtu_bytes
     _bursts: GilbertElliott | None = field(default=None, init=False, repr=False)
+    _policer: Policer | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.police_rate_bytes_per_s is not None:
+            self._policer = Policer(self.police_rate_bytes_per_s, self.police_burst_bytes)
 
     def arrivals(self, size: int, now: float, rng: np.random.Generator) -> list[float]:
         """When this datagram (and any duplicate) arrives; empty if dropped."""
@@ -71,6 +82,10 @@ class OneWayPath:
         if self.mtu_bytes is not None and size > self.mtu_bytes:
             self.dropped += 1
             self.oversize += 1
+            return []
+        if self._policer is not None and not self._policer.admit(now, size):
+            self.dropped += 1
+            self.policed += 1
             return []
         start = max(now, self.free_at)
         if start - now > self.queue_s:

@@ -5,6 +5,10 @@ This kernel has no ``netem``, so each direction is shaped here. A packet of
 
 1. lost with the direction's loss process (Bernoulli or Gilbert–Elliott, the same
    seeded processes the simulator uses; like netem, a lost packet takes no queue room);
+   then, if the direction is policed, dropped by its token bucket when it holds fewer
+   tokens than the packet's size (the simulator's :class:`~tierwise.sim.link.Policer`:
+   ``police_rate_bytes_per_s`` with ``police_burst_bytes``; no queueing first, as an
+   ISP's or a cloud's rate limiter drops);
 2. dropped at the tail if the bottleneck queue holds more than ``queue_bytes``: the
    backlog ahead of it is ``(last_departure − now)·rate``;
 3. serialised: ``departure = max(now, last_departure) + size/rate``;
@@ -37,9 +41,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from tierwise.errors import ModelError, SimulationError
-from tierwise.sim.link import Bernoulli, GilbertElliott
+from tierwise.sim.link import Bernoulli, GilbertElliott, Policer
 
 __all__ = [
+    "DEFAULT_POLICE_BURST_BYTES",
     "DEFAULT_QUEUE_BYTES",
     "Direction",
     "DirectionStats",
@@ -52,8 +57,12 @@ __all__ = [
 ]
 
 DEFAULT_QUEUE_BYTES = 1000 * 1500  # Linux's default txqueuelen (1000) of 1500-byte packets
+# A policer's bucket when none is given: 64 full-size packets (96 kB), the order of the
+# bursts that cloud egress and ISP policers allow (tc-police's burst is often set so).
+DEFAULT_POLICE_BURST_BYTES = 64 * 1500
 READ_BATCH = 64  # packets drained from one descriptor before the timer heap is served again
 MAX_PACKET = 65536
+MAX_PACKET_WIRE = 1500  # a policer's bucket must pass one full-size packet
 # With the kernel's default 50 µs timer slack, waking from select was ~0.15 ms late on this
 # VM, so the loop polled for the last 0.3 ms before each release. On a busy path the next
 # release is always that close (34 µs apart at 333 Mbit/s), and polling held a whole core
@@ -92,10 +101,21 @@ class Direction:
     loss: float = 0.0  # Bernoulli probability; ignored when ``bursty`` is set
     bursty: GilbertElliottLoss | None = None
     jitter_s: float = 0.0
+    police_rate_bytes_per_s: float | None = None  # a token-bucket policer; None: none
+    police_burst_bytes: int = DEFAULT_POLICE_BURST_BYTES
 
     def __post_init__(self) -> None:
         if self.delay_s < 0 or self.jitter_s < 0:
             raise ModelError("delay_s and jitter_s must be ≥ 0")
+        if self.police_rate_bytes_per_s is not None and not self.police_rate_bytes_per_s > 0:
+            raise ModelError(
+                f"police_rate_bytes_per_s must be > 0, got {self.police_rate_bytes_per_s}"
+            )
+        if self.police_burst_bytes < MAX_PACKET_WIRE:
+            raise ModelError(
+                f"police_burst_bytes must hold one packet (≥ {MAX_PACKET_WIRE} B), "
+                f"got {self.police_burst_bytes}"
+            )
         if self.rate_bytes_per_s is not None and self.rate_bytes_per_s <= 0:
             raise ModelError(f"rate_bytes_per_s must be > 0, got {self.rate_bytes_per_s}")
         if self.queue_bytes <= 0:
@@ -126,6 +146,7 @@ class DirectionStats:
     bytes: int = 0
     lost: int = 0  # by the loss process
     dropped: int = 0  # at the tail of the full queue
+    policed: int = 0  # by the policer (its bucket short of the packet's size)
     write_errors: int = 0
 
 
@@ -145,6 +166,7 @@ class Shaper:
         self._loss = d._loss_process(np.random.default_rng([self.seed, self.stream, _LOSS_STREAM]))
         self._jitter = np.random.default_rng([self.seed, self.stream, _JITTER_STREAM])
         self._jitters: list[float] = []
+        self._policer = _policer(d)
 
     def admit(self, now: float, size: int) -> float | None:
         """Release time of a ``size``-byte packet arriving at ``now`` (None: lost or dropped)."""
@@ -153,6 +175,9 @@ class Shaper:
         stats.bytes += size
         if self._loss is not None and self._loss.lost():
             stats.lost += 1
+            return None
+        if self._policer is not None and not self._policer.admit(now, size):
+            stats.policed += 1
             return None
         rate = d.rate_bytes_per_s
         if rate is None:
@@ -180,12 +205,19 @@ class Shaper:
             np.random.default_rng([self.seed, self.stream, _LOSS_STREAM])
         )
         self._jitters = []
+        self._policer = _policer(direction)  # a new policer starts with a full bucket
 
     def _next_jitter(self) -> float:
         if not self._jitters:
             span = self.direction.jitter_s
             self._jitters = self._jitter.uniform(-span, span, 4096).tolist()
         return self._jitters.pop()
+
+
+def _policer(d: Direction) -> Policer | None:
+    if d.police_rate_bytes_per_s is None:
+        return None
+    return Policer(d.police_rate_bytes_per_s, d.police_burst_bytes)
 
 
 def schedule(

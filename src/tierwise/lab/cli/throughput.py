@@ -59,6 +59,18 @@ def throughput(
         str | None,
         typer.Option("--size", help="With --via: bytes per transfer (default 100MB)."),
     ] = None,
+    police: Annotated[
+        str | None,
+        typer.Option(
+            "--police",
+            help="With --via: a token-bucket policer on the download at this rate (below "
+            "--rate), dropping above it without queueing, e.g. '20Mbit/s'.",
+        ),
+    ] = None,
+    police_burst: Annotated[
+        str | None,
+        typer.Option("--police-burst", help="The policer's bucket, e.g. '96kB' (default)."),
+    ] = None,
     rtt: RttOpt = "200ms",
     rate: RateOpt = "100Mbit/s",
     seed: SeedOpt = 0,
@@ -72,13 +84,18 @@ def throughput(
         from tierwise.lab.cli.via import render_via_bulk, throughput_via
 
         bulk = size if size is not None else BULK_DEFAULT_SIZE
-        result = throughput_via(via, loss, cc, duration, bulk, rtt, rate, seed, mtu_bytes)
+        result = throughput_via(
+            via, loss, cc, duration, bulk, rtt, rate, seed, mtu_bytes, police, police_burst
+        )
         write_record(result, record)
         if as_json:
             print(json.dumps(result))
         else:
             render_via_bulk(out, result)
         return
+    if police is not None or police_burst is not None:
+        option = "--police" if police is not None else "--police-burst"
+        raise ScenarioError("applies with --via only", source=option)
     if size is not None:  # a transfer of a size is what --via moves; without it, ignored
         raise ScenarioError("applies with --via only (without it each flow runs --duration)",
                             source="--size")  # fmt: skip

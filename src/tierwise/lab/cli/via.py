@@ -13,13 +13,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, shown
 from tierwise.lab.bench.path import MTU_BYTES
 from tierwise.lab.cli.common import (
     build_experiment,
     build_throughput,
     check_duration,
     out,
+    parse_option,
     parse_size,
     parse_time,
     progress,
@@ -27,7 +28,7 @@ from tierwise.lab.cli.common import (
 )
 from tierwise.lab.experiments.tunnels import parse_vias
 
-__all__ = ["render_via_bulk", "render_vias", "request_via", "throughput_via"]
+__all__ = ["parse_police", "render_via_bulk", "render_vias", "request_via", "throughput_via"]
 
 DEFAULT_CC = "cubic"
 BULK_DEFAULT_BOUND = "120s"
@@ -153,6 +154,8 @@ def throughput_via(
     rate: str,
     seed: int,
     mtu_bytes: int = MTU_BYTES,
+    police: str | None = None,
+    police_burst: str | None = None,
 ) -> dict:
     """Bulk ``size`` server → client over each transport of ``via``; the JSON record."""
     from tierwise.lab.experiments.via import MAX_BULK_S, ViaBulk, run_via_bulk
@@ -168,6 +171,7 @@ def throughput_via(
     size_bytes = parse_size(size, "--size")
     if size_bytes <= 0:
         raise ScenarioError("the size must be positive", source="--size")
+    police_bps, burst_bytes = parse_police(police, police_burst, base.rate_bytes_per_s)
     exp = ViaBulk(
         vias,
         base.losses,
@@ -178,12 +182,44 @@ def throughput_via(
         cc,
         seed,
         mtu_bytes,
+        police_bps,
+        burst_bytes,
     )
     from tierwise.lab.bench.netns import require_lab
 
     require_lab()
     with progress(len(exp.losses) * len(vias), "transfers") as step:
         return run_via_bulk(exp, step)
+
+
+def parse_police(
+    police: str | None, police_burst: str | None, rate_bytes_per_s: float
+) -> tuple[float | None, int]:
+    """``--police`` (a rate below ``--rate``) and ``--police-burst`` (a size, one packet or
+    more; only with ``--police``)."""
+    from tierwise.lab.bench.emulator import DEFAULT_POLICE_BURST_BYTES, MAX_PACKET_WIRE
+
+    if police is None:
+        if police_burst is not None:
+            raise ScenarioError("applies with --police only", source="--police-burst")
+        return None, DEFAULT_POLICE_BURST_BYTES
+    rate = parse_option(police, "rate", "--police")
+    if not 0 < rate < rate_bytes_per_s:
+        raise ScenarioError(
+            f"the policed rate must be positive and below --rate "
+            f"({rate_bytes_per_s * 8e-6:g} Mbit/s), got {shown(police)}",
+            source="--police",
+        )
+    if police_burst is None:
+        return rate, DEFAULT_POLICE_BURST_BYTES
+    burst = parse_size(police_burst, "--police-burst")
+    if burst < MAX_PACKET_WIRE:
+        raise ScenarioError(
+            f"the bucket must hold one full-size packet ({MAX_PACKET_WIRE} B), "
+            f"got {shown(police_burst)}",
+            source="--police-burst",
+        )
+    return rate, burst
 
 
 def render_via_bulk(console: Console, result: dict) -> None:
@@ -194,12 +230,17 @@ def render_via_bulk(console: Console, result: dict) -> None:
             f"bulk {p['size_bytes']:,} B server → client (bound {p['duration_s']:g} s) · "
             f"RTT {p['rtt_s'] * 1e3:g} ms · {p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · "
             f"MTU {p.get('mtu_bytes', 1500)} · loss on the download · kernel {result['kernel']}"
+            + _police_title(p)
         )
     )
-    for col in ("loss", "via", "done", "s", "Mbit/s", "/ rate", "CPU s/GB client", "server"):
+    policed = bool(p.get("police_bytes_per_s"))
+    cols = ["loss", "via", "done", "s", "Mbit/s", "/ rate"]
+    cols += ["/ police", "path loss"] if policed else []
+    for col in (*cols, "CPU s/GB client", "server"):
         table.add_column(col, justify="right", no_wrap=True)
     for r in result["rows"]:
         per_gb = r["cpu_s_per_gb"]
+        extra = [f"{r['goodput_over_police']:.2f}", f"{r['path_loss']:.1%}"] if policed else []
         table.add_row(
             f"{r['loss']:g}",
             r["via"],
@@ -207,6 +248,7 @@ def render_via_bulk(console: Console, result: dict) -> None:
             f"{r['elapsed_s']:.1f}",
             f"{r['goodput_bytes_per_s'] * 8e-6:.1f}",
             f"{r['goodput_over_rate']:.2f}",
+            *extra,
             *(f"{per_gb[end]:.1f}" if end in per_gb else "—" for end in ("client", "server")),
         )
     console.print(table)
@@ -217,6 +259,13 @@ def render_via_bulk(console: Console, result: dict) -> None:
         "has no such process (kernel TCP's work is not counted).",
         soft_wrap=True,
     )
+
+
+def _police_title(p: dict) -> str:
+    rate = p.get("police_bytes_per_s")
+    if not rate:
+        return ""
+    return f" · policed at {rate * 8e-6:g} Mbit/s, bucket {p['police_burst_bytes']:,} B"
 
 
 def _short(row: dict, size_bytes: int) -> str:

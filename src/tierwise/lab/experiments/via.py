@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from tierwise.errors import LabError
 from tierwise.lab.bench import netns
-from tierwise.lab.bench.emulator import Direction
+from tierwise.lab.bench.emulator import DEFAULT_POLICE_BURST_BYTES, Direction
 from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath, PathConfig
 from tierwise.lab.bench.service import ModelService, ServiceConfig, set_buffers, set_congestion
 from tierwise.lab.experiments.request import (
@@ -349,6 +349,9 @@ class ViaBulk:
     cc: str = "cubic"
     seed: int = 0
     mtu_bytes: int = MTU_BYTES  # of the path (the relay and kcptun follow it)
+    # a token-bucket policer on the download (emulator.Direction's); None: none
+    police_bytes_per_s: float | None = None
+    police_burst_bytes: int = DEFAULT_POLICE_BURST_BYTES
 
     def __post_init__(self) -> None:
         if not 0 < self.duration_s <= MAX_BULK_S:
@@ -357,9 +360,16 @@ class ViaBulk:
             raise LabError("the bulk size must be positive")
 
     def path_config(self, loss: float) -> PathConfig:
-        """Half the RTT and the rate each way; ``loss`` on the download only (§12.3.3)."""
+        """Half the RTT and the rate each way; ``loss`` (and the policer) on the download
+        only (§12.3.3)."""
         up = Direction(delay_s=self.rtt_s / 2, rate_bytes_per_s=self.rate_bytes_per_s)
-        down = Direction(delay_s=self.rtt_s / 2, rate_bytes_per_s=self.rate_bytes_per_s, loss=loss)
+        down = Direction(
+            delay_s=self.rtt_s / 2,
+            rate_bytes_per_s=self.rate_bytes_per_s,
+            loss=loss,
+            police_rate_bytes_per_s=self.police_bytes_per_s,
+            police_burst_bytes=self.police_burst_bytes,
+        )
         return PathConfig(up=up, down=down, seed=self.seed, mtu_bytes=self.mtu_bytes)
 
 
@@ -413,19 +423,29 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
     _check_kcptun(exp.vias)
     rows, emulator = [], {}
     for loss in exp.losses:
-        path = EmulatedPath(exp.path_config(loss))
-        with path:
-            source = _Source(path, exp.size_bytes, exp.cc)
-            try:
-                for via in exp.vias:
-                    row = {"loss": loss, "via": via, **_bulk_once(path, source, via, exp)}
-                    rows.append(row)
-                    if progress is not None:
-                        progress(row)
-            finally:
-                source.close()
-        # the path's counters over all of this level's transfers (lost, dropped at the queue)
-        emulator[f"{loss:g}"] = {k: vars(v) for k, v in (path.stats or {}).items()}
+        # a policed path gets a new emulator per transport: its counters then say what each
+        # one lost to the policer (and each starts with a full bucket)
+        groups = [(via,) for via in exp.vias] if exp.police_bytes_per_s else [exp.vias]
+        for vias in groups:
+            path = EmulatedPath(exp.path_config(loss))
+            with path:
+                source = _Source(path, exp.size_bytes, exp.cc)
+                try:
+                    level = [
+                        {"loss": loss, "via": via, **_bulk_once(path, source, via, exp)}
+                        for via in vias
+                    ]
+                finally:
+                    source.close()
+            # the path's counters over these transfers (lost, dropped at the queue, policed)
+            counters = {k: vars(v) for k, v in (path.stats or {}).items()}
+            emulator[f"{loss:g}" if len(groups) == 1 else f"{loss:g}/{vias[0]}"] = counters
+            if exp.police_bytes_per_s:
+                level[0].update(_policed(level[0], counters, exp.police_bytes_per_s))
+            for row in level:
+                rows.append(row)
+                if progress is not None:
+                    progress(row)
     return {
         "experiment": "throughput-via",
         "parameters": {
@@ -438,10 +458,25 @@ def run_via_bulk(exp: ViaBulk, progress: Callable[[dict], None] | None = None) -
             "rate_bytes_per_s": exp.rate_bytes_per_s,
             "cc_direct": exp.cc,
             "mtu_bytes": exp.mtu_bytes,
+            "police_bytes_per_s": exp.police_bytes_per_s,
+            "police_burst_bytes": exp.police_burst_bytes if exp.police_bytes_per_s else None,
         },
         "kernel": os.uname().release,
         "rows": rows,
         "emulator": emulator,
+    }
+
+
+def _policed(row: dict, counters: dict, police_bytes_per_s: float) -> dict:
+    """A policed transfer's share of the policed rate and of its packets the path dropped
+    (lost, policed or dropped at the queue), from its own emulator's download counters."""
+    down = counters.get("down", {})
+    packets = down.get("packets", 0)
+    dropped = sum(down.get(k, 0) for k in ("lost", "dropped", "policed"))
+    return {
+        "goodput_over_police": row["goodput_bytes_per_s"] / police_bytes_per_s,
+        "path_loss": dropped / packets if packets else 0.0,
+        "policed_share": down.get("policed", 0) / packets if packets else 0.0,
     }
 
 

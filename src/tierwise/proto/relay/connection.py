@@ -38,9 +38,12 @@ from tierwise.errors import LocalProtocolError
 from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.relay import wire
 from tierwise.proto.relay.crypto import (
+    ADMIT_TAG_BYTES,
     ROTATE_PACKETS,
     DirectionKeys,
     ReplayWindow,
+    admission_key,
+    admission_tag,
     check_key,
     handshake_aead,
     random_bytes,
@@ -60,6 +63,7 @@ from tierwise.proto.relay.meter import (
     LOSS_SLACK_PACKETS,
     LOSS_WINDOW_PACKETS,
     LossMeter,
+    ReceiveRate,
     RttEstimator,
 )
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
@@ -81,7 +85,7 @@ from tierwise.proto.relay.wire import (
     StreamFrame,
 )
 
-__all__ = ["RelayConfig", "RelayConnection", "RelayStats", "hello_sent_s"]
+__all__ = ["RelayConfig", "RelayConnection", "RelayStats", "hello_admit_tag", "hello_sent_s"]
 
 Addr = Any
 TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
@@ -116,7 +120,7 @@ _WINDOWS = struct.Struct(">QQ")
 # After the windows, a HELLO carries its send time (u64 ns since the Unix epoch, 0: none),
 # inside the authenticated bytes: a gateway refuses a recorded HELLO replayed later.
 _HELLO_TIME = struct.Struct(">Q")
-_HELLO_TIME_AT = wire.HEADER_BYTES + 32 + _WINDOWS.size
+_HELLO_TIME_AT = wire.HELLO_TIME_AT
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
@@ -336,6 +340,7 @@ class RelayConnection:
         self.is_client = is_client
         self._psk = check_key(key)
         self._hs = handshake_aead(key, self.config.rotate_packets)
+        self._admit_key: bytes | None = None  # a client's, made with its first HELLO
         self.connection_id = connection_id or (random_bytes(8) if is_client else b"")
         self.state = State.START
         self.peer_addr: Addr = None
@@ -417,6 +422,7 @@ class RelayConnection:
         self._block_small = False  # the open FEC block carries a non-bulk stream's data
         self._small_write = False  # the block being closed is a latency-bound small write
         self._loss_meter = LossMeter()
+        self._rx_rate = ReceiveRate()
         self.peer_loss = 0.0
         self._ack_needed, self._ack_count = False, 0
         self._ack_at: float | None = None
@@ -675,6 +681,10 @@ class RelayConnection:
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
             "path_prior": self.prior_state,
+            # what this end receives (the other end's sending estimate lives there)
+            "delivery_in_bytes_per_s": self._rx_rate.bytes_per_s,
+            "policed": int(self.rate.police.policed),
+            "policed_rate_bytes_per_s": self.rate.police.ceiling_bytes_per_s or 0.0,
             "fec_overhead": self.stats.repair_bytes_sent / max(self.stats.stream_bytes_sent, 1),
             "streams": len(self._streams),
             **{k: v for k, v in vars(self.stats).items()},
@@ -736,6 +746,9 @@ class RelayConnection:
         sent_ns = 0 if self._wall_offset_s is None else round((now + self._wall_offset_s) * 1e9)
         body = self._random + _WINDOWS.pack(c.stream_window_bytes, c.session_window_bytes)
         body += _HELLO_TIME.pack(max(sent_ns, 0))
+        if self._admit_key is None:
+            self._admit_key = admission_key(self._psk)
+        body += bytes([wire.HELLO_VERSION]) + admission_tag(self._admit_key, sent_ns / 1e9)
         head = wire.HEADER.pack(wire.HELLO, self.connection_id, 0) + body
         head += bytes(wire.HELLO_BYTES - len(head) - wire.TAG_BYTES)
         return head + self._hs.encrypt(self._random[:12], b"", head)
@@ -743,7 +756,10 @@ class RelayConnection:
     def _on_hello(self, data: bytes, cid: bytes, addr: Addr, now: float) -> None:
         head, tag = data[: -wire.TAG_BYTES], data[-wire.TAG_BYTES :]
         body_at = wire.HEADER_BYTES
-        if len(data) != wire.HELLO_BYTES or not self._verify(head, tag, data[body_at:][:12], b""):
+        if len(data) != wire.HELLO_BYTES or data[wire.HELLO_VERSION_AT] != wire.HELLO_VERSION:
+            self.stats.dropped_malformed += 1  # another layout: not ours to read
+            return
+        if not self._verify(head, tag, data[body_at:][:12], b""):
             self.stats.dropped_auth += 1
             return
         client_random = data[body_at : body_at + 32]
@@ -833,6 +849,7 @@ class RelayConnection:
             self._events.append(PeerResponsive())
         if not recovered:
             self._loss_meter.on_packet(pn)
+            self._rx_rate.on_datagram(len(data), now)
             self._fec_rx.on_datagram(pn, data)
             if not self.is_client and addr is not None:
                 self._check_path(addr, len(data), pn == self._replay.largest, now)
@@ -1153,10 +1170,12 @@ class RelayConnection:
             rate, queued = self._delivery_rate(p, now)
             sample = RateSample(rate, now - p.sent_s, p.app_limited, queued)
             self.rate.on_sample(sample, now)
+            # a gap filled late (rebuilt by FEC, or reordered) was dropped on the way
+            self.rate.on_resolved(p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited)
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
-            self.rate.on_round_end()
+            self.rate.on_round_end(self._pn)
             if self.prior is not None:
                 self._check_prior(now)
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
@@ -1268,6 +1287,7 @@ class RelayConnection:
                 self._drop_prior("more loss than remembered")
         if p.eliciting:
             self._in_flight -= p.size
+            self.rate.on_resolved(p.pn, p.size, p.sent_s, True, p.app_limited)
         for sid, start, end, fin in p.streams:
             stream = self._streams.get(sid)
             if stream is not None:
@@ -1546,6 +1566,9 @@ class RelayConnection:
             # other direction loses is the prior (§12.3.3: they may differ, but a path
             # that drops one way seldom carries the other clean), or the configured prior
             loss = max(loss, self._loss_meter.loss, self._initial_loss)
+        hold_loss = self.rate.police.hold_loss
+        if hold_loss is not None:  # policed: the loss the hold sees, not its overdrive's
+            loss = min(loss, hold_loss)
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())
@@ -1738,6 +1761,15 @@ def hello_sent_s(data: bytes) -> float | None:
         return None
     (sent_ns,) = _HELLO_TIME.unpack_from(data, _HELLO_TIME_AT)
     return sent_ns / 1e9 if sent_ns else None
+
+
+def hello_admit_tag(data: bytes) -> bytes | None:
+    """A HELLO's admission tag (:func:`~tierwise.proto.relay.crypto.admission_tag`), None
+    if it is no HELLO of this version. Not authenticated (the AEAD check is): a gateway
+    compares it with the tags of the windows near its clock before that check."""
+    if len(data) != wire.HELLO_BYTES or data[wire.HELLO_VERSION_AT] != wire.HELLO_VERSION:
+        return None
+    return data[wire.HELLO_ADMIT_AT : wire.HELLO_ADMIT_AT + ADMIT_TAG_BYTES]
 
 
 def _earlier(a: float | None, b: float | None) -> float | None:

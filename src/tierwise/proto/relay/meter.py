@@ -1,16 +1,19 @@
-"""Measuring what one direction of the path does to packets: raw loss and RTT (§12.3.3)."""
+"""Measuring what one direction of the path does to packets: raw loss, RTT and the rate
+it delivers (§12.3.3)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-__all__ = ["LossMeter", "RttEstimator"]
+__all__ = ["LossMeter", "ReceiveRate", "RttEstimator"]
 
 LOSS_WINDOW_PACKETS = 128
 LOSS_SLACK_PACKETS = 64  # reordering allowance before a window is judged
 LOSS_EWMA = 0.125
 EARLY_PACKETS = 16  # the provisional estimate needs this many packet numbers
 RTT_ALPHA, RTT_BETA = 0.125, 0.25  # RFC 6298
+RATE_WINDOW_PACKETS = 64
+RATE_KEEP_S = 10.0  # the receive rate is the largest of the windows judged this recently
 
 
 class LossMeter:
@@ -82,3 +85,40 @@ class RttEstimator:
     def pto_s(self, max_ack_delay_s: float) -> float:
         """RFC 9002 §6.2.1: ``srtt + max(4·rttvar, 1 ms) + max_ack_delay``."""
         return self.srtt_s + max(4 * self.var_s, 0.001) + max_ack_delay_s
+
+
+class ReceiveRate:
+    """The rate the incoming direction delivers: bytes per window of
+    :data:`RATE_WINDOW_PACKETS` datagrams over the time they took, the largest window of
+    the last :data:`RATE_KEEP_S` (a bulk transfer shows the path; an idle session keeps
+    the last it showed). What the router reads from the relay client's stats: the
+    sender's own estimate lives at the other end."""
+
+    def __init__(self) -> None:
+        self._start_s: float | None = None
+        self._bytes = self._packets = 0
+        self._windows: list[tuple[float, float]] = []  # (end time, rate), rates decreasing
+
+    def on_datagram(self, size: int, now: float) -> None:
+        if self._start_s is None:
+            self._start_s = now
+            return  # the window's time starts at its first datagram: that one is not timed
+        self._bytes += size
+        self._packets += 1
+        if self._packets < RATE_WINDOW_PACKETS:
+            return
+        span = now - self._start_s
+        if span > 0:
+            rate = self._bytes / span
+            w = self._windows
+            while w and w[-1][1] <= rate:
+                w.pop()
+            w.append((now, rate))
+            while w[0][0] < now - RATE_KEEP_S and len(w) > 1:
+                w.pop(0)
+        self._start_s, self._bytes, self._packets = now, 0, 0
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The largest recent window's rate (0 before the first window)."""
+        return self._windows[0][1] if self._windows else 0.0

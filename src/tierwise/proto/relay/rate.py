@@ -10,6 +10,8 @@ delivers, as in BBR (Cardwell et al. 2016), and the brake is RTT inflation::
     cwnd     = CWND_GAIN · btl_bw · min_rtt   (at least ``MIN_CWND_PACKETS`` packets)
     brake    : the round's smallest RTT > min_rtt · (1 + QUEUE_SLACK) + QUEUE_SLACK_S
                → gain 0.75 until the queue drains
+    policed  : (:mod:`.police`) pacing = HOLD_GAIN · ceiling, one round in
+               HOLD_PROBE_ROUNDS at PROBE_GAIN · ceiling, until a probe passes clean
 
 A burst that fits the window (a request) goes out at twice the estimate: its
 ACKs come back at the bottleneck rate, so each burst either confirms the
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+
+from tierwise.proto.relay.police import RELEASE_GROWTH, PolicingDetector
 
 __all__ = ["RateController", "RateSample"]
 
@@ -39,6 +43,11 @@ QUEUE_SLACK = 0.25
 QUEUE_SLACK_S = 0.002
 FULL_BW_GROWTH = 1.25
 FULL_BW_ROUNDS = 3
+# A policed path: hold just below its ceiling (the bucket stays full, so a reply's burst
+# and the ceiling's measurement error cost no loss) and look above it now and then.
+HOLD_GAIN = 0.97
+PROBE_GAIN = 1.15
+HOLD_PROBE_ROUNDS = 32
 
 
 # Built per acknowledged packet: a dataclass with its own (compiled) __init__, not a frozen
@@ -96,6 +105,8 @@ class RateController:
         # Why start-up ended ("queued train", "full pipe", "brake"; empty while it runs): a
         # diagnostic for traces (relay/trace.py), not an input to the rate.
         self.startup_exit = ""
+        self.police = PolicingDetector()
+        self._hold_round = 0
 
     @property
     def startup(self) -> bool:
@@ -120,6 +131,9 @@ class RateController:
     def btl_bw_bytes_per_s(self) -> float:
         """The largest recent delivery rate; in start-up never below the initial window's rate
         (the first samples, taken from idle, measure one packet per RTT, not the path)."""
+        ceiling = self.police.ceiling_bytes_per_s
+        if ceiling is not None:
+            return ceiling
         initial = self._initial_rate or INITIAL_CWND_PACKETS * self.mss / (
             self.min_rtt_s or self.initial_rtt_s
         )
@@ -135,7 +149,16 @@ class RateController:
         return self._bw[0][1] if self._bw else 0.0
 
     @property
+    def probing_policer(self) -> bool:
+        """Policed, and this round looks above the ceiling."""
+        police = self.police
+        every = max(HOLD_PROBE_ROUNDS, 4 * police.probe_rounds)
+        return police.policed and self._hold_round % every < police.probe_rounds
+
+    @property
     def gain(self) -> float:
+        if self.police.policed:
+            return PROBE_GAIN if self.probing_policer else HOLD_GAIN
         if self._braking:
             return BRAKE_GAIN
         if self.startup or self.app_limited:
@@ -224,9 +247,17 @@ class RateController:
             self._cycle = CYCLE_GAINS.index(1.0)
         self._cwnd = None
 
-    def on_round_end(self) -> None:
-        """A round trip has passed (the caller tracks delivered packets)."""
+    def on_resolved(self, pn: int, size: int, sent_s: float, lost: bool, app_limited: bool) -> None:
+        """Packet ``pn`` was acknowledged in order (``lost`` False), or lost or filled in late
+        (rebuilt by FEC, retransmitted): the policing detector's input."""
+        self.police.on_resolved(pn, size, sent_s, lost, app_limited)
+
+    def on_round_end(self, next_pn: int | None = None) -> None:
+        """A round trip has passed (the caller tracks delivered packets); ``next_pn`` is the
+        number the next packet sent will carry (the policing detector's round boundary)."""
         self.round += 1
+        if next_pn is not None:
+            self._police_round(next_pn)
         # The newest estimate never expires: the rounds of an idle or app-limited session
         # measure nothing new, and an empty filter would take the first sample after idle
         # (one packet over the idle gap, 372 B/s in the lab) and pace the next request at it.
@@ -236,12 +267,29 @@ class RateController:
         self._braking = self._round_rtt_min > floor
         self._round_rtt_min = float("inf")
         app_limited, self._round_app_limited = self._round_app_limited, False
-        if self.startup:
+        if self.police.policed:
+            pass  # the hold's gains (see gain)
+        elif self.police.needs_spread and not self.startup and CYCLE_GAINS[self._cycle] == 1.0:
+            self._cycle = 0  # probe and drain now: the detector judges by their difference
+        elif self.startup:
             if not app_limited or self._braking:
                 self._check_full_pipe()
         else:
             self._cycle = (self._cycle + 1) % len(CYCLE_GAINS)
         self._cwnd = None
+
+    def _police_round(self, next_pn: int) -> None:
+        was, ceiling = self.police.policed, self.police.ceiling_bytes_per_s
+        self._hold_round = self._hold_round + 1 if was else 1
+        self.police.on_round_start(next_pn, probe=was and self.probing_policer)
+        if self.police.policed and not was:
+            self._hold_round = self.police.probe_rounds  # the first probe after a whole hold
+            if self.startup:
+                self.startup, self.startup_exit = False, "policer"
+        elif was and not self.police.policed and ceiling is not None:
+            self._bw.clear()  # start again from what the probes delivered, probing first
+            self._bw.append((self.round, RELEASE_GROWTH * ceiling))
+            self._cycle = 0
 
     def _check_full_pipe(self) -> None:
         bw = self.btl_bw_bytes_per_s

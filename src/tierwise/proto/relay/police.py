@@ -1,0 +1,263 @@
+"""Telling a policer from random loss by how delivery answers the sending rate (§12.3.3).
+
+A token-bucket policer drops what exceeds its rate without queueing first: the RTT
+never rises, so the rate controller's queueing brake never fires, and its loss looks
+like the random loss the relay repairs with FEC. What gives it away is the answer to
+a change of rate. Per round trip of sending, the delivered share of what was sent is
+``1 − loss``, and the rate it delivered ``d = s·(1 − loss)`` for the send rate ``s``:
+
+* random loss ``p``: ``d = s·(1 − p)`` — delivery follows the send rate (elasticity 1);
+* a policer at ``C``: ``d = min(s, C)`` — above ``C`` delivery is flat (elasticity 0)
+  and the loss is ``1 − C/s``: it rises with the send rate.
+
+The rate controller's gain cycle (1.25, 0.75, 1, …) and its estimate's changes vary
+``s`` by itself, so no extra probing is needed. Each round's packets are attributed to
+the round they were sent in (by packet number); a packet rebuilt by FEC or
+retransmitted counts as lost (the path dropped it). Once a round's packets are settled
+(:data:`SETTLE_ROUNDS` later), the last :data:`WINDOW_ROUNDS` rounds that were not
+app-limited give a high group (the rounds sent within :data:`GROUP_SPAN` of the fastest
+one's rate) and a low group (of the slowest one's), and::
+
+    elasticity = ln(d_high / d_low) / ln(s_high / s_low)
+
+The path is policed when the high group lost at least :data:`MIN_LOSS` and
+``elasticity ≤`` :data:`POLICED_ELASTICITY`, or when the low group (sent below the
+ceiling, so its delivery still follows the send rate) lost at most :data:`RISING_LOSS`
+of the high group's share and ``elasticity ≤`` :data:`RISING_ELASTICITY` — random loss
+is the same share at any rate; the ceiling is then what the rounds that lost
+delivered (the bucket was empty in them). Random loss on the same path makes that an
+underestimate by its share (a known limit: the hold then sends that much below the
+policed rate). While policed the sender holds just below the ceiling
+(:mod:`.rate`) and probes above it for :data:`PROBE_ROUNDS` rounds in
+:data:`~.rate.HOLD_PROBE_ROUNDS`; the path is released when a probe delivered
+:data:`RELEASE_GROWTH` × the ceiling with less than :data:`MIN_LOSS` lost (beyond the
+hold's own loss): the policer was lifted or raised. A bucket deep enough to pass a whole
+probe releases it too; the next cycles find it again, and when the ceiling found is the
+one released (within :data:`SAME_CEILING`), the probes from then on last twice as long
+(up to :data:`MAX_PROBE_ROUNDS`), until one outlasts the bucket. A probe that delivered
+no more than a hold that lost (the same elasticity test) lowers the ceiling to what the
+hold delivers: the ceiling was measured high. A hold that loses :data:`RELEASE_LOSS` more than it
+did at its best is released too: the policer was lowered. Linux's BBR detects policers
+from loss and a flat delivery rate over two intervals (``lt_bw``, Cardwell et al.
+2017) but pins the rate on random loss of 20 % and more too; the elasticity test
+does not, since random loss keeps delivery proportional to the send rate.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import deque
+from itertools import pairwise
+
+__all__ = ["PolicingDetector"]
+
+WINDOW_ROUNDS = 16  # two gain cycles
+SETTLE_ROUNDS = 2  # a round's losses are declared within about two RTT (FEC's wait included)
+MIN_ROUNDS = 4
+MIN_GROUP_PACKETS = 24
+GROUP_SPAN = 1.05  # a group: the rounds within this factor of the fastest (slowest) one
+MIN_SPREAD = 1.15  # the high group sent at least this much faster than the low one
+MIN_LOSS = 0.05
+SPREAD_LOSS = 0.2
+RELEASE_LOSS = 0.2  # the hold's loss above its least so far that ends it (policer lowered)
+POLICED_ELASTICITY = 0.35
+RISING_LOSS = 1 / 3  # the low group lost at most this share of the high group's loss …
+RISING_ELASTICITY = 0.7  # … and delivery grew at most this much with the send rate
+RELEASE_GROWTH = 1.07
+PROBE_ROUNDS = 3  # a probe above a policed ceiling lasts this many rounds at first …
+MAX_PROBE_ROUNDS = 24  # … doubled each time the same ceiling is found again after it
+SAME_CEILING = 0.1
+KEEP_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS + 2
+
+
+class _Round:
+    __slots__ = (
+        "acked",
+        "app_limited",
+        "end_s",
+        "first_s",
+        "judged",
+        "last_s",
+        "lost",
+        "packets",
+        "probe",
+        "start_pn",
+    )
+
+    def __init__(self, start_pn: int, probe: bool) -> None:
+        self.start_pn, self.probe, self.judged = start_pn, probe, False
+        self.acked = self.lost = 0  # bytes
+        self.packets = self.app_limited = 0
+        self.first_s, self.last_s = math.inf, -math.inf
+        self.end_s = -math.inf
+
+    @property
+    def span_s(self) -> float:
+        return max(self.last_s, self.end_s) - self.first_s
+
+    @property
+    def send_rate(self) -> float:
+        span = self.span_s
+        return (self.acked + self.lost) / span if span > 0 else 0.0
+
+
+class PolicingDetector:
+    """Whether the path polices this direction, and at what rate (bytes/s)."""
+
+    def __init__(self) -> None:
+        self._rounds: deque[_Round] = deque()
+        self._starts: list[int] = []  # the rounds' first packet numbers, for bisection
+        self.policed = False
+        self.ceiling_bytes_per_s: float | None = None
+        self.elasticity: float | None = None  # the last judgement's, for traces and tests
+        self.detections = 0
+        # the raw loss of the hold's last settled rounds (None: none yet): what FEC should
+        # size for while policed, rather than the loss the overdrive before it caused
+        self.hold_loss: float | None = None
+        # a bucket deep enough to pass a whole probe released the hold, and the same ceiling
+        # was found again: the next probes last longer
+        self.probe_rounds = PROBE_ROUNDS
+        self._released_ceiling: float | None = None
+        self._hold_floor: float | None = None  # the hold's least loss so far
+        # the newest settled round lost heavily and the window shows no spread of send
+        # rates to judge by: the rate controller moves on to its probe and drain rounds
+        self.needs_spread = False
+
+    def on_round_start(self, next_pn: int, probe: bool = False) -> None:
+        """A new round trip begins with packet number ``next_pn`` (``probe``: sent above the
+        ceiling of a policed path); judge the settled rounds."""
+        if self._rounds and self._rounds[-1].start_pn == next_pn:
+            self._rounds[-1].probe = probe
+            return  # nothing was sent in the round that just ended
+        self._rounds.append(_Round(next_pn, probe))
+        if len(self._rounds) > KEEP_ROUNDS:
+            self._rounds.popleft()
+        self._starts = [r.start_pn for r in self._rounds]
+        self._judge()
+
+    def on_resolved(self, pn: int, size: int, sent_s: float, lost: bool, app_limited: bool) -> None:
+        """Packet ``pn`` was acknowledged on time (``lost`` False) or lost / rebuilt late."""
+        i = bisect_right(self._starts, pn) - 1
+        if i < 0:
+            return
+        r = self._rounds[i]
+        if lost:
+            r.lost += size
+        else:
+            r.acked += size
+        r.packets += 1
+        r.app_limited += app_limited
+        if sent_s < r.first_s:
+            r.first_s = sent_s
+        if sent_s > r.last_s:
+            r.last_s = sent_s
+
+    def _settled(self) -> list[_Round]:
+        rounds = list(self._rounds)
+        for r, after in pairwise(rounds):
+            # a round lasts until the next one's first packet: idle time counts (the
+            # bucket refills in it), or a window-limited round would read as faster
+            if after.first_s < math.inf:
+                r.end_s = max(r.end_s, after.first_s)
+        rounds = rounds[: -SETTLE_ROUNDS - 1]
+        return [
+            r
+            for r in rounds[-WINDOW_ROUNDS:]
+            if r.packets >= 4 and 2 * r.app_limited < r.packets and r.send_rate > 0
+        ]
+
+    def _judge(self) -> None:
+        rounds = self._settled()
+        self.needs_spread = False
+        if self.policed:
+            self._judge_probes(rounds)
+            return
+        if not rounds:
+            return
+        self.needs_spread = rounds[-1].lost >= SPREAD_LOSS * (rounds[-1].acked + rounds[-1].lost)
+        if len(rounds) < MIN_ROUNDS:
+            return
+        top = max(r.send_rate for r in rounds) / GROUP_SPAN
+        bottom = min(r.send_rate for r in rounds) * GROUP_SPAN
+        high = [r for r in rounds if r.send_rate >= top]
+        low = [r for r in rounds if r.send_rate <= bottom]
+        groups = [_group(high), _group(low)]
+        if any(g is None for g in groups):
+            return
+        (s_hi, d_hi, loss_hi), (s_lo, d_lo, _) = groups  # type: ignore[misc]
+        if s_hi < MIN_SPREAD * s_lo or d_lo <= 0 or d_hi <= 0:
+            return
+        self.needs_spread = False
+        e = math.log(d_hi / d_lo) / math.log(s_hi / s_lo)
+        self.elasticity = e
+        _, _, loss_lo = groups[1]  # type: ignore[misc]
+        flat = e <= POLICED_ELASTICITY
+        # the low group under the ceiling: delivery follows it there, but loss does not
+        rising = loss_lo <= loss_hi * RISING_LOSS and e <= RISING_ELASTICITY
+        if loss_hi >= MIN_LOSS and (flat or rising):
+            self.detections += 1
+            self.policed, self.hold_loss, self._hold_floor = True, None, None
+            self.ceiling_bytes_per_s = c = _ceiling(rounds)
+            last = self._released_ceiling
+            if last is not None and abs(c / last - 1) < SAME_CEILING:
+                self.probe_rounds = min(2 * self.probe_rounds, MAX_PROBE_ROUNDS)
+            for r in self._rounds:  # sent before the hold, settled or not
+                r.judged = True
+
+    def _judge_probes(self, rounds: list[_Round]) -> None:
+        ceiling = self.ceiling_bytes_per_s or 0.0
+        held = [r for r in rounds if not r.judged and not r.probe]
+        if held and (g := _group(held)) is not None:
+            floor = g[2] if self._hold_floor is None else min(self._hold_floor, g[2])
+            self._hold_floor, self.hold_loss = floor, g[2]
+            if g[2] >= floor + RELEASE_LOSS:
+                # the hold lost far more than it did: the policer was lowered; find it again
+                self._release()
+                return
+        for r in held:
+            r.judged = True
+        probes = [r for r in rounds if not r.judged and r.probe]
+        if len(probes) < self.probe_rounds:
+            return  # a probe is judged whole: its first round may pass on a full bucket
+        for r in probes:
+            r.judged = True
+        g, floor = _group(probes), self._hold_floor or 0.0
+        if g is None:
+            return
+        if g[2] < floor + MIN_LOSS and g[1] >= RELEASE_GROWTH * ceiling * (1 - floor):
+            self._release()
+            return
+        hold = [r for r in rounds if not r.probe]
+        h = _group(hold)
+        if h is None or h[2] < MIN_LOSS or g[0] <= h[0]:
+            return
+        if math.log(g[1] / h[1]) / math.log(g[0] / h[0]) <= POLICED_ELASTICITY:
+            # the probe delivered no more than the hold, which lost too: the hold is
+            # above the ceiling (measured on a bucket's help); what the hold delivers is it
+            self.ceiling_bytes_per_s = min(ceiling, _ceiling(hold))
+
+    def _release(self) -> None:
+        self._released_ceiling = self.ceiling_bytes_per_s
+        self.policed, self.ceiling_bytes_per_s = False, None
+        self.hold_loss = self._hold_floor = None
+
+
+def _ceiling(rounds: list[_Round]) -> float:
+    """The policed rate: the median delivery rate of the rounds that lost (their bucket was
+    empty; the first round over it still drew on a full bucket, so not their mean)."""
+    lossy = [r for r in rounds if r.lost >= MIN_LOSS * (r.acked + r.lost)] or rounds
+    rates = sorted(r.acked / r.span_s for r in lossy)
+    return rates[len(rates) // 2]
+
+
+def _group(rounds: list[_Round]) -> tuple[float, float, float] | None:
+    """Send rate, delivery rate and loss of ``rounds`` together (None: too few packets)."""
+    if sum(r.packets for r in rounds) < MIN_GROUP_PACKETS:
+        return None
+    acked = sum(r.acked for r in rounds)
+    sent = acked + sum(r.lost for r in rounds)
+    span = sum(r.span_s for r in rounds)
+    if span <= 0 or sent <= 0:
+        return None
+    return sent / span, acked / span, 1 - acked / sent

@@ -1,0 +1,192 @@
+"""Policing told from random loss (proto/relay/police.py): synthetic rounds, then the pair.
+
+The synthetic rounds pass each packet through the simulator's own token bucket
+(:class:`~tierwise.sim.link.Policer`) and a seeded random loss, so the detector sees
+what a policed or a lossy path does to a sender's rounds; the sans-IO pair then runs
+the relay's connections over a policed :class:`~tierwise.sim.relay.OneWayPath`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierwise.proto.relay.police import PolicingDetector
+from tierwise.proto.relay.rate import HOLD_GAIN
+from tierwise.sim.link import Policer
+from tierwise.sim.relay import Net, OneWayPath, payload
+
+MSS = 1400
+RTT_S = 0.1
+CYCLE = (1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # rate.CYCLE_GAINS
+
+
+class Rounds:
+    """A sender's rounds through an optional policer and random loss (synthetic time)."""
+
+    def __init__(self, ceiling: float | None, loss: float, seed: int = 0) -> None:
+        self.detector = PolicingDetector()
+        self.policer = Policer(ceiling, 64 * MSS) if ceiling else None
+        self.rng = np.random.default_rng(seed)
+        self.loss, self.now, self.pn = loss, 0.0, 0
+        self.pending: list[tuple[int, float, bool]] = []  # resolved one round later
+
+    def round(self, rate: float, probe: bool = False) -> None:
+        """One RTT of packets sent at ``rate`` bytes/s; last round's packets resolve."""
+        self.detector.on_round_start(self.pn, probe)
+        for pn, sent_s, lost in self.pending:
+            self.detector.on_resolved(pn, MSS, sent_s, lost, False)
+        self.pending = []
+        n = max(1, round(rate * RTT_S / MSS))
+        for i in range(n):
+            t = self.now + i * RTT_S / n
+            passed = self.policer is None or self.policer.admit(t, MSS)
+            lost = not passed or self.rng.random() < self.loss
+            self.pending.append((self.pn, t, lost))
+            self.pn += 1
+        self.now += RTT_S
+
+    def cycle(self, base: float, cycles: int) -> None:
+        for _ in range(cycles):
+            for gain in CYCLE:
+                self.round(gain * base)
+
+
+C = 2.5e6  # 20 Mbit/s
+
+
+@pytest.mark.parametrize("over", [2.0, 1.3, 1.05])
+def test_a_policer_is_found_and_its_rate_measured(over: float) -> None:
+    """Sending above a policer (far above, or just over it): found, ceiling within 5 %."""
+    path = Rounds(C, 0.0)
+    path.cycle(over * C, 3)
+    assert path.detector.policed
+    assert path.detector.ceiling_bytes_per_s == pytest.approx(C, rel=0.05)
+
+
+def test_below_the_policer_nothing_is_found() -> None:
+    """A sender whose probes stay under the policed rate sees no loss and no policer."""
+    path = Rounds(C, 0.0)
+    path.cycle(0.75 * C, 4)
+    assert not path.detector.policed and path.detector.detections == 0
+
+
+@settings(max_examples=25)
+@given(
+    loss=st.floats(0.0, 0.4),
+    base=st.floats(2e5, 2e7),
+    seed=st.integers(0, 2**16),
+)
+def test_random_loss_is_never_taken_for_a_policer(loss: float, base: float, seed: int) -> None:
+    """Random loss up to 40 % at any rate: delivery follows the send rate, no detection."""
+    path = Rounds(None, loss, seed)
+    path.cycle(base, 4)
+    assert path.detector.detections == 0
+
+
+def test_a_policer_beneath_random_loss_is_found() -> None:
+    """Policed at C with 3 % random loss on the same path: found all the same."""
+    path = Rounds(C, 0.03, seed=5)
+    path.cycle(1.5 * C, 3)
+    assert path.detector.policed
+    assert path.detector.ceiling_bytes_per_s == pytest.approx(0.97 * C, rel=0.06)
+
+
+def _hold(path: Rounds, rounds: int, probe_gain: float = 1.15) -> None:
+    d = path.detector
+    for i in range(rounds):
+        ceiling = d.ceiling_bytes_per_s
+        if not d.policed or ceiling is None:
+            return
+        probe = i % 32 >= 32 - d.probe_rounds
+        path.round((probe_gain if probe else HOLD_GAIN) * ceiling, probe=probe)
+
+
+def test_a_hold_below_the_ceiling_loses_nothing_and_stays() -> None:
+    """Held at 0.97 × the ceiling with a bucket smaller than a probe's excess: no release."""
+    path = Rounds(C, 0.0)
+    path.policer = Policer(C, 16 * MSS)
+    path.cycle(2 * C, 2)
+    assert path.detector.policed
+    _hold(path, 100)
+    assert path.detector.policed and path.detector.hold_loss == 0.0
+
+
+def test_a_bucket_that_passes_a_probe_makes_the_probes_longer() -> None:
+    """A deep bucket passes a whole probe: the hold ends, the same ceiling is found again,
+    and from then on the probes last twice as long and the hold stays."""
+    path = Rounds(C, 0.0)
+    path.policer = Policer(C, 0.35 * C * RTT_S)
+    path.cycle(2 * C, 2)
+    first = path.detector.probe_rounds
+    _hold(path, 40)
+    assert not path.detector.policed
+    path.cycle(1.07 * C, 3)
+    assert path.detector.policed and path.detector.probe_rounds >= 2 * first
+    _hold(path, 100)
+    assert path.detector.policed
+
+
+def test_a_raised_policer_releases_the_hold() -> None:
+    """The policer lifted to 3 × its rate: the next probe passes clean and ends the hold."""
+    path = Rounds(C, 0.0)
+    path.cycle(2 * C, 2)
+    assert path.detector.policed
+    path.policer = Policer(3 * C, 64 * MSS)
+    _hold(path, 40)
+    assert not path.detector.policed
+
+
+def test_a_lowered_policer_releases_the_hold() -> None:
+    """The policer cut to half: the hold loses half its packets and is released."""
+    path = Rounds(C, 0.0)
+    path.cycle(2 * C, 2)
+    path.policer = Policer(C / 2, 64 * MSS)
+    _hold(path, 10)
+    assert not path.detector.policed
+
+
+# --- the sans-IO pair over a policed path ------------------------------------------------
+
+
+def _bulk(down: OneWayPath, seconds: float, warm_s: float) -> tuple[Net, float, float]:
+    """The gateway sends bulk for ``seconds``; goodput (bytes/s) and the path's loss after
+    ``warm_s``."""
+    net = Net(OneWayPath(delay_s=RTT_S / 2, rate_bytes_per_s=down.rate_bytes_per_s), down)
+    net.run(1.0, lambda: net.client.established)
+    sid = net.client.open_stream()
+    net.client.send(sid, b"x", end_stream=True)
+    data = payload("bulk", int(down.rate_bytes_per_s * seconds))
+    net.on_gateway_stream = lambda s, _: net.gateway.send(s, data, end_stream=True)
+    start = net.now
+    net.run(start + warm_s)
+    got, sent, dropped = len(net.received["client"].get(sid, b"")), down.sent, down.dropped
+    net.run(start + seconds)
+    got = len(net.received["client"].get(sid, b"")) - got
+    return net, got / (seconds - warm_s), (down.dropped - dropped) / (down.sent - sent)
+
+
+def test_the_relay_holds_a_policed_path_at_its_rate() -> None:
+    """Policed at 4 Mbit/s on a 20 Mbit/s link: after the first seconds, ≥ 90 % of the
+    policed rate arrives and ≤ 5 % of the datagrams are dropped (issue 32's goal)."""
+    police = 4e6 / 8
+    down = OneWayPath(
+        delay_s=RTT_S / 2,
+        rate_bytes_per_s=20e6 / 8,
+        police_rate_bytes_per_s=police,
+        police_burst_bytes=16_000,
+    )
+    net, goodput, loss = _bulk(down, 12.0, 4.0)
+    assert net.gateway.rate.police.policed
+    assert goodput >= 0.9 * police
+    assert loss <= 0.05
+
+
+def test_random_loss_on_a_bottleneck_is_not_taken_for_a_policer() -> None:
+    """14 % random loss on a 6 Mbit/s bottleneck: the relay never sees a policer."""
+    down = OneWayPath(delay_s=RTT_S / 2, rate_bytes_per_s=6e6 / 8, loss=0.14)
+    net, goodput, _ = _bulk(down, 8.0, 3.0)
+    assert net.gateway.rate.police.detections == 0
+    assert goodput >= 0.65 * down.rate_bytes_per_s  # what FEC and retransmission carried before
