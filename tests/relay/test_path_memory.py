@@ -161,15 +161,20 @@ def test_memory_is_bounded(tmp_path: Path) -> None:
 
 
 def test_small_flights_keep_the_remembered_rate(tmp_path: Path) -> None:
-    """A session that sent only small replies measured no rate: a fresh record keeps its own,
-    and a too-short session changes nothing."""
+    """A session that sent only small replies, or whose flights never found the bottleneck
+    (paced at the remembered rate, still in start-up), measured no lower rate: a fresh
+    record keeps its own; one that found the path lowers it; a too-short one changes
+    nothing."""
     memory = _saved(tmp_path)
     small = {**MEASURED, "rate_out_bytes_per_s": 20_000.0, "loss_out": 0.1}
     assert memory.remember("gw.example:7443", small, NOW + 10)
     record = memory.records["gw.example:7443"]
     assert record["rate_out_bytes_per_s"] == 40e6 and record["loss_out"] == 0.1
     assert not memory.remember("gw.example:7443", {**MEASURED, "packets_sent": 3}, NOW + 20)
-    slower = {**MEASURED, "rate_out_bytes_per_s": 10e6}  # 10 MB/s × 200 ms: a real flight
+    paced = {**MEASURED, "rate_out_bytes_per_s": 10e6, "rate_is_path": 0}  # still in start-up
+    memory.remember("gw.example:7443", paced, NOW + 25)
+    assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 40e6
+    slower = {**MEASURED, "rate_out_bytes_per_s": 10e6, "rate_is_path": 1}  # found the path
     memory.remember("gw.example:7443", slower, NOW + 30)
     assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 10e6
     unmeasured = _memory(tmp_path)

@@ -694,11 +694,14 @@ class RelayConnection:
     def path_estimate(self) -> dict[str, float | int]:
         """What this session measured of its path, for the next one (path memory): the
         minimum RTT, the largest recent delivery rate of this end's direction (0: none
-        measured, no start rate in it), the loss each way, the datagram size in use, and
-        the packets each way the figures rest on."""
+        measured, no start rate in it), whether that rate is the path's (start-up ended:
+        a queued train, a full pipe or a queue found the bottleneck) or only a lower bound
+        (flights paced below it), the loss each way, the datagram size in use, and the
+        packets each way the figures rest on."""
         return {
             "min_rtt_s": self._rtt.min_s or 0.0,
             "rate_out_bytes_per_s": self.rate.measured_bw_bytes_per_s,
+            "rate_is_path": int(not self.rate.startup),
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
             "datagram_bytes": self._pmtu.datagram_bytes,
