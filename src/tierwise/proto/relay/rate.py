@@ -185,7 +185,8 @@ class RateController:
 
     @property
     def _unmeasured(self) -> bool:
-        """No sample yet, or in start-up only samples of app-limited flights."""
+        """No sample yet, or in start-up only samples of app-limited flights: the pace is
+        the next flight's own train (the window still grows with those samples)."""
         return not self._bw or (self._startup and not self._measured)
 
     @property
@@ -198,7 +199,7 @@ class RateController:
     def _window_bytes(self) -> float:
         rtt = self.min_rtt_s or self.initial_rtt_s
         gain = max(CWND_GAIN, self.gain)
-        if self._unmeasured and not self._initial_rate:
+        if not self._bw and not self._initial_rate:
             return INITIAL_CWND_PACKETS * self.mss
         window = max(gain * self.btl_bw_bytes_per_s * rtt, MIN_CWND_PACKETS * self.mss)
         if not self._bw and self.blind_bytes is not None:
