@@ -78,13 +78,13 @@ def test_a_remembered_path_is_at_the_floor_from_the_first_byte(loss: float, goal
 
 
 def test_the_first_flight_follows_the_remembered_rate() -> None:
-    """Paced at the remembered rate (start-up's gain 2 × a share of 0.5), with FEC for the
+    """Paced at 1.25 × the remembered rate (start-up's gain 2 × a share of 0.625), FEC for the
     remembered loss, and at most the blind budget (1 MB here) before the first ACK."""
     prior = PathPrior(min_rtt_s=0.2, rate_bytes_per_s=RATE, loss=0.1)
     net = Net()
     net.client.use_prior(prior)
     rate = net.client.rate
-    assert rate.pacing_rate_bytes_per_s == pytest.approx(RATE)
+    assert rate.pacing_rate_bytes_per_s == pytest.approx(1.25 * RATE)  # BBR's probing gain
     assert rate.cwnd_bytes == pytest.approx(1e6)  # the blind budget, not 2 × BDP
     assert net.client.snapshot()["path_prior"] == "in use"
     assert net.client._initial_loss == 0.1
@@ -274,8 +274,8 @@ def test_a_never_seen_path_costs_at_most_one_round_trip(small_first: bool) -> No
 
 def test_sessions_paced_at_a_low_record_do_not_lower_it() -> None:
     """A record at a quarter of the path (a warm-up on a busy host): a session still in
-    start-up (no bottleneck found) never lowers it, and a session that finds the path
-    raises it."""
+    start-up (no bottleneck found) never lowers it, a session paced from it (at 1.25 ×)
+    raises it, and one that finds the path raises it to the path."""
     low = RATE / 4
     memory = PathMemory(Path("unused.json"), "client")
     memory.records["gw"] = {"min_rtt_s": 0.2, "rate_out_bytes_per_s": low, "loss_out": 0.0,
@@ -284,11 +284,11 @@ def test_sessions_paced_at_a_low_record_do_not_lower_it() -> None:
     assert prior is not None
     _, net = _first_request(prior)
     estimate = net.client.path_estimate()
-    assert estimate["rate_is_path"] == 0  # still in start-up: no bottleneck found
-    memory.remember("gw", {**estimate, "rate_out_bytes_per_s": 0.9 * low}, 2.0)
+    in_start_up = {**estimate, "rate_out_bytes_per_s": 0.9 * low, "rate_is_path": 0}
+    memory.remember("gw", in_start_up, 2.0)
     assert memory.records["gw"]["rate_out_bytes_per_s"] == low  # not lowered
     memory.remember("gw", estimate, 2.5)
-    assert memory.records["gw"]["rate_out_bytes_per_s"] >= low
+    assert memory.records["gw"]["rate_out_bytes_per_s"] >= 1.2 * low  # probed above it
     bulk = Net(OneWayPath(), OneWayPath(), seed=4)
     bulk.run(60, lambda: bulk.client.established)
     expected = request_response(bulk, [(8_000_000, DOWN)])
