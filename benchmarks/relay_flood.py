@@ -5,10 +5,12 @@ run as processes on 127.0.0.1; a source thread answers each connection's 8-byte 
 with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floods
 (as fast as one core sends, ``sendmmsg``, for at most ``--seconds``) one class:
 
-* gateway: ``random`` bytes, ``unknown`` session ids, ``hello``-shaped (dated now),
-  ``replay`` (authentic datagrams of a live second session, recorded here and
-  replayed), ``badtag`` (the live session's id, a bad tag), ``spoofed`` (a live
-  session's id and a bad tag from random 127/8 sources, raw socket: root);
+* gateway: ``random`` bytes, ``unknown`` session ids, ``hello``-shaped (dated now, no
+  admission tag), ``hello-observed`` (the same with the key's current admission tag, as an
+  on-path observer could copy from a client's HELLO), ``replay`` (authentic datagrams
+  of a live second session, recorded here and replayed), ``badtag`` (the live
+  session's id, a bad tag), ``spoofed`` (a live session's id and a bad tag from random
+  127/8 sources, raw socket: root);
 * the client's UDP port, spoofed from the gateway's address: ``client-random``,
   ``client-unknown``, ``client-badtag`` (the client's session id).
 
@@ -16,13 +18,20 @@ with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floo
 flooder costs on this host whatever it sends (on loopback the kernel's work on a
 flood, the socket filters included, is done on the sender's core).
 
+``--pin`` puts the flooder (and the spin) on CPU 0 and everything of the relay — gateway,
+client, this process with its source and measuring threads — on CPU 1, quiet runs too:
+on loopback the kernel's receive path for a flooded datagram (softirq, the socket
+filter, the drop) runs in the sender's context, and a flooder on another host would not
+take the relay's core; pinned, a class's ratio to quiet is what it costs the relay
+itself. Unpinned, it is that plus losing a core of this 2-core host to the flooder.
+
 Per class: the bulk goodput of an established session (``--mb`` MB down), the median
 of ``--requests`` requests of 354,640 B, the seconds a new client's session takes to
 come up, the datagrams the flooder sent and the kernel's and the gateway's drops.
 Goals (issue 30): bulk ≥ 50 % of quiet, request ≤ 1.5 × quiet, new session ≤ 2 s.
 
     python benchmarks/relay_flood.py [--mb 20] [--requests 9] [--seconds 20]
-        [--classes random,unknown,...]
+        [--classes random,unknown,...] [--pin]
 """
 
 from __future__ import annotations
@@ -39,17 +48,23 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from _args import positive_float, positive_int, run
 
+from tierwise.proto.relay import wire
+from tierwise.proto.relay.crypto import admission_key, admission_tag
+from tierwise.relay import kfilter
 from tierwise.relay.client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOODER = ROOT / "tests" / "relay" / "flooder.py"
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 REQUEST_BYTES = 354_640
-GATEWAY_CLASSES = ("spin", "random", "unknown", "hello", "replay", "badtag", "spoofed")
+GATEWAY_CLASSES = (
+    "spin", "random", "unknown", "hello", "hello-observed", "replay", "badtag", "spoofed",
+)  # fmt: skip
 CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag")
 
 
@@ -176,6 +191,8 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
     spoof_gw = f"--spoof=127.0.0.1:{ctx['gw_port']}"
     if kind in ("spin", "random", "unknown", "hello"):
         return [*cmd, gw_to, "--kind", kind]
+    if kind == "hello-observed":
+        return [*cmd, gw_to, "--kind", "hello", "--tag", ctx["tag"]]
     if kind == "replay":
         path = tmp / "replay.hex"
         path.write_text("\n".join(d.hex() for d in ctx["recorded"]))
@@ -195,7 +212,32 @@ def main() -> None:
     parser.add_argument("--requests", type=positive_int, default=9)
     parser.add_argument("--seconds", type=positive_float, default=20, help="a flood's bound")
     parser.add_argument("--classes", default=",".join(GATEWAY_CLASSES + CLIENT_CLASSES))
+    parser.add_argument("--pin", action="store_true", help="flooder on CPU 0, relay on CPU 1")
+    parser.add_argument(
+        "--base-src",
+        default=None,
+        help="no floods: this tree against the relay in DIR, alternately",
+    )
+    parser.add_argument("--rounds", type=positive_int, default=10, help="with --base-src")
+    parser.add_argument(
+        "--kernel-cost",
+        action="store_true",
+        help="no floods: the steering's cost per datagram at rest",
+    )
+    parser.add_argument("--sessions", type=positive_int, default=64, help="with --kernel-cost")
     args = parser.parse_args()
+    if args.kernel_cost:
+        kernel_cost(args)
+        return
+    relay_cpu = flood_cpu = None
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            parser.error("--pin needs two CPUs")
+        flood_cpu, relay_cpu = {cpus[0]}, {cpus[1]}
+        os.sched_setaffinity(0, relay_cpu)  # before any thread: they inherit it
+    where = f"flooder on CPU {flood_cpu}, relay on CPU {relay_cpu}" if args.pin else "unpinned"
+    print(f"placement: {where}; load {os.getloadavg()[0]:.2f}")
     classes = [c for c in args.classes.split(",") if c]
     for c in classes:
         if c not in GATEWAY_CLASSES + CLIENT_CLASSES:
@@ -214,22 +256,12 @@ def main() -> None:
         key = tmp / "relay.key"
         subprocess.run([*CLI, "relay", "keygen", "--out", str(key)], check=True)
         psk = bytes.fromhex(key.read_text().strip())
-        gw_port, fwd, stats_port = free_port(socket.SOCK_DGRAM), free_port(), free_port()
-        common = ["--key-file", str(key), "--log-level", "warning"]
-        gwp = subprocess.Popen([*CLI, "relay", "gateway", "--listen", f"127.0.0.1:{gw_port}",
-                                "--allow", f"127.0.0.1:{sport}", "--stats",
-                                f"127.0.0.1:{stats_port}", *common])  # fmt: skip
-        forward = f"127.0.0.1:{fwd}=127.0.0.1:{sport}"
-        clp = subprocess.Popen([*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gw_port}",
-                                "--forward", forward, *common])  # fmt: skip
+        if args.base_src:
+            at_rest(args, key, sport, relay_cpu)
+            return
+        stats_port = free_port()
+        gwp, clp, gw_port, fwd = start_relay(key, sport, _on_cpus(relay_cpu), stats_port)
         try:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                try:
-                    fetch(fwd, 1000, timeout=2)
-                    break
-                except (OSError, SystemExit):
-                    time.sleep(0.2)
             gw = ("127.0.0.1", gw_port)
             ids = {s["id"] for s in stats(stats_port)["sessions"]}
             recorder = Recorder(psk, gw, fwd)
@@ -239,6 +271,7 @@ def main() -> None:
                 "client_cid": next(iter(ids)),
                 "cid": recorder.cid.hex(),
                 "recorded": recorder.sent,
+                "tag": admission_tag(admission_key(psk), time.time()).hex(),
             }
             fetch(fwd, int(args.mb * 1e6))  # warm
             rows = [("quiet", measure(args, fwd, psk, gw), 0, 0.0)]
@@ -246,7 +279,7 @@ def main() -> None:
                 before = stats(stats_port)["totals"]
                 cpu0 = cpu_s(gwp.pid)
                 flood = subprocess.Popen(flooder(kind, args, ctx, tmp), stdout=subprocess.PIPE,
-                                         text=True)  # fmt: skip
+                                         text=True, preexec_fn=_on_cpus(flood_cpu))  # fmt: skip
                 time.sleep(0.5)
                 try:
                     row = measure(args, fwd, psk, gw)
@@ -268,17 +301,152 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     p.kill()
     report(rows)
+    print(f"load at the end {os.getloadavg()[0]:.2f}")
+
+
+def start_relay(
+    key: Path,
+    sport: int,
+    preexec: Callable[[], None] | None,
+    stats_port: int | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """A gateway and a client forwarding to ``sport``, up: (gateway, client, the
+    gateway's UDP port, the client's forward port)."""
+    gw_port, fwd = free_port(socket.SOCK_DGRAM), free_port()
+    common = ["--key-file", str(key), "--log-level", "warning"]
+    stats_args = ["--stats", f"127.0.0.1:{stats_port}"] if stats_port else []
+    gwp = subprocess.Popen([*CLI, "relay", "gateway", "--listen", f"127.0.0.1:{gw_port}",
+                            "--allow", f"127.0.0.1:{sport}", *stats_args, *common],
+                           preexec_fn=preexec, env=env)  # fmt: skip
+    forward = f"127.0.0.1:{fwd}=127.0.0.1:{sport}"
+    clp = subprocess.Popen([*CLI, "relay", "client", "--gateway", f"127.0.0.1:{gw_port}",
+                            "--forward", forward, "--socks", f"127.0.0.1:{free_port()}",
+                            *common],
+                           preexec_fn=preexec, env=env)  # fmt: skip
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            fetch(fwd, 1000, timeout=2)
+            break
+        except (OSError, SystemExit):
+            time.sleep(0.2)
+    return gwp, clp, gw_port, fwd
+
+
+def at_rest(args: argparse.Namespace, key: Path, sport: int, cpus: set[int] | None) -> None:
+    """No flood: this tree's relay and ``--base-src``'s, both up, measured in turn
+    (``--rounds`` rounds: each a bulk download on each, the order swapped each round, then
+    ``--requests`` requests on each, one by one alternately): the same host load for both.
+    Also the CPU seconds their gateway and client processes took over all rounds."""
+    base_env = {**os.environ, "PYTHONPATH": str(Path(args.base_src).resolve())}
+    pairs = {"this": start_relay(key, sport, _on_cpus(cpus)),
+             "base": start_relay(key, sport, _on_cpus(cpus), env=base_env)}  # fmt: skip
+    bulk: dict[str, list[float]] = {"this": [], "base": []}
+    reqs: dict[str, list[float]] = {"this": [], "base": []}
+    ratios: list[tuple[float, float]] = []
+
+    def used_s(name: str) -> float:
+        return cpu_s(pairs[name][0].pid) + cpu_s(pairs[name][1].pid)
+
+    try:
+        for fwd in (p[3] for p in pairs.values()):
+            fetch(fwd, int(args.mb * 1e6))  # warm
+        cpu0 = {name: used_s(name) for name in pairs}
+        for i in range(args.rounds):
+            order = ("this", "base") if i % 2 == 0 else ("base", "this")
+            for name in order:
+                bulk[name].append(args.mb * 8 / fetch(pairs[name][3], int(args.mb * 1e6)))
+            got: dict[str, list[float]] = {"this": [], "base": []}
+            for _ in range(args.requests):
+                for name in order:
+                    got[name].append(fetch(pairs[name][3], REQUEST_BYTES) * 1e3)
+            for name in pairs:
+                reqs[name] += got[name]
+            medians = {name: statistics.median(got[name]) for name in pairs}
+            ratios.append((bulk["this"][-1] / bulk["base"][-1], medians["this"] / medians["base"]))
+        used = {name: used_s(name) - cpu0[name] for name in pairs}
+    finally:
+        for gwp, clp, _, _ in pairs.values():
+            for p in (gwp, clp):
+                p.terminate()
+                p.wait(10)
+    for name in pairs:
+        print(f"{name}: bulk {statistics.median(bulk[name]):.0f} Mbit/s, request "
+              f"{statistics.median(reqs[name]):.2f} ms (median of {len(reqs[name])}), "
+              f"gateway + client CPU {used[name]:.2f} s")  # fmt: skip
+    good = sorted(g for g, _ in ratios)
+    req = sorted(r for _, r in ratios)
+    overall = statistics.median(reqs["this"]) / statistics.median(reqs["base"])
+    print(f"this / base: request {overall:.3f}, "
+          f"CPU {used['this'] / used['base']:.3f}; per round: bulk median "
+          f"{statistics.median(good):.3f} ({good[0]:.2f}-{good[-1]:.2f}), request median "
+          f"{statistics.median(req):.3f} ({req[0]:.2f}-{req[-1]:.2f}); "
+          f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+
+
+def kernel_cost(args: argparse.Namespace) -> None:
+    """At rest, what the steering costs a session's datagram: 1,200-byte DATA datagrams
+    sent and read back over loopback (the receive path, the programs included, runs in
+    the sender's system call) into a plain socket and into the gateway's three sockets
+    with the steering for ``--sessions`` sessions (this datagram's the last checked),
+    alternately, ``--rounds`` rounds of 20,000. Nanoseconds per datagram, send and read."""
+    sessions = [(os.urandom(8), ("127.0.0.1", 20000 + i)) for i in range(args.sessions)]
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind(("127.0.0.1", 0))
+    cid = sessions[-1][0]
+    sessions[-1] = (cid, tx.getsockname())
+    payload = bytes([wire.DATA]) + cid + os.urandom(1200 - 9)
+    plain = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    plain.bind(("127.0.0.1", 0))
+    group = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(3)]
+    for sock in group:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    group[0].bind(("127.0.0.1", 0))
+    kfilter.attach(group[1], kfilter.hello_program(tags=[os.urandom(8)]))
+    kfilter.attach(group[2], kfilter.moved_program([c for c, _ in sessions]))
+    for sock in group[1:]:
+        sock.bind(group[0].getsockname())
+    if not kfilter.attach_steering(group[0], kfilter.steer_program(sessions)):
+        raise SystemExit("the kernel refused the steering program")
+    ns: dict[str, list[float]] = {"plain": [], "steered": []}
+    for i in range(args.rounds):
+        for name in ("plain", "steered") if i % 2 == 0 else ("steered", "plain"):
+            rx = plain if name == "plain" else group[0]
+            to = rx.getsockname()
+            t0 = time.perf_counter_ns()
+            for _ in range(20_000 // 32):
+                for _ in range(32):
+                    tx.sendto(payload, to)
+                for _ in range(32):
+                    rx.recv(2048)
+            ns[name].append((time.perf_counter_ns() - t0) / 20_000)
+    plain_ns, steered_ns = statistics.median(ns["plain"]), statistics.median(ns["steered"])
+    print(f"send + read of a 1,200 B datagram: plain {plain_ns:.0f} ns, steered "
+          f"({args.sessions} sessions) {steered_ns:.0f} ns: +{steered_ns - plain_ns:.0f} ns "
+          f"(medians of {args.rounds}); load {os.getloadavg()[0]:.2f}")  # fmt: skip
+
+
+def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that pins the child to ``cpus`` (None: leave it where it is)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 def report(rows: list[tuple[str, dict, int, float]]) -> None:
+    """Each class against the median quiet run, and (where it ran) the ``spin`` control:
+    the request's ratio to a host that only lost the flooder's core."""
     quiet = [r for k, r, _, _ in rows if k == "quiet"]
     q_good = statistics.median(r["goodput_mbit"] for r in quiet)
     q_req = statistics.median(r["request_ms"] for r in quiet)
     q_ses = statistics.median(r["session_s"] for r in quiet)
+    spins = [r["request_ms"] for k, r, _, _ in rows if k == "spin"]
+    s_req = statistics.median(spins) if spins else float("nan")
     print(f"quiet (median of {len(quiet)}): bulk {q_good:.0f} Mbit/s, request "
           f"{q_req:.1f} ms, new session {q_ses * 1e3:.0f} ms")  # fmt: skip
-    print(f"{'class':15} {'flood/s':>9} {'bulk':>14} {'request':>16} {'session':>9}  "
-          "gateway CPU s, drops")  # fmt: skip
+    print(f"{'class':15} {'flood/s':>9} {'bulk':>14} {'request':>16} {'× spin':>7} "
+          f"{'session':>9}  gateway CPU s, drops")  # fmt: skip
     for kind, r, sent, cpu in rows:
         if kind == "quiet":
             continue
@@ -287,7 +455,7 @@ def report(rows: list[tuple[str, dict, int, float]]) -> None:
         ok = good >= 0.5 and req <= 1.5 and r["session_s"] <= 2.0
         print(f"{kind:15} {sent:>9.0f} "
               f"{r['goodput_mbit']:>6.0f} ({good:4.0%}) {r['request_ms']:>7.1f} ms ×{req:4.2f} "
-              f"{r['session_s']:>7.2f} s  {cpu:.1f} {r['drops']} "
+              f"×{r['request_ms'] / s_req:5.2f} {r['session_s']:>7.2f} s  {cpu:.1f} {r['drops']} "
               f"{'ok' if ok else 'MISSED'}")  # fmt: skip
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 from _args import fraction, positive_float, positive_int, run
@@ -52,6 +53,7 @@ from rich.progress import Progress
 
 from tierwise.proto.relay import RelayConfig
 from tierwise.proto.relay.pmtu import REPAIR_EXTRA_BYTES
+from tierwise.relay.pathmemory import PathMemory
 from tierwise.sim.relay import (
     Net,
     OneWayPath,
@@ -261,13 +263,47 @@ def pmtu_main(args: argparse.Namespace) -> None:
             )
 
 
-def cold_request(loss: float, seed: int, tuned: bool = False) -> dict:
+def learned_priors(up: OneWayPath, down: OneWayPath, seed: int) -> tuple:
+    """What a session that carried three of the issue's requests on this path leaves in
+    each end's path memory, recalled for the next session: (client's, gateway's) prior."""
+    net = Net(up, down, seed=seed)
+    net.run(60, lambda: net.client.established)
+    for _ in range(3):
+        expected = request_response(net, [(UP_BYTES, DOWN_BYTES)])
+        net.run(net.now + 60, all_done(net, expected))
+    memories = []
+    for conn in (net.client, net.gateway):
+        memory = PathMemory(Path("unused.json"), "client" if conn.is_client else "gateway")
+        memory.remember("peer", conn.path_estimate(), 0.0)
+        memories.append(memory.recall("peer", 1.0))
+    return tuple(memories)
+
+
+def fresh_path(loss: float, rate_bytes_per_s: float = RATE_BYTES_PER_S, queue_s: float = 0.2):
+    return OneWayPath(loss=loss, rate_bytes_per_s=rate_bytes_per_s, queue_s=queue_s)
+
+
+def cold_request(
+    loss: float, seed: int, mode: str = "defaults", now_rate_share: float = 1.0
+) -> dict:
     """A new session's first request, sent once the handshake is done; timed from then.
-    ``tuned``: both ends know the path (initial rate = its rate, initial loss = its loss)."""
+    ``mode``: "defaults"; "tuned" (both ends know the path: initial rate = its rate,
+    initial loss = its loss); "remembered" (each end recalls what a session on the path
+    at full rate measured: its path memory); ``now_rate_share``: the path's rate now,
+    as a share of the remembered one (a path that changed under the memory)."""
     config = RelayConfig(initial_rate_bytes_per_s=RATE_BYTES_PER_S, initial_loss=loss)
+    rate = RATE_BYTES_PER_S * now_rate_share
     net = Net(
-        OneWayPath(loss=loss), OneWayPath(loss=loss), seed=seed, config=config if tuned else None
+        fresh_path(loss, rate),
+        fresh_path(loss, rate),
+        seed=seed,
+        config=config if mode == "tuned" else None,
     )
+    if mode == "remembered":
+        client_prior, gateway_prior = learned_priors(fresh_path(loss), fresh_path(loss), seed + 7)
+        for conn, prior in ((net.client, client_prior), (net.gateway, gateway_prior)):
+            if prior is not None:  # the gateway's answers (1,000 B) measure no rate
+                conn.use_prior(prior)
     net.run(60, lambda: net.client.established)
     expected = request_response(net, [(UP_BYTES, DOWN_BYTES)])
     start = net.now
@@ -277,39 +313,51 @@ def cold_request(loss: float, seed: int, tuned: bool = False) -> dict:
         assert bytes(net.received["client"].pop(sid)) == sent_down
     return {
         "time_s": net.now - start,
+        "floor_s": 0.2 + (UP_BYTES + DOWN_BYTES) / rate,
         "answer_retransmitted": net.gateway.stats.retransmitted_bytes > 0,
         "repairs": (net.client.stats.repair_packets_sent, net.gateway.stats.repair_packets_sent),
+        "lost": net.up.dropped + net.down.dropped,
+        "prior": net.client.prior_state,
     }
 
 
+MODES = {
+    "defaults": "defaults",
+    "tuned": "initial rate and loss: the path's",
+    "remembered": "path memory of an earlier session",
+}
+
+
 def cold_main(args: argparse.Namespace) -> None:
-    floor = 0.2 + (UP_BYTES + DOWN_BYTES) / RATE_BYTES_PER_S
+    share = args.now_rate
     print(
         f"a new session's first request (354,640 B up, 1,000 B down, sent once established),"
-        f" {args.cold} seeds per loss, 200 ms, 333 Mbit/s; time / floor"
-        f" ({floor * 1e3:.1f} ms)"
+        f" {args.cold} seeds per loss, 200 ms, {333 * share:g} Mbit/s"
+        + (" (the memory's path: 333 Mbit/s)" if share != 1 else "")
+        + "; time / floor"
     )
     print(
         "| session settings | loss | median | p99 | worst | answers retransmitted"
-        " | client repairs per request | gateway repairs per request |"
-        "\n|---|---|---|---|---|---|---|---|"
+        " | client repairs per request | gateway repairs per request | datagrams lost |"
+        "\n|---|---|---|---|---|---|---|---|---|"
     )
     with Progress(transient=True) as progress:
-        for tuned in (False, True):
+        for mode in args.modes:
             for loss in args.losses:
-                label = "initial rate and loss: the path's" if tuned else "defaults"
+                label = MODES[mode]
                 task = progress.add_task(f"{label}, {loss:.1%} loss", total=args.cold)
                 runs = []
                 for seed in range(args.cold):
-                    runs.append(cold_request(loss, 1000 + seed, tuned))
+                    runs.append(cold_request(loss, 1000 + seed, mode, share))
                     progress.advance(task)
-                ratios = np.array([r["time_s"] for r in runs]) / floor
+                ratios = np.array([r["time_s"] / r["floor_s"] for r in runs])
                 late = sum(r["answer_retransmitted"] for r in runs)
                 up, down = (np.mean([r["repairs"][i] for r in runs]) for i in (0, 1))
                 print(
                     f"| {label} | {loss:.1%} | {np.median(ratios):.3f}"
                     f" | {np.percentile(ratios, 99):.3f} | {ratios.max():.3f}"
-                    f" | {late} of {len(runs)} | {up:.0f} | {down:.1f} |"
+                    f" | {late} of {len(runs)} | {up:.0f} | {down:.1f}"
+                    f" | {np.mean([r['lost'] for r in runs]):.0f} |"
                 )
 
 
@@ -341,6 +389,20 @@ def loss_list(text: str) -> list[float]:
     if not values or any(not 0 <= v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: each loss must be in [0, 1)")
     return values
+
+
+def share(text: str) -> float:
+    value = fraction(text) if text.strip() != "1" else 1.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a share in (0, 1]")
+    return value
+
+
+def mode_list(text: str) -> list[str]:
+    modes = text.split(",")
+    if not modes or any(m not in MODES for m in modes):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a list of {', '.join(MODES)}")
+    return modes
 
 
 def cost_list(text: str) -> list[float]:
@@ -380,6 +442,18 @@ def main() -> None:
         "--cold",
         type=positive_int,
         help="a new session's first request, this many seeds at each of --losses",
+    )
+    parser.add_argument(
+        "--modes",
+        type=mode_list,
+        default=list(MODES),
+        help=f"with --cold: session settings to compare, of {', '.join(MODES)}",
+    )
+    parser.add_argument(
+        "--now-rate",
+        type=share,
+        default=1.0,
+        help="with --cold: the path's rate as a share of 333 Mbit/s (what memory recalls)",
     )
     args = parser.parse_args()
     if args.cold:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -34,6 +36,20 @@ settings.load_profile("tierwise")
 # signal, not an ignored one).
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The relay's ends keep path memory in the user's state directory by default
+# (relay/pathmemory.py): each test, and every process it starts, gets a state directory
+# of its own under one of this run, so no test starts from what another measured and
+# none writes to the home directory.
+_STATE_ROOT = tempfile.mkdtemp(prefix="tierwise-state-")
+_state_dirs = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = os.path.join(_STATE_ROOT, str(next(_state_dirs)))  # made when first written
+    monkeypatch.setenv("XDG_STATE_HOME", state)
+    monkeypatch.setitem(CLI_ENV, "XDG_STATE_HOME", state)
 
 
 # Tests marked @peer_job (tests/peerjobs.py) run last, after the tests of QUIET_SAFE

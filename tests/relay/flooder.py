@@ -7,8 +7,10 @@ datagrams, then prints how many it sent and exits. Kinds:
 
 ``random``   random bytes, 20–1300 long
 ``unknown``  a DATA header naming a random session id, random body
-``hello``    HELLO-shaped: type HELLO, ``HELLO_BYTES`` long, dated now (so a gateway
-             gets as far as its AEAD check), random otherwise
+``hello``    HELLO-shaped: type HELLO, ``HELLO_BYTES`` long, dated now, random
+             otherwise (no admission tag: the gateway's kernel drops it); with
+             ``--tag HEX``, version 1 and that admission tag (one seen on the path:
+             the gateway gets as far as its AEAD check)
 ``badtag``   DATA naming ``--cid`` (a live session), random body and tag
 ``file``     the datagrams in ``--payloads`` (hex, one a line) in turn: authentic
              datagrams recorded from a session, replayed
@@ -36,6 +38,7 @@ import time
 HELLO, DATA = 1, 3
 HELLO_BYTES = 1200
 HELLO_TIME_AT = 17 + 32 + 16
+HELLO_ADMIT_AT = HELLO_TIME_AT + 9  # after the version byte
 BATCH = 64
 POOL = 1024
 
@@ -64,7 +67,9 @@ def _sockaddr_in(host: str, port: int) -> bytes:
     return struct.pack("=HH4s8x", socket.AF_INET, socket.htons(port), socket.inet_aton(host))
 
 
-def payloads(kind: str, cid: bytes | None, path: str | None) -> list[bytes]:
+def payloads(
+    kind: str, cid: bytes | None, path: str | None, tag: bytes | None = None
+) -> list[bytes]:
     rng = random.Random(1)
     out = []
     if kind == "file":
@@ -81,6 +86,8 @@ def payloads(kind: str, cid: bytes | None, path: str | None) -> list[bytes]:
             body = bytearray(os.urandom(HELLO_BYTES))
             body[0] = HELLO
             struct.pack_into(">Q", body, HELLO_TIME_AT, time.time_ns() + i)
+            if tag is not None:
+                body[HELLO_ADMIT_AT - 1 : HELLO_ADMIT_AT + len(tag)] = b"\x01" + tag
             out.append(bytes(body))
         elif kind == "badtag":
             assert cid is not None
@@ -137,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=0.0, help="datagrams/s (0: as fast as it can)")
     ap.add_argument("--cid", default=None, help="a session id in hex (badtag)")
     ap.add_argument("--payloads", default=None)
+    ap.add_argument("--tag", default=None, help="an admission tag in hex (hello)")
     ap.add_argument("--spoof", default=None, help="HOST:PORT to send from (raw socket)")
     args = ap.parse_args(argv)
     host, _, port = args.to.rpartition(":")
@@ -152,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             pass
         print(0, f"{time.monotonic() - t0:.3f}")
         return 0
-    pool = payloads(args.kind, bytes.fromhex(args.cid) if args.cid else None, args.payloads)
+    cid = bytes.fromhex(args.cid) if args.cid else None
+    tag = bytes.fromhex(args.tag) if args.tag else None
+    pool = payloads(args.kind, cid, args.payloads, tag)
     if args.spoof:
         shost, _, sport = args.spoof.rpartition(":")
         rng = random.Random(2)

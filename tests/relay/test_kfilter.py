@@ -212,3 +212,101 @@ def test_a_flood_is_one_log_line_a_minute(
     lines = [r for r in caplog.records if "flood" in r.getMessage()]
     assert len(lines) == 4 and "flood over" in lines[-1].getMessage()
     assert gateway_module.FLOOD_WARN_EVERY_S == 60.0
+
+
+def _tagged_hello(key: bytes = KEY, offset_s: float = 0.0) -> bytes:
+    from tierwise.proto.relay import RelayConnection
+
+    client = RelayConnection(key, is_client=True)
+    client.connect(("127.0.0.1", 1), now=1.0, wall_s=time.time() + offset_s)
+    return client.datagrams_to_send(1.0)[0][0]
+
+
+def test_hello_program_passes_only_tags_it_lists() -> None:
+    """The HELLO socket's filter: this version with a listed admission tag; HELLO-shaped
+    datagrams without one (a flood from anyone without the key) are the kernel's drops."""
+    from tierwise.proto.relay.crypto import admission_key, admission_tags
+
+    tags = admission_tags(admission_key(KEY), time.time(), 120.0)
+    for program in (kfilter.hello_program(tags=tags), kfilter.gateway_program([], tags=tags)):
+        rx, tx, port = _pair()
+        assert kfilter.attach(rx, program)
+        good = [_tagged_hello(), _tagged_hello(offset_s=-110.0), _tagged_hello(offset_s=110.0)]
+        old = bytearray(_tagged_hello())
+        old[wire.HELLO_VERSION_AT] = 0
+        bad = [hello(), _tagged_hello(bytes(32)), _tagged_hello(offset_s=400.0), bytes(old),
+               _tagged_hello()[:600]]  # fmt: skip
+        for d in good + bad:
+            tx.sendto(d, ("127.0.0.1", port))
+        assert sorted(_drain(rx)) == sorted(good)
+        assert kernel_drops(rx) == len(bad)
+    assert len(kfilter.hello_program(tags=[os.urandom(8)] * 2 + [os.urandom(8)])) == 9 + 11
+    # past MAX_TAGS: the shape alone, within the kernel's limit
+    many = [os.urandom(8) for _ in range(kfilter.MAX_TAGS + 1)]
+    assert len(kfilter.hello_program(tags=many)) < 20
+
+
+def test_a_guarded_gateway_admits_keyed_hellos_and_the_kernel_drops_the_rest() -> None:
+    """HELLO-shaped datagrams without the key's tag never reach Python; a client whose
+    clock is 100 s off still gets in; the tags rotate with the window."""
+
+    async def run() -> None:
+        gateway, transport, addr = await _guarded()
+        client = None
+        try:
+            junk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for _ in range(300):
+                junk.sendto(hello(), addr)
+                junk.sendto(_tagged_hello(bytes(32)), addr)
+            slow = gateway._hello_transport
+            assert slow is not None
+            await asyncio.sleep(0.1)
+            assert slow.reads == 0 and gateway.dropped == 0
+            assert gateway.kernel_drops() == 600
+            junk.sendto(_tagged_hello(offset_s=100.0), addr)
+            await asyncio.sleep(0.1)
+            assert slow.reads == 1 and len(gateway.sessions) == 1
+            client = Client(KEY, addr)
+            await client.start()
+            await asyncio.wait_for(client.ready.wait(), 5)
+            assert len(gateway.sessions) == 2 and gateway.kernel_drops() == 600
+            tags = gateway.admit_tags
+            assert gateway._admission(time.time() + 30.0)
+            assert len(gateway.admit_tags - tags) == 1 and len(tags - gateway.admit_tags) == 1
+            assert gateway._admit_timer is not None
+        finally:
+            if client is not None:
+                client.close()
+            gateway.close()
+            transport.close()
+        assert gateway._admit_timer is None
+
+    asyncio.run(run())
+
+
+def test_a_program_the_kernel_refuses_is_loosened_never_left_stale() -> None:
+    """Steering for 400 sessions (3,600 instructions: more than this kernel's option
+    memory takes) falls back to the shape alone: a session's DATA still reaches the
+    session socket, whether or not the kernel took the long program."""
+    group = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(3)]
+    for sock in group:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.setblocking(False)
+    group[0].bind(("127.0.0.1", 0))
+    for sock in group[1:]:
+        sock.bind(group[0].getsockname())
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind(("127.0.0.1", 0))
+    peers = [(os.urandom(8), ("127.0.0.1", 20000 + i)) for i in range(399)]
+    cid = os.urandom(8)
+    peers.append((cid, tx.getsockname()))
+    assert kfilter.attach_steering(group[0], kfilter.steer_program(peers[:2]))
+    prog = kfilter.steer_program(peers)
+    assert len(prog) > 3000
+    assert kfilter.attach_or_loosen(
+        group[0], prog, kfilter.steer_program(loose=True), steering=True
+    )
+    for _ in range(20):
+        tx.sendto(data(cid), group[0].getsockname())
+    assert len(_drain(group[0])) == 20
+    assert _drain(group[1]) == _drain(group[2]) == []

@@ -52,6 +52,14 @@ InitialRateOpt = Annotated[
     str | None,
     typer.Option("--initial-rate", help="Pacing rate before the path is measured, e.g. 50Mbit/s."),
 ]
+PathMemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--path-memory",
+        help="State file of what sessions measured of each path, so a new session starts "
+        "at the path's rate (default: the user's state directory); off: none.",
+    ),
+]
 MaxDatagramOpt = Annotated[
     str | None,
     typer.Option(
@@ -123,6 +131,7 @@ def gateway(
     idle_timeout: IdleOpt = None,
     initial_rate: InitialRateOpt = None,
     max_datagram: MaxDatagramOpt = None,
+    path_memory: PathMemoryOpt = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
     log_level: LogOpt = None,
@@ -134,7 +143,7 @@ def gateway(
 
     settings = gateway_settings(
         config, listen=listen, allow=allow, max_sessions=max_sessions, max_streams=max_streams,
-        stats=stats, key_file=key_file, log_level=log_level,
+        stats=stats, key_file=key_file, log_level=log_level, path_memory=path_memory,
         tuning=(stream_window, session_window, fec_target, idle_timeout, initial_rate,
                 max_datagram),
     )  # fmt: skip
@@ -150,6 +159,7 @@ def gateway(
         run_gateway(
             settings.key, settings.listen, settings.allow, max_sessions=settings.max_sessions,
             max_streams=settings.max_streams, session=settings.session, stats=settings.stats,
+            path_memory=settings.path_memory,
         )
     )  # fmt: skip
 
@@ -192,6 +202,7 @@ def client(
     idle_timeout: IdleOpt = None,
     initial_rate: InitialRateOpt = None,
     max_datagram: MaxDatagramOpt = None,
+    path_memory: PathMemoryOpt = None,
     key_file: KeyOpt = None,
     config: ConfigOpt = None,
     log_level: LogOpt = None,
@@ -204,7 +215,7 @@ def client(
     settings = client_settings(
         config, gateway=gateway, socks=socks, forward=forward, public_forward=public_forward,
         user=user, password_file=password_file, connect_timeout=connect_timeout,
-        udp_buffer=udp_buffer, key_file=key_file, log_level=log_level,
+        udp_buffer=udp_buffer, key_file=key_file, log_level=log_level, path_memory=path_memory,
         tuning=(stream_window, session_window, fec_target, idle_timeout, initial_rate,
                 max_datagram),
     )  # fmt: skip
@@ -223,6 +234,7 @@ def client(
             settings.key, settings.gateway, settings.socks, settings.forwards,
             settings.credentials, connect_timeout_s=settings.connect_timeout_s,
             udp_buffer_bytes=settings.udp_buffer, session=settings.session,
+            path_memory=settings.path_memory,
         )
     )  # fmt: skip
 

@@ -48,6 +48,7 @@ from tierwise.proto.relay import (
 )
 from tierwise.relay import kfilter, trace
 from tierwise.relay.batchudp import open_batch_endpoint
+from tierwise.relay.pathmemory import SAVE_EVERY_S, PathMemory
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session, widen_buffers
@@ -125,6 +126,7 @@ class Client:
         config: RelayConfig | None = None,
         credentials: tuple[str, str] | None = None,
         udp_buffer_bytes: int = UDP_BUFFER_BYTES,
+        memory: PathMemory | None = None,
     ) -> None:
         base = config or RelayConfig()
         # dead_peer_s: see DEAD_PEER_S (unless set); credit_on_consume: its pipes report what
@@ -153,6 +155,10 @@ class Client:
         self.counters: Counter[str] = Counter()
         self.reachable: set[tuple[str, int]] = set()  # destinations the gateway accepted
         self._moves: set[asyncio.Task] = set()
+        # what earlier sessions measured of the path to this gateway (pathmemory.py)
+        self.memory = memory
+        self.memory_peer = f"{gateway[0]}:{gateway[1]}"
+        self._saved_s = 0.0
 
     async def start(self) -> None:
         self._transport = await self._dial()
@@ -169,6 +175,9 @@ class Client:
         while True:
             await asyncio.sleep(PROBE_SILENCE_S / 2)
             session = self.session
+            if session is not None and session.now() - self._saved_s >= SAVE_EVERY_S:
+                self._saved_s = session.now()
+                self.remember(session)
             if session is None or not self.ready.is_set() or not session.handlers:
                 continue
             now = session.now()
@@ -248,8 +257,23 @@ class Client:
             session.conn.peer_unreachable("the gateway's UDP port is closed (ICMP)")
             session.transmit()
 
+    def remember(self, session: Session) -> None:
+        """Keep what ``session`` measured of the path for the next one (and write it)."""
+        if self.memory is None:
+            return
+        now = time.time()
+        if self.memory.remember(self.memory_peer, session.conn.path_estimate(), now):
+            self.memory.save(now)
+
     def _open(self) -> None:
-        conn = RelayConnection(self.key, is_client=True, config=self.config)
+        prior = None if self.memory is None else self.memory.recall(self.memory_peer, time.time())
+        if prior is not None:
+            log.info(
+                "path to %s remembered: min RTT %.1f ms, %.3g Mbit/s, loss %.1f %%",
+                self.memory_peer, prior.min_rtt_s * 1e3, prior.rate_bytes_per_s * 8e-6,
+                prior.loss * 100,
+            )  # fmt: skip
+        conn = RelayConnection(self.key, is_client=True, config=self.config, prior=prior)
         assert self._transport is not None
         self.session = Session(conn, self._transport, self._on_event)
         self._refilter()  # before its HELLO leaves: the WELCOME must pass
@@ -281,6 +305,7 @@ class Client:
                 if session.conn.has_stream(event.stream_id):
                     session.conn.reset(event.stream_id, code=1)
         elif isinstance(event, ConnectionTerminated):
+            self.remember(session)
             if not current:
                 del self.lingering[cid]
                 if session.handlers and not self._closed:
@@ -339,6 +364,8 @@ class Client:
         self._closed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
+        if self.session is not None:
+            self.remember(self.session)
         for session in (*self.lingering.values(), self.session):
             if session is not None:
                 session.conn.close_session()

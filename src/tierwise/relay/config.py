@@ -56,6 +56,7 @@ GATEWAY_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "max_sessions": (int, (1, 4096)),
     "max_streams": (int, (1, 65536)),
     "stats": (str, None),
+    "path_memory": (str, None),  # a state file, or "off" (pathmemory.py)
     "session": (dict, None),  # the session's tunables: tuning.py
 }
 CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
@@ -69,6 +70,7 @@ CLIENT_KEYS: dict[str, tuple[type, tuple[int, int] | None]] = {
     "connect_timeout": (str, None),
     "udp_buffer": (int, (1024, 64 << 20)),
     "public_forward": (bool, None),
+    "path_memory": (str, None),
     "session": (dict, None),
 }
 # a secret in the file would sit beside settings people share and print (--check):
@@ -90,6 +92,7 @@ class GatewaySettings:
     stats: Addr | None
     log_level: str
     session: dict  # RelayConfig fields from [session] and the tuning flags (tuning.py)
+    path_memory: Path | None = None  # the state file of what sessions measured; None: off
 
     def check(self) -> str:
         """The effective settings as ``--check`` prints them: JSON, one key per setting."""
@@ -97,6 +100,7 @@ class GatewaySettings:
             {"listen": self.listen, "allow": sorted(self.allow), "key_file": self.key_file,
              "max_sessions": self.max_sessions, "max_streams": self.max_streams,
              "stats": self.stats, "log_level": self.log_level.lower(),
+             "path_memory": self.path_memory or "off",
              "session": _effective("gateway", self.session, max_streams=self.max_streams)}
         )  # fmt: skip
 
@@ -118,6 +122,7 @@ class ClientSettings:
     udp_buffer: int
     log_level: str
     session: dict
+    path_memory: Path | None = None  # the state file of what sessions measured; None: off
 
     def check(self) -> str:
         """The effective settings as ``--check`` prints them (the user, never the password)."""
@@ -126,7 +131,8 @@ class ClientSettings:
              "public_forward": self.public_forward, "key_file": self.key_file,
              "user": self.credentials[0] if self.credentials else None,
              "connect_timeout_s": self.connect_timeout_s, "udp_buffer": self.udp_buffer,
-             "log_level": self.log_level.lower(), "session": _effective("client", self.session)}
+             "log_level": self.log_level.lower(), "path_memory": self.path_memory or "off",
+             "session": _effective("client", self.session)}
         )  # fmt: skip
 
 
@@ -141,6 +147,7 @@ def gateway_settings(
     tuning: Tuning,
     key_file: Path | None,
     log_level: str | None,
+    path_memory: str | None = None,
 ) -> GatewaySettings:
     """The gateway's settings from the file ``config`` and the flags, checked in the
     order the errors are reported."""
@@ -160,11 +167,12 @@ def gateway_settings(
     streams = _int(max_streams, cfg, "max_streams", 1024, GATEWAY_KEYS)
     text, where_src, where = _pick(stats, cfg, "stats", src)
     stats_addr = parse_stats_addr(text, where, where_src) if text is not None else None
+    memory = _path_memory(path_memory, cfg, config, "gateway")
     path = _key_path(key_file, cfg)
     return GatewaySettings(
         listen=addr, allow=allowed, key_file=path, key=_read_key(path),
         max_sessions=sessions, max_streams=streams, stats=stats_addr, log_level=level,
-        session=tuned,
+        session=tuned, path_memory=memory,
     )  # fmt: skip
 
 
@@ -182,6 +190,7 @@ def client_settings(
     tuning: Tuning,
     key_file: Path | None,
     log_level: str | None,
+    path_memory: str | None = None,
 ) -> ClientSettings:
     """The client's settings from the file ``config`` and the flags, checked in the
     order the errors are reported; the SOCKS password read from its private file."""
@@ -206,11 +215,13 @@ def client_settings(
     )
     timeout_s = _timeout_s(connect_timeout, cfg, src)
     buffer = _int(udp_buffer, cfg, "udp_buffer", 1 << 20, CLIENT_KEYS)
+    memory = _path_memory(path_memory, cfg, config, "client")
     path = _key_path(key_file, cfg)
     return ClientSettings(
         gateway=gw_addr, socks=socks_addr, forwards=forwards, public_forward=public,
         exposed=exposed, credentials=credentials, key_file=path, key=_read_key(path),
         connect_timeout_s=timeout_s, udp_buffer=buffer, log_level=level, session=tuned,
+        path_memory=memory,
     )  # fmt: skip
 
 
@@ -324,6 +335,27 @@ def _level(flag: str | None, cfg: dict, source: str | None) -> str:
             source=src, path=where,
         )  # fmt: skip
     return text.upper()
+
+
+def _path_memory(flag: str | None, cfg: dict, config: Path | None, side: str) -> Path | None:
+    """The path memory's state file: the flag's or the file's (relative to the file),
+    ``off`` for none, else the user's state directory (pathmemory.default_path)."""
+    from tierwise.relay.pathmemory import default_path
+
+    src = str(config) if config is not None else None
+    text, where_src, where = _pick(flag, cfg, "path_memory", src)
+    if text is None:
+        return default_path(side)
+    if text == "off":
+        return None
+    if not text.strip() or "\0" in text or text.endswith("/"):
+        raise ScenarioError(
+            f"expected a file path or off, got {shown(text)}", source=where_src, path=where
+        )
+    path = Path(text).expanduser()
+    if where_src is not None and config is not None and not path.is_absolute():
+        path = config.parent / path
+    return path
 
 
 def _key_path(flag: Path | None, cfg: dict) -> Path:

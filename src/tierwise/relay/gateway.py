@@ -12,9 +12,9 @@ dropped), each session's streams by :class:`RelayConfig.max_streams`, each
 stream's buffers by the flow-control windows. A datagram that names no known
 session and is not a valid HELLO costs one header parse and one AEAD check (a
 failed HELLO leaves its connection object unused, and the next HELLO reuses it); a
-HELLO undated, dated more than ``HELLO_WINDOW_S`` off, or seen before (a recorded one
-replayed: :class:`HelloLedger`) costs the parse alone. Clients' clocks must be within
-two minutes of the gateway's.
+HELLO undated, dated more than ``HELLO_WINDOW_S`` off, without a current admission tag,
+or seen before (a recorded one replayed: :class:`HelloLedger`) costs the parse alone.
+Clients' clocks must be within two minutes of the gateway's.
 
 :meth:`Gateway.snapshot` is what an operator observes (``--stats``, :mod:`.metrics`):
 totals over every session since the start (ended ones included, so counters only grow)
@@ -26,12 +26,14 @@ reading before anything reaches a socket queue. Three sockets share the port
 that session's own address goes to the session socket; other DATA to the moved socket,
 whose filter keeps DATA naming a session (a client that moved, or a replay or forgery
 from elsewhere), read ``HELLO_BATCH`` at a time and then not for ``MOVED_PAUSE_S``;
-the rest to the HELLO socket, whose filter keeps HELLO-shaped datagrams, read
-``HELLO_BATCH`` a wake-up. Garbage costs the sender's CPU, not the gateway's; a flood of
-anything else fills its own queue, not the sessions'. The programs are rebuilt as
-sessions open, end and move. The kernel's drops (``SO_MEMINFO``, ``SO_RXQ_OVFL``) are
-``dropped_kernel`` in the stats; while drops of any reason exceed ``FLOOD_RATE`` a
-second, one line a minute says so (:meth:`Gateway.watch_flood`).
+the rest to the HELLO socket, whose filter keeps HELLOs carrying an admission tag of the
+gateway's key for the windows within ``HELLO_WINDOW_S`` of its clock (swapped at each
+window's start, :meth:`Gateway._rotate_tags`), read the same way (``HELLO_PAUSE_S``).
+Garbage and HELLOs from anyone without the key cost the sender's CPU, not the
+gateway's; a flood of anything else fills its own queue, not the sessions'. The
+programs are rebuilt as sessions open, end and move. The kernel's drops (``SO_MEMINFO``,
+``SO_RXQ_OVFL``) are ``dropped_kernel`` in the stats; while drops of any reason exceed
+``FLOOD_RATE`` a second, one line a minute says so (:meth:`Gateway.watch_flood`).
 """
 
 from __future__ import annotations
@@ -58,9 +60,11 @@ from tierwise.proto.relay import (
     StreamReset,
     wire,
 )
-from tierwise.proto.relay.connection import hello_sent_s
+from tierwise.proto.relay.connection import hello_admit_tag, hello_sent_s
+from tierwise.proto.relay.crypto import ADMIT_WINDOW_S, admission_key, admission_tags
 from tierwise.relay import kfilter, trace
 from tierwise.relay.batchudp import BatchTransport, kernel_drops
+from tierwise.relay.pathmemory import SAVE_EVERY_S, PathMemory
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
 from tierwise.relay.reset import abort_with_rst
 from tierwise.relay.session import Session
@@ -97,9 +101,14 @@ FLOOD_RATE = 1000.0
 FLOOD_WARN_EVERY_S = 60.0
 HELLO_BATCH = 16
 # after a full batch from the moved socket (a session's DATA from another address than
-# its own: a client that moved, or a replay), no read for this long: at most 16,000 a
+# its own: a client that moved, or a replay), no read for this long: at most 4,000 a
 # second, what a replay or forgery flood can cost; a moving client needs one through
-MOVED_PAUSE_S = 0.001
+MOVED_PAUSE_S = 0.004
+# the same for the HELLO socket: what passes its filter has the key's admission tag, so a
+# flood there replays a tag seen on the path; at most 4,000 AEAD checks a second. (At 1 ms,
+# 16,000 a second: 2.6 µs of Python each for a forged DATA, 6.7 µs for a HELLO, plus the
+# read, some 10-15 % of the gateway's core under a forgery flood.)
+HELLO_PAUSE_S = 0.004
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
 
@@ -191,6 +200,14 @@ class Gateway(asyncio.DatagramProtocol):
         self._flood = (0.0, 0)  # (when, drops) at the last watch_flood
         self._flood_warned_s = -FLOOD_WARN_EVERY_S  # the last flood line (watch's clock)
         self.flooded = False  # the last line said a flood is on
+        self._admit_key = admission_key(key)
+        self._admit_window = -1  # the window the tags below were made in
+        self.admit_tags: frozenset[bytes] = frozenset()  # HELLOs' admission tags accepted
+        self._admit_timer: asyncio.TimerHandle | None = None
+        # what sessions measured of each client's path (by its address), for its next one;
+        # written at most every SAVE_EVERY_S as sessions end, and at close (pathmemory.py)
+        self.memory: PathMemory | None = None
+        self._memory_saved_s = 0.0
 
     @property
     def dropped(self) -> int:
@@ -225,14 +242,44 @@ class Gateway(asyncio.DatagramProtocol):
         if slow is not None:
             loop = asyncio.get_running_loop()
             inbox = _HelloInbox(self)
-            self._hello_transport = BatchTransport(loop, slow[0], inbox, max_batch=HELLO_BATCH)
+            self._hello_transport = BatchTransport(
+                loop, slow[0], inbox, max_batch=HELLO_BATCH, pause_s=HELLO_PAUSE_S
+            )
             self._moved_transport = BatchTransport(
                 loop, slow[1], inbox, max_batch=HELLO_BATCH, pause_s=MOVED_PAUSE_S
             )
         if not self._refilter():
             self._filtered = None
             return False
+        self._rotate_tags()
         return True
+
+    def _admission(self, wall_s: float) -> bool:
+        """The admission tags for ``wall_s`` (Unix time): those of every window within
+        ``HELLO_WINDOW_S`` of it (a client's clock may be that far off); whether they
+        changed."""
+        window = int(wall_s // ADMIT_WINDOW_S)
+        if window == self._admit_window:
+            return False
+        self._admit_window = window
+        self.admit_tags = frozenset(admission_tags(self._admit_key, wall_s, HELLO_WINDOW_S))
+        return True
+
+    def _rotate_tags(self) -> None:
+        """At each window's start: the HELLO socket's filter takes the new window's tag
+        and leaves the oldest (one program swap every ``ADMIT_WINDOW_S``)."""
+        wall_s = time.time()
+        if self._admission(wall_s):
+            self._refilter_hellos()
+        wait_s = (self._admit_window + 1) * ADMIT_WINDOW_S - wall_s + 0.001
+        self._admit_timer = asyncio.get_running_loop().call_later(wait_s, self._rotate_tags)
+
+    def _refilter_hellos(self) -> None:
+        if self._hello_transport is not None:
+            sock = self._hello_transport.get_extra_info("socket")
+            kfilter.attach(sock, kfilter.hello_program(tags=self.admit_tags))
+        elif self._filtered is not None:
+            self._refilter()
 
     def _refilter(self) -> bool:
         """The kernel's programs for the sessions now open and their addresses: the moved
@@ -244,13 +291,22 @@ class Gateway(asyncio.DatagramProtocol):
             return False
         ids = list(self.sessions)
         if self._hello_transport is None:
-            return kfilter.attach(sock, kfilter.gateway_program(ids))
+            self._admission(time.time())
+            tags = self.admit_tags
+            return kfilter.attach_or_loosen(
+                sock,
+                kfilter.gateway_program(ids, tags=tags),
+                kfilter.gateway_program(ids, tags=tags, loose=True),
+            )
         assert self._moved_transport is not None
         moved = self._moved_transport.get_extra_info("socket")
         peers = {cid: s.conn.peer_addr for cid, s in self.sessions.items() if s.conn.peer_addr}
         self._peers = peers
-        ok = kfilter.attach(moved, kfilter.moved_program(ids))
-        return kfilter.attach_steering(sock, kfilter.steer_program(peers.items())) and ok
+        loose = kfilter.moved_program(ids, loose=True)
+        ok = kfilter.attach_or_loosen(moved, kfilter.moved_program(ids), loose)
+        steer = kfilter.steer_program(peers.items())
+        loose = kfilter.steer_program(loose=True)
+        return kfilter.attach_or_loosen(sock, steer, loose, steering=True) and ok
 
     def slow_received(self, batch: list[tuple[bytes, tuple]], arrivals: list[float] | None) -> None:
         """A batch from the HELLO or moved socket (sessions' DATA from another address):
@@ -351,6 +407,11 @@ class Gateway(asyncio.DatagramProtocol):
                     *addr[:2], sent_s - wall_s, HELLO_WINDOW_S,
                 )  # fmt: skip
             return
+        if self._admission(wall_s):  # a new window (the timer may be late): the kernel too
+            self._refilter_hellos()
+        if hello_admit_tag(data) not in self.admit_tags:  # no key, or another version
+            self.counters["dropped_auth"] += 1
+            return
         conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
         # every stream is held from its first byte: what the gateway takes (a header, bytes
         # written to the service, bytes it drops) it credits, each byte once
@@ -366,6 +427,9 @@ class Gateway(asyncio.DatagramProtocol):
         # the forged HELLOs this spare connection rejected are counted above, not twice
         conn.stats.dropped_auth -= before[0]
         conn.stats.dropped_malformed -= before[1]
+        prior = self.memory.recall(addr[0], wall_s) if self.memory is not None else None
+        if prior is not None:
+            conn.use_prior(prior)
         assert sent_s is not None  # refuse() took the undated
         self.hellos.admit(cid, sent_s, wall_s)
         session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
@@ -393,6 +457,7 @@ class Gateway(asyncio.DatagramProtocol):
                 session.conn.stream_consumed(event.stream_id, dropped)
         elif isinstance(event, ConnectionTerminated):
             log.info("session %s ended: %s", cid.hex(), event.reason)
+            self.remember(session, save=False)
             if self.sessions.pop(cid, None) is not None:
                 self.ended.update(vars(session.conn.stats))
                 self.counters["sessions_ended"] += 1
@@ -605,13 +670,32 @@ class Gateway(asyncio.DatagramProtocol):
             **conn.snapshot(),
         }
 
+    def remember(self, session: Session, save: bool = True) -> None:
+        """Keep what ``session`` measured of its client's path; written now if ``save``,
+        else once ``SAVE_EVERY_S`` has passed since the last write."""
+        if self.memory is None or session.conn.peer_addr is None:
+            return
+        now = time.time()
+        self.memory.remember(session.conn.peer_addr[0], session.conn.path_estimate(), now)
+        if save or now - self._memory_saved_s >= SAVE_EVERY_S:
+            self._memory_saved_s = now
+            self.memory.save(now)
+
     def close(self) -> None:
         """Close every session; closing one delivers its ``ConnectionTerminated``, which
         removes it from ``sessions``, so iterate over a copy."""
         for session in list(self.sessions.values()):
+            self.remember(session, save=False)
+        if self.memory is not None:
+            self._memory_saved_s = time.time()
+            self.memory.save(self._memory_saved_s)
+        for session in list(self.sessions.values()):
             session.conn.close_session()
             session.transmit()
             session.close()
+        if self._admit_timer is not None:
+            self._admit_timer.cancel()
+            self._admit_timer = None
         for transport in (self._hello_transport, self._moved_transport):
             if transport is not None:
                 transport.close()

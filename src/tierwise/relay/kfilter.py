@@ -12,11 +12,14 @@ of the datagram's arrival, on loopback the sender's own system call):
   session goes to socket 0, the session socket (no filter of its own); other DATA to
   socket 2, the moved socket (:func:`moved_program`: DATA naming a session — a client
   that moved, or a replay or forgery from elsewhere); the rest to socket 1, the HELLO
-  socket (:func:`hello_program`: type HELLO, at least ``HELLO_BYTES``). A chain of
+  socket (:func:`hello_program`: type HELLO, at least ``HELLO_BYTES``, this version, and
+  an admission tag of the gateway's key for a window near its clock: a HELLO-shaped flood
+  from anyone without the key is dropped here, so a client's HELLO finds the queue
+  empty; :mod:`tierwise.proto.relay.crypto`). A chain of
   compares per session (9 instructions over IPv4, 15 over IPv6), rebuilt and swapped
   atomically as sessions open, end and move.
-* :func:`gateway_program`, where steering is refused, on the one socket: HELLO-shaped
-  datagrams and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
+* :func:`gateway_program`, where steering is refused, on the one socket: HELLOs (as
+  :func:`hello_program`) and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
   short datagrams are dropped. Past :data:`MAX_FILTER_IDS` ids the id chain is left out.
 * :func:`client_program`, on the client's (connected) socket: WELCOME or DATA naming
   one of the client's session ids.
@@ -47,6 +50,7 @@ from tierwise.proto.relay import wire
 __all__ = [
     "MAX_FILTER_IDS",
     "attach",
+    "attach_or_loosen",
     "attach_steering",
     "client_program",
     "gateway_program",
@@ -64,16 +68,20 @@ BPF_MAXINSNS = 4096
 UDP_HEADER_BYTES = 8
 # five instructions per id and a few around: well inside BPF_MAXINSNS
 MAX_FILTER_IDS = 768
+# admission tags a HELLO may carry (one key: 9, see proto.relay.crypto); five
+# instructions each, so well inside BPF_MAXINSNS beside nothing else
+MAX_TAGS = 768
 ACCEPT = 0xFFFFFFFF  # keep the whole datagram
 DROP = 0
 
 # linux/filter.h opcodes (classic BPF)
 LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_LEN = 0x20, 0x28, 0x30, 0x80
 NET = 0xFFF00000  # SKF_NET_OFF (-0x100000): loads relative to the IP header
-JEQ, JGE = 0x15, 0x35
+JA, JEQ, JGE = 0x05, 0x15, 0x35
 RET_K, RET_A = 0x06, 0x16
 
 _INSN = struct.Struct("=HBBI")
+_loosened = False  # a program was refused and loosened (warned once)
 Insn = tuple[int, int, int, int]
 _ID = struct.Struct(">II")
 
@@ -92,36 +100,41 @@ def _shape(base: int) -> list[Insn]:
     ]
 
 
-def gateway_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+def gateway_program(
+    ids: Iterable[bytes],
+    base: int = UDP_HEADER_BYTES,
+    tags: Iterable[bytes] | None = None,
+    loose: bool = False,
+) -> list[Insn]:
     """DATA naming one of ``ids`` (every well-shaped DATA past ``MAX_FILTER_IDS`` of
-    them); HELLO-shaped datagrams too (for a socket that is not split from the HELLOs)."""
+    them, or ``loose``); HELLOs too (for a socket that is not split from the HELLOs), as
+    :func:`hello_program` with ``tags``."""
     ids = sorted(set(ids))
     prog = _shape(base)
-    # A: type. HELLO: check its size; DATA: its id; anything else: drop
-    prog += [
-        (JEQ, 2, 0, wire.HELLO),
-        (JEQ, 5, 0, wire.DATA),
-        _ret(DROP),
-        (LD_LEN, 0, 0, 0),
-        (JGE, 0, 1, base + wire.HELLO_BYTES),
-        _ret(ACCEPT),
-        _ret(DROP),
-    ]
-    prog += _ids_chain(ids, base)
+    # A: type. HELLO: its own checks; DATA: its id; anything else: drop
+    hello = hello_program(base, tags)
+    prog += [(JEQ, 0, 1, wire.DATA), (JA, 0, 0, len(hello)), *hello]
+    prog += _ids_chain(ids, base, loose)
     return prog
 
 
-def _ids_chain(ids: list[bytes], base: int) -> list[Insn]:
-    """From a DATA datagram: accept if its id is one of ``ids``, else drop."""
-    if len(ids) > MAX_FILTER_IDS:
+def _ids_chain(ids: list[bytes], base: int, loose: bool = False) -> list[Insn]:
+    """From a DATA datagram: accept if its id is one of ``ids`` (any, ``loose``), else drop."""
+    return _words_chain(ids, base + 1, -1 if loose else MAX_FILTER_IDS)
+
+
+def _words_chain(values: list[bytes], at: int, most: int) -> list[Insn]:
+    """Accept if the 8 bytes at ``at`` are one of ``values`` (past ``most`` of them: any),
+    else drop."""
+    if len(values) > most:
         return [_ret(ACCEPT)]  # too many to list: the shape alone (Python checks the rest)
     prog: list[Insn] = []
-    for cid in ids:
-        hi, lo = _ID.unpack(cid)
+    for value in sorted(set(values)):
+        hi, lo = _ID.unpack(value)
         prog += [
-            (LD_W_ABS, 0, 0, base + 1),
+            (LD_W_ABS, 0, 0, at),
             (JEQ, 0, 3, hi),
-            (LD_W_ABS, 0, 0, base + 5),
+            (LD_W_ABS, 0, 0, at + 4),
             (JEQ, 0, 1, lo),
             _ret(ACCEPT),
         ]
@@ -129,17 +142,26 @@ def _ids_chain(ids: list[bytes], base: int) -> list[Insn]:
     return prog
 
 
-def hello_program(base: int = UDP_HEADER_BYTES) -> list[Insn]:
-    """Only HELLO-shaped datagrams: type HELLO, at least ``HELLO_BYTES`` long."""
-    return [
+def hello_program(base: int = UDP_HEADER_BYTES, tags: Iterable[bytes] | None = None) -> list[Insn]:
+    """HELLOs: type HELLO, at least ``HELLO_BYTES`` long, and (``tags`` given) this
+    version with one of ``tags`` as its admission tag (the gateway's key's tags for the
+    windows near its clock; past ``MAX_TAGS`` of them, any tag: the shape alone)."""
+    prog = [
         (LD_LEN, 0, 0, 0),
         (JGE, 1, 0, base + wire.HELLO_BYTES),
         _ret(DROP),
         (LD_B_ABS, 0, 0, base),
-        (JEQ, 0, 1, wire.HELLO),
-        _ret(ACCEPT),
+        (JEQ, 1, 0, wire.HELLO),
         _ret(DROP),
     ]
+    if tags is None:
+        return [*prog, _ret(ACCEPT)]
+    prog += [
+        (LD_B_ABS, 0, 0, base + wire.HELLO_VERSION_AT),
+        (JEQ, 1, 0, wire.HELLO_VERSION),
+        _ret(DROP),
+    ]
+    return prog + _words_chain(list(tags), base + wire.HELLO_ADMIT_AT, MAX_TAGS)
 
 
 def _peer_words(addr: tuple) -> tuple[int, int, list[int]]:
@@ -154,7 +176,7 @@ def _peer_words(addr: tuple) -> tuple[int, int, list[int]]:
     return 40, 8, [int.from_bytes(raw[i : i + 4], "big") for i in range(0, 16, 4)]
 
 
-def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
+def steer_program(peers: Iterable[tuple[bytes, tuple]] = (), loose: bool = False) -> list[Insn]:
     """``SO_REUSEPORT`` steering (payload at offset 0): a DATA datagram naming a session
     from that session's own address (``peers``: id, address) goes to socket 0, the
     session socket; other DATA (a session's datagrams from another address: a client that
@@ -162,7 +184,8 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
     HELLO socket; their filters and read budgets take it from there. Past
     ``BPF_MAXINSNS`` (9 instructions a peer over IPv4, 15 over IPv6: some 450 peers):
     HELLOs to 1, the rest to 0 (the session socket then filters
-    nothing: every DATA is read, as without the programs)."""
+    nothing: every DATA is read, as without the programs); ``loose``: that at once (for
+    a kernel that refuses the long program, :func:`attach_or_loosen`)."""
     peers = sorted(set(peers))
     prog: list[Insn] = [
         (LD_LEN, 0, 0, 0),
@@ -174,6 +197,8 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
     ]
     miss = 2  # a DATA datagram from elsewhere: the moved socket
     shape_only = [*prog[:4], (JEQ, 0, 1, wire.HELLO), _ret(1), _ret(0)]
+    if loose:
+        return shape_only
     for cid, addr in peers:
         hi, lo = _ID.unpack(cid)
         port_at, addr_at, words = _peer_words(addr)
@@ -195,12 +220,15 @@ def steer_program(peers: Iterable[tuple[bytes, tuple]] = ()) -> list[Insn]:
     return prog
 
 
-def moved_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
+def moved_program(
+    ids: Iterable[bytes], base: int = UDP_HEADER_BYTES, loose: bool = False
+) -> list[Insn]:
     """The moved socket's filter: DATA naming one of ``ids`` (a session's datagram from
-    another address than its own: a client that moved, or a replay or forgery)."""
+    another address than its own: a client that moved, or a replay or forgery); ``loose``:
+    any DATA."""
     prog = _shape(base)
     prog += [(JEQ, 1, 0, wire.DATA), _ret(DROP)]
-    return prog + _ids_chain(sorted(set(ids)), base)
+    return prog + _ids_chain(sorted(set(ids)), base, loose)
 
 
 def client_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
@@ -239,6 +267,26 @@ def detach(sock: socket.socket) -> None:
         sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
     except OSError:
         pass
+
+
+def attach_or_loosen(
+    sock: socket.socket, prog: list[Insn], loose: list[Insn], steering: bool = False
+) -> bool:
+    """Attach ``prog``, or where the kernel refuses it (a long program is charged to the
+    socket's option memory, ``net.core.optmem_max``: 131,072 bytes took about 2,500
+    instructions on Linux 6.18, and 20,480 before Linux 6.9 fewer) ``loose``, which
+    drops less but never keeps a stale program that would drop a session's datagrams."""
+    global _loosened
+    put = attach_steering if steering else attach
+    if put(sock, prog):
+        return True
+    log.log(
+        logging.DEBUG if _loosened else logging.WARNING,
+        "the kernel refused a %d-instruction socket program (net.core.optmem_max?): "
+        "filtering by shape only", len(prog),
+    )  # fmt: skip
+    _loosened = True  # once a process: a gateway rebuilds its programs at every session
+    return put(sock, loose)
 
 
 def attach_steering(sock: socket.socket, prog: list[Insn]) -> bool:

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+from pathlib import Path
 
 from tierwise.addresses import format_address, is_loopback
 from tierwise.errors import ScenarioError
@@ -21,6 +22,7 @@ from tierwise.proto.relay import RelayConfig
 from tierwise.relay.batchudp import open_batch_endpoint
 from tierwise.relay.client import REDIAL_S, Client
 from tierwise.relay.gateway import IDLE_TIMEOUT_S, Gateway
+from tierwise.relay.pathmemory import PathMemory
 from tierwise.relay.pipe import NOT_ALLOWED, OK
 from tierwise.relay.session import widen_buffers
 from tierwise.relay.socks import serve_forward, serve_socks
@@ -59,12 +61,16 @@ async def run_gateway(
     max_streams: int = 1024,
     session: dict | None = None,
     stats: tuple[str, int] | None = None,
+    path_memory: Path | None = None,
 ) -> None:
     """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py);
-    ``stats``: where to serve ``GET /stats`` and ``GET /metrics`` (off if ``None``)."""
+    ``stats``: where to serve ``GET /stats`` and ``GET /metrics`` (off if ``None``);
+    ``path_memory``: the state file of what sessions measured (None: no memory)."""
     settings = {"idle_timeout_s": IDLE_TIMEOUT_S, **(session or {})}
     config = RelayConfig(max_streams=max_streams, **settings)
     gateway = Gateway(key, allow, config=config, max_sessions=max_sessions)
+    if path_memory is not None:
+        gateway.memory = PathMemory(path_memory, "gateway").load()
     stats_sock = listen_socket(*stats, source="--stats") if stats is not None else None
     try:
         transport = await open_batch_endpoint(gateway, local_addr=listen, reuse_port=True)
@@ -123,13 +129,21 @@ async def run_client(
     connect_timeout_s: float = 10.0,
     udp_buffer_bytes: int = 1 << 20,
     session: dict | None = None,
+    path_memory: Path | None = None,
 ) -> None:
-    """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py)."""
+    """``session``: RelayConfig fields from the ``[session]`` table and flags (tuning.py);
+    ``path_memory``: the state file of what sessions measured (None: no memory)."""
     config = RelayConfig(**(session or {}))
+    memory = None if path_memory is None else PathMemory(path_memory, "client").load()
     listeners = [(socks, "--socks")] if socks is not None else []
     _can_listen(listeners + [(listen, "--forward") for listen, _ in forwards])
     client = Client(
-        key, gateway, config=config, credentials=credentials, udp_buffer_bytes=udp_buffer_bytes
+        key,
+        gateway,
+        config=config,
+        credentials=credentials,
+        udp_buffer_bytes=udp_buffer_bytes,
+        memory=memory,
     )
     await _connect(client, gateway, connect_timeout_s)
     for _, target in forwards:

@@ -91,8 +91,10 @@ SESSION_KEYS: dict[str, Tunable] = {
         "packets per key epoch (key rotation); must be equal at both ends (a mismatch fails "
         "the handshake, like a wrong key)"),
     "initial_rate_bytes_per_s": Tunable(
-        "rate", 1e4, 1.25e10, "none (32 datagrams in the first round trip)",
-        "pacing rate of a new session before it has measured the path"),
+        "rate", 1e4, 1.25e10,
+        "none (32 datagrams in the first round trip, or the path memory's)",
+        "pacing rate of a new session before it has measured the path; set, it rules over "
+        "the path memory"),
     "initial_loss": Tunable(
         "fraction", 0.0, 0.5, "0",
         "loss FEC assumes on a new session until the peer has measured this direction "

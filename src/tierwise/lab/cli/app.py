@@ -1,7 +1,7 @@
 """``tierwise lab …``: the typer app and its commands, in the order ``--help`` lists them.
 
 Each command lives in a module of its own (:mod:`.paths` for ``up`` and ``down``,
-:mod:`.request`, :mod:`.throughput`, :mod:`.flows`, :mod:`.route`,
+:mod:`.request`, :mod:`.throughput`, :mod:`.stream`, :mod:`.flows`, :mod:`.route`,
 :mod:`.model_server`); what they share is in :mod:`.common`. Importing this module is
 light: the bench, the experiments and the drawing load when a command runs.
 
@@ -18,6 +18,7 @@ from tierwise.lab.cli.model_server import model_server_command
 from tierwise.lab.cli.paths import down, up
 from tierwise.lab.cli.request import request
 from tierwise.lab.cli.route import lab_route_command
+from tierwise.lab.cli.stream import stream_command
 from tierwise.lab.cli.throughput import throughput
 
 __all__ = ["lab_app"]
@@ -33,3 +34,4 @@ lab_app.command("up")(up)
 lab_app.command("down")(down)
 lab_app.command("request")(request)
 lab_app.command("throughput")(throughput)
+lab_app.command("stream")(stream_command)

@@ -95,9 +95,29 @@ def request(
         Path | None,
         typer.Option("--plot", help="Draw the median request of each mode (or level) into DIR."),
     ] = None,
+    sessions: Annotated[
+        str | None,
+        typer.Option(
+            "--sessions",
+            help="With --via: warm (default: one warmed session per transport), new (each "
+            "request on a new session, nothing known of the path) or remembered (each on a "
+            "new session that starts from the relay's path memory).",
+        ),
+    ] = None,
+    beside_bulk: Annotated[
+        str | None,
+        typer.Option(
+            "--beside-bulk",
+            help="With --via: each request beside a bulk download of this size on the same "
+            "session, e.g. 100MB (direct and relay).",
+        ),
+    ] = None,
 ) -> None:
     """Run the §12.3.5 request on its own path, modes alternated, beside the predictions."""
     mtu_bytes = parse_mtu(mtu, via)
+    for flag, value in (("--sessions", sessions), ("--beside-bulk", beside_bulk)):
+        if value is not None and via is None:
+            raise ScenarioError("applies with --via only", source=flag)
     loss = check_loss(loss, "--loss") if loss is not None else 0.0
     loss_up = loss_up if loss_up is not None else loss
     loss_down = loss_down if loss_down is not None else loss
@@ -105,7 +125,10 @@ def request(
         from tierwise.lab.cli.via import request_via
 
         args = (size, proc, response, runs, cc, rtt, rate, loss_up, loss_down, seed)
-        request_via(via, modes, factor, args, max_hours, as_json, record, plot, mtu_bytes)
+        request_via(
+            via, modes, factor, args, max_hours, as_json, record, plot, mtu_bytes,
+            sessions=sessions, beside_bulk=beside_bulk,
+        )  # fmt: skip
         return
     if factor is not None:
         from tierwise.lab.experiments.factors import check_factor_modes, parse_factor, resolve_mode

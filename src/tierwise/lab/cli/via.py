@@ -44,9 +44,30 @@ def request_via(
     record: Path | None,
     plot: Path | None,
     mtu_bytes: int = MTU_BYTES,
+    *,
+    sessions: str | None = None,
+    beside_bulk: str | None = None,
 ) -> None:
     """Run the request over each transport of ``via`` alternately, then print or record it."""
+    from tierwise.lab.experiments.via import SESSIONS
+
     vias = parse_vias(via)
+    sessions = sessions or "warm"
+    if sessions not in SESSIONS:
+        raise ScenarioError(
+            f"unknown sessions {sessions!r}; expected one of {', '.join(SESSIONS)}",
+            source="--sessions",
+        )
+    bulk_bytes = parse_size(beside_bulk, "--beside-bulk") if beside_bulk is not None else 0
+    if beside_bulk is not None and bulk_bytes <= 0:
+        raise ScenarioError("the bulk size must be positive", source="--beside-bulk")
+    if bulk_bytes and sessions != "warm":
+        raise ScenarioError("a request beside bulk runs on a warm session", source="--sessions")
+    if bulk_bytes and "kcptun" in vias:
+        raise ScenarioError(
+            "kcptun forwards one target per session: beside bulk compares direct and relay",
+            source="--via",
+        )
     for flag, value in (("--modes", modes), ("--factor", factor)):
         if value is not None:
             raise ScenarioError(f"{flag} does not apply with --via; drop one of them", source=flag)
@@ -61,7 +82,8 @@ def request_via(
 
     require_lab()
     with progress(req.runs * len(vias), "requests") as step:
-        result = run_via_requests(ViaExperiment(req, vias, mtu_bytes), step)
+        exp = ViaExperiment(req, vias, mtu_bytes, sessions, bulk_bytes)
+        result = run_via_requests(exp, step)
     if plot is not None:
         try:
             result["plots"] = [str(p) for p in plot_vias(result, plot)]
@@ -88,7 +110,8 @@ def render_vias(console: Console, result: dict) -> None:
             f"{p['processing_s'] * 1e3:g} ms processing · RTT {p['rtt_s'] * 1e3:g} ms · "
             f"{p['rate_bytes_per_s'] * 8e-6:g} Mbit/s · MTU {p.get('mtu_bytes', 1500)} · "
             f"loss up {p['loss_up']:g}, "
-            f"down {p['loss_down']:g} · direct: {p['cc']} · kernel {result['kernel']}"
+            f"down {p['loss_down']:g} · direct: {p['cc']} · sessions: "
+            f"{p.get('sessions', 'warm')}{_beside(p)} · kernel {result['kernel']}"
         )
     )
     columns = ("via", "runs", "fail", "median", "p90", "p99", "floor", "med/floor")
@@ -114,6 +137,11 @@ def render_vias(console: Console, result: dict) -> None:
             console.print(f"{via}: {info['settings']}", soft_wrap=True)
     if "plots" in result:
         console.print("plots: " + ", ".join(result["plots"]), soft_wrap=True)
+
+
+def _beside(p: dict) -> str:
+    size = p.get("beside_bulk_bytes") or 0
+    return f" · beside a {size:,} B bulk download" if size else ""
 
 
 def throughput_via(

@@ -160,6 +160,8 @@ class Tunnel:
     processes: dict[str, subprocess.Popen[bytes]]
     logs: dict[str, str]
     settings: list[str] = field(default_factory=list)
+    # local ports of further forwards by name (the relay's: one session, several targets)
+    extra_ports: dict[str, int] = field(default_factory=dict)
 
     def cpu_s(self) -> dict[str, float]:
         """CPU seconds so far of each end (``client``, ``server``)."""
@@ -216,22 +218,29 @@ def open_tunnel(
     rate_bytes_per_s: float,
     *,
     max_datagram: int | None = None,
+    memory_dir: str | None = None,
+    extra: dict[str, tuple[str, int]] | None = None,
 ) -> Iterator[Tunnel]:
     """Start ``via``'s two ends around ``path`` (``direct`` starts nothing); stop them after.
 
     The relay's ``--max-datagram`` and kcptun's ``--mtu`` follow the path's MTU
     (:func:`relay_max_datagram`, :func:`kcptun_mtu_bytes`); ``max_datagram``
-    overrides the relay's."""
+    overrides the relay's. The relay's ends keep their path memory in ``memory_dir``
+    (what an earlier tunnel there measured is where a new one starts), else in the
+    tunnel's own directory: a path never seen. ``extra``: further targets by name that
+    the same session carries (the relay only; direct connects to them as they are)."""
     if via == "direct":
-        yield Tunnel(via, *target, {}, {})
+        yield Tunnel(via, *target, {}, {}, extra_ports={k: a[1] for k, a in (extra or {}).items()})
         return
+    if extra and via != "relay":
+        raise LabError(f"{via} forwards one target per session; further ones need the relay")
     with tempfile.TemporaryDirectory(prefix="tw-via-") as work:
         procs: dict[str, subprocess.Popen[bytes]] = {}
         logs = {end: os.path.join(work, f"{end}.log") for end in ("client", "server")}
         tunnel = Tunnel(via, "127.0.0.1", LOCAL_PORTS[via], procs, logs)
         try:
             if via == "relay":
-                _start_relay(path, target, work, tunnel, max_datagram)
+                _start_relay(path, target, work, tunnel, max_datagram, memory_dir or work, extra)
             else:
                 _start_kcptun(path, target, rtt_s, rate_bytes_per_s, tunnel)
             _wait_listening(path, tunnel)
@@ -247,8 +256,16 @@ def _start_relay(
     work: str,
     tunnel: Tunnel,
     max_datagram: int | None = None,
+    memory_dir: str | None = None,
+    extra: dict[str, tuple[str, int]] | None = None,
 ) -> None:
     key = os.path.join(work, "relay.key")
+    memory = memory_dir or work
+    forwards, allows = [], []
+    for i, (name, addr) in enumerate(sorted((extra or {}).items())):
+        tunnel.extra_ports[name] = LOCAL_PORTS["relay"] + 1 + i
+        forwards += ["--forward", f"{tunnel.host}:{tunnel.extra_ports[name]}={addr[0]}:{addr[1]}"]
+        allows += ["--allow", f"{addr[0]}:{addr[1]}"]
     cli = [sys.executable, "-c", _CLI, "relay"]
     made = subprocess.run([*cli, "keygen", "--out", key], capture_output=True, text=True)
     if made.returncode != 0:
@@ -261,14 +278,16 @@ def _start_relay(
         tunnel.settings = size
     tunnel.processes["server"] = _spawn(
         path.server_ns,
-        [*cli, "gateway", "--listen", gateway, "--allow", dest, "--key-file", key,
-         "--log-level", "warning", *size],
+        [*cli, "gateway", "--listen", gateway, "--allow", dest, *allows, "--key-file", key,
+         "--log-level", "warning", "--path-memory", os.path.join(memory, "gateway-paths.json"),
+         *size],
         tunnel.logs["server"],
     )  # fmt: skip
     tunnel.processes["client"] = _spawn(
         path.client_ns,
         [*cli, "client", "--gateway", gateway, "--key-file", key,
-         "--forward", f"{tunnel.host}:{tunnel.port}={dest}", "--log-level", "warning", *size],
+         "--forward", f"{tunnel.host}:{tunnel.port}={dest}", *forwards, "--log-level", "warning",
+         "--path-memory", os.path.join(memory, "client-paths.json"), *size],
         tunnel.logs["client"],
     )  # fmt: skip
 

@@ -2,11 +2,19 @@
 
 ``run_via_requests``: the §12.3.5 request (354,640 B up, 30 ms processing, 1,000 B
 back by default) alternated run by run over each transport, reported beside the
-floor ``R + S/B + T_proc + S_resp/B`` (§12.1.1). ``run_via_bulk``: ``size_bytes``
-server → client through each transport (or until ``duration_s``), goodput against the
-path rate and the CPU seconds per GB each end of the transport spent (from
-``/proc/<pid>/stat``, user + system; kernel TCP's work is not a process's and is
-not counted).
+floor ``R + S/B + T_proc + S_resp/B`` (§12.1.1). ``sessions`` says what carries it:
+``warm`` (one session per transport, warmed by three requests), ``new`` (each timed
+request on a new session: the transport's ends are restarted before it and start
+knowing nothing of the path), ``remembered`` (the same, but the relay's ends keep
+their path memory across the restarts, learned first by a warm-up session).
+``beside_bulk_bytes``: each timed request runs while the same transport carries a bulk
+download of that size from another service (started ``BULK_LEAD_S`` before it, stopped
+after it): an interactive request beside bulk on one session (issue 32).
+
+``run_via_bulk``: ``size_bytes`` server → client through each transport (or until
+``duration_s``), goodput against the path rate and the CPU seconds per GB each end
+of the transport spent (from ``/proc/<pid>/stat``, user + system; kernel TCP's work
+is not a process's and is not counted).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +57,8 @@ BULK_CHUNK_BYTES = 1 << 20
 BULK_CONNECT_TIMEOUT_S = 15.0
 MAX_BULK_S = 600.0
 GB = 1e9
+SESSIONS = ("warm", "new", "remembered")
+BULK_LEAD_S = 2.0  # a bulk beside a request runs this long first: past its start-up
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,14 @@ class ViaExperiment:
     request: RequestExperiment
     vias: tuple[str, ...]
     mtu_bytes: int = MTU_BYTES  # of the path (the relay and kcptun follow it)
+    sessions: str = "warm"  # "warm", "new" or "remembered" (see the module)
+    beside_bulk_bytes: int = 0  # > 0: each timed request beside a bulk download this large
+
+    def __post_init__(self) -> None:
+        if self.sessions not in SESSIONS:
+            raise LabError(f"sessions must be one of {', '.join(SESSIONS)}")
+        if self.beside_bulk_bytes and self.sessions != "warm":
+            raise LabError("a request beside bulk runs on a warm session")
 
 
 def _check_kcptun(vias: tuple[str, ...]) -> None:
@@ -74,22 +93,19 @@ def run_via_requests(exp: ViaExperiment, progress: Callable[[dict], None] | None
     config = ServiceConfig(req.processing_s, req.response_bytes, None, req.cc, digest=True)
     path = EmulatedPath(replace(req.path_config(), mtu_bytes=exp.mtu_bytes))
     with path, ModelService(path.server_ns, path.server_addr, config) as svc:
-        with contextlib.ExitStack() as stack:
-            tunnels = {
-                via: stack.enter_context(
-                    open_tunnel(
-                        via, path, (path.server_addr, svc.port), req.rtt_s, req.rate_bytes_per_s
-                    )
-                )
-                for via in exp.vias
-            }
-            for tunnel in tunnels.values():
-                _warm(path, tunnel, body, req.cc)
-            samples = _alternate(path, tunnels, body, req, progress)
-            records = {via: tunnel_record(t) for via, t in tunnels.items()}
+        target = (path.server_addr, svc.port)
+        if exp.sessions == "warm":
+            samples, records = _on_warm_sessions(exp, path, target, body, progress)
+        else:
+            samples, records = _on_new_sessions(exp, path, target, body, progress)
     return {
         "experiment": "request-via",
-        "parameters": {**_parameters(req, exp.vias), "mtu_bytes": exp.mtu_bytes},
+        "parameters": {
+            **_parameters(req, exp.vias),
+            "mtu_bytes": exp.mtu_bytes,
+            "sessions": exp.sessions,
+            "beside_bulk_bytes": exp.beside_bulk_bytes,
+        },
         "kernel": os.uname().release,
         "namespaces": {"client": path.client_ns, "server": path.server_ns},
         "transports": records,
@@ -97,6 +113,67 @@ def run_via_requests(exp: ViaExperiment, progress: Callable[[dict], None] | None
         "summary": summarise_vias(samples, req, exp.vias),
         "samples": samples,
     }
+
+
+def _on_warm_sessions(
+    exp: ViaExperiment,
+    path: EmulatedPath,
+    target: tuple[str, int],
+    body: bytes,
+    progress: Callable[[dict], None] | None,
+) -> tuple[list[dict], dict]:
+    """One warmed session per transport for every timed request (beside bulk, maybe)."""
+    req = exp.request
+    with contextlib.ExitStack() as stack:
+        source = None
+        if exp.beside_bulk_bytes:
+            source = _Source(path, exp.beside_bulk_bytes, req.cc)
+            stack.callback(source.close)
+        extra = {"bulk": source.address} if source is not None else None
+        tunnels = {
+            via: stack.enter_context(
+                open_tunnel(via, path, target, req.rtt_s, req.rate_bytes_per_s, extra=extra)
+            )
+            for via in exp.vias
+        }
+        for tunnel in tunnels.values():
+            _warm(path, tunnel, body, req.cc)
+        samples = _alternate(path, tunnels, body, req, progress, source)
+        records = {via: tunnel_record(t) for via, t in tunnels.items()}
+    return samples, records
+
+
+def _on_new_sessions(
+    exp: ViaExperiment,
+    path: EmulatedPath,
+    target: tuple[str, int],
+    body: bytes,
+    progress: Callable[[dict], None] | None,
+) -> tuple[list[dict], dict]:
+    """Each timed request on a transport started for it (its first session): with no
+    memory of the path (``new``) or with the memory earlier sessions left (``remembered``,
+    first a warm session that learns the path)."""
+    req = exp.request
+    records: dict = {}
+    with tempfile.TemporaryDirectory(prefix="tw-memory-") as memory:
+        kept = memory if exp.sessions == "remembered" else None
+        if kept is not None:
+            for via in exp.vias:
+                with open_tunnel(via, path, target, req.rtt_s, req.rate_bytes_per_s,
+                                 memory_dir=kept) as tunnel:  # fmt: skip
+                    _warm(path, tunnel, body, req.cc)
+        samples = []
+        start = time.perf_counter()
+        for run in range(req.runs):
+            for via in exp.vias:
+                with open_tunnel(via, path, target, req.rtt_s, req.rate_bytes_per_s,
+                                 memory_dir=kept) as tunnel:  # fmt: skip
+                    sample = _timed(path, tunnel, body, req, run, start)
+                    records[via] = tunnel_record(tunnel)
+                samples.append(sample)
+                if progress is not None:
+                    progress(sample)
+    return samples, records
 
 
 def _parameters(req: RequestExperiment, vias: tuple[str, ...]) -> dict:
@@ -149,26 +226,89 @@ def _alternate(
     body: bytes,
     req: RequestExperiment,
     progress: Callable[[dict], None] | None,
+    bulk: _Source | None = None,
 ) -> list[dict]:
     samples = []
     start = time.perf_counter()
     for run in range(req.runs):
-        for via, tunnel in tunnels.items():
-            sample: dict = {"via": via, "run": run}
-            try:
-                conn = _request(path, tunnel, body, req.cc)
-            except (OSError, LabError) as exc:  # a failure is a result, not the end of the run
-                tunnel.check_alive()
-                sample.update(time_s=None, error=f"{type(exc).__name__}: {exc}")
+        for tunnel in tunnels.values():
+            if bulk is None:
+                sample = _timed(path, tunnel, body, req, run, start)
             else:
-                events = {k: v - start for k, v in conn.events.items() if k != "response_bytes"}
-                sample.update(
-                    time_s=events["last_response"] - events["connect_start"], events_s=events
-                )
+                with _BulkBeside(path, tunnel, bulk, req.cc) as beside:
+                    sample = _timed(path, tunnel, body, req, run, start)
+                sample["bulk_bytes_during"] = beside.received_during(sample)
             samples.append(sample)
             if progress is not None:
                 progress(sample)
     return samples
+
+
+def _timed(
+    path: EmulatedPath, tunnel: Tunnel, body: bytes, req: RequestExperiment, run: int, start: float
+) -> dict:
+    """One timed request; a failure is a result (its error), not the end of the run."""
+    sample: dict = {"via": tunnel.via, "run": run}
+    try:
+        conn = _request(path, tunnel, body, req.cc)
+    except (OSError, LabError) as exc:
+        tunnel.check_alive()
+        sample.update(time_s=None, error=f"{type(exc).__name__}: {exc}")
+    else:
+        events = {k: v - start for k, v in conn.events.items() if k != "response_bytes"}
+        sample.update(time_s=events["last_response"] - events["connect_start"], events_s=events)
+        sample["at_s"] = conn.events["connect_start"]
+    return sample
+
+
+class _BulkBeside:
+    """A bulk download through ``tunnel`` from ``source`` on a thread, started
+    ``BULK_LEAD_S`` before the block's body and stopped at its end; what arrived when."""
+
+    def __init__(self, path: EmulatedPath, tunnel: Tunnel, source: _Source, cc: str) -> None:
+        self.sock = path.socket("client")
+        if tunnel.via == "direct":
+            set_buffers(self.sock, TUNED_BUFFER_BYTES * 2)
+            set_congestion(self.sock, cc)
+            self.address = source.address
+        else:
+            self.address = (tunnel.host, tunnel.extra_ports["bulk"])
+        self.arrivals: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True, name="bulk-beside")
+
+    def __enter__(self) -> _BulkBeside:
+        self.sock.settimeout(BULK_CONNECT_TIMEOUT_S)
+        self.sock.connect(self.address)
+        self.thread.start()
+        time.sleep(BULK_LEAD_S)
+        return self
+
+    def _read(self) -> None:
+        buf = bytearray(BULK_CHUNK_BYTES)
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                n = self.sock.recv_into(buf)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not n:
+                return
+            self.arrivals.append((time.perf_counter(), n))
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+    def received_during(self, sample: dict) -> int:
+        """Bytes of the bulk that arrived while the request ran (0: the bulk had ended)."""
+        if sample.get("time_s") is None:
+            return 0
+        t0 = sample["at_s"]
+        return sum(n for t, n in self.arrivals if t0 <= t <= t0 + sample["time_s"])
 
 
 def summarise_vias(samples: list[dict], req: RequestExperiment, vias: tuple[str, ...]) -> dict:

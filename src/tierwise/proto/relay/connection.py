@@ -38,9 +38,12 @@ from tierwise.errors import LocalProtocolError
 from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.relay import wire
 from tierwise.proto.relay.crypto import (
+    ADMIT_TAG_BYTES,
     ROTATE_PACKETS,
     DirectionKeys,
     ReplayWindow,
+    admission_key,
+    admission_tag,
     check_key,
     handshake_aead,
     random_bytes,
@@ -64,6 +67,7 @@ from tierwise.proto.relay.meter import (
     RttEstimator,
 )
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
+from tierwise.proto.relay.prior import PathPrior
 from tierwise.proto.relay.rate import RateController, RateSample
 from tierwise.proto.relay.streams import BULK_BYTES, RecvStream, SendStream
 from tierwise.proto.relay.wire import (
@@ -81,7 +85,7 @@ from tierwise.proto.relay.wire import (
     StreamFrame,
 )
 
-__all__ = ["RelayConfig", "RelayConnection", "RelayStats", "hello_sent_s"]
+__all__ = ["RelayConfig", "RelayConnection", "RelayStats", "hello_admit_tag", "hello_sent_s"]
 
 Addr = Any
 TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
@@ -116,11 +120,19 @@ _WINDOWS = struct.Struct(">QQ")
 # After the windows, a HELLO carries its send time (u64 ns since the Unix epoch, 0: none),
 # inside the authenticated bytes: a gateway refuses a recorded HELLO replayed later.
 _HELLO_TIME = struct.Struct(">Q")
-_HELLO_TIME_AT = wire.HEADER_BYTES + 32 + _WINDOWS.size
+_HELLO_TIME_AT = wire.HELLO_TIME_AT
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
 _OPEN_BLOCK = 1 << 63  # protect_until of a packet whose block's last repair has not left yet
+# A small write the sender then idles after (a model's token, an answer's few bytes) is
+# latency-bound: lost beyond its repairs, it and every write behind it on its stream wait
+# for a retransmission (≈ 1.25 RTT: at 50 tokens/s and 200 ms, about a dozen tokens). Its
+# block is sized for this residual, not the request's 1 − fec_target: ≈ 1e-3 of tokens
+# late at most (issue 32's goals; Queqiao sizes its short blocks for 1e-3). At 14 % loss
+# that is 4 repairs of a one-datagram block instead of 3; at 3.6 %, 2 either way.
+SMALL_WRITE_PACKETS = 2
+SMALL_WRITE_RESIDUAL = 1e-4
 FEC_BURST_BLOCKS_MAX = 16  # a burst longer than this (≈ 1.3 MB) is bulk: no per-request target
 FEC_BULK_TAIL_TARGET = 0.99  # a bulk burst's last BDP: a retransmission there adds an RTT
 PACKET_OVERHEAD_BYTES = 60  # header, tag, ACK and STREAM frame headers of a full data packet
@@ -322,11 +334,13 @@ class RelayConnection:
         is_client: bool,
         config: RelayConfig | None = None,
         connection_id: bytes | None = None,
+        prior: PathPrior | None = None,
     ) -> None:
         self.config = config or RelayConfig()
         self.is_client = is_client
         self._psk = check_key(key)
         self._hs = handshake_aead(key, self.config.rotate_packets)
+        self._admit_key: bytes | None = None  # a client's, made with its first HELLO
         self.connection_id = connection_id or (random_bytes(8) if is_client else b"")
         self.state = State.START
         self.peer_addr: Addr = None
@@ -366,6 +380,10 @@ class RelayConnection:
         self._superseded_at: float | None = None  # ... and a new session proves it gone then
         self._probe: _PathProbe | None = None  # gateway: a new client address being validated
         self._init_transport()
+        self.prior: PathPrior | None = None
+        self.prior_state = "none"  # "in use", "held" (start-up done) or "dropped: why"
+        if prior is not None:
+            self.use_prior(prior)
 
     def _init_transport(self) -> None:
         c = self.config
@@ -381,6 +399,7 @@ class RelayConnection:
         self._rtt = RttEstimator()
         self._pmtu = PmtuSearch(c.max_datagram_bytes)
         self.rate = RateController(self._pmtu.datagram_bytes, c.initial_rate_bytes_per_s)
+        self._initial_loss = c.initial_loss  # or a remembered path's (use_prior)
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
         self._round_delivered = 0
         self._app_limited_until = 0
@@ -390,6 +409,7 @@ class RelayConnection:
         self._ack_recv_s = 0.0  # the ACK being read: when its largest packet reached the peer
         self._ack_largest = -1  # ... and that packet's number
         self._next_send_s = 0.0
+        self._paced_from = (0.0, 0, 0.0)  # the last paced datagram's slot, size, rate (_repace)
         self._pacer_bound = False  # the last send stopped only for the pacer (data and window left)
         self._pto_count = 0
         self._last_eliciting_s: float | None = None
@@ -400,6 +420,7 @@ class RelayConnection:
         self._repairs: deque[Repair] = deque()
         self._burst_blocks = 0  # FEC blocks closed since the sender was last idle
         self._block_small = False  # the open FEC block carries a non-bulk stream's data
+        self._small_write = False  # the block being closed is a latency-bound small write
         self._loss_meter = LossMeter()
         self._rx_rate = ReceiveRate()
         self.peer_loss = 0.0
@@ -435,6 +456,41 @@ class RelayConnection:
         self.state = State.HELLO_SENT
         self._hello_at = now
         self._last_recv_s = now
+
+    def use_prior(self, prior: PathPrior) -> None:
+        """Start from what an earlier session measured of this path (:mod:`.prior`): paced
+        at a share of its delivery rate, the window from its minimum RTT, FEC from its
+        loss. Only before this end has sent data: a session already measuring ignores it."""
+        if self.stats.packets_sent or self.state is State.CLOSED:
+            return
+        if self.config.initial_rate_bytes_per_s is not None:
+            return  # the operator's start rate rules
+        self.prior, self.prior_state = prior, "in use"
+        self.rate = RateController(
+            self._pmtu.datagram_bytes,
+            prior.start_rate_bytes_per_s,
+            prior.min_rtt_s,
+            blind_bytes=prior.blind_bytes,
+        )
+        self._initial_loss = max(self.config.initial_loss, prior.loss)
+
+    def _drop_prior(self, why: str) -> None:
+        """The remembered path is not this one any more: go on as a new session would."""
+        if self.prior_state != "in use":
+            return
+        self.prior_state = f"dropped: {why}"
+        self._initial_loss = self.config.initial_loss
+        self.rate.forget_initial_rate()
+
+    def _check_prior(self, now: float) -> None:
+        """At a round's end: start-up over by the brake (a queue) drops the prior; over
+        otherwise, the prior has done its work."""
+        if self.prior_state != "in use" or self.rate.startup:
+            return
+        if self.rate.startup_exit == "brake":
+            self._drop_prior("the first round trips queued")
+        else:
+            self.prior_state = "held"
 
     def hello_now(self, now: float) -> bool:
         """Client, handshake unanswered: say the same HELLO again now and start its backoff
@@ -617,6 +673,7 @@ class RelayConnection:
             "pacing_rate_bytes_per_s": self.rate.pacing_rate_bytes_per_s,
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
+            "path_prior": self.prior_state,
             # what this end receives (the other end's sending estimate lives there)
             "delivery_in_bytes_per_s": self._rx_rate.bytes_per_s,
             "policed": int(self.rate.police.policed),
@@ -625,6 +682,21 @@ class RelayConnection:
             "streams": len(self._streams),
             **{k: v for k, v in vars(self.stats).items()},
             **self.pmtu_stats(),
+        }
+
+    def path_estimate(self) -> dict[str, float | int]:
+        """What this session measured of its path, for the next one (path memory): the
+        minimum RTT, the largest recent delivery rate of this end's direction (0: none
+        measured, no start rate in it), the loss each way, the datagram size in use, and
+        the packets each way the figures rest on."""
+        return {
+            "min_rtt_s": self._rtt.min_s or 0.0,
+            "rate_out_bytes_per_s": self.rate.measured_bw_bytes_per_s,
+            "loss_out": self.peer_loss,
+            "loss_in": self._loss_meter.loss,
+            "datagram_bytes": self._pmtu.datagram_bytes,
+            "packets_sent": self.stats.packets_sent,
+            "packets_received": self.stats.packets_received,
         }
 
     def pmtu_stats(self) -> dict[str, int]:
@@ -667,6 +739,9 @@ class RelayConnection:
         sent_ns = 0 if self._wall_offset_s is None else round((now + self._wall_offset_s) * 1e9)
         body = self._random + _WINDOWS.pack(c.stream_window_bytes, c.session_window_bytes)
         body += _HELLO_TIME.pack(max(sent_ns, 0))
+        if self._admit_key is None:
+            self._admit_key = admission_key(self._psk)
+        body += bytes([wire.HELLO_VERSION]) + admission_tag(self._admit_key, sent_ns / 1e9)
         head = wire.HEADER.pack(wire.HELLO, self.connection_id, 0) + body
         head += bytes(wire.HELLO_BYTES - len(head) - wire.TAG_BYTES)
         return head + self._hs.encrypt(self._random[:12], b"", head)
@@ -674,7 +749,10 @@ class RelayConnection:
     def _on_hello(self, data: bytes, cid: bytes, addr: Addr, now: float) -> None:
         head, tag = data[: -wire.TAG_BYTES], data[-wire.TAG_BYTES :]
         body_at = wire.HEADER_BYTES
-        if len(data) != wire.HELLO_BYTES or not self._verify(head, tag, data[body_at:][:12], b""):
+        if len(data) != wire.HELLO_BYTES or data[wire.HELLO_VERSION_AT] != wire.HELLO_VERSION:
+            self.stats.dropped_malformed += 1  # another layout: not ours to read
+            return
+        if not self._verify(head, tag, data[body_at:][:12], b""):
             self.stats.dropped_auth += 1
             return
         client_random = data[body_at : body_at + 32]
@@ -709,6 +787,11 @@ class RelayConnection:
             self.stats.dropped_auth += 1
             return
         gateway_random = data[body_at : body_at + 32]
+        if self.prior is not None and self._hello_sent_s is not None:
+            # one HELLO's round trip (a repeated HELLO's answer may be the earlier one's:
+            # then it only looks shorter, which drops nothing)
+            if self.prior.rtt_changed(now - self._hello_sent_s):
+                self._drop_prior("the handshake's round trip is longer than remembered")
         self._set_peer_windows(*_WINDOWS.unpack_from(data, body_at + 32))
         send, recv = session_keys(
             self._psk, self._random, gateway_random, self.config.rotate_packets
@@ -1051,6 +1134,18 @@ class RelayConnection:
             self._on_packet_acked(p, now)
         self._detect_lost(now)
         self._probe_share(f.loss, largest)
+        self._repace()
+
+    def _repace(self) -> None:
+        """The next pacing slot at the rate as it is now, if that rate is at least twice
+        the one the slot was set at (an estimate that jumped, not a gain cycle's step): a
+        new session's first ACKs come while it paces at its initial window per RTT (one
+        datagram per ≈ 3 ms on a 200 ms path); the train's rate comes a few ACKs later,
+        and the slot taken at the old rate cost each first request ≈ 2 ms (relay_sim
+        --cold)."""
+        start_s, size, rate = self._paced_from
+        if size and (now_rate := self.rate.pacing_rate_bytes_per_s) >= 2 * rate:
+            self._next_send_s = min(self._next_send_s, start_s + size / now_rate)
 
     def _probe_share(self, reported: float, largest: int) -> None:
         """The peer's loss report less its share of lost path MTU probes (:mod:`.pmtu`)."""
@@ -1080,6 +1175,8 @@ class RelayConnection:
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
             self.rate.on_round_end(self._pn)
+            if self.prior is not None:
+                self._check_prior(now)
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
         if self._in_flight <= 0:
             self._train = None
@@ -1184,6 +1281,9 @@ class RelayConnection:
             self.rate.mss = self._pmtu.datagram_bytes
             return
         self.stats.packets_lost += 1
+        if self.prior is not None and self.prior_state == "in use":
+            if self.prior.loss_changed(self.stats.packets_lost, self.stats.packets_sent):
+                self._drop_prior("more loss than remembered")
         if p.eliciting:
             self._in_flight -= p.size
             self.rate.on_resolved(p.pn, p.size, p.sent_s, True, p.app_limited)
@@ -1443,7 +1543,10 @@ class RelayConnection:
             self._app_limited_until = self._delivered + self._in_flight
         if not self._fec.open or not (idle or now + _EPS_S >= self._block_deadline()):
             return None
+        small = idle and self._burst_blocks == 0 and self._fec.size <= SMALL_WRITE_PACKETS
+        self._small_write = small and self._fec.protected
         self._queue_repairs()
+        self._small_write = False
         if idle:
             self._burst_blocks = 0
         return self._next_packet(now) if self._repairs else None
@@ -1461,7 +1564,7 @@ class RelayConnection:
             # from a handful of packets, or none: a new session's first answer): what the
             # other direction loses is the prior (§12.3.3: they may differ, but a path
             # that drops one way seldom carries the other clean), or the configured prior
-            loss = max(loss, self._loss_meter.loss, self.config.initial_loss)
+            loss = max(loss, self._loss_meter.loss, self._initial_loss)
         hold_loss = self.rate.police.hold_loss
         if hold_loss is not None:  # policed: the loss the hold sees, not its overdrive's
             loss = min(loss, hold_loss)
@@ -1495,9 +1598,12 @@ class RelayConnection:
         data (a request beside the bulk flow keeps its protection). A bulk block with
         less than a bandwidth-delay product queued behind it is the burst's tail for
         now: a retransmission there would add a round trip to the burst's end, so it
-        gets :data:`FEC_BULK_TAIL_TARGET`.
+        gets :data:`FEC_BULK_TAIL_TARGET`. A small write the sender idles after gets
+        ``1 − SMALL_WRITE_RESIDUAL`` (latency-bound: see the constant).
         """
         c = self.config
+        if self._small_write:
+            return max(c.fec_target, 1 - SMALL_WRITE_RESIDUAL)
         block_bytes = c.fec_max_k * (self._pmtu.datagram_bytes - PACKET_OVERHEAD_BYTES)
         queued = self._queued_bytes()
         blocks = self._burst_blocks + 1 + -(-queued // block_bytes)
@@ -1643,6 +1749,7 @@ class RelayConnection:
             slack_s = max(slack_s, min(now - self._next_send_s, LATE_WAKE_CREDIT_S))
         start = max(self._next_send_s, now - slack_s)
         self._next_send_s = start + size / rate
+        self._paced_from = (start, size, rate)
 
 
 def hello_sent_s(data: bytes) -> float | None:
@@ -1653,6 +1760,15 @@ def hello_sent_s(data: bytes) -> float | None:
         return None
     (sent_ns,) = _HELLO_TIME.unpack_from(data, _HELLO_TIME_AT)
     return sent_ns / 1e9 if sent_ns else None
+
+
+def hello_admit_tag(data: bytes) -> bytes | None:
+    """A HELLO's admission tag (:func:`~tierwise.proto.relay.crypto.admission_tag`), None
+    if it is no HELLO of this version. Not authenticated (the AEAD check is): a gateway
+    compares it with the tags of the windows near its clock before that check."""
+    if len(data) != wire.HELLO_BYTES or data[wire.HELLO_VERSION_AT] != wire.HELLO_VERSION:
+        return None
+    return data[wire.HELLO_ADMIT_AT : wire.HELLO_ADMIT_AT + ADMIT_TAG_BYTES]
 
 
 def _earlier(a: float | None, b: float | None) -> float | None:

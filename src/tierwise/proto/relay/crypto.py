@@ -7,6 +7,8 @@ for every session (RFC 5869 HKDF-SHA256)::
     handshake = HKDF(PSK, salt="", info="tierwise relay v1 handshake")
     key[dir, 0] = HKDF(PSK, salt=client random ‖ gateway random, info="… c2s" | "… s2c")
     key[dir, e+1] = HKDF(key[dir, e], info="tierwise relay v1 key update")
+    admission = HKDF(PSK, salt="", info="tierwise relay v1 admission")
+    tag[w] = HMAC-SHA256(admission, w as u64)[:8]   (w = ⌊Unix time / ADMIT_WINDOW_S⌋)
 
 ChaCha20-Poly1305 (RFC 8439) with a 96-bit nonce = 0⁴ ‖ packet number (u64):
 each direction has its own key and packet numbers only grow, so no nonce is
@@ -15,10 +17,21 @@ key, so both sides rotate at the same packet without signalling; keys older
 than one epoch are forgotten. :class:`ReplayWindow` rejects a packet number
 seen before or older than the window. A datagram that fails any check is
 dropped without an answer (no oracle, no amplification).
+
+A HELLO also carries an *admission tag*, ``tag[w]`` of the window its send time falls
+in: a value that only holders of the PSK can compute and that anything — the gateway's
+kernel socket filter included, which can compare bytes but not compute a MAC — can
+check against the few tags of the windows near its clock (:func:`admission_tags`).
+It is not a MAC of the HELLO (the AEAD is): one tag serves every HELLO of its window,
+so an on-path observer can reuse it until the window leaves the gateway's clock
+tolerance; an off-path flooder cannot make one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import math
 import os
 import struct
 
@@ -31,9 +44,14 @@ from tierwise.errors import LocalProtocolError
 from tierwise.proto.rangeset import RangeSet
 
 __all__ = [
+    "ADMIT_TAG_BYTES",
+    "ADMIT_WINDOW_S",
     "KEY_BYTES",
     "DirectionKeys",
     "ReplayWindow",
+    "admission_key",
+    "admission_tag",
+    "admission_tags",
     "handshake_aead",
     "random_bytes",
     "session_keys",
@@ -44,6 +62,11 @@ ROTATE_PACKETS = 1 << 24  # far below ChaCha20-Poly1305's usage limit (RFC 9001 
 REPLAY_WINDOW_PACKETS = 1 << 12  # reordering plus an FEC block, with room to spare
 _NONCE = struct.Struct(">4xQ")
 _KEY_UPDATE = b"tierwise relay v1 key update"
+ADMIT_TAG_BYTES = 8  # two 32-bit words for a classic BPF compare; 2^-64 for a guess
+# A tag's window. The gateway accepts the windows its clock tolerance covers, so this sets
+# how many tags it lists (2 × 120 s / 30 s + 1 = 9), not how long a tag is good for.
+ADMIT_WINDOW_S = 30.0
+_WINDOW = struct.Struct(">Q")
 
 
 def random_bytes(n: int) -> bytes:
@@ -83,6 +106,26 @@ def session_keys(
     c2s = _hkdf(check_key(psk), salt, b"tierwise relay v1 c2s")
     s2c = _hkdf(psk, salt, b"tierwise relay v1 s2c")
     return DirectionKeys(c2s, rotate_packets), DirectionKeys(s2c, rotate_packets)
+
+
+def admission_key(psk: bytes) -> bytes:
+    """The key of the HELLOs' admission tags (never the PSK itself)."""
+    return _hkdf(check_key(psk), None, b"tierwise relay v1 admission")
+
+
+def admission_tag(key: bytes, wall_s: float) -> bytes:
+    """The admission tag of the window ``wall_s`` (Unix time) falls in (``key``:
+    :func:`admission_key`)."""
+    window = max(0, math.floor(wall_s / ADMIT_WINDOW_S))
+    return hmac.digest(key, _WINDOW.pack(window), hashlib.sha256)[:ADMIT_TAG_BYTES]
+
+
+def admission_tags(key: bytes, wall_s: float, skew_s: float) -> list[bytes]:
+    """The tags of every window that meets ``[wall_s - skew_s, wall_s + skew_s]``: what a
+    HELLO sent by a client whose clock is within ``skew_s`` of ``wall_s`` carries."""
+    first = math.floor((wall_s - skew_s) / ADMIT_WINDOW_S)
+    last = math.floor((wall_s + skew_s) / ADMIT_WINDOW_S)
+    return [admission_tag(key, w * ADMIT_WINDOW_S) for w in range(first, last + 1)]
 
 
 class DirectionKeys:

@@ -75,8 +75,18 @@ class RateSample:
 class RateController:
     """Pacing rate and window of one sending direction."""
 
-    def __init__(self, mss: int, initial_rate_bytes_per_s: float | None = None) -> None:
+    def __init__(
+        self,
+        mss: int,
+        initial_rate_bytes_per_s: float | None = None,
+        initial_rtt_s: float = INITIAL_RTT_S,
+        blind_bytes: float | None = None,
+    ) -> None:
         self.mss = mss
+        self.initial_rtt_s = initial_rtt_s  # the window's RTT before the first sample
+        # what may fly before the first ACK (None: the window); a remembered start rate's
+        # bound on the loss it causes if the path has become slower (prior.py)
+        self.blind_bytes = blind_bytes
         self.min_rtt_s: float | None = None
         self._min_rtt_at = 0.0
         self._bw: deque[tuple[int, float]] = deque()  # (round, rate), decreasing rates
@@ -124,13 +134,18 @@ class RateController:
         if ceiling is not None:
             return ceiling
         initial = self._initial_rate or INITIAL_CWND_PACKETS * self.mss / (
-            self.min_rtt_s or INITIAL_RTT_S
+            self.min_rtt_s or self.initial_rtt_s
         )
         if not self._bw:
             return initial
         if self.startup:
             return max(self._bw[0][1], initial)
         return self._bw[0][1]
+
+    @property
+    def measured_bw_bytes_per_s(self) -> float:
+        """The largest recent delivery rate measured (0: none yet), no start rate in it."""
+        return self._bw[0][1] if self._bw else 0.0
 
     @property
     def probing_policer(self) -> bool:
@@ -157,7 +172,9 @@ class RateController:
             return float("inf")  # the first flight is a packet train: its ACKs time the path
         rate = self.gain * self.btl_bw_bytes_per_s
         if self.app_limited:
-            rate = max(rate, INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or INITIAL_RTT_S))
+            rate = max(
+                rate, INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or self.initial_rtt_s)
+            )
         return rate
 
     @property
@@ -168,11 +185,32 @@ class RateController:
         return cwnd
 
     def _window_bytes(self) -> float:
-        rtt = self.min_rtt_s or INITIAL_RTT_S
+        rtt = self.min_rtt_s or self.initial_rtt_s
         gain = max(CWND_GAIN, self.gain)
         if not self._bw and not self._initial_rate:
             return INITIAL_CWND_PACKETS * self.mss
-        return max(gain * self.btl_bw_bytes_per_s * rtt, MIN_CWND_PACKETS * self.mss)
+        window = max(gain * self.btl_bw_bytes_per_s * rtt, MIN_CWND_PACKETS * self.mss)
+        if not self._bw and self.blind_bytes is not None:
+            return min(window, max(self.blind_bytes, INITIAL_CWND_PACKETS * self.mss))
+        return window
+
+    @property
+    def has_initial_rate(self) -> bool:
+        """A start rate was given (configured or remembered) and is still in force."""
+        return self._initial_rate is not None
+
+    def forget_initial_rate(self) -> None:
+        """The start rate proved wrong for this path (a remembered one that changed): go on
+        from what was measured, as a new session would — or, with nothing measured yet, as
+        one (32 datagrams, then the ACKs time the path). Measured, start-up ends: its gain
+        would push the queue that just showed the path is slower."""
+        self._initial_rate = self.blind_bytes = None
+        self.initial_rtt_s = INITIAL_RTT_S
+        if self._bw:
+            self.startup = False
+            self.startup_exit = "prior dropped"
+            self._cycle = 1  # drain what the remembered rate queued
+        self._cwnd = None
 
     def on_sample(self, sample: RateSample, now: float) -> None:
         """Fold in one acknowledged packet."""

@@ -7,14 +7,20 @@ the AEAD's associated data, so nothing in it can be changed undetected::
 
     HELLO    (client → gateway)  header | client random (32) | stream window u64 |
                                  session window u64 | sent u64 (Unix ns, 0: undated) |
-                                 zero padding | tag (16)
+                                 version u8 (1) | admission tag (8) | zero padding |
+                                 tag (16)
     WELCOME  (gateway → client)  header | gateway random (32) | stream window u64 |
                                  session window u64 | tag (16)
     DATA     (both ways)         header | AEAD(frames) (ciphertext + 16-byte tag)
 
 A HELLO is padded to :data:`HELLO_BYTES` so the WELCOME it earns is smaller
 (no amplification); its send time lets a gateway refuse a recorded HELLO replayed
-later (a second session for nobody). Frames inside a DATA packet::
+later (a second session for nobody). Its version byte says how the rest is laid out
+(:data:`HELLO_VERSION`; a gateway drops another version unanswered, as malformed — a
+client that needs a version the gateway does not speak sees no WELCOME). Its admission
+tag (:func:`~tierwise.proto.relay.crypto.admission_tag`, the window of its send time)
+lets a gateway's kernel drop HELLO-shaped floods from anyone without the key before
+they queue. Frames inside a DATA packet::
 
     PADDING          0x00  (the rest of the packet)
     PING             0x01
@@ -46,7 +52,11 @@ from tierwise.errors import RemoteProtocolError
 
 __all__ = [
     "HEADER",
+    "HELLO_ADMIT_AT",
     "HELLO_BYTES",
+    "HELLO_TIME_AT",
+    "HELLO_VERSION",
+    "HELLO_VERSION_AT",
     "Ack",
     "Close",
     "Frame",
@@ -71,6 +81,11 @@ HEADER_BYTES = HEADER.size  # 17
 RANDOM_BYTES = 32
 TAG_BYTES = 16
 HELLO_BYTES = 1200  # QUIC's minimum Initial size (RFC 9000 §14.1): the reply is never larger
+# Where a HELLO has its send time, version and admission tag (after header, random, windows).
+HELLO_TIME_AT = HEADER_BYTES + RANDOM_BYTES + 16
+HELLO_VERSION_AT = HELLO_TIME_AT + 8
+HELLO_ADMIT_AT = HELLO_VERSION_AT + 1
+HELLO_VERSION = 1  # 0 (zero padding there): a HELLO from before the admission tag
 FIN = 0x01
 ACK_LATER = 0x02  # a receiver that does not know the flag ignores it (and acknowledges early)
 ACK_RANGES_MAX = 32

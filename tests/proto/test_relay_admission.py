@@ -1,0 +1,65 @@
+"""A HELLO's version byte and admission tag: what a gateway's kernel checks before its queue."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tierwise.proto.relay import RelayConnection, wire
+from tierwise.proto.relay.connection import hello_admit_tag
+from tierwise.proto.relay.crypto import (
+    ADMIT_TAG_BYTES,
+    ADMIT_WINDOW_S,
+    admission_key,
+    admission_tag,
+    admission_tags,
+)
+
+KEY = bytes(range(32))
+OTHER = bytes(range(1, 33))
+GATEWAY = ("192.0.2.1", 4433)
+WALL_S = 1_800_000_000.0
+
+
+def hello_at(wall_s: float, key: bytes = KEY) -> bytes:
+    client = RelayConnection(key, is_client=True)
+    client.connect(GATEWAY, now=5.0, wall_s=wall_s)
+    ((data, _),) = client.datagrams_to_send(5.0)
+    return data
+
+
+def test_a_hello_carries_the_version_and_its_window_tag() -> None:
+    """Version 1 and the tag of the window its send time is in, 8 bytes, key-dependent."""
+    data = hello_at(WALL_S)
+    assert len(data) == wire.HELLO_BYTES
+    assert data[wire.HELLO_VERSION_AT] == wire.HELLO_VERSION == 1
+    tag = hello_admit_tag(data)
+    assert tag == admission_tag(admission_key(KEY), WALL_S) and len(tag) == ADMIT_TAG_BYTES
+    assert tag != admission_tag(admission_key(OTHER), WALL_S)
+    assert tag != admission_tag(admission_key(KEY), WALL_S + ADMIT_WINDOW_S)
+    assert hello_admit_tag(hello_at(WALL_S + ADMIT_WINDOW_S / 2)) in (
+        tag,
+        admission_tag(admission_key(KEY), WALL_S + ADMIT_WINDOW_S),
+    )
+
+
+@given(st.floats(-120.0, 120.0))
+def test_a_clock_within_the_skew_makes_an_accepted_tag(offset_s: float) -> None:
+    """Every tag a client whose clock is within 120 s of the gateway's sends is listed."""
+    key = admission_key(KEY)
+    tags = admission_tags(key, WALL_S, skew_s=120.0)
+    assert admission_tag(key, WALL_S + offset_s) in tags
+    assert len(tags) <= 2 * 120 / ADMIT_WINDOW_S + 2
+    assert admission_tag(key, WALL_S + 120.0 + ADMIT_WINDOW_S + 1) not in tags
+
+
+def test_a_gateway_drops_another_version_as_malformed() -> None:
+    """A HELLO of another layout (version 0: zero padding) is dropped before its AEAD."""
+    data = bytearray(hello_at(WALL_S))
+    data[wire.HELLO_VERSION_AT] = 0
+    gateway = RelayConnection(KEY, is_client=False)
+    gateway.receive_datagram(bytes(data), ("192.0.2.9", 1), 5.0)
+    assert gateway.stats.dropped_malformed == 1 and not gateway.established
+    assert hello_admit_tag(bytes(data)) is None
+    gateway.receive_datagram(hello_at(WALL_S), ("192.0.2.9", 1), 5.0)
+    assert gateway.established
