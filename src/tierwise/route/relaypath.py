@@ -13,9 +13,9 @@ direct TCP connections. So for a site reached both ways (``via = ["direct",
 the direct route's TCP its loss recovery and the relay route's FEC its repairs. The
 rates are reported for a reader (``tierwise relay stats``) but not fed: a session
 carrying only the router's probes measures a few kB/s, not the path (found in the lab:
-its first version fed them and predicted the relay route 2.9 s for a 200 B request). The router reads the numbers over the
-socket, as any client of the relay would: ``route`` does not import ``relay``
-(docs/design.md).
+its first version fed them and predicted the relay route 2.9 s for a 200 B request).
+The router reads the numbers over the socket, as any client of the relay would:
+``route`` does not import ``relay`` (docs/design.md).
 """
 
 from __future__ import annotations
