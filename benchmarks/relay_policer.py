@@ -94,8 +94,9 @@ def main() -> None:
                 mean = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
                 rows.append((case, detect, mean))
     print(f"bulk {args.seconds:g} s, steady after {args.warm:g} s, seeds {args.seed}")
-    print("| police / link Mbit/s | RTT | bucket | random loss | relay | goodput / police "
-          "(whole, steady) | path loss (whole, steady) |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    head = "| police / link Mbit/s | RTT | bucket | random loss | relay |"
+    head += " goodput / police (whole, steady) | path loss (whole, steady) |"
+    print(head + "\n|---|---|---|---|---|---|---|")
     for (pm, lm, rtt, bucket, loss), detect, m in rows:
         who = "detects" if detect else "peer: no detection"
         print(
