@@ -14,8 +14,9 @@ from what its transfers take. Two worlds, each a run of its own: ``lossy`` (rand
 loss each way, where the relay should win: kernel TCP's recovery against FEC) and
 ``clean`` (no loss: the two routes cross the same path, so direct should tie).
 
-The oracle is measured as in :mod:`tierwise.lab.world.namespaces`: each route timed by
-pinned requests (``x-tierwise-site``) of three sizes and fitted ``a + b · bytes``; its
+The oracle is measured as in :mod:`tierwise.lab.world.namespaces`: each route, warmed by
+one pass of the probes, timed by pinned requests (``x-tierwise-site``) of three sizes,
+three of each (their median), and fitted ``a + b · bytes``; its
 pass pins every request to the route that fit says is faster. The predictive gateway's
 total over the oracle's, and its failed requests, are the figures (issue 32's goal:
 ≤ 1.05×, none failed).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import statistics
 import subprocess
 import tempfile
 import time
@@ -47,6 +49,7 @@ PIN = "x-tierwise-site"
 RELAY_WORLDS = {"lossy": 0.14, "clean": 0.0}  # world: random loss each way
 ROUTES = ("cloud", "cloud+relay")
 BODY_BYTES = (20_000, 200_000)  # image sizes of the mix: kernel TCP at 14 % crawls beyond
+CALIBRATE_REPEATS = 3  # per probe size: the median (one slow sample misled a fit)
 WARM_S = 8.0  # the relay session's first measurements before any request (probes only)
 
 
@@ -191,13 +194,17 @@ def calibrate(world: RelayWorld, tmp: Path, probes: list[bytes]) -> dict[str, tu
     with world.gateway(tmp, "static", "calibrate") as (url, _):
         with netns.entered(world.client_ns), httpx.Client(timeout=120) as client:
             for route in ROUTES:
-                _post(client, url, probes[0], route)  # warm: the connection is open
+                for body in probes:  # warm: the connection open, the relay's rate measured
+                    _post(client, url, body, route)
                 points = []
                 for body in probes:
-                    ok, seconds = _post(client, url, body, route)
-                    if not ok:
-                        raise LabError(f"calibrating {route}: the request failed")
-                    points.append((len(body), seconds))
+                    times = []
+                    for _ in range(CALIBRATE_REPEATS):
+                        ok, seconds = _post(client, url, body, route)
+                        if not ok:
+                            raise LabError(f"calibrating {route}: the request failed")
+                        times.append(seconds)
+                    points.append((len(body), statistics.median(times)))
                 fits[route] = fit_line(points)
     return fits
 
