@@ -24,6 +24,10 @@ on loopback the kernel's receive path for a flooded datagram (softirq, the socke
 filter, the drop) runs in the sender's context, and a flooder on another host would not
 take the relay's core; pinned, a class's ratio to quiet is what it costs the relay
 itself. Unpinned, it is that plus losing a core of this 2-core host to the flooder.
+Pinned, the quiet runs keep the flooder's core awake with a process that naps 100 µs at
+a time (``nap``, next to no CPU): on this VM (``sched_vcpu_pack``) a wholly idle core
+made the relay pinned to the other 4-5 × slower (the guest kernel seems to pack other
+tasks onto the one busy core), which would flatter every flood class.
 
 Per class: the bulk goodput of an established session (``--mb`` MB down), the median
 of ``--requests`` requests of 354,640 B, the seconds a new client's session takes to
@@ -189,7 +193,7 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
     gw_to = f"--to=127.0.0.1:{ctx['gw_port']}"
     cl_to = f"--to=127.0.0.1:{ctx['client_port']}"
     spoof_gw = f"--spoof=127.0.0.1:{ctx['gw_port']}"
-    if kind in ("spin", "random", "unknown", "hello"):
+    if kind in ("spin", "nap", "random", "unknown", "hello"):
         return [*cmd, gw_to, "--kind", kind]
     if kind == "hello-observed":
         return [*cmd, gw_to, "--kind", "hello", "--tag", ctx["tag"]]
@@ -274,7 +278,21 @@ def main() -> None:
                 "tag": admission_tag(admission_key(psk), time.time()).hex(),
             }
             fetch(fwd, int(args.mb * 1e6))  # warm
-            rows = [("quiet", measure(args, fwd, psk, gw), 0, 0.0)]
+
+            def quiet() -> dict:
+                if not args.pin:
+                    return measure(args, fwd, psk, gw)
+                # the flooder's core kept awake, next to no CPU: on this VM a wholly idle
+                # core slowed the relay pinned to the other 4-5 × (the docstring)
+                nap = subprocess.Popen(flooder("nap", args, ctx, tmp), stdout=subprocess.PIPE,
+                                       preexec_fn=_on_cpus(flood_cpu))  # fmt: skip
+                try:
+                    return measure(args, fwd, psk, gw)
+                finally:
+                    nap.terminate()
+                    nap.communicate(timeout=30)
+
+            rows = [("quiet", quiet(), 0, 0.0)]
             for kind in classes:
                 before = stats(stats_port)["totals"]
                 cpu0 = cpu_s(gwp.pid)
@@ -291,7 +309,7 @@ def main() -> None:
                 drops = {k: after[k] - before[k] for k in after if k.startswith("dropped_")}
                 row["drops"] = {k: v for k, v in drops.items() if v}
                 rows.append((kind, row, sent, cpu_s(gwp.pid) - cpu0))
-                rows.append(("quiet", measure(args, fwd, psk, gw), 0, 0.0))
+                rows.append(("quiet", quiet(), 0, 0.0))
             recorder.close()
         finally:
             for p in (gwp, clp):

@@ -23,7 +23,8 @@ Goal (issue 33): on ``step`` and ``ramp`` the chosen forecaster's MAPE ≤ 0.7×
 on no trace worse than EWMA by more than 5 %.
 
     python benchmarks/route_forecast.py [--samples 600] [--seed 1] [--lab-requests 120]
-                                        [--log route-decisions.jsonl ...] [--json out.json]
+                                        [--save-log lab.jsonl] [--log route-decisions.jsonl ...]
+                                        [--statsmodels-samples 200] [--json out.json]
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ def recorded(records: list[dict]) -> dict[str, list[float]]:
         up = st["headers_s"] - sum(server.get(k, 0.0) for k in ("queue", "prefill", "decode"))
         if up > 0:
             out.setdefault(f"{site} network up", []).append(up)
-    return {k: v for k, v in out.items() if len(v) >= 20}
+    # a constant series (the stand-in's decode step: Server-Timing is tokens × step) says
+    # nothing about a forecaster
+    return {k: v for k, v in out.items() if len(v) >= 20 and max(v) > min(v)}
 
 
 def score(make: Callable[[], object], xs: list[float]) -> dict[str, float]:
@@ -137,6 +140,9 @@ def traces(args: argparse.Namespace) -> dict[str, list[float]]:
         from tierwise.lab.world.loopback import run_world
 
         runs, _ = run_world(args.lab_requests, args.seed, ["predictive"])
+        if args.save_log:  # the run's decisions log, to be read again with --log
+            lines = (json.dumps(r) + "\n" for r in runs["predictive"])
+            args.save_log.write_text("".join(lines), encoding="utf-8")
         out.update({f"lab: {k}": v for k, v in recorded(runs["predictive"]).items()})
     for path in args.log:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -152,6 +158,7 @@ def main() -> None:
     ap.add_argument("--lab-requests", type=int, default=120, help="0: no lab run")
     ap.add_argument("--statsmodels-samples", type=int, default=200, help="0: skip statsmodels")
     ap.add_argument("--log", action="append", default=[], help="a decisions log (repeatable)")
+    ap.add_argument("--save-log", type=Path, default=None, help="keep the lab run's log here")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     results: dict[str, dict] = {}
@@ -164,9 +171,10 @@ def main() -> None:
             row[f"arima@{n_sm}"] = score(Arima, xs[:n_sm])
             row[f"statsmodels@{n_sm}"] = statsmodels_score(xs[:n_sm])
         results[trace] = row
-        ratio = row["chosen"]["mape"] / row["ewma"]["mape"]
+        base = row["ewma"]["mape"]
+        ratio = f"{row['chosen']['mape'] / base:5.2f}" if base > 0 else "  —  "
         cells = "".join(f"{row[n]['mape'] * 100:6.2f}/{row[n]['p90'] * 100:5.1f}" for n in names)
-        print(f"{trace[:28]:28s}{cells}   {ratio:5.2f}")
+        print(f"{trace[:28]:28s}{cells}   {ratio}")
     print("cells: MAPE % / p90 %")
     if n_sm:
         print(f"\nARIMA(1,1,1) on the first {n_sm} samples: Hannan–Rissanen against statsmodels")

@@ -16,6 +16,10 @@ datagrams, then prints how many it sent and exits. Kinds:
              datagrams recorded from a session, replayed
 ``spin``     nothing sent: one core kept busy as long (the control: what losing a
              core to the flooder costs, whatever it sends)
+``nap``      nothing sent: a 100 µs sleep in a loop, next to no CPU (a pinned
+             benchmark's quiet peer: on this VM a wholly idle core made a relay
+             pinned to the other one 4-5 × slower, as if the kernel packed other
+             tasks onto the busy core)
 
 ``--spoof HOST:PORT`` sends from that address (a raw socket with its own IP header,
 root only; port 0: a random port each datagram; host ``random``: a random address in
@@ -152,12 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     if not ipaddress.ip_address(host).is_loopback:
         raise SystemExit("the flooder sends to loopback only")
     seconds = min(args.seconds, 120.0)
-    if args.kind == "spin":
+    if args.kind in ("spin", "nap"):
         stop_spin: list[int] = []
         signal.signal(signal.SIGTERM, lambda *_: stop_spin.append(1))
+        nap_s = 0.0001 if args.kind == "nap" else 0.0
         t0 = time.monotonic()
         while time.monotonic() - t0 < seconds and not stop_spin:
-            pass
+            if nap_s:
+                time.sleep(nap_s)
         print(0, f"{time.monotonic() - t0:.3f}")
         return 0
     cid = bytes.fromhex(args.cid) if args.cid else None

@@ -61,6 +61,63 @@ def test_equal_quality_is_the_planners_pareto_choice(weights, bytes_up) -> None:
     assert "Pareto front" in reason
 
 
+SCENARIO = """[task]
+kind = "request"
+upload = "{up} B"
+download = "{down} B"
+
+[task.model]
+model = "qwen3-8b"
+weights = "q4_0"
+context = 4096
+decode_tokens = {out}
+prefill_tokens = {prompt}
+
+[decision]
+objective = "pareto"
+weights = {{ {weights} }}
+"""
+
+
+@pytest.mark.parametrize(("weights", "bytes_up"), [({}, 2000), ({"energy": 50.0}, 2000),
+                                                   ({"time": 5.0}, 4_000_000)])  # fmt: skip
+def test_same_choice_as_tierwise_plan_objective_pareto(tmp_path: Path, weights, bytes_up) -> None:
+    """`tierwise plan --objective pareto` on a scenario of the route's sites (the example
+    route.toml, at their priors) and the request's task gives the same times, front and
+    choice as the router's pareto choice for that request."""
+    from tests.conftest import run_cli
+
+    models = _models(prices=False)
+    req = _shape(bytes_up=bytes_up)
+    preds = [predict(m, req) for m in models.values()]
+    site, _, log = choose_pareto(preds, models, req, weights)
+    down = 400 + req.output_tokens * 8  # the bytes per token prior of every site
+    text = SCENARIO.format(up=bytes_up, down=down, out=req.output_tokens,
+                           prompt=req.prompt_tokens,
+                           weights=", ".join(f"{k} = {v}" for k, v in weights.items()))  # fmt: skip
+    units = {"name": "", "tier": "", "hardware": "", "region": "", "uplink": " B/s",
+             "downlink": " B/s", "rtt": " s"}  # fmt: skip
+    for s in load_route(EXAMPLE).site:
+        text += "\n[[site]]\n" + "".join(
+            f'{k} = "{getattr(s, k)}{unit}"\n'
+            for k, unit in units.items() if getattr(s, k, None) is not None
+        )  # fmt: skip
+        if s.energy_per_token is not None:
+            low, high = s.energy_per_token
+            text += f'energy_per_token = ["{low} J", "{high} J"]\n'
+        if s.hardware == "phone-lpddr5x":  # no BF16 peak: the router learns its prefill
+            text += 'prefill = "0 s"\n'
+    scenario = tmp_path / "same.toml"
+    scenario.write_text(text, encoding="utf-8")
+    run = run_cli("plan", str(scenario), "--objective", "pareto", "--json")
+    assert run.code == 0, run.stderr
+    planned = run.json()
+    assert planned["choice"] == site
+    times = {o["site"]: o["time_s"] for o in planned["options"]}
+    assert times == pytest.approx({p.site: p.option.time_s for p in preds}, rel=1e-9)
+    assert f"({', '.join(log['front'])})" in planned["reason"]
+
+
 def test_quality_moves_the_choice_and_the_deadline_still_rules() -> None:
     """A quality weight sends the request to the best model; a time weight to the
     fastest; a deadline the best model cannot meet rules it out; a site worse on every

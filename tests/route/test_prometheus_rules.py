@@ -133,12 +133,17 @@ def test_rules_evaluate_over_a_scraped_gateway_and_relay(
                 errors = "site:tierwise_route_error_ratio:rate1m"
                 _until(lambda: _query(prom, errors).get("site=bad", 0) > 0, "error ratio")
                 ratio = _query(prom, errors)
+                shares = "site_stage:tierwise_route_stage_seconds:share1m"
+                _until(lambda: _query(prom, shares), "stage shares")
+                share = _query(prom, shares)
                 fec = "instance:tierwise_relay_fec_overhead_ratio:rate1m"
                 _until(lambda: _query(prom, fec), "relay FEC overhead")
                 loss = _query(prom, "instance:tierwise_relay_loss_ratio:rate1m")
                 alerts = httpx.get(prom + "/api/v1/rules", timeout=5).json()
     assert ratio["site=bad"] == pytest.approx(1.0) and ratio["site=good"] == 0.0
     assert 0.0 <= next(iter(loss.values())) <= 1.0
+    good = {k: v for k, v in share.items() if "site=good" in k}
+    assert good["site=good,stage=compute"] > 0 and sum(good.values()) == pytest.approx(1.0)
     groups = {g["name"]: g for g in alerts["data"]["groups"]}
     route_rules = {r["name"]: r for r in groups["tierwise-route"]["rules"]}
     assert route_rules["TierwiseRouteSiteErrors"]["state"] in ("pending", "firing")

@@ -54,6 +54,7 @@ def test_every_real_record_adds_up(tmp_path: Path) -> None:
             for url in (a, b):
                 httpx.post(url + "/admin/behaviour", json={"down": True})
             assert c.post("/v1/chat/completions", json=chat).status_code == 503
+            metrics = c.get("/metrics").text
     records = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
     assert len(records) == 7
     for r in records:
@@ -72,6 +73,12 @@ def test_every_real_record_adds_up(tmp_path: Path) -> None:
     assert records[5]["decomposition"]["parts_s"]["scheduling.failover"] > 0
     lost = records[6]["decomposition"]
     assert lost["parts_s"]["scheduling.failover"] > 0.5 * lost["client_s"]
+    compute = sum(r["decomposition"]["terms_s"]["compute"] for r in records[:6])
+    line = next(ln for ln in metrics.splitlines()
+                if ln.startswith("tierwise_route_stage_seconds_total") and "compute" in ln
+                and 'site="b"' in ln)  # fmt: skip
+    by_b = sum(r["decomposition"]["terms_s"]["compute"] for r in records[:6] if r["chosen"] == "b")
+    assert float(line.split()[-1]) == pytest.approx(by_b) and compute > 0
     shown = run_cli("route", "decisions", "--log", str(tmp_path / "d.jsonl"), "--json")
     assert [r["decomposition"] for r in json.loads(shown.stdout)] == [
         r["decomposition"] for r in records

@@ -8,9 +8,11 @@ window, re-estimated online).
   ``d_t = c + φ d_{t−1} + θ e_{t−1} + e_t``; refitted every ``refit_every`` samples over
   the last ``window`` by Hannan–Rissanen's two regressions (a long AR for the
   innovations, then least squares of ``d_t`` on ``d_{t−1}`` and ``e_{t−1}``), a closed
-  form of a few dozen microseconds. statsmodels' exact-likelihood ARIMA gives the same
-  one-step forecasts within noise on these traces at about 1000× the cost per refit
-  (``benchmarks/route_forecast.py`` measures both), too much for the gateway's loop.
+  form (two normal-equation solves, a few dozen µs a refit on a quiet core, run on
+  the learning path after the answer is sent). statsmodels' exact-likelihood ARIMA is
+  more accurate on periodic and heavy-tailed traces and equal on steps and ramps, at
+  about 0.3 s per sample on this machine (``benchmarks/route_forecast.py`` measures
+  both): far too much for the gateway's loop.
 * :class:`PageHinkley` — the Page–Hinkley test (Page 1954; Hinkley 1971) on the
   relative residuals of the forecast in use: an alarm when their cumulative sum beyond
   ``delta`` exceeds ``threshold`` either way. ``Adaptive`` then restarts every filter
@@ -129,22 +131,30 @@ class Arima:
         self.d_hat = self.c + self.phi * d + self.theta * self.e_last
 
     def fit(self) -> None:
-        """Hannan–Rissanen over the window's differences; φ and θ kept inside (−0.95, 0.95)."""
+        """Hannan–Rissanen over the window's differences; φ and θ kept inside (−0.95, 0.95).
+
+        Both regressions by their normal equations (``XᵀX β = Xᵀy``, 5×5 then 3×3): the
+        SVD of a least-squares solver costs several times more on so few rows."""
         self.since_fit = 0
         d = np.diff(np.asarray(self.xs, dtype=float))
         p = self.ar_order
         if len(d) < 2 * p + 4 or not np.any(d):
             return
-        lags = np.column_stack([d[p - k - 1 : len(d) - k - 1] for k in range(p)])
-        ar, *_ = np.linalg.lstsq(np.column_stack([np.ones(len(lags)), lags]), d[p:], rcond=None)
-        e = d[p:] - np.column_stack([np.ones(len(lags)), lags]) @ ar
-        y, d1, e1 = d[p + 1 :], d[p:-1], e[:-1]
-        x = np.column_stack([np.ones(len(y)), d1, e1])
-        (c, phi, theta), *_ = np.linalg.lstsq(x, y, rcond=None)
-        if np.isfinite([c, phi, theta]).all():
-            self.c = float(c)
-            self.phi = float(np.clip(phi, -0.95, 0.95))
-            self.theta = float(np.clip(theta, -0.95, 0.95))
+        rows = len(d) - p
+        x = np.ones((rows, p + 1))
+        for k in range(p):
+            x[:, k + 1] = d[p - k - 1 : len(d) - k - 1]
+        ar = _solve(x, d[p:])
+        if ar is None:
+            return
+        e = d[p:] - x @ ar
+        x2 = np.ones((rows - 1, 3))
+        x2[:, 1], x2[:, 2] = d[p:-1], e[:-1]
+        beta = _solve(x2, d[p + 1 :])
+        if beta is not None and np.isfinite(beta).all():
+            self.c = float(beta[0])
+            self.phi = float(min(max(beta[1], -0.95), 0.95))
+            self.theta = float(min(max(beta[2], -0.95), 0.95))
             self.fits += 1
 
     def reset(self, level: float) -> None:
@@ -153,6 +163,16 @@ class Arima:
         self.xs.clear()
         self.xs.append(level)
         self.c = self.d_hat = self.e_last = 0.0
+
+
+def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """Least squares by the normal equations, lightly regularised (None if singular)."""
+    xtx = x.T @ x
+    xtx.flat[:: len(xtx) + 1] += 1e-12 * (np.trace(xtx) + 1.0)
+    try:
+        return np.linalg.solve(xtx, x.T @ y)
+    except np.linalg.LinAlgError:
+        return None
 
 
 @dataclass

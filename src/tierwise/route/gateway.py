@@ -37,7 +37,7 @@ from tierwise.route.config import RouteConfig
 from tierwise.route.edge import Gate, read_body, refuse, rejection
 from tierwise.route.estimate import Adaptive
 from tierwise.route.fleet import apply_kind
-from tierwise.route.h1 import H1Transport
+from tierwise.route.h1 import KEEPALIVE_EXPIRY_S, H1Transport
 from tierwise.route.learn import Timing, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.netio import AsyncioBackend
@@ -1180,7 +1180,9 @@ def _transport(site) -> httpx.AsyncBaseTransport:
     (httptools parsing over the :mod:`tierwise.route.netio` backend, which hands the upload
     watch its socket); an HTTPS site httpcore's pool over the same backend; a site behind
     the relay httpcore's SOCKS5 proxy pool."""
-    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
+    limits = httpx.Limits(
+        max_connections=1000, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_EXPIRY_S
+    )
     if site.via == "relay":
         return httpx.AsyncHTTPTransport(
             limits=limits, proxy=f"socks5://{site.relay}", verify=site.tls()

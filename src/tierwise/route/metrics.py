@@ -62,6 +62,13 @@ class Metrics:
         self.benched = Gauge(
             p + "benched", "1 while the circuit breaker benches the site", ["site"], registry=r
         )
+        self.stage = Counter(
+            p + "stage_seconds",
+            "Client-visible time by stage (network, serialization, scheduling, compute, "
+            "deserialization, io_wait, residual), summed over answered requests",
+            ["site", "stage"],
+            registry=r,
+        )
         self.fleet_up = Gauge(p + "fleet_up", "1 while the fleet's state is reachable", registry=r)
         self.fleet_observations = Counter(
             p + "fleet_observations",
@@ -91,6 +98,13 @@ class Metrics:
             self.error.labels(site).observe(abs(actual - pred.option.time_s) / actual)
         for name, est in model.estimates().items():
             self.estimate.labels(site, name).set(est["value"])
+        d = record.get("decomposition")
+        if d:
+            for term, value in d["terms_s"].items():
+                if value > 0:
+                    self.stage.labels(site, term).inc(value)
+            if d["residual_s"] > 0:  # a counter only grows: a negative residual is not summed
+                self.stage.labels(site, "residual").inc(d["residual_s"])
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type."""

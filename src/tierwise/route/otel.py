@@ -3,9 +3,10 @@
 One trace per request: a root span ``POST /v1/chat/completions`` (a child of the
 client's W3C ``traceparent`` when it sends one), a span per stage of
 :mod:`tierwise.route.stages` (read body, parse, decide, then per attempt: serialize,
-network up, engine queue, prefill, decode, network down; after it: deserialize,
-client send), and a span per attempt named by its kind — ``attempt`` (the first),
-``hedge`` (started while an earlier one still ran) or ``failover`` (after one failed).
+network up, engine queue, prefill, decode — for a stream the wait for its first
+token, then its decode — network down; after it: deserialize, client send), and a
+span per attempt named by its kind — ``attempt`` (the first), ``hedge`` (started while
+an earlier one still ran) or ``failover`` (after one failed).
 Each attempt's own ``traceparent`` goes upstream, so a server that traces joins the
 trace under the attempt that reached it.
 
@@ -175,6 +176,8 @@ class RequestTrace:
             self._stage(span, name, at, parts.get(key, 0.0))
             at += parts.get(key, 0.0)
         if record.get("stream") and t.first_token_s is not None and t.last_token_s is not None:
+            first_s = t.first_token_s - t.headers_s  # the first event after the headers
+            self._stage(span, "first token", headers, first_s)
             self._stage(span, "decode", sent + t.first_token_s, t.last_token_s - t.first_token_s)
             self._stage(span, "network down", sent + t.last_token_s, t.end_s - t.last_token_s)
         else:
