@@ -120,6 +120,22 @@ def test_direct_and_relay_alternate_with_loss_one_way() -> None:
 
 
 @lab
+def test_requests_on_remembered_sessions_and_beside_bulk() -> None:
+    """Each request on a relay session started for it, from the memory a warm-up session
+    left (its ends restarted every time); then requests beside a bulk download on one
+    session. Every request verified; the bulk moved while each request ran."""
+    from tierwise.lab.experiments.via import ViaExperiment, run_via_requests
+
+    req = RequestExperiment(size_bytes=100_000, modes=("cold",), runs=2, cc="cubic", rtt_s=0.05)
+    result = run_via_requests(ViaExperiment(req, ("relay",), sessions="remembered"))
+    assert result["parameters"]["sessions"] == "remembered"
+    assert all(s["time_s"] is not None for s in result["samples"]), result["samples"]
+    beside = run_via_requests(ViaExperiment(req, ("direct", "relay"), beside_bulk_bytes=50_000_000))
+    assert all(s["time_s"] is not None for s in beside["samples"]), beside["samples"]
+    assert all(s["bulk_bytes_during"] > 0 for s in beside["samples"]), beside["samples"]
+
+
+@lab
 @pytest.mark.skipif(KCPTUN_MISSING is not None, reason=KCPTUN_MISSING or "")
 def test_kcptun_request_runs_and_its_processes_stop() -> None:
     """kcptun's client and server carry the request and are gone after the run."""

@@ -161,15 +161,20 @@ def test_memory_is_bounded(tmp_path: Path) -> None:
 
 
 def test_small_flights_keep_the_remembered_rate(tmp_path: Path) -> None:
-    """A session that sent only small replies measured no rate: a fresh record keeps its own,
-    and a too-short session changes nothing."""
+    """A session that sent only small replies, or whose flights never found the bottleneck
+    (paced at the remembered rate, still in start-up), measured no lower rate: a fresh
+    record keeps its own; one that found the path lowers it; a too-short one changes
+    nothing."""
     memory = _saved(tmp_path)
     small = {**MEASURED, "rate_out_bytes_per_s": 20_000.0, "loss_out": 0.1}
     assert memory.remember("gw.example:7443", small, NOW + 10)
     record = memory.records["gw.example:7443"]
     assert record["rate_out_bytes_per_s"] == 40e6 and record["loss_out"] == 0.1
     assert not memory.remember("gw.example:7443", {**MEASURED, "packets_sent": 3}, NOW + 20)
-    slower = {**MEASURED, "rate_out_bytes_per_s": 10e6}  # 10 MB/s × 200 ms: a real flight
+    paced = {**MEASURED, "rate_out_bytes_per_s": 10e6, "rate_is_path": 0}  # still in start-up
+    memory.remember("gw.example:7443", paced, NOW + 25)
+    assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 40e6
+    slower = {**MEASURED, "rate_out_bytes_per_s": 10e6, "rate_is_path": 1}  # found the path
     memory.remember("gw.example:7443", slower, NOW + 30)
     assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 10e6
     unmeasured = _memory(tmp_path)
@@ -226,3 +231,31 @@ def test_any_json_paths_object_loads_without_raising(paths: dict) -> None:
         memory = PathMemory(path, "client").load()
         for peer in memory.records:
             memory.recall(peer, NOW)
+
+
+def _key(tmp_path: Path) -> Path:
+    path = tmp_path / "relay.key"
+    path.write_text("ab" * 32 + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def test_check_shows_where_memory_lives_and_off_turns_it_off(tmp_path: Path) -> None:
+    """--check: the state directory's file by default, the flag's or the file's (relative
+    to the file) when given, "off" when off; an empty value is one line, exit 2."""
+    from tests.conftest import run_cli
+
+    key = _key(tmp_path)
+    base = ("relay", "client", "--check", "--gateway", "127.0.0.1:7443", "--key-file", str(key))
+    shown = json.loads(run_cli(*base).stdout)["path_memory"]
+    assert shown.endswith("tierwise/relay-client-paths.json")
+    assert json.loads(run_cli(*base, "--path-memory", "off").stdout)["path_memory"] == "off"
+    config = tmp_path / "relay.toml"
+    config.write_text('path_memory = "state/paths.json"\n')
+    got = run_cli(*base, "--config", str(config))
+    assert json.loads(got.stdout)["path_memory"] == str(tmp_path / "state" / "paths.json")
+    bad = run_cli(*base, "--path-memory", "")
+    assert bad.code == 2 and bad.stderr.count("\n") == 1 and "--path-memory" in bad.stderr
+    gateway = run_cli("relay", "gateway", "--check", "--allow", "127.0.0.1:80", "--key-file",
+                      str(key), "--path-memory", "off")  # fmt: skip
+    assert json.loads(gateway.stdout)["path_memory"] == "off"

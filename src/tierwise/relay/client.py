@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import fields
@@ -159,6 +160,7 @@ class Client:
         self.memory = memory
         self.memory_peer = f"{gateway[0]}:{gateway[1]}"
         self._saved_s = 0.0
+        self._told_dropped: weakref.WeakSet[Session] = weakref.WeakSet()  # dropped memory logged
 
     async def start(self) -> None:
         self._transport = await self._dial()
@@ -261,6 +263,10 @@ class Client:
         """Keep what ``session`` measured of the path for the next one (and write it)."""
         if self.memory is None:
             return
+        state = session.conn.prior_state
+        if state.startswith("dropped") and session not in self._told_dropped:
+            self._told_dropped.add(session)
+            log.warning("the path to %s changed: its memory was %s", self.memory_peer, state)
         now = time.time()
         if self.memory.remember(self.memory_peer, session.conn.path_estimate(), now):
             self.memory.save(now)

@@ -177,8 +177,9 @@ class PathMemory:
         """Fold in what a session measured (``RelayConnection.path_estimate()``); whether a
         record changed. A session too short to have measured anything changes nothing. A
         rate lower than a fresh record's replaces it only if its flights were at least a
-        new session's first window (32 datagrams in a round trip): smaller ones measure
-        the application, not the path."""
+        new session's first window (32 datagrams in a round trip) and found the bottleneck
+        (``rate_is_path``: start-up over): smaller flights measure the application, and
+        flights paced at the remembered rate measure that rate, not the path."""
         rtt = float(estimate.get("min_rtt_s", 0.0))
         if estimate.get("packets_sent", 0) < MIN_PACKETS or not 0 < rtt <= 60:
             return False
@@ -186,7 +187,10 @@ class PathMemory:
         rate = float(estimate.get("rate_out_bytes_per_s", 0.0))
         datagram = int(estimate.get("datagram_bytes", 1350))
         if old is not None and self._fresh(old, now_wall_s) and rate < old["rate_out_bytes_per_s"]:
-            if rate * rtt < INITIAL_CWND_PACKETS * datagram:
+            # a session that never found the bottleneck (its flights paced at the remembered
+            # rate measure that rate, or less) says nothing of a slower path: keep the record's
+            small = rate * rtt < INITIAL_CWND_PACKETS * datagram
+            if small or not estimate.get("rate_is_path", 1):
                 rate = old["rate_out_bytes_per_s"]
         self.records[peer] = {
             "min_rtt_s": rtt,

@@ -1105,22 +1105,16 @@ class Router:
 
     async def _read_relays(self) -> None:
         """Each relay client's measurements of its path (:mod:`tierwise.route.relaypath`):
-        the loss each way into the relay route and its direct siblings over the same path,
-        the measured rates into the relay route while no transfer has taught it one."""
+        the loss each way into the relay route and its direct siblings over the same path."""
         for name in self._relay_routes():
             host, _, port = (self.sites[name].model.site.relay or "").rpartition(":")
             path = await fetch_relay_path(host.strip("[]"), int(port)) if port else None
             if path is None:
                 continue
-            m = self.sites[name].model
-            for key, value in path.samples().items():
-                if key.endswith("_rate") and getattr(m, key).samples:
-                    continue  # transfers measured it: they time what requests see
-                self._observe(name, "sample", name=key, value=value)
-            for sibling in self.cfg.siblings(name):
-                if sibling in self.sites:
-                    for key, value in path.loss_samples().items():
-                        self._observe(sibling, "sample", name=key, value=value)
+            for route in (name, *self.cfg.siblings(name)):
+                if route in self.sites:
+                    for key, value in path.samples().items():
+                        self._observe(route, "sample", name=key, value=value)
 
     async def _probe(self, name: str, st: SiteState) -> None:
         try:

@@ -483,9 +483,16 @@ class RelayConnection:
         self.rate.forget_initial_rate()
 
     def _check_prior(self, now: float) -> None:
-        """At a round's end: start-up over by the brake (a queue) drops the prior; over
-        otherwise, the prior has done its work."""
-        if self.prior_state != "in use" or self.rate.startup:
+        """At a round's end: a minimum RTT longer than remembered (another route; the
+        ACKs' own delay taken out, unlike a handshake's, which a gateway just started
+        answers late) or start-up ended by the brake (a queue) drops the prior; start-up
+        over otherwise, the prior has done its work."""
+        if self.prior_state != "in use":
+            return
+        if self.prior.rtt_changed(self._rtt.min_s or 0.0):  # type: ignore[union-attr]
+            self._drop_prior("the round trip is longer than remembered")
+            return
+        if self.rate.startup:
             return
         if self.rate.startup_exit == "brake":
             self._drop_prior("the first round trips queued")
@@ -687,11 +694,14 @@ class RelayConnection:
     def path_estimate(self) -> dict[str, float | int]:
         """What this session measured of its path, for the next one (path memory): the
         minimum RTT, the largest recent delivery rate of this end's direction (0: none
-        measured, no start rate in it), the loss each way, the datagram size in use, and
-        the packets each way the figures rest on."""
+        measured, no start rate in it), whether that rate is the path's (start-up ended:
+        a queued train, a full pipe or a queue found the bottleneck) or only a lower bound
+        (flights paced below it), the loss each way, the datagram size in use, and the
+        packets each way the figures rest on."""
         return {
             "min_rtt_s": self._rtt.min_s or 0.0,
             "rate_out_bytes_per_s": self.rate.measured_bw_bytes_per_s,
+            "rate_is_path": int(not self.rate.startup),
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
             "datagram_bytes": self._pmtu.datagram_bytes,
@@ -787,12 +797,6 @@ class RelayConnection:
             self.stats.dropped_auth += 1
             return
         gateway_random = data[body_at : body_at + 32]
-        if self.prior is not None and self._hello_sent_s is not None:
-            # one HELLO's round trip (a repeated HELLO's answer may be the earlier one's:
-            # then it only looks shorter, which drops nothing)
-            if self.prior.rtt_changed(now - self._hello_sent_s):
-                self._drop_prior("the handshake's round trip is longer than remembered")
-        self._set_peer_windows(*_WINDOWS.unpack_from(data, body_at + 32))
         send, recv = session_keys(
             self._psk, self._random, gateway_random, self.config.rotate_packets
         )

@@ -9,16 +9,20 @@ the file and its ageing) and hands the numbers to a new connection as a
 RFC 9040 §4's "temporal sharing"). The connection then starts:
 
 * paced at ``PRIOR_RATE_SHARE`` of the remembered delivery rate (start-up's gain of 2
-  makes that the remembered rate itself: a request goes out whole, at the path's rate),
-  its window sized from the remembered minimum RTT, and at most ``PRIOR_BLIND_S`` of
-  that rate sent before the first ACK (a request's worth);
+  makes that 1.25 × the remembered rate: a request goes out whole, at the path's rate,
+  and a record below the path grows),
+  its window sized from the remembered minimum RTT, and at most a request's worth
+  (``PRIOR_BLIND_BYTES``, or ``PRIOR_BLIND_S`` of the rate if more) sent before the
+  first ACK;
 * with FEC sized for the remembered loss until the peer has judged this direction.
 
 A remembered path may have changed. The prior is dropped (:meth:`PriorCheck`), and the
 session goes on from what it measured as a new one would, when
 
-* the handshake's round trip is longer than the remembered minimum by
-  ``PRIOR_RTT_SLACK`` (plus ``PRIOR_RTT_SLACK_S``): a new route, known before any data;
+* the first round trip's minimum RTT (the ACK's delay taken out) is longer than the
+  remembered one by ``PRIOR_RTT_SLACK`` (plus ``PRIOR_RTT_SLACK_S``): a new route. Not
+  the handshake's: a gateway just started answers its first HELLO late (in the lab
+  under load that dropped every memory);
 * the first round trips queue (the rate controller's brake: RTT inflation), the usual
   sign of a slower bottleneck;
 * more packets are lost than the remembered loss explains (``PRIOR_LOSS_SLACK`` above
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from tierwise.errors import LocalProtocolError
 
 __all__ = [
+    "PRIOR_BLIND_BYTES",
     "PRIOR_BLIND_S",
     "PRIOR_LOSS_MIN_PACKETS",
     "PRIOR_LOSS_SLACK",
@@ -43,15 +48,21 @@ __all__ = [
     "PathPrior",
 ]
 
-# start-up paces at gain 2 × this share: the remembered rate, no more (a path that kept its
-# rate is filled from the first datagram; one that halved sees a queue, which the brake reads)
-PRIOR_RATE_SHARE = 0.5
+# start-up paces at gain 2 × this share: 1.25 × the remembered rate (BBR's probing gain): a
+# path that kept its rate is filled from the first datagram and a record below the path
+# (a warm-up on a busy host measured 19.5 of 100 Mbit/s) grows a quarter per session, as
+# flights paced at the record itself measure no more than it; a path that slowed sees a
+# queue, which the brake and the ACK train read
+PRIOR_RATE_SHARE = 0.625
 # what a remembered start sends before the first ACK: a request's worth (354,640 B with
-# 14 % loss's repairs is ≈ 540 kB) at the remembered rate; a path that has become slower
-# loses at most this less what its queue holds, then the ACKs' own timing rules
+# 14 % loss's repairs is ≈ 540 kB, headers and a second request fit in 1 MB), or 20 ms
+# of the remembered rate on a faster path; a path that has become slower loses at most
+# this less what its queue holds, then the ACKs' own timing rules. (20 ms alone starved
+# a request on a path remembered at 19.5 Mbit/s: 48 kB blind, the rest a round trip late)
 PRIOR_BLIND_S = 0.02
-PRIOR_RTT_SLACK = 0.25  # the rate controller's QUEUE_SLACK: more is a new route or a queue
-PRIOR_RTT_SLACK_S = 0.005  # timer and scheduling jitter of a handshake's one sample
+PRIOR_BLIND_BYTES = 1_000_000
+PRIOR_RTT_SLACK = 0.5  # twice the brake's QUEUE_SLACK: more than a queue, another route
+PRIOR_RTT_SLACK_S = 0.01  # scheduling jitter of the first samples on a loaded host
 PRIOR_LOSS_SLACK = 0.05  # lost share above the remembered loss that proves the path changed
 PRIOR_LOSS_MIN_PACKETS = 8  # ... counted over at least this many lost packets
 
@@ -86,8 +97,10 @@ class PathPrior:
 
     @property
     def blind_bytes(self) -> float:
-        """What may fly before the first ACK: ``PRIOR_BLIND_S`` at the remembered rate."""
-        return PRIOR_BLIND_S * self.rate_bytes_per_s
+        """What may fly before the first ACK: ``PRIOR_BLIND_BYTES``, or ``PRIOR_BLIND_S`` at
+        the remembered rate if more (paced at that rate, no more than a round trip's worth
+        leaves before the first ACK anyway)."""
+        return max(PRIOR_BLIND_BYTES, PRIOR_BLIND_S * self.rate_bytes_per_s)
 
     def rtt_changed(self, rtt_s: float) -> bool:
         """A round trip this much longer than the remembered minimum is another path."""
