@@ -13,15 +13,22 @@ pages its weights in (the first answer of a fresh process is seconds slower).
 Reported: the median and 90th percentile of the absolute relative error over all
 requests and after the first 20, beside an EWMA of past latency (α = 0.3, the common
 router's estimate) as a peer.
-Goal: median ≤ 10 % and p90 ≤ 25 % after 20 requests.
+Goal: median ≤ 10 % and p90 ≤ 25 % after 20 requests. Also printed: the CPU that
+other processes took during the run (cores' worth, from /proc/stat less this
+benchmark's, the engine's and the gateway's own), the host noise the figures carry.
+One engine thread by default: llama.cpp's threads wait for each other by spinning, and
+two on a 2-core machine that others share ran 3× (first token) to 25× (per token)
+slower than one in the same minutes (docs/validation.md).
 
-    python benchmarks/route_engine.py [--requests 80] [--seed 1] [--threads 2] [--log FILE]
+    python benchmarks/route_engine.py [--requests 80] [--seed 1] [--threads 1] [--whole-as-stream]
+                                      [--log FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import shutil
 import statistics
@@ -118,6 +125,30 @@ def ewma_peer(
     return out[1:]  # the very first has no past
 
 
+def _cpu_ticks(pids: list[int]) -> tuple[int, int, int] | None:
+    """The host's busy and total clock ticks (all cores) and those ``pids`` used: what
+    everything else on the machine took during a run is the difference of two reads."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        own = 0
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            own += int(fields[11]) + int(fields[12])  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(v) - v[3] - v[4], sum(v), own
+
+
+def others_cores(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> str:
+    """Cores' worth of CPU that other processes used between two reads (host noise)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return "unknown"
+    busy, total, own = (a - b for a, b in zip(after, before, strict=True))
+    return f"{max(busy - own, 0) / total * (os.cpu_count() or 1):.2f} of {os.cpu_count()}"
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(int(q * len(values)), len(values) - 1)]
@@ -131,7 +162,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=positive_int, default=80)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--threads", type=positive_int, default=2, help="the engine's threads")
+    ap.add_argument(
+        "--threads", type=positive_int, default=1,
+        help="the engine's threads (more than the cores it has to itself: see docs/validation.md)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--whole-as-stream", action="store_true",
+        help="the site's whole_as_stream: whole answers asked of the engine as streams",
+    )  # fmt: skip
     ap.add_argument("--log", type=Path, help="keep the gateway's decisions log here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
@@ -139,14 +177,15 @@ def main() -> None:
     bursts = workload(args.seed, args.requests)
     log = args.log or tmp / "d.jsonl"
     size = ENGINE_SIZES["small"]
-    with llama_server(model, threads=args.threads, context=size.context) as (engine, _):
+    with llama_server(model, threads=args.threads, context=size.context) as (engine, proc):
         gw_port = free_port()
         gateway = f"http://127.0.0.1:{gw_port}"
         (tmp / "route.toml").write_text(
-            f'[gateway]\nport = {gw_port}\ndecisions_log = "{log}"\n'
+            f'[gateway]\nport = {gw_port}\ndecisions_log = "{log}"\ntimeout = "1 h"\n'
             f'[[site]]\nname = "engine"\ntier = "edge"\nurl = "{engine}"\n'
             'decode_step = "16 ms"\nprefill_per_token = "0.6 ms"\nslots = 1\n'
             'uplink = "1 Gbit/s"\ndownlink = "1 Gbit/s"\nrtt = "1 ms"\n'
+            f"whole_as_stream = {str(args.whole_as_stream).lower()}\n"
         )
         gw = subprocess.Popen(
             [*CLI, "route", "--config", str(tmp / "route.toml")],
@@ -157,14 +196,19 @@ def main() -> None:
             wait_ready(gw, gateway)
             warm = workload(args.seed + 1000, 1)[0][0] | {"stream": False, "max_tokens": 8}
             httpx.post(engine + "/v1/chat/completions", json=warm, timeout=600)  # weights paged in
+            pids = [os.getpid(), proc.pid, gw.pid]
+            ticks = _cpu_ticks(pids)
             t0 = time.perf_counter()
             pairs = asyncio.run(drive(gateway, bursts))
             took = time.perf_counter() - t0
+            others = others_cores(ticks, _cpu_ticks(pids))
         finally:
             gw.terminate()
             gw.wait(10)
     peer = ewma_peer(pairs, bursts)
-    print(f"{len(pairs)} requests in {len(bursts)} bursts, {took:.0f} s, seed {args.seed}")
+    print(f"{len(pairs)} requests in {len(bursts)} bursts, {took:.0f} s, seed {args.seed}, "
+          f"engine threads {args.threads}; other processes used {others} cores, load "
+          f"average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(line("router, all", errors(pairs)))
     print(line("router, after 20", errors(pairs[20:])))
     print(line("EWMA of latency, all", errors(peer)))

@@ -13,7 +13,8 @@ model-server`` stand-ins on loopback.
 - added latency: one gateway with state on beside one without, requests alternating
   (goal: median grows ≤ 0.2 ms);
 - the world: ``tierwise lab route --loopback --replicas 3`` (three sharing within 5 % of
-  one router, and ≥ 20 % less than three alone).
+  one router, and ≥ 20 % less than three alone);
+- merging's cost per observation beside learning alone (no goal; docs/design.md).
 
     python benchmarks/route_fleet.py --requests 300 --world 80
 """
@@ -221,27 +222,70 @@ def bench_spread(tmp: Path) -> dict:
 
 
 def added_latency(requests: int, tmp: Path, progress) -> dict:
-    """One gateway with state on beside one without, requests alternating between them."""
-    with stand_ins(1) as urls, redis_server() as redis, \
-            gateways(1, urls, tmp, redis.url, "on") as (on,), \
-            gateways(1, urls, tmp, None, "off") as (off,):  # fmt: skip
-        times: dict[str, list[float]] = {"on": [], "off": []}
-        task = progress.add_task("added latency", total=2 * requests)
+    """One gateway with state on beside two without (the second an A/A control: the
+    spread between identical gateways), requests rotating among the three."""
+    with contextlib.ExitStack() as stack:
+        urls = stack.enter_context(stand_ins(1))
+        redis = stack.enter_context(redis_server())
+        (on,) = stack.enter_context(gateways(1, urls, tmp, redis.url, "on"))
+        (off,) = stack.enter_context(gateways(1, urls, tmp, None, "off"))
+        (control,) = stack.enter_context(gateways(1, urls, tmp, None, "control"))
+        order = [("on", on), ("off", off), ("control", control)]
+        times: dict[str, list[float]] = {name: [] for name, _ in order}
+        task = progress.add_task("added latency", total=3 * requests)
         with httpx.Client(timeout=30) as c:
-            for url in (on, off):  # warm
+            for _, url in order:  # warm
                 for _ in range(20):
                     c.post(url + "/v1/chat/completions", content=BODY)
             for i in range(requests):
-                for name, url in (
-                    (("on", on), ("off", off)) if i % 2 else (("off", off), ("on", on))
-                ):
+                for name, url in order[i % 3 :] + order[: i % 3]:
                     t0 = time.perf_counter()
                     c.post(url + "/v1/chat/completions", content=BODY)
                     times[name].append(time.perf_counter() - t0)
                     progress.advance(task)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    return {"median_on_ms": med["on"] * 1e3, "median_off_ms": med["off"] * 1e3,
-            "added_ms": (med["on"] - med["off"]) * 1e3}  # fmt: skip
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    return {"median_on_ms": med["on"], "median_off_ms": med["off"],
+            "median_control_ms": med["control"], "added_ms": med["on"] - med["off"],
+            "control_minus_off_ms": med["control"] - med["off"]}  # fmt: skip
+
+
+def merge_cost(n: int = 2000) -> dict:
+    """Microseconds per observation: learning alone (the peer), merged in order, and
+    merged with every second one arriving one late (a rebuild from a checkpoint each);
+    the best of five passes over the property test's observation mix."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from tests.route.test_fleet_merge import model, observations
+
+    from tierwise.route.fleet import SiteLog, apply
+
+    obs = observations(n, 1)
+
+    def plain() -> None:
+        m = model()
+        for o in obs:
+            apply(m, o)
+
+    def in_order() -> None:
+        log = SiteLog(model())
+        for o in obs:
+            log.add(o)
+
+    def late() -> None:
+        log = SiteLog(model())
+        for i in range(0, n - 1, 2):
+            log.add(obs[i + 1])
+            log.add(obs[i])
+
+    def best_us(f) -> float:
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return min(times) / n * 1e6
+
+    return {"learn_us": best_us(plain), "merge_in_order_us": best_us(in_order),
+            "merge_half_late_us": best_us(late)}  # fmt: skip
 
 
 def world(requests: int, tmp: Path) -> dict:
@@ -266,7 +310,7 @@ def main() -> None:
         sys.exit(f"error: {reason}")
     from rich.progress import Progress
 
-    out: dict = {"load_before": load()}
+    out: dict = {"load_before": load(), "merge": merge_cost()}
     with tempfile.TemporaryDirectory(prefix="tierwise-fleet-bench-") as name:
         tmp = Path(name)
         with Progress(transient=True) as progress:

@@ -166,10 +166,14 @@ def test_client_gone_from_a_whole_answer_cancels_the_engine(
         router, port = gateway([engine_site, stand_in_site], tmp_path, probe_interval="1 h")
         with served(router.app, port) as gw:
             client = openai.OpenAI(base_url=gw + "/v1", api_key="unused", max_retries=0)
+            for text in ("hello there", "a longer message than that one", "hi"):
+                first = [{"role": "user", "content": text}]  # whole: the usage is learned
+                client.chat.completions.create(model="tiny", messages=first, max_tokens=2)
             messages = [{"role": "user", "content": "hello"}]
             whole = client.chat.completions.create(model="tiny", messages=messages, max_tokens=9)
             assert whole.object == "chat.completion" and whole.choices[0].message.content
             assert whole.usage.completion_tokens == 9 and whole.choices[0].finish_reason
+            assert 20 <= whole.usage.prompt_tokens <= 28  # the engine counts 24; not 2
             text = client.completions.create(model="tiny", prompt="once", max_tokens=5)
             assert text.object == "text_completion" and text.usage.completion_tokens == 5
             long = {"prompt": "tell a long story", "max_tokens": 1900}
@@ -183,8 +187,10 @@ def test_client_gone_from_a_whole_answer_cancels_the_engine(
     assert short.status_code == 200 and short.json()["usage"]["completion_tokens"] == 4
     assert elapsed < 2.0, f"the engine was still busy with the abandoned answer: {elapsed:.2f} s"
     log = records(tmp_path)
-    assert log[0]["asked_as_stream"] and log[0]["usage_added"]["whole_from_stream"]
-    assert log[0]["usage_added"]["prompt"] == "estimated"
+    assert not any("asked_as_stream" in r for r in log[:3])
+    assert log[3]["asked_as_stream"] and log[3]["usage_added"]["whole_from_stream"]
+    assert log[3]["usage_added"]["prompt"] == "estimated"
+    assert log[3]["usage_added"]["prompt_from"] == "learned from usage"
     gone = next(r for r in log if r["prompt_tokens"] == 5 and r["output_tokens"] == 1900)
     assert gone["stream_error"] == "client disconnected"
     assert gone["stages"]["tokens_out"] < 1900

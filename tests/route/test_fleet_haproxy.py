@@ -26,6 +26,8 @@ BODY = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
     missing("redis-server", "haproxy") is not None, reason=str(missing("redis-server", "haproxy"))
 )
 def test_three_replicas_behind_haproxy(tmp_path: Path) -> None:
+    """Round-robin over three sharing replicas: all answered, each learns the others'
+    requests, /metrics labelled, the three logs read as one (by --log or {replica})."""
     with model_servers(FAST) as (url,), redis_server() as redis, contextlib.ExitStack() as st:
         ports, logs = [], []
         for i in range(3):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import random
 
 from hypothesis import given, settings
@@ -85,14 +86,16 @@ def one_router(obs: list[Obs]) -> dict:
     dup_share=st.floats(0, 0.5),
 )
 def test_merge_is_order_independent_and_idempotent(seed, n, order, dup_share) -> None:
-    """Observations merged in any order, some of them twice, leave exactly the estimates
-    of one router that applied them in time order."""
+    """Observations merged in any order and batches, some of them twice, leave exactly
+    the estimates of one router that applied them in time order."""
     obs = observations(n, seed)
     shuffled = obs + [o for o in obs if order.random() < dup_share]
     order.shuffle(shuffled)
     log = SiteLog(model())
-    for o in shuffled:
-        log.add(o)
+    while shuffled:  # in batches of any size (one read of the stream each)
+        k = order.randint(1, 8)
+        log.add_many(shuffled[:k])
+        shuffled = shuffled[k:]
     assert estimates(log.model) == one_router(obs)
 
 
@@ -140,5 +143,22 @@ def test_garbage_entries_decode_to_none() -> None:
     assert decode(good) is not None
     for bad in ({}, {**good, "ts": "nan"}, {**good, "kind": "rm -rf"}, {**good, "data": "[1"},
                 {**good, "data": "[]"}, {**good, "seq": "x"},
-                {**good, "data": '{"shape": {"nope": 1}}'}):  # fmt: skip
+                {**good, "data": '{"shape": {"nope": 1}}'},
+                {**good, "kind": "sample", "data": '{"name": "rtt_s", "value": NaN}'},
+                {**good, "data": "{" + " " * 20_000 + "}"}):  # fmt: skip
         assert decode(bad) is None
+
+
+def test_nonsense_measurements_change_nothing() -> None:
+    """A negative, huge or non-numeric sample, or one naming a local or unknown estimate,
+    decodes but moves no estimate."""
+    log = SiteLog(model())
+    before = estimates(log.model)
+    for i, (name, value) in enumerate([("rtt_s", -1.0), ("rtt_s", 1e300), ("rtt_s", "1"),
+                                        ("error_rel", 0.5), ("theta", 1.0)]):  # fmt: skip
+        raw = {"ts": str(1.0 + i), "replica": "x", "seq": str(i + 1), "site": "edge",
+               "kind": "sample", "data": json.dumps({"name": name, "value": value})}  # fmt: skip
+        obs = decode(raw)
+        assert obs is not None
+        log.add(obs)
+    assert estimates(log.model) == before

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
 from collections.abc import Callable
 
 import httpx
@@ -240,3 +245,149 @@ def test_the_pool_bound_waits_then_times_out() -> None:
 
     srv, quick, active = run(main())
     assert quick.text == "quick" and srv.connections == 1 and active == 1
+
+
+class Closer:
+    """A loopback server that answers a connection's first request and meets its second
+    the way a server whose keep-alive timer fired with that request unread does: a reset
+    (closed with unread data), a bare close, or — not that race — part of an answer."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.connections = 0
+        self.requests = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> Closer:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            for n in range(2):
+                head = await r.readuntil(b"\r\n\r\n")
+                self.requests += 1
+                if n == 0:
+                    length = re.search(rb"(?i)content-length: *(\d+)", head)
+                    await r.readexactly(int(length.group(1)) if length else 0)
+                    w.write(ok(b"first"))
+                    await w.drain()
+                elif self.how == "reset":  # the body is left unread: the kernel resets
+                    w.get_extra_info("socket").setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                elif self.how == "partial":
+                    w.write(b"HTTP/1.1 200 OK\r\ncontent-le")
+                    await w.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        w.close()
+
+
+@pytest.mark.parametrize("how", ["reset", "closed"])
+def test_a_pooled_connection_closed_as_it_is_reused_is_sent_again_on_a_new_one(how) -> None:
+    """The keep-alive race: the request reached a connection its server was closing.
+    Not one byte of answer came back, so it is sent once more, on a new connection."""
+
+    async def main():
+        async with Closer(how) as srv:
+            t = transport()
+            async with httpx.AsyncClient(transport=t, base_url=srv.url) as c:
+                first = await c.post("/v1/completions", content=b'{"n": 1}')
+                second = await c.post("/v1/completions", content=b'{"n": 2}')
+            return srv, t, first, second
+
+    srv, t, first, second = run(main())
+    assert (first.text, second.text) == ("first", "first")
+    assert (srv.connections, srv.requests, t.resent) == (2, 3, 1)
+
+
+def test_what_is_not_sent_again() -> None:
+    """A connection that answered in part, a body streamed (gone once sent), a new
+    connection: the error is the request's."""
+
+    async def parts():
+        yield b"streamed"
+
+    async def main():
+        async with Closer("partial") as partial, Closer("closed") as closed:
+            t = transport()
+            async with httpx.AsyncClient(transport=t) as c:
+                await c.post(partial.url + "/a", content=b"1")
+                with pytest.raises(httpx.RemoteProtocolError):
+                    await c.post(partial.url + "/b", content=b"2")
+                await c.post(closed.url + "/a", content=b"1")
+                with pytest.raises(httpx.RemoteProtocolError):
+                    await c.post(closed.url + "/b", content=parts())
+            return partial, closed, t
+
+    partial, closed, t = run(main())
+    assert (partial.requests, closed.requests, t.resent) == (2, 2, 0)
+
+
+def test_a_stalled_uvicorn_closing_on_its_keep_alive_timer_fails_no_request(tmp_path) -> None:
+    """The race as the gateway met it under 200 concurrent streams on a loaded host: the
+    site's uvicorn loop is late (here: stopped), its keep-alive timer fires with the
+    requests unread in its sockets, and it resets the connections they came on."""
+    from tierwise.lab.world.model_server import free_port, wait_ready
+
+    keep_alive_s = 2  # uvicorn's own default is 5 s: the race is the same, later
+    port = free_port()
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import uvicorn\n"
+        "async def app(scope, receive, send):\n"
+        "    if scope['type'] != 'http':\n"
+        "        return\n"
+        "    await send({'type': 'http.response.start', 'status': 200,\n"
+        "                'headers': [(b'content-type', b'text/plain')]})\n"
+        "    await send({'type': 'http.response.body', 'body': b'ok'})\n"
+        f"uvicorn.run(app, host='127.0.0.1', port={port}, log_level='warning',\n"
+        f"            timeout_keep_alive={keep_alive_s})\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(app)], stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(proc, url)
+
+        async def main():
+            t = transport()
+            assert t.keepalive_expiry > keep_alive_s  # the pool thinks them good
+            async with httpx.AsyncClient(transport=t, base_url=url, timeout=10) as c:
+                await asyncio.gather(*(c.post("/v1/completions", content=b"{}") for _ in range(20)))
+                await asyncio.sleep(keep_alive_s - 0.5)
+                proc.send_signal(signal.SIGSTOP)  # the site's loop is late
+                try:
+                    sent = [asyncio.ensure_future(c.post("/v1/completions", content=b"{}"))
+                            for _ in range(20)]  # fmt: skip
+                    await asyncio.sleep(1.0)  # past its keep-alive: its timers are due
+                finally:
+                    proc.send_signal(signal.SIGCONT)
+                answers = await asyncio.gather(*sent, return_exceptions=True)
+            return answers
+
+        answers = run(main())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    failed = [repr(a) for a in answers if not isinstance(a, httpx.Response)]
+    assert not failed and all(a.text == "ok" for a in answers)
+
+
+def test_the_gateway_pools_expire_before_a_usual_server_keep_alive() -> None:
+    import uvicorn
+
+    from tierwise.route.h1 import KEEPALIVE_EXPIRY_S
+
+    assert transport().keepalive_expiry == KEEPALIVE_EXPIRY_S
+    assert KEEPALIVE_EXPIRY_S < uvicorn.Config(None).timeout_keep_alive

@@ -114,12 +114,8 @@ def test_a_stats_answer_gives_the_path() -> None:
     )
     assert path is not None
     assert (path.rtt_s, path.loss_up, path.loss_down) == (0.2, 0.03, 0.14)
-    assert path.samples() == {
-        "loss_up": 0.03,
-        "loss_down": 0.14,
-        "up_rate": 4e6,
-        "down_rate": 9e6,
-    }
+    assert (path.up_rate_bytes_per_s, path.down_rate_bytes_per_s) == (4e6, 9e6)
+    assert path.samples() == {"loss_up": 0.03, "loss_down": 0.14}  # rates: not the path's
 
 
 @pytest.mark.parametrize(
@@ -156,3 +152,27 @@ def test_a_running_relay_client_answers_with_its_path() -> None:
     assert path is not None and nothing is None
     assert path.rtt_s is not None and 0 < path.rtt_s < 1.0  # type: ignore[attr-defined]
     assert path.loss_up == path.loss_down == 0.0  # type: ignore[attr-defined]
+
+
+def test_the_lab_worlds_config_is_two_routes(tmp_path: Path) -> None:
+    """`lab route --relay-path` writes a config the router loads as cloud and cloud+relay,
+    with the path's priors and no loss prior (the relay's stats must teach it)."""
+    from tierwise.lab.world.relaypath import RTT_S, SOCKS, route_toml
+
+    path = tmp_path / "route.toml"
+    path.write_text(route_toml("http://10.77.1.2:8000", tmp_path / "log.jsonl", "predictive"))
+    cfg = load_route(path)
+    assert [(s.name, s.via, s.relay) for s in cfg.site] == [
+        ("cloud", "direct", SOCKS),
+        ("cloud+relay", "relay", SOCKS),
+    ]
+    assert all(s.rtt == RTT_S and s.loss == 0.0 for s in cfg.site)
+
+
+def test_relay_path_on_loopback_is_one_line() -> None:
+    """--relay-path needs namespaces: with --loopback it is one line naming the option."""
+    from tests.conftest import run_cli
+
+    run = run_cli("lab", "route", "--relay-path", "--loopback")
+    assert run.code == 2 and "--relay-path" in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1

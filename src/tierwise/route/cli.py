@@ -7,6 +7,7 @@ uvicorn, httpx, numpy through the planner) loads when a command runs.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -103,8 +104,15 @@ def serve(
     sites = ", ".join(f"{m.site.name} ({m.site.tier}, {m.site.url})" for m in models)
     print(f"tierwise route on http://{g.host}:{g.port} → {sites}", file=sys.stderr, flush=True)
     limits = (int(g.max_body), int(g.max_header), g.header_timeout)
+    # an idle kept-alive connection is closed by the guarded protocol after header_timeout,
+    # not by uvicorn's 5 s: clients' pools (httpx, the OpenAI SDK) keep idle connections
+    # 5 s too, and a close racing their reuse would fail a request they never saw answered
     config_ = uvicorn.Config(
-        router.app, log_level="warning", access_log=False, http=guarded_protocol(*limits)
+        router.app,
+        log_level="warning",
+        access_log=False,
+        http=guarded_protocol(*limits),
+        timeout_keep_alive=math.ceil(g.header_timeout) + 1,
     )
     if g.keys_file is not None:  # SIGHUP: read the keys file again (it is also watched)
         import signal

@@ -81,8 +81,9 @@ class RouteSite(Site):
         False,
         description="ask the site for a stream even when the client wants a whole answer, "
         "and assemble it: a client that leaves then stops the site's work (llama-cpp-python "
-        "cannot stop a whole answer) and every answer times its first token; the answer's "
-        "prompt_tokens is then the gateway's estimate",
+        "cannot stop a whole answer) and every answer times its first token; the first "
+        "three go whole, their usage teaching the site's prompt count, which the "
+        "assembled answers' usage then estimates",
     )
     via: Via | list[Via] = Field(
         "direct",
@@ -199,7 +200,10 @@ class Gateway(_Strict):
         16 * 2**10, description="request line and headers larger than this get 431"
     )
     header_timeout: PositiveTime = Field(
-        10.0, description="a request head not complete in this time gets 408 and a close"
+        10.0,
+        description="a request head not complete in this time gets 408 and a close; an idle "
+        "kept-alive connection is closed after it too (keep it above clients' pool expiry: "
+        "httpx and the OpenAI SDK keep idle connections 5 s)",
     )
     max_json_depth: int = Field(64, ge=1, le=512, description="JSON nesting past this gets 400")
     key_rate: float = Field(50.0, gt=0, description="requests per second per key (429 past)")

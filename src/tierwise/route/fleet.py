@@ -74,10 +74,12 @@ def apply_kind(m: SiteModel, kind: str, d: dict[str, Any]) -> None:
         learn(m, d["shape"], d["timing"])
     elif kind == "timeout":
         learn_timeout(m, d["shape"], d["elapsed_s"])
-    elif kind == "bound":
-        _estimator(m, d["name"]).at_most(d["value"])
-    elif kind == "sample":
-        _estimator(m, d["name"]).update(d["value"])
+    elif kind in ("bound", "sample"):
+        value = d["value"]
+        if not isinstance(value, int | float) or not 0 <= value < 1e15:
+            raise ValueError(f"not a measurement: {value!r}")
+        est = _estimator(m, d["name"])
+        est.at_most(value) if kind == "bound" else est.update(value)
 
 
 def _estimator(m: SiteModel, name: str) -> Adaptive:
@@ -148,21 +150,39 @@ class SiteLog:
 
     def add(self, obs: Obs) -> bool:
         """Merge ``obs``; False if it was already here or is too late to place."""
-        key = obs.key
-        if key in self.obs:
-            return False
-        if self.keys and key < self.keys[0] and len(self.keys) >= self.history - CHECK_EVERY:
-            self.late += 1
-            return False
-        at = bisect.bisect(self.keys, key)
-        self.keys.insert(at, key)
-        self.obs[key] = obs
-        if at == len(self.keys) - 1:  # in order: the common case, applied at once
-            self._apply_at(at)
+        return bool(self.add_many([obs]))
+
+    def add_many(self, batch: list[Obs]) -> list[Obs]:
+        """Merge several observations; the ones added (not duplicates, not too late).
+
+        All are inserted first and the estimators rebuilt once, from the checkpoint
+        before the earliest of them — a batch that interleaves with what is here (a
+        replica catching up after an outage) costs one replay, not one per observation."""
+        added: list[Obs] = []
+        applied = len(self.keys)  # keys[:first] stay applied as they are
+        first: int | None = None
+        for obs in sorted(batch, key=lambda o: o.key):
+            key = obs.key
+            if key in self.obs:
+                continue
+            if self.keys and key < self.keys[0] and len(self.keys) >= self.history - CHECK_EVERY:
+                self.late += 1
+                continue
+            at = bisect.bisect(self.keys, key)
+            self.keys.insert(at, key)
+            self.obs[key] = obs
+            added.append(obs)
+            first = at if first is None else min(first, at)
+        if first is None:
+            return added
+        if first >= applied:  # all after what was here: the common case, applied in turn
+            for i in range(first, len(self.keys)):
+                self._apply_at(i)
         else:
-            self._replay_from(at)
-        self._trim()
-        return True
+            self._replay_from(first)
+        while len(self.keys) > self.history:
+            self._trim()
+        return added
 
     def _apply_at(self, i: int) -> None:
         try:
@@ -183,9 +203,7 @@ class SiteLog:
             self._apply_at(i)
 
     def _trim(self) -> None:
-        """Forget the oldest CHECK_EVERY observations once past the history."""
-        if len(self.keys) <= self.history:
-            return
+        """Forget the oldest CHECK_EVERY observations (past the history)."""
         self.base = self.checkpoints.pop(0)
         for key in self.keys[:CHECK_EVERY]:
             del self.obs[key]
@@ -214,14 +232,19 @@ class Fleet:
 
     def merge(self, obs: Obs) -> bool:
         """Merge an observation from the fleet (maybe one's own, replayed back)."""
-        log = self.logs.get(obs.site)
-        if log is None or obs.kind not in KINDS:
-            return False
-        added = log.add(obs)
-        if added and obs.replica != self.replica:
-            self.received += 1
-        elif not added:
-            self.duplicates += 1
+        return bool(self.merge_many([obs]))
+
+    def merge_many(self, batch: list[Obs]) -> list[Obs]:
+        """Merge observations from the fleet, one rebuild per site at most; those added."""
+        by_site: dict[str, list[Obs]] = {}
+        for obs in batch:
+            if obs.site in self.logs and obs.kind in KINDS:
+                by_site.setdefault(obs.site, []).append(obs)
+        added: list[Obs] = []
+        for site, group in by_site.items():
+            added += self.logs[site].add_many(group)
+        self.received += sum(o.replica != self.replica for o in added)
+        self.duplicates += len(batch) - len(added)
         return added
 
     def resume_seq(self, seq: int) -> None:
@@ -259,6 +282,10 @@ _SHAPE = {f.name for f in dataclasses.fields(RequestShape)}
 _TIMING = {f.name for f in dataclasses.fields(Timing)}
 
 
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is no measurement")
+
+
 def decode(fields: dict[str, str]) -> Obs | None:
     """An entry back to an observation; None for anything malformed (never an exception:
     what another version or a stranger wrote must not stop the reader)."""
@@ -273,7 +300,7 @@ def decode(fields: dict[str, str]) -> Obs | None:
         text = fields["data"]
         if len(text) > MAX_DATA:
             return None
-        raw = json.loads(text)
+        raw = json.loads(text, parse_constant=_no_constant)  # no NaN or Infinity
         if not isinstance(raw, dict):
             return None
         data: dict[str, Any] = dict(raw)

@@ -30,18 +30,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tierwise.route.fleet import Fleet, Obs, decode, encode
+from tierwise.route.fleet import HISTORY, Fleet, Obs, decode, encode
 from tierwise.route.fleetconf import StateTarget
 
 __all__ = ["FleetLink"]
 
 STREAM_MAX = 100_000  # entries the stream keeps (approximate trim)
 OUTBOX_MAX = 20_000  # observations waiting for Redis; past this the oldest are dropped
-BATCH = 500  # entries per write or read
+BATCH = 500  # entries per write
+READ_BATCH = 100  # entries per read (merging a read holds the event loop; keep it short)
 READ_BLOCK_MS = 200  # a read waits this long for new entries
 INFLIGHT_EVERY_S = 0.05  # in-flight counts are swapped this often
 INFLIGHT_STALE_S = 3.0  # a replica's counts older than this are a replica gone
-MAX_BACKOFF_S = 2.0
+INFLIGHT_FORGET_S = 60.0  # ... and older than this are removed from the hash
+MAX_BACKOFF_S = 1.0  # a returning Redis is found within a second (goal: back in 5 s)
 SOCKET_TIMEOUT_S = 1.0  # a stopped (SIGSTOP) or partitioned server: given up on after this
 LOAD_TIMEOUT_S = 3.0  # a starting replica waits at most this for the fleet's state
 EVENTS = ("bench", "unbench")
@@ -179,22 +181,34 @@ class FleetLink:
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def _read_all(self, client) -> None:
-        """Read the stream from :attr:`last_id` to its end (a starting replica's load)."""
+        """Read the stream from :attr:`last_id` to its end (a starting replica's load):
+        from its start, only the newest entries the sites' logs can keep (older ones
+        would be dropped as too late anyway), oldest first."""
+        if self.last_id == "0-0":
+            keep = HISTORY * max(len(self.fleet.logs), 1)
+            newest = await client.xrevrange(self.stream, count=keep)
+            if not newest:
+                return
+            self._merge(list(reversed(newest)), live=False)
         while True:
             got = await client.xrange(self.stream, min=_after(self.last_id), count=BATCH)
             if not got:
                 return
-            self._merge(got)
+            self._merge(got, live=False)
 
     async def _reader(self, client) -> None:
         while True:
-            got = await client.xread({self.stream: self.last_id}, count=BATCH, block=READ_BLOCK_MS)
+            got = await client.xread(
+                {self.stream: self.last_id}, count=READ_BATCH, block=READ_BLOCK_MS
+            )
             for _stream, entries in got or []:
                 self._merge(entries)
 
-    def _merge(self, entries: list[tuple[str, dict[str, str]]]) -> None:
-        now = time.time()
+    def _merge(self, entries: list[tuple[str, dict[str, str]]], live: bool = True) -> None:
+        """Merge a read's entries: events at once, observations as one batch (``live``:
+        as they come, each one's staleness measured; not the state loaded at start)."""
         me = self.fleet.replica
+        batch: list[Obs] = []
         for entry_id, fields in entries:
             self.last_id = entry_id
             kind = fields.get("kind") if isinstance(fields, dict) else None
@@ -209,12 +223,16 @@ class FleetLink:
                 continue
             if obs.replica == me:
                 self.fleet.resume_seq(obs.seq)
-            if self.fleet.merge(obs) and obs.replica != me:
-                self._count("received")
-                if self.on_event is not None:  # the site was just used: no probe needed
-                    self.on_event("used", obs.site, {})
-                if self.metrics is not None:
-                    self.metrics.fleet_staleness.observe(max(now - obs.ts, 0.0))
+            batch.append(obs)
+        now = time.time()
+        for obs in self.fleet.merge_many(batch):
+            if obs.replica == me:
+                continue
+            self._count("received")
+            if self.metrics is not None and live:
+                self.metrics.fleet_staleness.observe(max(now - obs.ts, 0.0))
+            if self.on_event is not None:  # the site was just used: no probe needed
+                self.on_event("used", obs.site, {})
 
     def _event(self, kind: str, fields: dict[str, str]) -> None:
         try:
@@ -253,16 +271,23 @@ class FleetLink:
             await client.hset(self.inflight_key, me, json.dumps(mine))
             everyone = await client.hgetall(self.inflight_key)
             now, total = time.time(), {name: 0 for name in self.fleet.logs}
+            gone = []
             for replica, text in everyone.items():
                 if replica == me:
                     continue
+                gone.append(replica)  # unless it proves fresh below
                 with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
                     row = json.loads(text)
-                    if now - float(row["ts"]) > INFLIGHT_STALE_S:
+                    age_s = now - float(row["ts"])
+                    if age_s < INFLIGHT_FORGET_S:
+                        gone.pop()
+                    if age_s > INFLIGHT_STALE_S:
                         continue
                     for site, n in row["sites"].items():
                         if site in total and isinstance(n, int) and 0 <= n < 1_000_000:
                             total[site] += n
+            if gone:  # replicas long gone (or garbage): the hash does not grow forever
+                await client.hdel(self.inflight_key, *gone)
             self.others_inflight = total
             if self.metrics is not None:
                 for site, n in total.items():
@@ -272,18 +297,18 @@ class FleetLink:
     # ---------------------------------------------------------------- reporting
 
     def _down(self, exc: BaseException) -> None:
-        """Log an outage once (and a different failure once more), then stay quiet."""
+        """Log an outage once — its first failure; retries that fail, however they fail,
+        stay quiet until Redis is back — and carry on."""
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
         reason = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
         if "auth" in reason.lower() or "WRONGPASS" in reason or "NOAUTH" in reason:
             reason = f"refused the password ({reason})"
         self.others_inflight = {}
-        kind = reason.split(":")[0]
-        if self.up or self.reported != kind:
+        if self.up or self.reported is None:
             _log(f"fleet state at {self.target.url} unavailable: {reason}; carrying on with "
                  "this replica's own estimates, retrying with back-off")  # fmt: skip
-            self.reported = kind
+            self.reported = reason
         self.up = False
         if self.metrics is not None:
             self.metrics.fleet_up.set(0)

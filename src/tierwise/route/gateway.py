@@ -37,7 +37,7 @@ from tierwise.route.config import RouteConfig
 from tierwise.route.edge import Gate, read_body, refuse, rejection
 from tierwise.route.estimate import Adaptive
 from tierwise.route.fleet import apply_kind
-from tierwise.route.h1 import H1Transport
+from tierwise.route.h1 import KEEPALIVE_EXPIRY_S, H1Transport
 from tierwise.route.learn import Timing, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.netio import AsyncioBackend
@@ -94,6 +94,7 @@ SUSPECT_PROBE_S = 0.5  # a failing or benched site is probed this often at first
 SUSPECT_BACKOFF = 1.5  # each failed probe stretches the gap by this factor,
 PROBE_TICK_S = 0.1  # up to the probe interval; the loop looks this often
 LATENCY_ALPHA = 0.3  # the lowest-latency strategy's EWMA weight
+WHOLE_BEFORE_STREAMS = 3  # whole_as_stream: answers with the site's usage, first
 
 
 @dataclass
@@ -681,7 +682,14 @@ class Router:
             timeout = max(timeout - waited_s, 1e-3)
             learner = self.sites[name].model.slot_learner
             seen = learner.begin(time.monotonic()) if learner is not None else None
-            streamed = as_stream is not None and self.sites[name].model.site.whole_as_stream
+            m = self.sites[name].model
+            # the first few whole answers go as they are: their usage teaches the site's
+            # prompt count, which an assembled answer's usage then gives
+            streamed = (
+                as_stream is not None
+                and m.site.whole_as_stream
+                and m.prompt_map.n >= WHOLE_BEFORE_STREAMS
+            )
             sent_body = as_stream if streamed and as_stream is not None else body
             a = await self._attempt_once(name, path, headers, sent_body, timeout, watch)
             a.seen, a.as_stream = seen, streamed
@@ -1097,22 +1105,16 @@ class Router:
 
     async def _read_relays(self) -> None:
         """Each relay client's measurements of its path (:mod:`tierwise.route.relaypath`):
-        the loss each way into the relay route and its direct siblings over the same path,
-        the measured rates into the relay route while no transfer has taught it one."""
+        the loss each way into the relay route and its direct siblings over the same path."""
         for name in self._relay_routes():
             host, _, port = (self.sites[name].model.site.relay or "").rpartition(":")
             path = await fetch_relay_path(host.strip("[]"), int(port)) if port else None
             if path is None:
                 continue
-            m = self.sites[name].model
-            for key, value in path.samples().items():
-                if key.endswith("_rate") and getattr(m, key).samples:
-                    continue  # transfers measured it: they time what requests see
-                self._observe(name, "sample", name=key, value=value)
-            for sibling in self.cfg.siblings(name):
-                if sibling in self.sites:
-                    for key, value in path.loss_samples().items():
-                        self._observe(sibling, "sample", name=key, value=value)
+            for route in (name, *self.cfg.siblings(name)):
+                if route in self.sites:
+                    for key, value in path.samples().items():
+                        self._observe(route, "sample", name=key, value=value)
 
     async def _probe(self, name: str, st: SiteState) -> None:
         try:
@@ -1186,7 +1188,9 @@ def _transport(site) -> httpx.AsyncBaseTransport:
     (httptools parsing over the :mod:`tierwise.route.netio` backend, which hands the upload
     watch its socket); an HTTPS site httpcore's pool over the same backend; a site behind
     the relay httpcore's SOCKS5 proxy pool."""
-    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=256)
+    limits = httpx.Limits(
+        max_connections=1000, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_EXPIRY_S
+    )
     if site.via == "relay":
         return httpx.AsyncHTTPTransport(
             limits=limits, proxy=f"socks5://{site.relay}", verify=site.tls()

@@ -20,6 +20,15 @@ or stray bytes before reuse), connect/read/write/pool timeouts from the request'
 ``timeout`` extension, httpx's exception types, a connection closed — never reused —
 when a response is not read to its end. HTTPS, proxies and HTTP/2 stay with httpcore
 (:func:`tierwise.route.gateway._transport` picks).
+
+What it adds: a pooled connection the server closes just as it is reused (its
+keep-alive timer fires with the request unread: a reset, or a close with no answer)
+is not the request's failure. A request that got not one byte of answer on a *reused*
+connection is sent once more on a new connection, if its body can be sent again —
+as browsers do; httpcore 1.0 raises instead. The server never answered it, and the
+gateway would send it to another site anyway. Idle connections also expire sooner
+(:data:`KEEPALIVE_EXPIRY_S`) than the 5 s of uvicorn, llama.cpp's server and vLLM,
+which leaves the race to a server whose loop is late (a loaded host).
 """
 
 from __future__ import annotations
@@ -35,9 +44,14 @@ import httpcore
 import httptools
 import httpx
 
-__all__ = ["H1Transport"]
+__all__ = ["KEEPALIVE_EXPIRY_S", "H1Transport"]
 
 READ_BYTES = 64 * 1024
+# An idle connection is dropped before the usual server side keep-alive timeout (5 s in
+# uvicorn, llama.cpp's cpp-httplib and vLLM): reusing one the server is closing races it.
+KEEPALIVE_EXPIRY_S = 4.0
+# How a reused connection's server shows it closed it unread (a reset, or a bare close).
+_GONE = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 _ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
     httpcore.ConnectTimeout: httpx.ConnectTimeout,
     httpcore.ConnectError: httpx.ConnectError,
@@ -52,7 +66,7 @@ _ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
 class _Parser:
     """httptools' callbacks for one response: status, headers, body pieces, the end."""
 
-    __slots__ = ("body", "complete", "headers", "headers_done", "keep_alive", "parser")
+    __slots__ = ("body", "complete", "fed", "headers", "headers_done", "keep_alive", "parser")
 
     def __init__(self) -> None:
         self.headers: list[tuple[bytes, bytes]] = []
@@ -60,6 +74,7 @@ class _Parser:
         self.headers_done = False
         self.complete = False
         self.keep_alive = False  # llhttp answers this only inside its callbacks
+        self.fed = False  # any byte of an answer received
         self.parser = httptools.HttpResponseParser(self)
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -84,12 +99,13 @@ class _Parser:
 class _Connection:
     """One keep-alive connection to an origin."""
 
-    __slots__ = ("closed", "idle_since", "stream")
+    __slots__ = ("closed", "idle_since", "reused", "stream")
 
     def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
         self.stream = stream
         self.idle_since = 0.0
         self.closed = False
+        self.reused = False  # taken from the pool (it has answered before)
 
     def stale(self, now: float, expiry: float) -> bool:
         """Idle too long, or the server closed it or sent what nobody asked for."""
@@ -151,12 +167,22 @@ class _Body(httpx.AsyncByteStream):
             await self.t._close(self.key, self.conn)
 
 
+def _replayable(request: httpx.Request) -> bool:
+    """The request's body is held whole (not a stream already consumed): it can be sent again."""
+    try:
+        request.content  # noqa: B018 - raises for a streamed body not read
+    except httpx.RequestNotRead:
+        return False
+    return True
+
+
 def _until_close(p: _Parser) -> bool:
     names = {k.lower() for k, _ in p.headers}
     return b"content-length" not in names and b"transfer-encoding" not in names
 
 
 def _feed(p: _Parser, data: bytes, request: httpx.Request) -> None:
+    p.fed = True
     try:
         p.parser.feed_data(data)
     except httptools.HttpParserUpgrade:
@@ -180,7 +206,7 @@ class H1Transport(httpx.AsyncBaseTransport):
         backend: httpcore.AsyncNetworkBackend,
         max_connections: int = 1000,
         max_keepalive: int = 256,
-        keepalive_expiry: float = 5.0,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY_S,
     ) -> None:
         self.backend = backend
         self.max_connections = max_connections
@@ -190,6 +216,7 @@ class H1Transport(httpx.AsyncBaseTransport):
         self.active = 0  # connections open (idle or in use)
         self.n_idle = 0
         self.room = asyncio.Event()  # set when a connection closes (for a full pool)
+        self.resent = 0  # requests sent again after a reused connection's server closed it
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -198,9 +225,32 @@ class H1Transport(httpx.AsyncBaseTransport):
         t = request.extensions.get("timeout") or {}
         key = (url.host, url.port or 80)
         conn = await self._acquire(key, request, t.get("connect"), t.get("pool"))
+        p = _Parser()
+        try:
+            await self._exchange(key, conn, p, request, t)
+        except _GONE:
+            if not conn.reused or p.fed or not _replayable(request):
+                raise
+            # closed by the server as it was reused, never answered: once more, on a new one
+            self.resent += 1
+            conn = await self._acquire(key, request, t.get("connect"), t.get("pool"), new=True)
+            p = _Parser()
+            await self._exchange(key, conn, p, request, t)
+        status = p.parser.get_status_code()
+        no_body = request.method == "HEAD" or status in (204, 304)
+        body = _Body(self, key, conn, p, request, t.get("read"), no_body)
+        return httpx.Response(
+            status,
+            headers=p.headers,
+            stream=body,
+            extensions={"http_version": b"HTTP/1.1", "network_stream": conn.stream},
+        )
+
+    async def _exchange(self, key, conn: _Connection, p: _Parser, request, t) -> None:
+        """Send ``request`` on ``conn`` and read its answer's head into ``p``; the
+        connection is closed on any failure."""
         try:
             await self._send(conn.stream, request, t.get("write"))
-            p = _Parser()
             while not p.headers_done:
                 data = await _read(conn.stream, t.get("read"), request)
                 if not data:
@@ -211,15 +261,6 @@ class H1Transport(httpx.AsyncBaseTransport):
         except BaseException:
             await self._close(key, conn)
             raise
-        status = p.parser.get_status_code()
-        no_body = request.method == "HEAD" or status in (204, 304)
-        body = _Body(self, key, conn, p, request, t.get("read"), no_body)
-        return httpx.Response(
-            status,
-            headers=p.headers,
-            stream=body,
-            extensions={"http_version": b"HTTP/1.1", "network_stream": conn.stream},
-        )
 
     async def _send(self, stream, request: httpx.Request, timeout: float | None) -> None:
         target = request.url.raw_path
@@ -241,22 +282,25 @@ class H1Transport(httpx.AsyncBaseTransport):
         except tuple(_ERRORS) as exc:
             raise _ERRORS[type(exc)](str(exc), request=request) from exc
 
-    async def _acquire(self, key, request, connect_timeout, pool_timeout) -> _Connection:
-        """A pooled connection to ``key`` that is still good, else a new one; with the pool
-        full, an idle connection elsewhere is closed, or the request waits for one to be
-        released or closed (up to the pool timeout)."""
+    async def _acquire(
+        self, key, request, connect_timeout, pool_timeout, new: bool = False
+    ) -> _Connection:
+        """A pooled connection to ``key`` that is still good (unless ``new``), else a new
+        one; with the pool full, an idle connection is closed, or the request waits for
+        one to be released or closed (up to the pool timeout)."""
         deadline = None if pool_timeout is None else time.monotonic() + pool_timeout
         while True:
-            idle = self.idle.get(key)
+            idle = None if new else self.idle.get(key)
             while idle:
                 conn = idle.pop()  # the most recently used: warmest, least likely expired
                 self.n_idle -= 1
                 if not conn.stale(time.monotonic(), self.keepalive_expiry):
+                    conn.reused = True
                     return conn
                 await self._close(key, conn)
             if self.active < self.max_connections:
                 break
-            if self.n_idle:  # make room: close the longest-idle connection to another origin
+            if self.n_idle:  # make room: close an origin's longest-idle connection
                 other = next(k for k, q in self.idle.items() if q)
                 await self._close(other, self._pop_oldest(other))
                 continue

@@ -10,10 +10,12 @@ so *up* is the client's *out*.
 These are the path's numbers, not the relay's: the same long path carries a site's
 direct TCP connections. So for a site reached both ways (``via = ["direct",
 "relay"]``) the loss each way feeds both routes' estimates — the planner then charges
-the direct route's TCP its loss recovery and the relay route's FEC its repairs — and
-the rates and RTT feed the relay route. The router reads the numbers over the
-socket, as any client of the relay would: ``route`` does not import ``relay``
-(docs/design.md).
+the direct route's TCP its loss recovery and the relay route's FEC its repairs. The
+rates are reported for a reader (``tierwise relay stats``) but not fed: a session
+carrying only the router's probes measures a few kB/s, not the path (found in the lab:
+its first version fed them and predicted the relay route 2.9 s for a 200 B request).
+The router reads the numbers over the socket, as any client of the relay would:
+``route`` does not import ``relay`` (docs/design.md).
 """
 
 from __future__ import annotations
@@ -42,16 +44,11 @@ class RelayPath:
     loss_down: float
 
     def samples(self) -> dict[str, float]:
-        """The relay route's estimate updates: name → value (rates only once measured)."""
-        out = {"loss_up": self.loss_up, "loss_down": self.loss_down}
-        if self.up_rate_bytes_per_s is not None:
-            out["up_rate"] = self.up_rate_bytes_per_s
-        if self.down_rate_bytes_per_s is not None:
-            out["down_rate"] = self.down_rate_bytes_per_s
-        return out
+        """The estimate updates for every route over this path: its loss each way.
 
-    def loss_samples(self) -> dict[str, float]:
-        """What a sibling direct route over the same path learns: its loss each way."""
+        Not the rates: a session that carried only the router's probes measured a few
+        kB/s (its flights app-limited), not the path; a route's rates come from its own
+        transfers. The RTT comes from the route's own probes."""
         return {"loss_up": self.loss_up, "loss_down": self.loss_down}
 
 

@@ -57,6 +57,15 @@ def lab_route_command(
             "--engine-size", help="The random model's size with --engine llama.cpp: tiny, small."
         ),
     ] = "tiny",
+    relay_path: Annotated[
+        bool,
+        typer.Option(
+            "--relay-path",
+            help="Instead: one cloud site reached directly and through the relay "
+            '(via = ["direct", "relay"]), over a path with 14 % loss each way and over a '
+            "clean one, against the measured oracle (namespaces).",
+        ),
+    ] = False,
     replicas: Annotated[
         int,
         typer.Option(
@@ -90,6 +99,9 @@ def lab_route_command(
             raise LabError(reason)
     if json_to is not None and not _dir_exists(json_to):
         raise ScenarioError("no such directory for the figures", source=f"--json {json_to}")
+    if relay_path:
+        _relay_path(requests, seed, loopback, json_to)
+        return
     if replicas > 1 and loopback:
         _fleet(requests, seed, replicas, json_to)
         return
@@ -129,6 +141,20 @@ def lab_route_command(
 
         plot_namespaces(runs, plot_to)
         print(f"wrote {plot_to}.png and .svg")
+
+
+def _relay_path(requests: int, seed: int, loopback: bool, json_to: Path | None) -> None:
+    from tierwise.lab.bench import netns
+    from tierwise.lab.world.relaypath import relay_path_report, run_relay_path
+
+    if loopback:
+        raise ScenarioError("the relay's path runs in namespaces only", source="--relay-path")
+    if (reason := netns.lab_unavailable_reason()) is not None:
+        raise LabError(reason)
+    figures = run_relay_path(requests, seed)
+    relay_path_report(figures)
+    if json_to is not None:
+        write_text(json_to, json.dumps(figures, indent=1) + "\n")
 
 
 def _fleet_missing() -> str | None:

@@ -467,7 +467,13 @@ def ns_follow(recs: list[dict], best: list[str]) -> list[tuple[int, float] | Non
 
 
 def run_ns_fleet(
-    world, label: str, bodies: list[bytes], tmp: Path, progress, replicas: int, shared: bool
+    world: NsWorld,
+    label: str,
+    bodies: list[bytes],
+    tmp: Path,
+    progress: Any,
+    replicas: int,
+    shared: bool,
 ) -> list[dict]:
     """The namespace world's mix through ``replicas`` gateways behind HAProxy in the
     client namespace, sharing state through a Redis there (``shared``) or learning alone;
