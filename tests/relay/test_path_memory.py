@@ -174,6 +174,9 @@ def test_small_flights_keep_the_remembered_rate(tmp_path: Path) -> None:
     paced = {**MEASURED, "rate_out_bytes_per_s": 10e6, "rate_is_path": 0}  # still in start-up
     memory.remember("gw.example:7443", paced, NOW + 25)
     assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 40e6
+    kept = {**paced, "rate_kept_bytes_per_s": 50e6}  # ... but delivered at its 1.25 × pace
+    memory.remember("gw.example:7443", kept, NOW + 27)
+    assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 50e6
     slower = {**MEASURED, "rate_out_bytes_per_s": 10e6, "rate_is_path": 1}  # found the path
     memory.remember("gw.example:7443", slower, NOW + 30)
     assert memory.records["gw.example:7443"]["rate_out_bytes_per_s"] == 10e6

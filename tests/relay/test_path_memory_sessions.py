@@ -284,7 +284,8 @@ def test_sessions_paced_at_a_low_record_do_not_lower_it() -> None:
     assert prior is not None
     _, net = _first_request(prior)
     estimate = net.client.path_estimate()
-    in_start_up = {**estimate, "rate_out_bytes_per_s": 0.9 * low, "rate_is_path": 0}
+    in_start_up = {**estimate, "rate_out_bytes_per_s": 0.9 * low, "rate_is_path": 0,
+                   "rate_kept_bytes_per_s": 0.0}  # fmt: skip
     memory.remember("gw", in_start_up, 2.0)
     assert memory.records["gw"]["rate_out_bytes_per_s"] == low  # not lowered
     memory.remember("gw", estimate, 2.5)
@@ -295,3 +296,68 @@ def test_sessions_paced_at_a_low_record_do_not_lower_it() -> None:
     bulk.run(bulk.now + 60, all_done(bulk, expected))
     memory.remember("gw", bulk.client.path_estimate(), 3.0)
     assert memory.records["gw"]["rate_out_bytes_per_s"] > 0.8 * RATE
+
+
+def _paced_flight(record: float, path: float, ack_reorder: float = 0.0) -> dict:
+    """A new session's first request on a path of ``path`` B/s, started from a record of
+    ``record`` B/s (paced at 1.25 × it); ``ack_reorder``: the share of ACKs the way back
+    holds 0–20 ms (ACKs timed late, as on a busy host). Its path estimate."""
+    prior = PathPrior(min_rtt_s=0.2, rate_bytes_per_s=record)
+    net = Net(
+        OneWayPath(rate_bytes_per_s=path),
+        OneWayPath(rate_bytes_per_s=path, reorder=ack_reorder),
+        seed=5,
+    )
+    net.client.use_prior(prior)
+    net.run(60, lambda: net.client.established)
+    expected = request_response(net, [(UP, DOWN)])
+    net.run(net.now + 60, all_done(net, expected))
+    assert all_done(net, expected)()
+    return net.client.path_estimate()
+
+
+@pytest.mark.parametrize("ack_reorder", [0.0, 0.5])
+def test_a_flight_delivered_at_its_pace_shows_the_path_carries_it(ack_reorder: float) -> None:
+    """A low record (37.6 of 100 Mbit/s, the lab's): the first flight, paced at 1.25 × the
+    record, reaches the gateway at its pace, so the session reports at least that pace kept,
+    with or without ACKs held on the way back."""
+    record, path = 37.6e6 / 8, 100e6 / 8
+    estimate = _paced_flight(record, path, ack_reorder)
+    assert estimate["rate_kept_bytes_per_s"] >= 1.2 * record
+    assert estimate["rate_kept_bytes_per_s"] <= 1.6 * record  # the pace, not the path
+
+
+def test_a_flight_the_path_queued_keeps_no_pace() -> None:
+    """Paced at 1.25 × a record twice the path's rate (a path that got slower): its
+    arrivals spread more than its sending, so nothing is reported kept — the record can
+    only be lowered by what the queue measured."""
+    path = 50e6 / 8
+    estimate = _paced_flight(2 * path, path)
+    assert estimate["rate_kept_bytes_per_s"] == 0.0
+    memory = PathMemory(Path("unused.json"), "client")
+    memory.records["gw"] = {"min_rtt_s": 0.2, "rate_out_bytes_per_s": 2 * path, "loss_out": 0.0,
+                            "loss_in": 0.0, "datagram_bytes": 1350, "at": 0.0}  # fmt: skip
+    memory.remember("gw", estimate, 1.0)
+    assert memory.records["gw"]["rate_out_bytes_per_s"] <= 1.1 * path
+
+
+def test_one_request_sessions_grow_a_low_record_to_the_path() -> None:
+    """The lab's open case: a record of 37.6 Mbit/s on a 100 Mbit/s path, then sessions of
+    one request each. Each writes back at least the pace its flight was delivered at, so
+    within three sessions the record is the path's and the request is at its floor."""
+    path = 100e6 / 8
+    memory = PathMemory(Path("unused.json"), "client")
+    memory.records["gw"] = {"min_rtt_s": 0.2, "rate_out_bytes_per_s": 37.6e6 / 8, "loss_out": 0.0,
+                            "loss_in": 0.0, "datagram_bytes": 1350, "at": 0.0}  # fmt: skip
+    for session in range(3):
+        prior = memory.recall("gw", session + 1.0)
+        assert prior is not None
+        _, net = _first_request(prior, rate=path)
+        # what ACKs timed late would leave: the trains' rate below the record
+        estimate = {**net.client.path_estimate(), "rate_is_path": 0}
+        estimate["rate_out_bytes_per_s"] = min(estimate["rate_out_bytes_per_s"], 0.9 * 37.6e6 / 8)
+        memory.remember("gw", estimate, session + 1.5)
+    assert memory.records["gw"]["rate_out_bytes_per_s"] >= 0.9 * path
+    prior = memory.recall("gw", 10.0)
+    ratio, _ = _first_request(prior, rate=path)
+    assert ratio <= 1.05

@@ -179,12 +179,19 @@ class PathMemory:
         rate lower than a fresh record's replaces it only if its flights were at least a
         new session's first window (32 datagrams in a round trip) and found the bottleneck
         (``rate_is_path``: start-up over): smaller flights measure the application, and
-        flights paced at the remembered rate measure that rate, not the path."""
+        flights paced at the remembered rate measure that rate, not the path. A flight the
+        peer took in at its pace (``rate_kept_bytes_per_s``) raises the record to that pace
+        even when its ACK trains, timed late by a busy host, read below it: a record too
+        low grows by the pace's 1.25 × per session, and one grown past the path is lowered
+        by the next session's queued train."""
         rtt = float(estimate.get("min_rtt_s", 0.0))
         if estimate.get("packets_sent", 0) < MIN_PACKETS or not 0 < rtt <= 60:
             return False
         old = self.records.get(peer)
         rate = float(estimate.get("rate_out_bytes_per_s", 0.0))
+        # a paced flight the peer took in at its pace: the path carries at least that pace
+        # (a record too low grows from sessions paced above it, ACKs timed late or not)
+        rate = max(rate, float(estimate.get("rate_kept_bytes_per_s", 0.0)))
         datagram = int(estimate.get("datagram_bytes", 1350))
         if old is not None and self._fresh(old, now_wall_s) and rate < old["rate_out_bytes_per_s"]:
             # a session that never found the bottleneck (its flights paced at the remembered

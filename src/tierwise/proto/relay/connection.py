@@ -98,6 +98,12 @@ TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
 TRAIN_MIN_ACKS = 4
 TRAIN_MIN_SPREAD_S = 0.00025
 TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending did was queued
+# A paced flight the peer took in at its sending pace (arrivals spread at most KEPT_SLACK ×
+# the sending, over at least KEPT_MIN_PACKETS datagrams) shows the path carries that pace,
+# even where ACKs that left late (a busy reader) read its train below it: path memory's
+# evidence to raise a remembered rate (relay/pathmemory.py).
+KEPT_MIN_PACKETS = 32
+KEPT_SLACK = 1.1
 PACKET_THRESHOLD = 3  # RFC 9002 §6.1.1
 TIME_THRESHOLD = 9 / 8
 DEAD_PEER_PTOS = 6  # silence that ends a session (with dead_peer_s): this many probe timeouts
@@ -403,6 +409,7 @@ class RelayConnection:
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
         self._round_delivered = 0
         self._app_limited_until = 0
+        self._kept_bytes_per_s = 0.0  # the highest pace a flight was delivered at (KEPT_*)
         # first ACK's time, bytes, first sent_s, ACKs since the first, the latest ACK's time,
         # and the first ACK's receiver-side time (its arrival less the delay it reports)
         self._train: tuple[float, int, float, int, float, float] | None = None
@@ -696,11 +703,14 @@ class RelayConnection:
         minimum RTT, the largest recent delivery rate of this end's direction (0: none
         measured, no start rate in it), whether that rate is the path's (start-up ended:
         a queued train, a full pipe or a queue found the bottleneck) or only a lower bound
-        (flights paced below it), the loss each way, the datagram size in use, and the
-        packets each way the figures rest on."""
+        (flights paced below it), the highest pace a flight of at least
+        ``KEPT_MIN_PACKETS`` reached the peer at (its arrivals as spread as its sending: the
+        path carries at least that, whatever the ACKs' timing), the loss each way, the
+        datagram size in use, and the packets each way the figures rest on."""
         return {
             "min_rtt_s": self._rtt.min_s or 0.0,
             "rate_out_bytes_per_s": self.rate.measured_bw_bytes_per_s,
+            "rate_kept_bytes_per_s": self._kept_bytes_per_s,
             "rate_is_path": int(not self.rate.startup),
             "loss_out": self.peer_loss,
             "loss_in": self._loss_meter.loss,
@@ -1227,7 +1237,14 @@ class RelayConnection:
             # Queued at the bottleneck only if the peer's arrival times spread too: a
             # receiver that stalled (descheduled, reading a batch) spreads its ACKs alone.
             spread = TRAIN_QUEUED * sent_dt
-            queued = now - start_s >= spread and self._ack_recv_s - start_recv_s >= spread
+            recv_dt = self._ack_recv_s - start_recv_s
+            queued = now - start_s >= spread and recv_dt >= spread
+            if (
+                not queued
+                and nbytes >= KEPT_MIN_PACKETS * self._pmtu.datagram_bytes
+                and 0 < recv_dt <= KEPT_SLACK * sent_dt
+            ):
+                self._kept_bytes_per_s = max(self._kept_bytes_per_s, nbytes / sent_dt)
         return rate, queued
 
     _FRAME_HANDLERS: ClassVar[dict[type, Any]] = {}  # filled below the class
