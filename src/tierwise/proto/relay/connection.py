@@ -68,7 +68,7 @@ from tierwise.proto.relay.meter import (
 )
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
 from tierwise.proto.relay.prior import PathPrior
-from tierwise.proto.relay.rate import RateController, RateSample
+from tierwise.proto.relay.rate import INITIAL_CWND_PACKETS, RateController, RateSample
 from tierwise.proto.relay.streams import BULK_BYTES, RecvStream, SendStream
 from tierwise.proto.relay.wire import (
     Ack,
@@ -103,6 +103,9 @@ TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending 
 # even where ACKs that left late (a busy reader) read its train below it: path memory's
 # evidence to raise a remembered rate (relay/pathmemory.py).
 KEPT_MIN_PACKETS = 32
+# A direction with no measurement of its own starts from the other's delivery rate only
+# if that is worth this many new-session windows per round trip (_prior_from_reverse).
+REVERSE_MIN_WINDOWS = 2
 KEPT_SLACK = 1.1
 PACKET_THRESHOLD = 3  # RFC 9002 §6.1.1
 TIME_THRESHOLD = 9 / 8
@@ -388,6 +391,7 @@ class RelayConnection:
         self._init_transport()
         self.prior: PathPrior | None = None
         self.prior_state = "none"  # "in use", "held" (start-up done) or "dropped: why"
+        self._prior_reverse = False  # the prior is the other direction's rate, not memory
         if prior is not None:
             self.use_prior(prior)
 
@@ -472,6 +476,9 @@ class RelayConnection:
             return
         if self.config.initial_rate_bytes_per_s is not None:
             return  # the operator's start rate rules
+        self._start_from(prior)
+
+    def _start_from(self, prior: PathPrior) -> None:
         self.prior, self.prior_state = prior, "in use"
         self.rate = RateController(
             self._pmtu.datagram_bytes,
@@ -485,7 +492,9 @@ class RelayConnection:
         """The remembered path is not this one any more: go on as a new session would."""
         if self.prior_state != "in use":
             return
-        self.prior_state = f"dropped: {why}"
+        self.prior_state = (
+            f"dropped{' (the way back' + chr(39) + 's rate)' if self._prior_reverse else ''}: {why}"
+        )
         self._initial_loss = self.config.initial_loss
         self.rate.forget_initial_rate()
 
@@ -549,6 +558,28 @@ class RelayConnection:
         stream.send.write(data, end_stream)
         self._queued += len(data)
         self._reclassify(stream)
+        if data and self.prior_state == "none" and self.rate.unmeasured:
+            self._prior_from_reverse()
+
+    def _prior_from_reverse(self) -> None:
+        """This direction has carried only small writes and ACKs (a download's client): its
+        first flight would start as a new session's, a round trip or two over its floor
+        beside the download. The other direction's delivery rate is the guess instead, as a
+        remembered path's (:meth:`use_prior`): paced at a share of it, no more than the
+        blind budget before the first ACK, and dropped by the same rules — a longer round
+        trip, more loss, a queue — where the way back is slower (an asymmetric path)."""
+        rx_rate, min_rtt = self._rx_rate.bytes_per_s, self._rtt.min_s
+        if min_rtt is None or not 0 < min_rtt <= 60 or self.state is not State.ESTABLISHED:
+            return
+        if (
+            rx_rate * min_rtt
+            < REVERSE_MIN_WINDOWS * INITIAL_CWND_PACKETS * self._pmtu.datagram_bytes
+        ):
+            return  # no faster than a new session's own start: nothing to gain
+        if self.config.initial_rate_bytes_per_s is not None:
+            return
+        self._start_from(PathPrior(min_rtt_s=min_rtt, rate_bytes_per_s=min(rx_rate, 1e11)))
+        self._prior_reverse = True
 
     def close(self, stream_id: int) -> None:
         """Half-close: no more bytes from us on this stream."""

@@ -184,6 +184,12 @@ class RateController:
         return rate
 
     @property
+    def unmeasured(self) -> bool:
+        """Nothing but app-limited samples yet, and no start rate given: the next flight
+        would start as a new session's."""
+        return self._initial_rate is None and self._unmeasured
+
+    @property
     def _unmeasured(self) -> bool:
         """No sample yet, or in start-up only samples of app-limited flights: the pace is
         the next flight's own train (the window still grows with those samples)."""
