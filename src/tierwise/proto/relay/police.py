@@ -71,7 +71,7 @@ RISING_ELASTICITY = 0.7  # … and delivery grew at most this much with the send
 # the high group's loss above the low group's, in standard errors of the difference under
 # one shared loss rate: below this the rise is what random loss deals a few dozen packets
 # (6.25 % random loss gave a 26-packet low group none and a 42-packet high group 14 %)
-LOSS_RISE_Z = 3.0  # … for a rising loss (the low group's below the high group's)
+LOSS_RISE_Z = 4.0  # … for a rising loss (the low group's below the high group's)
 FLAT_RISE_Z = 2.0  # … for flat delivery, itself the stronger sign (both groups may lose),
 FLAT_MIN_PACKETS = 64  # … in groups of this many packets or more (fewer: LOSS_RISE_Z)
 RELEASE_GROWTH = 1.07
