@@ -28,8 +28,8 @@ is the same share at any rate. The high group's loss must also exceed the low gr
 by :data:`FLAT_RISE_Z` (flat) or :data:`LOSS_RISE_Z` (rising) standard errors of the
 difference (the two-proportion z test): a few dozen packets at one random loss rate
 deal a group none and another twice its share often enough to pass the other tests by
-chance. The ceiling is then what the
-rounds that lost delivered (the bucket was empty in them). Random loss on the same path
+chance. The ceiling is then what the rounds that lost delivered (the bucket was empty
+in them). Random loss on the same path
 makes that an underestimate by its share (a known limit: the hold then sends that much below the
 policed rate). While policed the sender holds just below the ceiling
 (:mod:`.rate`) and probes above it for :data:`PROBE_ROUNDS` rounds in
