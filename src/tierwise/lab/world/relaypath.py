@@ -18,9 +18,9 @@ The oracle is measured as in :mod:`tierwise.lab.world.namespaces`: each route, w
 one pass of the probes, timed by pinned requests (``x-tierwise-site``) of three sizes,
 three of each (their mean: the expected time, which a median of three misses when one
 sample is direct TCP's retransmission timeout, a heavy tail), and fitted
-``a + b · bytes``; its pass pins every request to the route that fit says is faster. The predictive gateway's
-total over the oracle's, and its failed requests, are the figures (issue 32's goal:
-≤ 1.05×, none failed).
+``a + b · bytes``; its pass pins every request to the route that fit says is faster.
+The predictive gateway's total over the oracle's, and its failed requests, are the
+figures (issue 32's goal: ≤ 1.05×, none failed).
 """
 
 from __future__ import annotations
