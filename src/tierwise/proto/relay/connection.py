@@ -567,7 +567,10 @@ class RelayConnection:
         beside the download. The other direction's delivery rate is the guess instead, as a
         remembered path's (:meth:`use_prior`): paced at a share of it, no more than the
         blind budget before the first ACK, and dropped by the same rules — a longer round
-        trip, more loss, a queue — where the way back is slower (an asymmetric path)."""
+        trip, more loss, a queue — where the way back is slower (an asymmetric path). Only
+        while a bulk stream is arriving (a download under way): an answer sent after its
+        request has ended keeps the new session's start (a wrong guess there cost a PMTU
+        black hole's recovery its transfer, test_relay_pmtu)."""
         rx_rate, min_rtt = self._rx_rate.bytes_per_s, self._rtt.min_s
         if min_rtt is None or not 0 < min_rtt <= 60 or self.state is not State.ESTABLISHED:
             return
@@ -577,6 +580,11 @@ class RelayConnection:
         ):
             return  # no faster than a new session's own start: nothing to gain
         if self.config.initial_rate_bytes_per_s is not None:
+            return
+        if not any(  # the way back is carrying a bulk stream now, not one that has ended
+            st.recv.final_size is None and st.recv.highest >= self.config.bulk_bytes
+            for st in self._streams.values()
+        ):
             return
         self._start_from(PathPrior(min_rtt_s=min_rtt, rate_bytes_per_s=min(rx_rate, 1e11)))
         self._prior_reverse = True
