@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+from tierwise.lab.bench.procs import stop
 from tierwise.lab.world.model_server import free_port, wait_ready
 
 __all__ = ["free_port", "model_server", "model_servers"]
@@ -27,12 +28,7 @@ def model_server(*args: str) -> Iterator[str]:
         wait_ready(proc, url)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tierwise.lab.bench.procs import stop
 from tierwise.lab.world.model_server import free_port, wait_ready
 
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
@@ -41,14 +42,7 @@ def route_process(config: Path, *args: str) -> Iterator[tuple[str, subprocess.Po
         wait_ready(proc, url)
         yield url, proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        stop(proc, close=True)
 
 
 __all__ = ["CLI", "free_port", "route_process", "route_toml"]

@@ -18,6 +18,7 @@ from tests.modelserver import free_port, model_servers
 from tests.relay.conftest import Stack, http_server, stack, udp_echo  # noqa: F401 (fixtures)
 from tests.relay.test_gateway_stats import fetch_through_relay, stats_port  # noqa: F401
 from tests.route.test_gateway import gateway, served, site
+from tierwise.lab.bench.procs import stop
 
 RULES = Path(str(files("tierwise.examples") / "prometheus" / "tierwise-rules.yml"))
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
@@ -68,12 +69,7 @@ def prometheus(tmp: Path, targets: dict[str, int]) -> Iterator[str]:
         _until(lambda: _ready(url), "prometheus ready")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def _ready(url: str) -> bool:

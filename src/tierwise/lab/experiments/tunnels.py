@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from tierwise.errors import LabError, ScenarioError, shown
 from tierwise.lab.bench import netns
 from tierwise.lab.bench.path import MTU_BYTES, EmulatedPath
+from tierwise.lab.bench.procs import stop
 
 __all__ = [
     "KCPTUN_BINARIES",
@@ -200,13 +201,7 @@ def _spawn(
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop(proc, STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager

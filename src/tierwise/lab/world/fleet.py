@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierwise.lab.bench.procs import stop
 from tierwise.lab.world.model_server import free_port
 
 __all__ = ["Haproxy", "Redis", "haproxy", "missing", "redis_server", "wait_port"]
@@ -119,14 +120,7 @@ def redis_server(
         finally:
             if r.proc.poll() is None:
                 r.resume()
-                r.proc.terminate()
-                try:
-                    r.proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    r.proc.kill()
-                    r.proc.wait()
-            if r.proc.stderr is not None:
-                r.proc.stderr.close()
+            stop(r.proc, 5, close=True)
 
 
 @dataclass
@@ -178,14 +172,7 @@ backend replicas
             wait_port(port, proc=proc)
             yield Haproxy(port, proc)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+            stop(proc, 5, close=True)
 
 
 # ------------------------------------------------------------------ the fleet's world run
@@ -241,13 +228,7 @@ def run_fleet(
         for proc in procs:
             proc.terminate()
         for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+            stop(proc, close=True)
     records = [_json.loads(line) for log in logs if log.exists()
                for line in log.read_text().splitlines() if line]  # fmt: skip
     records.sort(key=lambda r: r.get("ts", 0))

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tierwise.lab.bench.procs import stop
 from tierwise.lab.world.common import CLI, MBIT, route_toml, scratch_dir, workload
 
 __all__ = ["ENGINE_SITE", "NS_SITES", "NsWorld", "oracle_site", "run_ns_world"]
@@ -294,13 +295,7 @@ def _ready(proc: subprocess.Popen[bytes], url: str) -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes], kill: bool = False) -> None:
-    if proc.poll() is None:
-        proc.kill() if kill else proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc, kill=kill)
 
 
 def run_ns_strategy(

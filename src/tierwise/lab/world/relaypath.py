@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tierwise.lab.bench.procs import stop
 from tierwise.lab.world.common import CLI, MBIT, scratch_dir, workload
 
 __all__ = ["RELAY_WORLDS", "relay_path_report", "run_relay_path"]
@@ -163,13 +164,7 @@ def _wait_http(proc: subprocess.Popen[bytes], url: str) -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc)
 
 
 def _post(client: Any, url: str, body: bytes, pin: str | None) -> tuple[bool, float]:
