@@ -85,12 +85,15 @@ def test_start_up_keeps_an_ack_every_second_packet() -> None:
     assert acks == len(datagrams) // 2
 
 
-def _transfer(ack_every_bulk: int, size: int, warm: bool, loss: float = 0.0) -> tuple[int, float]:
-    """Packets the gateway sent (its ACKs) and seconds to move ``size`` bytes up."""
+def _transfer(
+    ack_every_bulk: int, size: int, warm: bool, loss: float = 0.0, seed: int = 5
+) -> tuple[int, float]:
+    """Packets the gateway sent (its ACKs) and seconds to move ``size`` bytes up (``seed``:
+    the simulated paths' loss draws)."""
     config = replace(RelayConfig(), ack_every_bulk=ack_every_bulk)
     rate = 50e6 / 8  # a 625 kB BDP: most of the transfer does not fit the window
     up, down = (OneWayPath(delay_s=0.05, rate_bytes_per_s=rate, loss=loss) for _ in range(2))
-    net = Net(up, down, seed=5, config=config)
+    net = Net(up, down, seed=seed, config=config)
     net.run(5, lambda: net.client.established)
     if warm:  # a few requests: the session has measured the path
         for _ in range(3):
@@ -127,8 +130,22 @@ def test_a_new_session_keeps_its_start_up() -> None:
 @pytest.mark.slow
 def test_at_14_percent_loss_a_bulk_flight_still_sends_fewer_acks() -> None:
     """At 14 % loss each way a warm 6 MB upload sends under a third of the ACKs (gaps in
-    the bulk flight wait for the count), within 3 % of the time."""
-    acks_every2, seconds_every2 = _transfer(2, 6_000_000, warm=True, loss=0.14)
-    acks, seconds = _transfer(16, 6_000_000, warm=True, loss=0.14)
+    the bulk flight wait for the count), within 3 % of the time, over four loss draws.
+
+    One draw decides nothing at this loss: each packet's fate is a draw of the path's
+    seeded generator, so any change to when a packet leaves (the pacing slot that follows
+    a jump of the estimate moved one slot in the warm-up by ≈ 2 ms) deals the transfer
+    another loss pattern. Over seeds 1–8 the ratio of the two times spreads 0.94–1.045
+    (mean 1.004) with that change and 1.003–1.040 (mean 1.020) before it: seed 5 alone
+    went from 1.023 to 1.045 with the ACK policy unchanged (docs/validation.md, "The
+    relay")."""
+    runs = [
+        (_transfer(2, 6_000_000, True, 0.14, s), _transfer(16, 6_000_000, True, 0.14, s))
+        for s in (5, 6, 7, 8)
+    ]
+    acks_every2 = sum(every2[0] for every2, _ in runs)
+    seconds_every2 = sum(every2[1] for every2, _ in runs)
+    acks = sum(bulk[0] for _, bulk in runs)
+    seconds = sum(bulk[1] for _, bulk in runs)
     assert acks < acks_every2 / 3
     assert seconds <= seconds_every2 * 1.03

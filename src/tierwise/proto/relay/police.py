@@ -24,9 +24,13 @@ The path is policed when the high group lost at least :data:`MIN_LOSS` and
 ``elasticity ≤`` :data:`POLICED_ELASTICITY`, or when the low group (sent below the
 ceiling, so its delivery still follows the send rate) lost at most :data:`RISING_LOSS`
 of the high group's share and ``elasticity ≤`` :data:`RISING_ELASTICITY` — random loss
-is the same share at any rate; the ceiling is then what the rounds that lost
-delivered (the bucket was empty in them). Random loss on the same path makes that an
-underestimate by its share (a known limit: the hold then sends that much below the
+is the same share at any rate. The high group's loss must also exceed the low group's
+by :data:`FLAT_RISE_Z` (flat) or :data:`LOSS_RISE_Z` (rising) standard errors of the
+difference (the two-proportion z test): a few dozen packets at one random loss rate
+deal a group none and another twice its share often enough to pass the other tests by
+chance. The ceiling is then what the rounds that lost delivered (the bucket was empty
+in them). Random loss on the same path
+makes that an underestimate by its share (a known limit: the hold then sends that much below the
 policed rate). While policed the sender holds just below the ceiling
 (:mod:`.rate`) and probes above it for :data:`PROBE_ROUNDS` rounds in
 :data:`~.rate.HOLD_PROBE_ROUNDS`; the path is released when a probe delivered
@@ -64,6 +68,12 @@ RELEASE_LOSS = 0.2  # the hold's loss above its least so far that ends it (polic
 POLICED_ELASTICITY = 0.35
 RISING_LOSS = 1 / 3  # the low group lost at most this share of the high group's loss …
 RISING_ELASTICITY = 0.7  # … and delivery grew at most this much with the send rate
+# the high group's loss above the low group's, in standard errors of the difference under
+# one shared loss rate: below this the rise is what random loss deals a few dozen packets
+# (6.25 % random loss gave a 26-packet low group none and a 42-packet high group 14 %)
+LOSS_RISE_Z = 4.0  # … for a rising loss (the low group's below the high group's)
+FLAT_RISE_Z = 2.0  # … for flat delivery, itself the stronger sign (both groups may lose),
+FLAT_MIN_PACKETS = 64  # … in groups of this many packets or more (fewer: LOSS_RISE_Z)
 RELEASE_GROWTH = 1.07
 PROBE_ROUNDS = 3  # a probe above a policed ceiling lasts this many rounds at first …
 MAX_PROBE_ROUNDS = 24  # … doubled each time the same ceiling is found again after it
@@ -195,6 +205,10 @@ class PolicingDetector:
         flat = e <= POLICED_ELASTICITY
         # the low group under the ceiling: delivery follows it there, but loss does not
         rising = loss_lo <= loss_hi * RISING_LOSS and e <= RISING_ELASTICITY
+        z = _loss_rise_z(high, low)
+        few = min(sum(r.packets for r in high), sum(r.packets for r in low)) < FLAT_MIN_PACKETS
+        flat = flat and z >= (LOSS_RISE_Z if few else FLAT_RISE_Z)
+        rising = rising and z >= LOSS_RISE_Z
         if loss_hi >= MIN_LOSS and (flat or rising):
             self.detections += 1
             self.policed, self.hold_loss, self._hold_floor = True, None, None
@@ -249,6 +263,19 @@ def _ceiling(rounds: list[_Round]) -> float:
     lossy = [r for r in rounds if r.lost >= MIN_LOSS * (r.acked + r.lost)] or rounds
     rates = sorted(r.acked / r.span_s for r in lossy)
     return rates[len(rates) // 2]
+
+
+def _loss_rise_z(high: list[_Round], low: list[_Round]) -> float:
+    """How far the high group's packet loss exceeds the low group's, in standard errors of
+    the difference were both one random loss rate (the two-proportion z statistic)."""
+    n_hi, n_lo = sum(r.packets for r in high), sum(r.packets for r in low)
+    lost_hi = sum(r.lost for r in high) / max(1, sum(r.acked + r.lost for r in high))
+    lost_lo = sum(r.lost for r in low) / max(1, sum(r.acked + r.lost for r in low))
+    pooled = (lost_hi * n_hi + lost_lo * n_lo) / (n_hi + n_lo)
+    spread = (pooled * (1 - pooled) * (1 / n_hi + 1 / n_lo)) ** 0.5
+    if spread <= 0:
+        return math.inf if lost_hi > lost_lo else 0.0
+    return (lost_hi - lost_lo) / spread
 
 
 def _group(rounds: list[_Round]) -> tuple[float, float, float] | None:
