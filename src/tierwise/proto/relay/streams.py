@@ -15,6 +15,7 @@ from tierwise.proto.rangeset import RangeSet
 __all__ = ["RecvStream", "SendStream", "gaps"]
 
 BULK_BYTES = 1_000_000  # a stream that has sent this much yields to smaller ones (§12.3.4)
+TRIM_BYTES = 256 * 1024  # the send buffer drops its acknowledged front from this much on
 # Bulk streams of one priority share the rate, least recently served first: served by
 # stream id, a second download stopped at this mark for as long as the first had bytes.
 
@@ -37,7 +38,12 @@ class SendStream:
     ) -> None:
         self.stream_id, self.priority = stream_id, priority
         self.bulk_bytes = bulk_bytes  # the bulk mark (RelayConfig.bulk_bytes)
-        self.base = 0  # offset of _buf[0]: everything below is acknowledged
+        self.base = 0  # everything below is acknowledged
+        # _buf[0] is at offset _start (<= base): the acknowledged front is dropped only once
+        # it is at least as long as what is left (and TRIM_BYTES), so a bulk sender copies
+        # each byte O(1) times. Dropping it on every ACK made the next write move the whole
+        # window (a bytearray grown after a front delete is reallocated and copied).
+        self._start = 0
         self._buf = bytearray()
         self.end = 0  # bytes written
         self.next_offset = 0  # next never-sent byte
@@ -50,7 +56,8 @@ class SendStream:
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buf)
+        """Bytes written and not yet acknowledged."""
+        return self.end - self.base
 
     @property
     def bulk(self) -> bool:
@@ -89,21 +96,29 @@ class SendStream:
             if stop < end:
                 self.lost.add(stop, end)
             fin = self.fin and stop == self.end
-            return start, bytes(self._buf[start - self.base : stop - self.base]), fin, 0
+            return start, bytes(self._buf[start - self._start : stop - self._start]), fin, 0
         start = self.next_offset
         stop = max(start, min(self.end, self.peer_limit, start + max_bytes, start + session_credit))
         self.next_offset = stop
         fin = self.fin and stop == self.end
         self.fin_sent = self.fin_sent or fin
-        return start, bytes(self._buf[start - self.base : stop - self.base]), fin, stop - start
+        return start, bytes(self._buf[start - self._start : stop - self._start]), fin, stop - start
 
     def on_acked(self, start: int, end: int, fin: bool) -> None:
-        self.acked.add(max(start, self.base), end)
         self.fin_acked = self.fin_acked or fin
-        top = self.acked.pop_first_if_starts_at(self.base)
+        base = self.base
+        if start <= base < end and not self.acked:
+            top: int | None = end  # in order, nothing above held: the usual case
+        else:
+            self.acked.add(max(start, base), end)
+            top = self.acked.pop_first_if_starts_at(base)
         if top is not None:
-            del self._buf[: top - self.base]
             self.base = top
+            dead = top - self._start
+            live = self.end - top
+            if dead >= live and (dead >= TRIM_BYTES or not live):
+                del self._buf[:dead]
+                self._start = top
 
     def on_lost(self, start: int, end: int, fin: bool) -> None:
         if self.reset_code is not None:
