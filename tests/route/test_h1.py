@@ -26,7 +26,22 @@ def ok(body: bytes = b"hello", extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
-class Server:
+class Loopback:
+    """A loopback server's ending and address (the servers below share them)."""
+
+    server: asyncio.AbstractServer | None
+
+    async def __aexit__(self, *exc) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+
+class Server(Loopback):
     """A loopback HTTP/1.1 server: each request's answer comes from ``answer``; it counts
     connections and requests, and closes a connection when the answer ends with None."""
 
@@ -39,15 +54,6 @@ class Server:
     async def __aenter__(self) -> Server:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
-
-    async def __aexit__(self, *exc) -> None:
-        assert self.server is not None
-        self.server.close()
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
 
     async def _serve(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -247,7 +253,7 @@ def test_the_pool_bound_waits_then_times_out() -> None:
     assert quick.text == "quick" and srv.connections == 1 and active == 1
 
 
-class Closer:
+class Closer(Loopback):
     """A loopback server that answers a connection's first request and meets its second
     the way a server whose keep-alive timer fired with that request unread does: a reset
     (closed with unread data), a bare close, or — not that race — part of an answer."""
@@ -261,15 +267,6 @@ class Closer:
     async def __aenter__(self) -> Closer:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
-
-    async def __aexit__(self, *exc) -> None:
-        assert self.server is not None
-        self.server.close()
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
 
     async def _serve(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         self.connections += 1
