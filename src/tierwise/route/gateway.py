@@ -89,6 +89,8 @@ DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEAD
                               WEIGHTS_HEADER, TASK_HEADER}  # fmt: skip
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
+MAX_CONNECTIONS = 1000  # per site: httpx's pool default is 100; streams hold one each
+MAX_KEEPALIVE = 256  # idle connections kept per site
 PROBE_TIMEOUT_S = 2.0
 SUSPECT_PROBE_S = 0.5  # a failing or benched site is probed this often at first,
 SUSPECT_BACKOFF = 1.5  # each failed probe stretches the gap by this factor,
@@ -260,7 +262,7 @@ class Router:
         for name, m in self.models.items():
             site = m.site
             headers = {"authorization": f"Bearer {key}"} if (key := site.api_key()) else {}
-            transport = _transport(site)
+            transport = _transport(site, self.metrics.resent.labels(name).inc)
             client = httpx.AsyncClient(base_url=site.url, headers=headers, transport=transport)
             breaker = Breaker(g.failures_to_bench, g.bench)
             self.sites[name] = SiteState(m, client, breaker, transport, headers)
@@ -1183,26 +1185,20 @@ async def _connect_s(url: httpx.URL, timeout_s: float) -> float:
     return rtt_s
 
 
-def _transport(site) -> httpx.AsyncBaseTransport:
-    """A warm pool per site. A plain-HTTP site gets :class:`~tierwise.route.h1.H1Transport`
-    (httptools parsing over the :mod:`tierwise.route.netio` backend, which hands the upload
-    watch its socket); an HTTPS site httpcore's pool over the same backend; a site behind
-    the relay httpcore's SOCKS5 proxy pool."""
-    limits = httpx.Limits(
-        max_connections=1000, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_EXPIRY_S
-    )
-    if site.via == "relay":
-        return httpx.AsyncHTTPTransport(
-            limits=limits, proxy=f"socks5://{site.relay}", verify=site.tls()
-        )
-    backend = watch_backend(AsyncioBackend())
-    if httpx.URL(site.url).scheme == "http":
-        return H1Transport(backend, limits.max_connections, limits.max_keepalive_connections)
-    transport = httpx.AsyncHTTPTransport(limits=limits, verify=site.tls())  # ca_file's CAs
-    pool = transport._pool  # httpcore's pool: its network backend is a public parameter
-    if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
-        pool._network_backend = backend
-    return transport
+def _transport(site, on_resend=None) -> H1Transport:
+    """A warm pool per site: :class:`~tierwise.route.h1.H1Transport` for every site —
+    plain HTTP, HTTPS (checked against ``ca_file``'s CAs) and behind the relay (SOCKS5) —
+    so a pooled connection closed as it is reused is sent again on a new one whatever the
+    site (``on_resend`` counts it). A direct site's bytes go over the
+    :mod:`tierwise.route.netio` backend under the upload watch, which hands the watch its
+    socket and times new connections; a relay site's socket is the local relay client's,
+    whose acknowledgements and connect time say nothing of the path: no watch there."""
+    backend = AsyncioBackend() if site.via == "relay" else watch_backend(AsyncioBackend())
+    return H1Transport(
+        backend, MAX_CONNECTIONS, MAX_KEEPALIVE, KEEPALIVE_EXPIRY_S,
+        verify=site.tls(), proxy=site.relay if site.via == "relay" else None,
+        on_resend=on_resend,
+    )  # fmt: skip
 
 
 _HOT = frozenset(COMPLETION_PATHS)
