@@ -889,11 +889,7 @@ class Router:
             record["stream_error"] = "client disconnected"
             raise
         finally:
-            await resp.aclose()
-            self._release(a)
-            t.end_s = time.perf_counter() - a.sent_at
-            t.events = scan.events
-            t.tokens_out, t.tokens_from = scan.tokens, "events"
+            await self._stream_ended(a, scan)
             if "stream_error" in record:
                 self._finish(a, dc_replace(shape, stream=True), pred, record, attempts, t0)
         m = self.sites[a.site].model
@@ -905,8 +901,6 @@ class Router:
             how = "learned from usage" if m.prompt_map.n else "characters / 4"
             record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated",
                                      "prompt_from": how, "whole_from_stream": True}  # fmt: skip
-        else:
-            t.tokens_out, t.tokens_from = usage["completion_tokens"], "usage"
         chat = shape.path.endswith("/chat/completions")
         content = json.dumps(whole_answer(scan, chat, usage)).encode()
         t.bytes_down = max(t.bytes_down, len(content))
@@ -962,15 +956,24 @@ class Router:
             record["stream_error"] = "client disconnected"
             raise
         finally:
-            await resp.aclose()
-            self._release(a)
-            t.end_s = time.perf_counter() - a.sent_at
-            t.events = scan.events
-            if scan.usage is not None and isinstance(scan.usage.get("completion_tokens"), int):
-                t.tokens_out, t.tokens_from = scan.usage["completion_tokens"], "usage"
-            else:
-                t.tokens_out, t.tokens_from = scan.tokens, "events"
+            await self._stream_ended(a, scan)
             self._finish(a, shape, pred, record, attempts, t0)
+
+    async def _stream_ended(self, a: Attempt, scan: SseScan) -> None:
+        """A streamed answer's end — whole, cut or cancelled: the site's response closed,
+        its slot released, its timing ended with the events seen and the tokens out (by
+        the site's ``usage`` where it sent one, else by the token events counted)."""
+        assert a.response is not None
+        await a.response.aclose()
+        self._release(a)
+        t = a.timing
+        t.end_s = time.perf_counter() - a.sent_at
+        t.events = scan.events
+        usage = scan.usage if isinstance(scan.usage, dict) else {}
+        if isinstance(tokens := usage.get("completion_tokens"), int):
+            t.tokens_out, t.tokens_from = tokens, "usage"
+        else:
+            t.tokens_out, t.tokens_from = scan.tokens, "events"
 
     async def _finish_later(self, *args: Any) -> None:
         """:meth:`_finish` once the answer is sent: learning and logging are not on the
