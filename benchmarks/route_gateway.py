@@ -17,8 +17,9 @@ and the gateway's resident memory after each round.
 The gateway runs as it would face the world: client keys on (``gateway.keys_file``,
 every request with ``Authorization: Bearer``) and every body checked against OpenAI's
 schema. ``--baseline SRC`` adds, alternating with the others, a second gateway run from
-another source tree (``git archive <commit> src | tar -x -C DIR``, then ``DIR/src``)
-without keys — the before of a change, measured beside the after.
+another source tree (``git archive <commit> src | tar -x -C DIR``, then ``DIR/src``) —
+the before of a change, measured beside the after — with the same key if that tree
+has client keys (``tierwise/route/keys.py``), else without.
 
     python benchmarks/route_gateway.py [--pairs 300] [--concurrent 200] [--rounds 5]
                                        [--baseline DIR/src]
@@ -204,10 +205,13 @@ def main() -> None:
     )
     gw = start([*CLI, "route", "--config", str(tmp / "route.toml")], gateway)
     base = None
-    if args.baseline is not None:  # the other source tree's gateway, without keys
+    base_keyed = False
+    if args.baseline is not None:  # the other source tree's gateway, keyed if it can be
         base_port = free_port()
+        base_keyed = (args.baseline / "tierwise" / "route" / "keys.py").is_file()
+        keys = f'keys_file = "{tmp}/keys.toml"\n' if base_keyed else ""
         (tmp / "base.toml").write_text(
-            f'[gateway]\nport = {base_port}\ndecisions_log = "{tmp}/base.jsonl"\n{site}'
+            f'[gateway]\nport = {base_port}\ndecisions_log = "{tmp}/base.jsonl"\n{keys}{site}'
         )
         env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
         base_cmd = [*CLI, "route", "--config", str(tmp / "base.toml")]
@@ -224,7 +228,8 @@ def main() -> None:
         if base is not None:
             urls["baseline gateway"] = f"http://127.0.0.1:{base_port}"
             pids["baseline gateway"] = base.pid
-        times, cpu = overhead(urls, args.pairs, pids, {"gateway": auth})
+        headers = {"gateway": auth, **({"baseline gateway": auth} if base_keyed else {})}
+        times, cpu = overhead(urls, args.pairs, pids, headers)
         med = {k: statistics.median(t) for k, t in times.items()}
         d, r, b, g = (med[k] for k in list(urls)[:4])
         print(
@@ -242,7 +247,8 @@ def main() -> None:
         if base is not None:
             bm, bt = med["baseline gateway"], tail["baseline gateway"]
             print(
-                f"baseline gateway ({args.baseline}, no keys): adds {(bm - d) * 1e3:.2f} ms "
+                f"baseline gateway ({args.baseline}, {'keys' if base_keyed else 'no keys'}): "
+                f"adds {(bm - d) * 1e3:.2f} ms "
                 f"median, {(bt - tail['direct']) * 1e3:.2f} ms p99; this one "
                 f"{(g - bm) * 1e3:+.2f} ms median beside it"
             )

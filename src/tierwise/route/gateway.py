@@ -51,6 +51,7 @@ from tierwise.route.pareto import (
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
     Prediction,
+    Reason,
     RequestShape,
     SiteModel,
     meets,
@@ -374,7 +375,6 @@ class Router:
         marks.decided = time.perf_counter()
         record["decide_s"] = marks.decide_s = marks.decided - t0
         record["_marks"] = marks
-        self.metrics.decide.observe(record["decide_s"])
         as_stream = self._as_stream(body, data, order)
         work = self._forward(request, body, shape, preds, order, record, t0, as_stream)
         if shape.stream:
@@ -443,6 +443,8 @@ class Router:
             benched = {n: st.breaker.benched(now) for n, st in self.sites.items()}
             fixed = [predict(m, shape, benched[n], now) for n, m in self.priors.items()]
             order, reason = pick(fixed, self.cfg, shape, None)
+            if isinstance(reason, Reason):
+                return order, dc_replace(reason, prefix="static: "), None
             return order, "static: " + reason, None
         usable = [p.site for p in preds if p.option.feasible]
         order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
@@ -981,6 +983,7 @@ class Router:
         self._finish(*args)
 
     def _finish(self, a: Attempt, shape, pred: Prediction, record, attempts, t0) -> None:
+        done = time.perf_counter()  # the answer is handed over: what follows is not its time
         st = self.sites[a.site]
         self._release(a)
         ok = a.response is not None and a.response.status_code < 400
@@ -1000,9 +1003,9 @@ class Router:
         record["chosen"] = a.site
         record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
         record["actual_s"] = a.timing.end_s + (a.timing.queued_s or 0.0)
-        record["total_s"] = time.perf_counter() - t0
+        record["total_s"] = done - t0
         record["stages"] = a.timing.to_dict()
-        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
+        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), done
         record["decomposition"] = self._decomposition(a, shape, record, marks, end)
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
@@ -1033,6 +1036,15 @@ class Router:
         self.latency[name] = last + LATENCY_ALPHA * (latency_s - last)
 
     def _write(self, record: dict[str, Any]) -> None:
+        """The request's line in the decisions log, and its time to decide on ``/metrics``
+        — after the answer: what only a reader needs is composed here, off its path (the
+        predictions as dicts, the choice's reason as a sentence)."""
+        if "decide_s" in record:
+            self.metrics.decide.observe(record["decide_s"])
+        if isinstance(preds := record.get("predicted"), list):
+            record["predicted"] = {p.site: p.to_dict() for p in preds}
+        if isinstance(reason := record.get("reason"), Reason):
+            record["reason"] = str(reason)
         if self.log is not None:
             self.log.write(json.dumps(record, separators=(",", ":")) + "\n")
             self.log.flush()
@@ -1292,7 +1304,9 @@ def _service_s(pred: Prediction) -> float:
     return pred.stages_s.get("first_token", 0.0) + pred.stages_s.get("decode", 0.0)
 
 
-def _record(shape: RequestShape, preds, order: list[str], reason: str) -> dict[str, Any]:
+def _record(shape: RequestShape, preds, order: list[str], reason) -> dict[str, Any]:
+    """The request's decisions-log record; ``predicted`` and ``reason`` are made readable
+    when it is written (:meth:`Router._write`)."""
     return {
         "ts": time.time(),
         "path": shape.path,
@@ -1302,7 +1316,7 @@ def _record(shape: RequestShape, preds, order: list[str], reason: str) -> dict[s
         "output_tokens": shape.output_tokens,
         "deadline_s": shape.deadline_s,
         "residency": shape.residency,
-        "predicted": {p.site: p.to_dict() for p in preds},
+        "predicted": list(preds),
         "order": order,
         "reason": reason,
     }
