@@ -10,7 +10,9 @@ A raw TCP forwarder (uvloop, bytes only, no HTTP) is the floor: what one more
 process in the path costs on this machine. Part 1 alternates the same non-streaming
 request sent directly, through the raw forwarder, the bare proxy and the gateway (one
 warm keep-alive client each) and compares medians, with each hop's CPU per request
-(user + system, from /proc) — steadier than latency on a shared machine. Part 2 opens
+(user + system, from /proc) — steadier than latency on a shared machine. With a
+baseline, the two gateways swap places every other pair (a gateway's work after its
+answer overlaps the next request: the one after it would otherwise always pay). Part 2 opens
 200 streaming requests at once through the gateway, several rounds, and counts errors
 and the gateway's resident memory after each round.
 
@@ -94,8 +96,13 @@ def overhead(
         for _ in range(20):  # warm every path and the gateway's estimates
             for name, url in urls.items():
                 clients[name].post(url + "/v1/chat/completions", json=BODY)
-        for _ in range(pairs):
-            for name, url in urls.items():
+        names = list(urls)
+        for i in range(pairs):
+            # the two gateways swap places every other pair: each one's work after its
+            # answer (learning, the log) overlaps the request after it, whoever that is
+            order = names if i % 2 == 0 else [_swap(n) for n in names]
+            for name in order:
+                url = urls[name]
                 c0 = cpu_s(pids[name]) if name in pids else 0.0
                 t0 = time.perf_counter()
                 r = clients[name].post(url + "/v1/chat/completions", json=BODY)
@@ -107,6 +114,10 @@ def overhead(
     for c in clients.values():
         c.close()
     return times, {name: c / pairs for name, c in cpu.items()}
+
+
+def _swap(name: str) -> str:
+    return {"gateway": "baseline gateway", "baseline gateway": "gateway"}.get(name, name)
 
 
 def p99(values: list[float]) -> float:
