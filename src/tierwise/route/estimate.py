@@ -16,17 +16,24 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from tierwise.route.forecast import Arima, Holt, PageHinkley
+from tierwise.route.forecast import Arima, Holt, Level, PageHinkley
 
 __all__ = ["FILTERS", "Adaptive", "Ewma", "Kalman", "normal_cdf"]
 
-FILTERS = ("kalman", "ewma", "holt", "arima")  # Adaptive's filters; on equal error, the first
+FILTERS = (
+    "level",
+    "kalman",
+    "ewma",
+    "holt",
+    "arima",
+)  # Adaptive's filters; on equal error, the first
 
 OUTLIER_K = 4.0  # predictive standard deviations
 STEP_RUN = 2  # outliers in a row on one side that mean the level moved
 WARMUP = 3  # samples before outliers are judged
 REL_FLOOR = 0.05  # predictive spread is never taken below 5 % of the level
 SCORE_CAP = 0.5  # a sample counts at most this relative error in the choice (a shift hits all)
+SCORE_WEIGHT = 0.05  # weight of the latest error in the choice (a memory of ~20 samples)
 
 
 def normal_cdf(z: float) -> float:
@@ -142,6 +149,7 @@ class Adaptive:
     kalman: Kalman = field(default_factory=Kalman)
     holt: Holt = field(default_factory=Holt)  # trends (tierwise.route.forecast)
     arima: Arima = field(default_factory=Arima)  # ARIMA(1,1,1) over a sliding window
+    level: Level = field(default_factory=Level)  # the mean since the last change point
     detector: PageHinkley = field(default_factory=PageHinkley)  # level shifts: reset all
     errors: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FILTERS, 0.0))
     value: float = field(init=False, default=0.0)  # the chosen filter's level, or the prior
@@ -155,6 +163,8 @@ class Adaptive:
     def _refresh(self) -> None:
         errors = self.errors
         self.chosen = min(FILTERS, key=lambda name: errors[name])  # ties: the first listed
+        if self.level.betting:  # a far-off sample that is more likely a step than not
+            self.chosen = "level"
         f = self.filter
         if f.mean is None:
             self.value, self.sd = self.prior, abs(self.prior) * self.prior_rel_sd
@@ -172,11 +182,13 @@ class Adaptive:
             residual = (z - self.value) / max(abs(self.value), 1e-12)
             shifted = self.detector.update(residual, z)
         seen = self.ewma.n
-        filters = (self.kalman, self.ewma, self.holt, self.arima)
+        filters = (self.level, self.kalman, self.ewma, self.holt, self.arima)
         for name, f in zip(FILTERS, filters, strict=True):
             if (mean := f.mean) is not None:
                 rel = abs(z - mean) / max(abs(z), 1e-12)
-                self.errors[name] = 0.9 * self.errors[name] + 0.1 * min(rel, SCORE_CAP)
+                self.errors[name] = (1 - SCORE_WEIGHT) * self.errors[name] + SCORE_WEIGHT * min(
+                    rel, SCORE_CAP
+                )
             f.update(z)
         if shifted:
             self._reset(self.detector.level())
@@ -197,6 +209,8 @@ class Adaptive:
         self.kalman.p = max(self.kalman.p, (0.1 * level) ** 2)
         self.holt.reset(level)
         self.arima.reset(level)
+        if not self.level.stepped:  # else it restarted at this step already, with both samples
+            self.level.reset(level)
 
     def at_most(self, bound: float) -> None:
         """A censored observation: the quantity is at most ``bound`` (e.g. a rate from a
@@ -210,14 +224,14 @@ class Adaptive:
                 f.guard.run.clear()
         if self.kalman.p < (0.1 * bound) ** 2:
             self.kalman.p = (0.1 * bound) ** 2
-        for g in (self.holt, self.arima):
+        for g in (self.holt, self.arima, self.level):
             if g.mean is None or g.mean > bound:
                 g.update(bound) if g.mean is None else g.reset(bound)
         self.detector.restart()
         self._refresh()
 
     @property
-    def filter(self) -> Ewma | Kalman | Holt | Arima:
+    def filter(self) -> Ewma | Kalman | Holt | Arima | Level:
         return getattr(self, self.chosen)
 
     @property
