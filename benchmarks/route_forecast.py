@@ -229,7 +229,7 @@ def main() -> None:
     names = [*ESTIMATORS, "known level"]
     n_sm = args.statsmodels_samples
     head = "".join(f"{n:>13s}" for n in names)
-    print(f"{'trace':20s}{head}   chosen/ewma  chosen/plain")
+    print(f"{'trace':24s}{head}   chosen/ewma  chosen/plain")
     series, levels = traces(args)
     for trace, xs in series.items():
         row = {n: score(make, xs) for n, make in ESTIMATORS.items()}
@@ -241,7 +241,7 @@ def main() -> None:
         results[trace] = row
         ratios = "".join(f"{_ratio(row, peer):>12s}  " for peer in ("ewma", "plain ewma"))
         cells = "".join(_cell(row.get(n)) for n in names)
-        print(f"{trace[:20]:20s}{cells}   {ratios}")
+        print(f"{trace[:24]:24s}{cells}   {ratios}")
     print("cells: MAPE % / p90 %")
     if n_sm:
         print(f"\nARIMA(1,1,1) on the first {n_sm} samples: Hannan–Rissanen against statsmodels")

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierwise.route.estimate import FILTERS, Adaptive, Ewma
+from tierwise.route.estimate import CHOICE_WARMUP, FILTERS, Adaptive, Ewma
 from tierwise.route.forecast import Arima, Holt, Level, PageHinkley
 
 
@@ -168,3 +168,15 @@ def test_level_forecasts_its_segment_or_the_pending_sample(xs: list[float]) -> N
         f.update(x)
         assert f.mean in (f.mean_old, f.pending) and math.isfinite(f.sd) and f.sd >= 0
         assert f.steps > 0 and f.outliers > 0
+
+
+def test_adaptive_keeps_the_ewma_until_the_scores_rest_on_some_samples() -> None:
+    """On a ramp Holt's score is the lowest within a few samples, but the choice stays
+    the EWMA's until CHOICE_WARMUP samples have been scored; then it moves."""
+    a = Adaptive(1.0)
+    chosen = []
+    for i in range(30):
+        a.update(1.0 * 1.03**i)
+        chosen.append(a.chosen)
+    assert chosen[: CHOICE_WARMUP - 1] == ["ewma"] * (CHOICE_WARMUP - 1)
+    assert min(a.errors, key=a.errors.get) != "ewma" and chosen[-1] != "ewma"

@@ -2,11 +2,13 @@
 
 §12.5.3: measure, calibrate the bound by the measured step (§12.5.2's 2.83×), and
 re-evaluate when conditions change. Each quantity (RTT, up- and downlink rate,
-queueing, prefill and decode factors) is tracked by two filters run side by side —
-an EWMA and a scalar Kalman filter (random walk) — and the one whose one-step-ahead
-prediction error has been smaller is used. Both ignore a single outlier (a sample
-more than ``OUTLIER_K`` predictive standard deviations off) and jump to a new level
-after ``STEP_RUN`` outliers in a row on the same side (a step change: a link that
+queueing, prefill and decode factors) is tracked by filters run side by side — an
+EWMA and a scalar Kalman filter (random walk) here, Holt, ARIMA(1,1,1) and the mean
+since the last change point from :mod:`tierwise.route.forecast` — and the one whose
+one-step-ahead prediction error has been smaller is used. The EWMA and the Kalman
+filter ignore a single outlier (a sample more than ``OUTLIER_K`` predictive standard
+deviations off) and jump to a new level after ``STEP_RUN`` outliers in a row on the
+same side (a step change: a link that
 dropped from 80 to 3 Mbit/s, a server slowed 3×).
 """
 
@@ -33,6 +35,7 @@ STEP_RUN = 2  # outliers in a row on one side that mean the level moved
 WARMUP = 3  # samples before outliers are judged
 REL_FLOOR = 0.05  # predictive spread is never taken below 5 % of the level
 SCORE_CAP = 0.5  # a sample counts at most this relative error in the choice (a shift hits all)
+CHOICE_WARMUP = 10  # samples before the choice leaves the EWMA (the scores need evidence)
 SCORE_WEIGHT = 0.05  # weight of the latest error in the choice (a memory of ~20 samples)
 
 
@@ -135,7 +138,10 @@ class Kalman:
 
 @dataclass
 class Adaptive:
-    """An EWMA and a Kalman filter side by side; the one with smaller recent error is used.
+    """Five forecasters side by side (:data:`FILTERS`); the one with the smallest recent
+    error is used — after ``CHOICE_WARMUP`` samples (until then the EWMA: a few scores
+    choose by noise), and except while the level filter bets that a far-off sample is a
+    new level (:class:`~tierwise.route.forecast.Level`: its forecast is then used).
 
     Before any sample the ``prior`` (the config's value) is the estimate, with
     ``prior_rel_sd`` relative uncertainty. ``value``, ``sd`` and ``chosen`` are read
@@ -156,6 +162,7 @@ class Adaptive:
     sd: float = field(init=False, default=0.0)  # its predictive standard deviation
     chosen: str = field(init=False, default="kalman")  # one of FILTERS: smallest recent error
     shifts: int = 0  # level shifts the detector flagged
+    updates: int = 0  # samples taken
 
     def __post_init__(self) -> None:
         self._refresh()
@@ -163,6 +170,8 @@ class Adaptive:
     def _refresh(self) -> None:
         errors = self.errors
         self.chosen = min(FILTERS, key=lambda name: errors[name])  # ties: the first listed
+        if self.updates < CHOICE_WARMUP:  # a few scores are noise: the EWMA until then
+            self.chosen = "ewma"
         if self.level.betting:  # a far-off sample that is more likely a step than not
             self.chosen = "level"
         f = self.filter
@@ -177,6 +186,7 @@ class Adaptive:
         level."""
         if not math.isfinite(z):
             return
+        self.updates += 1
         shifted = False
         if self.filter.mean is not None:
             residual = (z - self.value) / max(abs(self.value), 1e-12)
