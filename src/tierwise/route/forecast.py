@@ -13,6 +13,9 @@ window, re-estimated online).
   more accurate on periodic and heavy-tailed traces and equal on steps and ramps, at
   about 0.3 s per sample on this machine (``benchmarks/route_forecast.py`` measures
   both): far too much for the gateway's loop.
+* :class:`Level` — the mean since the last change point (less noisy than an EWMA
+  between steps), which bets that a far-off sample is a new level when the trace's
+  far-off samples have mostly been steps, and learns which from the next sample.
 * :class:`PageHinkley` — the Page–Hinkley test (Page 1954; Hinkley 1971) on the
   relative residuals of the forecast in use: an alarm when their cumulative sum beyond
   ``delta`` exceeds ``threshold`` either way. ``Adaptive`` then restarts every filter
@@ -226,8 +229,8 @@ class Level:
     mean of every sample since the change (error variance ``σ²(1 + 1/n)``; an EWMA of
     weight ``α`` keeps ``σ²(1 + α/(2 − α))``, 14 % more at α 0.25). After ``span``
     samples the mean becomes an EWMA of weight ``1/span`` so that a slow drift is
-    still followed. The relative noise ``s`` is learned across segments (a server's
-    noise does not change with its level).
+    still followed. The relative noise variance ``rel_var`` is learned across segments
+    (a server's noise does not change with its level).
 
     A sample more than ``k`` spreads off is either a lone outlier or the first of a
     new level; the next sample tells which (nearer the old level: an outlier, dropped;
@@ -245,7 +248,7 @@ class Level:
     mean_old: float | None = None  # the current segment's mean
     n: int = 0  # samples in the segment (capped at span)
     rel_var: float = 0.0  # relative residual variance, pooled over segments
-    seen: int = 0  # samples taken (the noise is judged after WARMUP of them)
+    seen: int = 0  # samples taken (far-off samples are judged from the third on)
     pending: float | None = None  # a far-off sample awaiting the next one's verdict
     steps: float = 1.0
     outliers: float = 1.0
@@ -265,6 +268,7 @@ class Level:
 
     @property
     def sd(self) -> float:
+        """Predictive standard deviation: the relative noise at the forecast's level."""
         if self.mean_old is None:
             return 0.0
         level = self.mean if self.mean is not None else self.mean_old
