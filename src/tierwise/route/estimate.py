@@ -8,8 +8,7 @@ since the last change point from :mod:`tierwise.route.forecast` — and the one 
 one-step-ahead prediction error has been smaller is used. The EWMA and the Kalman
 filter ignore a single outlier (a sample more than ``OUTLIER_K`` predictive standard
 deviations off) and jump to a new level after ``STEP_RUN`` outliers in a row on the
-same side (a step change: a link that
-dropped from 80 to 3 Mbit/s, a server slowed 3×).
+same side (a step change: a link that dropped from 80 to 3 Mbit/s, a server slowed 3×).
 """
 
 from __future__ import annotations
@@ -22,13 +21,8 @@ from tierwise.route.forecast import Arima, Holt, Level, PageHinkley
 
 __all__ = ["FILTERS", "Adaptive", "Ewma", "Kalman", "normal_cdf"]
 
-FILTERS = (
-    "level",
-    "kalman",
-    "ewma",
-    "holt",
-    "arima",
-)  # Adaptive's filters; on equal error, the first
+# Adaptive's filters; on equal error (as after a reset) the first
+FILTERS = ("level", "kalman", "ewma", "holt", "arima")
 
 OUTLIER_K = 4.0  # predictive standard deviations
 STEP_RUN = 2  # outliers in a row on one side that mean the level moved
