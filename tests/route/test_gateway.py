@@ -151,6 +151,8 @@ def test_failover_breaker_and_no_site(tmp_path: Path) -> None:
     # servers' Server-Timing stages included)
     assert read_log(tmp_path / "d.jsonl") == records
     assert any(r.get("stages", {}).get("server_s") for r in records)
+    assert all(isinstance(r["reason"], str) and r["reason"] for r in records)
+    assert all(isinstance(p["time_s"], float) for r in records for p in r["predicted"].values())
     hedged = records[5]["attempts"]
     assert [a["site"] for a in hedged] == ["slow", "fast"]
     assert hedged[1]["outcome"] == "overtaken" and hedged[1]["time_s"] >= 1.0
