@@ -100,7 +100,8 @@ def overhead(
         for i in range(pairs):
             # the two gateways swap places every other pair: each one's work after its
             # answer (learning, the log) overlaps the request after it, whoever that is
-            order = names if i % 2 == 0 else [_swap(n) for n in names]
+            swap = i % 2 == 1 and "baseline gateway" in urls
+            order = [_swap(n) for n in names] if swap else names
             for name in order:
                 url = urls[name]
                 c0 = cpu_s(pids[name]) if name in pids else 0.0

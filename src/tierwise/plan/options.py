@@ -84,6 +84,18 @@ def _uplink(site: Site, override: Any, n: int, source: str, needed: bool) -> np.
     return rates
 
 
+def _uplink_rate(site: Site, override: Any, source: str, needed: bool) -> float:
+    """One task's uplink rate (bytes/s): :func:`_uplink` for one round, without arrays.
+
+    A request on the route gateway's path asks this for one scalar per site; building
+    arrays for it cost ~25 µs a site. A per-round list (or any non-scalar) still goes
+    through :func:`_uplink`, which checks its size and says what is wrong."""
+    value = override if override is not None else site.uplink
+    if isinstance(value, float | int):
+        return float(value)
+    return float(_uplink(site, override, 1, source, needed)[0])
+
+
 def _down_s(site: Site, size: float, source: str) -> float:
     if size == 0 or not site.remote:
         return 0.0
@@ -288,7 +300,7 @@ def _request(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
     size = task.upload * (comp.ratio if comp else 1.0)
     up = 0.0
     if site.remote and size > 0:
-        up = float(request.transfer_s(size, _uplink(site, uplink, 1, source, True)[0]))
+        up = float(request.transfer_s(size, _uplink_rate(site, uplink, source, True)))
     breakdown = {
         "prepare": costs.prepare_s,
         "upload": up,
@@ -317,7 +329,7 @@ def _chunked(scn: Scenario, costs: SiteCosts, source: str, uplink: Any) -> Optio
     assert ch is not None and not isinstance(ch, int)
     n = len(ch.upload)
     if site.remote:
-        rate = _uplink(site, uplink, 1, source, any(ch.upload))[0]
+        rate = _uplink_rate(site, uplink, source, any(ch.upload))
         ups = [float(request.transfer_s(s, rate)) for s in ch.upload]
         downs = [_down_s(site, s, source) for s in ch.download]
         prop = site.rtt / 2
