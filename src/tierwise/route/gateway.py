@@ -679,6 +679,7 @@ class Router:
         slot = line.add(time.monotonic(), service_s) if line is not None else None
         joined = time.perf_counter()
         self.inflight[name] += 1
+        others = sum(self.inflight.values()) - 1  # beside it on the loops (learn: RTT)
         try:
             if line is not None and slot is not None:
                 await self._turn(line, slot, timeout)
@@ -697,6 +698,7 @@ class Router:
             sent_body = as_stream if streamed and as_stream is not None else body
             a = await self._attempt_once(name, path, headers, sent_body, timeout, watch)
             a.seen, a.as_stream = seen, streamed
+            a.timing.overlap = max(others, sum(self.inflight.values()) - 1)
             if a.response is None and learner is not None:
                 learner.end(seen, time.monotonic())
         except TimeoutError:  # no slot within the attempt's budget: the line, not a failure
