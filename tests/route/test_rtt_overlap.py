@@ -1,5 +1,5 @@
-"""The RTT a loopback site is learned at: a burst's samples, timed behind both event loops,
-must not price the lone requests after it (a `tierwise route` process, a real stand-in)."""
+"""What a burst teaches: its samples, timed behind both event loops, must not price the
+lone requests after it (a `tierwise route` process, a real stand-in on loopback)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from tierwise.route.learn import Timing, learn
 from tierwise.route.predict import RequestShape, site_model
 
 CHAT = {"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 1}
-BURST = 150  # requests at once: on 2 cores the loops' turns cost tens of ms each
-FACTOR = 1.5  # a lone request's prediction within 1.5× of its time (4× before the fix)
+STREAM = {"prompt": "hi", "max_tokens": 8, "stream": True}
+BURST = 150  # requests at once, half of them streams: on 2 cores the loops' turns cost
+# tens of ms each, in connects, times to headers and token paces
+FACTOR = 1.5  # a lone request's prediction within 1.5× of its time (2-12× before the fix)
 
 
 def _config(tmp: Path, site_url: str) -> Path:
@@ -37,16 +39,22 @@ def _config(tmp: Path, site_url: str) -> Path:
 async def _burst(url: str) -> None:
     limits = httpx.Limits(max_connections=BURST + 10)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-        answers = await asyncio.gather(
-            *(client.post("/v1/chat/completions", json=CHAT) for _ in range(BURST))
-        )
-    assert all(r.status_code == 200 for r in answers)
+
+        async def one(i: int) -> bool:
+            if i % 2:
+                return (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
+            async with client.stream("POST", "/v1/completions", json=STREAM) as r:
+                data = b"".join([c async for c in r.aiter_raw()])
+            return r.status_code == 200 and data.endswith(b"data: [DONE]\n\n")
+
+        assert all(await asyncio.gather(*(one(i) for i in range(BURST))))
 
 
 @pytest.mark.slow
 def test_a_burst_does_not_price_the_lone_requests_after_it(tmp_path: Path) -> None:
-    """After a burst of 150 requests at once, a lone 1-token request to a loopback stand-in
-    is predicted within 1.5× of its time, and the RTT stays a loopback one (< 5 ms)."""
+    """After a burst of 150 requests at once (half streams), a lone 1-token request to a
+    loopback stand-in is predicted within 1.5× of its time; the RTT stays a loopback one
+    (< 5 ms) and the decode step the stand-in's 10 ms (factor < 1.3)."""
     args = ("--decode-step", "10 ms", "--slots", "1000", "--prefill-per-token", "0 s")
     with model_server(*args) as site, route_process(_config(tmp_path, site)) as (url, _):
         with httpx.Client(base_url=url, timeout=30) as c:
@@ -62,12 +70,13 @@ def test_a_burst_does_not_price_the_lone_requests_after_it(tmp_path: Path) -> No
     predicted, measured = first["predicted"]["edge"]["time_s"], first["actual_s"]
     assert predicted / measured < FACTOR, (predicted, measured, first["estimates"])
     assert first["estimates"]["edge"]["rtt_s"]["value"] < 0.005
+    assert first["estimates"]["edge"]["decode_factor"]["value"] < 1.3
     assert max(r["stages"]["overlap"] for r in log) > 0  # the burst did overlap
 
 
-def test_an_overlapped_sample_only_bounds_the_rtt() -> None:
-    """A sample beside other attempts lowers the RTT to it but never raises it; a lone one
-    moves it either way."""
+def test_an_overlapped_sample_only_bounds_the_rtt_and_pace() -> None:
+    """A sample beside other attempts lowers the RTT (or a stream's pace) to it but never
+    raises it; a lone one moves it either way; the server's own decode time always counts."""
     cfg = load_route(Path(__file__).parents[2] / "src/tierwise/examples/route.toml")
     m = site_model(cfg.site_named("cloud"), load_catalog(), "test")
     req = RequestShape("/v1/chat/completions", 2000, 500, 64, False, False, None, "any")
@@ -87,3 +96,14 @@ def test_an_overlapped_sample_only_bounds_the_rtt() -> None:
     for _ in range(5):
         sample(prior * 2, overlap=0)
     assert m.rtt_s.value > prior
+    pace = m.decode_factor.value
+    streamed = RequestShape("/v1/chat/completions", 2000, 500, 64, True, False, None, "any")
+    slow = Timing(headers_s=0.2, first_token_s=0.3, last_token_s=0.3 + 63 * 3 * m.step_bound_s,
+                  end_s=1.0, tokens_out=64, overlap=20)  # fmt: skip
+    learn(m, streamed, slow)
+    assert m.decode_factor.value == pace
+    for _ in range(5):  # the server's own figure: no loop in it
+        t = Timing(headers_s=0.4, end_s=0.5, tokens_out=64, overlap=20)
+        t.server = {"decode": 64 * 3 * m.step_bound_s}
+        learn(m, req, t)
+    assert m.decode_factor.value > pace

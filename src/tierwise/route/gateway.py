@@ -969,8 +969,9 @@ class Router:
         the site's ``usage`` where it sent one, else by the token events counted)."""
         assert a.response is not None
         await a.response.aclose()
-        self._release(a)
         t = a.timing
+        t.overlap = max(t.overlap, sum(self.inflight.values()) - 1)  # itself still counted
+        self._release(a)
         t.end_s = time.perf_counter() - a.sent_at
         t.events = scan.events
         usage = scan.usage if isinstance(scan.usage, dict) else {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tierwise.route.estimate import Adaptive
 from tierwise.route.predict import (
     SMALL_BYTES,
     RequestShape,
@@ -77,12 +78,13 @@ def parse_server_timing(value: str | None) -> dict[str, float]:
     return out
 
 
-def _decode_step_s(t: Timing, stream: bool) -> float | None:
-    """One decode step: from the stream's token times, else the server's decode time."""
+def _decode_step_s(t: Timing, stream: bool) -> tuple[float, bool] | None:
+    """One decode step and whether the gateway's clock timed it: from the stream's token
+    times (yes), else the server's decode time (no)."""
     if stream and t.first_token_s is not None and t.last_token_s is not None and t.tokens_out > 2:
-        return (t.last_token_s - t.first_token_s) / (t.tokens_out - 1)
+        return (t.last_token_s - t.first_token_s) / (t.tokens_out - 1), True
     if "decode" in t.server and t.tokens_out > 0:
-        return t.server["decode"] / t.tokens_out
+        return t.server["decode"] / t.tokens_out, False
     return None
 
 
@@ -99,9 +101,10 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
         bound_s = (t.prompt_tokens or m.prompt_tokens(req.prompt_tokens)) * m.prefill_bound_s
         if bound_s > 1e-4 and "prefill" in srv:
             m.prefill_factor.update(srv["prefill"] / bound_s)
-    step_s = _decode_step_s(t, req.stream)
-    if step_s is not None and m.step_bound_s > 0:
-        m.decode_factor.update(step_s / m.step_bound_s)
+    step = _decode_step_s(t, req.stream)
+    if step is not None and m.step_bound_s > 0:
+        step_s, our_clock = step
+        _sample(m.decode_factor, step_s / m.step_bound_s, t.overlap if our_clock else 0)
     if t.tokens_out > 0:
         m.down_bytes_per_token.update(max(t.bytes_down - 400, 0) / t.tokens_out)
     if not srv:
@@ -109,12 +112,12 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
     if not m.site.remote:
         return
     if t.connect_s is not None:
-        _rtt_sample(m, t.connect_s, t.overlap)
+        _sample(m.rtt_s, t.connect_s, t.overlap)
     if not srv:  # no server timing: the server's time is learned from the gateway's clock
         return
     network_s = t.headers_s - (t.connect_s or 0.0) - server_s
     if req.bytes_up < SMALL_BYTES:
-        _rtt_sample(m, max(network_s, 0.0), t.overlap)
+        _sample(m.rtt_s, max(network_s, 0.0), t.overlap)
     elif network_s - m.rtt_s.value > 0.25 * network_s:
         m.up_rate.update(req.bytes_up / (network_s - m.rtt_s.value))
     download_s = t.end_s - t.headers_s
@@ -122,17 +125,18 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
         m.down_rate.update(t.bytes_down / download_s)
 
 
-def _rtt_sample(m: SiteModel, value_s: float, overlap: int) -> None:
-    """An RTT sample timed by the gateway's clock: a connect, or the time to headers less
-    the server's own. Alone, it is the path's round trip (and the two ends' fixed HTTP
-    work). Beside other attempts it also holds the time both event loops spent on them —
-    200 streams at once on loopback timed connects of 45 ms and RTTs of ~100 ms, which
-    then priced the next lone request at 4× its time. So an overlapped sample is only a
-    bound (the RTT is at most it: TCP's and BBR's min-RTT reasoning), never a rise."""
+def _sample(est: Adaptive, value: float, overlap: int) -> None:
+    """A sample timed by the gateway's clock — a connect, the time to headers less the
+    server's own, a stream's pace. Alone, it measures the path and the site. Beside other
+    attempts it also holds the time both event loops spent on them: 200 streams at once
+    on loopback timed connects of 45 ms, RTTs of ~100 ms and a 10 ms step at 23 ms, and
+    the next lone request was priced at 2–4× its time. So an overlapped sample is only
+    a bound (the quantity is at most it: TCP's and BBR's min-RTT reasoning), never a rise.
+    ``overlap``: the other attempts in flight beside it (0 for the server's own figures)."""
     if overlap == 0:
-        m.rtt_s.update(value_s)
-    elif value_s < m.rtt_s.value:
-        m.rtt_s.at_most(value_s)
+        est.update(value)
+    elif value < est.value:
+        est.at_most(value)
 
 
 def learn_service(m: SiteModel, req: RequestShape, t: Timing) -> None:
