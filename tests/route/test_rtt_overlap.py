@@ -54,7 +54,7 @@ async def _burst(url: str) -> None:
 def test_a_burst_does_not_price_the_lone_requests_after_it(tmp_path: Path) -> None:
     """After a burst of 150 requests at once (half streams), a lone 1-token request to a
     loopback stand-in is predicted within 1.5× of its time; the RTT stays a loopback one
-    (< 5 ms) and the decode step the stand-in's 10 ms (factor < 1.3)."""
+    (< 5 ms) and the decode step the stand-in's 10 ms (factor 0.7–1.3)."""
     args = ("--decode-step", "10 ms", "--slots", "1000", "--prefill-per-token", "0 s")
     with model_server(*args) as site, route_process(_config(tmp_path, site)) as (url, _):
         with httpx.Client(base_url=url, timeout=30) as c:
@@ -70,13 +70,14 @@ def test_a_burst_does_not_price_the_lone_requests_after_it(tmp_path: Path) -> No
     predicted, measured = first["predicted"]["edge"]["time_s"], first["actual_s"]
     assert predicted / measured < FACTOR, (predicted, measured, first["estimates"])
     assert first["estimates"]["edge"]["rtt_s"]["value"] < 0.005
-    assert first["estimates"]["edge"]["decode_factor"]["value"] < 1.3
+    assert 0.7 < first["estimates"]["edge"]["decode_factor"]["value"] < 1.3
     assert max(r["stages"]["overlap"] for r in log) > 0  # the burst did overlap
 
 
 def test_an_overlapped_sample_only_bounds_the_rtt_and_pace() -> None:
-    """A sample beside other attempts lowers the RTT (or a stream's pace) to it but never
-    raises it; a lone one moves it either way; the server's own decode time always counts."""
+    """A sample beside other attempts lowers the RTT to it but never raises it, and a
+    stream's pace beside others is no sample; a lone one moves either, either way; the
+    server's own decode time always counts."""
     cfg = load_route(Path(__file__).parents[2] / "src/tierwise/examples/route.toml")
     m = site_model(cfg.site_named("cloud"), load_catalog(), "test")
     req = RequestShape("/v1/chat/completions", 2000, 500, 64, False, False, None, "any")
@@ -100,8 +101,11 @@ def test_an_overlapped_sample_only_bounds_the_rtt_and_pace() -> None:
     streamed = RequestShape("/v1/chat/completions", 2000, 500, 64, True, False, None, "any")
     slow = Timing(headers_s=0.2, first_token_s=0.3, last_token_s=0.3 + 63 * 3 * m.step_bound_s,
                   end_s=1.0, tokens_out=64, overlap=20)  # fmt: skip
-    learn(m, streamed, slow)
-    assert m.decode_factor.value == pace
+    fast = Timing(headers_s=0.2, first_token_s=0.3, last_token_s=0.3001, end_s=0.31,
+                  tokens_out=64, overlap=20)  # fmt: skip
+    for t in (slow, fast):  # a busy loop stretches a stream's tokens, or bunches them
+        learn(m, streamed, t)
+        assert m.decode_factor.value == pace
     for _ in range(5):  # the server's own figure: no loop in it
         t = Timing(headers_s=0.4, end_s=0.5, tokens_out=64, overlap=20)
         t.server = {"decode": 64 * 3 * m.step_bound_s}

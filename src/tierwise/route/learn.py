@@ -104,7 +104,7 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
     step = _decode_step_s(t, req.stream)
     if step is not None and m.step_bound_s > 0:
         step_s, our_clock = step
-        _sample(m.decode_factor, step_s / m.step_bound_s, t.overlap if our_clock else 0)
+        _sample(m.decode_factor, step_s / m.step_bound_s, t.overlap if our_clock else 0, False)
     if t.tokens_out > 0:
         m.down_bytes_per_token.update(max(t.bytes_down - 400, 0) / t.tokens_out)
     if not srv:
@@ -125,17 +125,19 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
         m.down_rate.update(t.bytes_down / download_s)
 
 
-def _sample(est: Adaptive, value: float, overlap: int) -> None:
+def _sample(est: Adaptive, value: float, overlap: int, bound: bool = True) -> None:
     """A sample timed by the gateway's clock — a connect, the time to headers less the
     server's own, a stream's pace. Alone, it measures the path and the site. Beside other
     attempts it also holds the time both event loops spent on them: 200 streams at once
     on loopback timed connects of 45 ms, RTTs of ~100 ms and a 10 ms step at 23 ms, and
-    the next lone request was priced at 2–4× its time. So an overlapped sample is only
-    a bound (the quantity is at most it: TCP's and BBR's min-RTT reasoning), never a rise.
+    the next lone request was priced at 2–8× its time. So an overlapped time (``bound``:
+    a wait that the loops can only lengthen) is an upper bound — the quantity is at most
+    it, TCP's and BBR's min-RTT reasoning — never a rise; an overlapped pace is no sample
+    at all (a late loop also bunches tokens: paces near 0 were read in the same burst).
     ``overlap``: the other attempts in flight beside it (0 for the server's own figures)."""
     if overlap == 0:
         est.update(value)
-    elif value < est.value:
+    elif bound and value < est.value:
         est.at_most(value)
 
 
