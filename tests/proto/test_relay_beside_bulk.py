@@ -80,8 +80,8 @@ def _warm_then_beside(reps: int, over: float = 1.0) -> tuple[list[float], Net]:
     if over > 1:
         end_round = gateway.rate.on_round_end
 
-        def noisy_round(*args: object) -> None:
-            end_round(*args)  # type: ignore[arg-type]
+        def noisy_round(*args: object, **kwargs: bool) -> None:
+            end_round(*args, **kwargs)  # type: ignore[arg-type]
             if not gateway.rate.startup:
                 rate = min(over * DOWN_RATE, gateway.rate.pacing_rate_bytes_per_s)
                 sample = RateSample(rate, gateway._rtt.latest_s, False)

@@ -564,6 +564,13 @@ class RelayConnection:
         if data and not stream.send.bulk:
             self._note_interactive()
 
+    def _receiving_bulk(self) -> bool:
+        """A stream past the bulk mark is arriving (asked once a round)."""
+        mark = self.config.bulk_bytes
+        return any(
+            st.recv.highest >= mark and not st.recv.finished for st in self._streams.values()
+        )
+
     def _note_interactive(self) -> None:
         """A small stream is active (a request arriving, an answer written): if this end is
         pumping bulk, its rate drains the bulk's queue at the bottleneck and keeps it out
@@ -1249,7 +1256,16 @@ class RelayConnection:
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
-            self.rate.on_round_end(self._pn, self._delivered, now)
+            self.rate.on_round_end(
+                self._pn,
+                self._delivered,
+                now,
+                # written bytes wait unsent (a 25 MB window misread at start-up reads as
+                # app-limited while the pacer holds a download back) ...
+                backlogged=self._queued > 0,
+                # ... and a download's queue on the way back delays this direction's ACKs
+                reverse_bulk=self._receiving_bulk(),
+            )
             if self.prior is not None:
                 self._check_prior(now)
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)

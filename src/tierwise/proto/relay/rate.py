@@ -12,7 +12,8 @@ delivers, as in BBR (Cardwell et al. 2016), and the brake is RTT inflation::
                → gain 0.75 until the queue drains
     policed  : (:mod:`.police`) pacing = HOLD_GAIN · ceiling, one round in
                HOLD_PROBE_ROUNDS at PROBE_GAIN · ceiling, until a probe passes clean
-    standing : the brake on for ``STANDING_ROUNDS`` rounds in a row, not app-limited: the
+    standing : the brake on for ``STANDING_ROUNDS`` rounds in a row, with data waiting
+               and no bulk coming the other way (its queue would delay the ACKs): the
                estimate is above the path (ACK trains read fast on a busy host); it becomes
                the last round's delivery rate (the bottleneck's, while a queue stands)
     interactive: a small stream starts beside bulk (:meth:`RateController.on_interactive`)
@@ -131,7 +132,7 @@ class RateController:
         self.startup_exit = ""
         self.police = PolicingDetector()
         self._hold_round = 0
-        self._braked_rounds = 0  # rounds in a row the brake was on, not app-limited
+        self._braked_rounds = 0  # rounds in a row the brake was on
         self._queue_rate: tuple[int, float] | None = None  # (round, rate) of a queued round
         self._round_start = (0, 0.0)  # (bytes delivered, time) when this round began
         self._interactive_round: int | None = None  # the round of the last interactive sign
@@ -300,7 +301,7 @@ class RateController:
         self._round_app_limited = self._round_app_limited or sample.app_limited
         rate = sample.delivery_rate_bytes_per_s
         if self._queue_rate is not None and rate > 0:
-            rate = self._clip_queued(rate, rtt)
+            rate = self._clip_queued(rate, rtt)  # set only where _check_standing runs
         if rate > 0 and (not sample.app_limited or sample.queued):
             self._measured = True
         if rate > 0 and (not sample.app_limited or not self._bw or rate >= self._bw[0][1]):
@@ -319,11 +320,20 @@ class RateController:
         self.police.on_resolved(pn, size, sent_s, lost, app_limited)
 
     def on_round_end(
-        self, next_pn: int | None = None, delivered: int | None = None, now: float | None = None
+        self,
+        next_pn: int | None = None,
+        delivered: int | None = None,
+        now: float | None = None,
+        *,
+        backlogged: bool = False,
+        reverse_bulk: bool = False,
     ) -> None:
         """A round trip has passed (the caller tracks delivered packets); ``next_pn`` is the
         number the next packet sent will carry (the policing detector's round boundary);
-        ``delivered`` the bytes acknowledged so far and ``now``, for the round's rate."""
+        ``delivered`` the bytes acknowledged so far and ``now``, for the round's rate;
+        ``backlogged``: bytes written wait unsent (the pacer holds them, not the
+        application); ``reverse_bulk``: the other direction carries bulk now, so a longer
+        RTT may be its queue, which the ACKs wait in, not this direction's."""
         self.round += 1
         slack = INTERACTIVE_SLACK if self.interactive else QUEUE_SLACK
         floor = (self.min_rtt_s or 0.0) * (1 + slack) + QUEUE_SLACK_S
@@ -341,7 +351,10 @@ class RateController:
         app_limited, self._round_app_limited = self._round_app_limited, False
         if self._drain_rounds:
             self._drain_rounds -= 1
-        self._check_standing(app_limited, round_rate)
+        if reverse_bulk or (app_limited and not backlogged):
+            self._braked_rounds = 0  # the queue may not be this direction's, or not its doing
+        else:
+            self._check_standing(round_rate)
         if self.police.policed:
             pass  # the hold's gains (see gain)
         elif self.police.needs_spread and not self.startup and CYCLE_GAINS[self._cycle] == 1.0:
@@ -370,10 +383,10 @@ class RateController:
             return min(rate, QUEUED_SAMPLE_SLACK * queue_rate)
         return rate
 
-    def _check_standing(self, app_limited: bool, round_rate: float) -> None:
+    def _check_standing(self, round_rate: float) -> None:
         """A brake that did not empty the queue: the estimate becomes the round's rate. A
         policed hold that a queue stands behind is no policer's (it drops, never queues)."""
-        if not self._braking or app_limited or self.startup:
+        if not self._braking or self.startup:
             self._braked_rounds = 0
             return
         if self.police.policed:
