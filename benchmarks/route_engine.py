@@ -16,18 +16,23 @@ router's estimate) as a peer.
 Goal: median ≤ 10 % and p90 ≤ 25 % after 20 requests. Also printed: the CPU that
 other processes took during the run (cores' worth, from /proc/stat less this
 benchmark's, the engine's and the gateway's own), the host noise the figures carry.
+With ``--per-burst``: each burst's factor (the median of its requests' actual over
+predicted time) beside the cores other processes took in the 2 s before it started and
+while it ran, and their correlations over the run — whether the host's slowdowns could
+have been seen coming (what was known before a burst) or only while it ran.
 One engine thread by default: llama.cpp's threads wait for each other by spinning, and
 two on a 2-core machine that others share ran 3× (first token) to 25× (per token)
 slower than one in the same minutes (docs/validation.md).
 
     python benchmarks/route_engine.py [--requests 80] [--seed 1] [--threads 1] [--whole-as-stream]
-                                      [--log FILE]
+                                      [--log FILE] [--per-burst]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import random
 import shutil
@@ -35,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -94,12 +100,20 @@ async def one(client: httpx.AsyncClient, body: dict, delay_s: float) -> tuple[fl
     return float(resp.headers["x-tierwise-predicted-s"]), actual
 
 
-async def drive(gateway: str, bursts: list[list[dict]]) -> list[tuple[float, float]]:
-    """Each burst's requests at once (a few ms apart, in order), one burst after another."""
+async def drive(
+    gateway: str,
+    bursts: list[list[dict]],
+    spans: list[tuple[float, float]] | None = None,
+) -> list[tuple[float, float]]:
+    """Each burst's requests at once (a few ms apart, in order), one burst after another;
+    each burst's start and end (``time.monotonic``) appended to ``spans``."""
     out: list[tuple[float, float]] = []
     async with httpx.AsyncClient(base_url=gateway, timeout=600) as client:
         for i, burst in enumerate(bursts):
+            start = time.monotonic()
             got = await asyncio.gather(*(one(client, b, 0.005 * j) for j, b in enumerate(burst)))
+            if spans is not None:
+                spans.append((start, time.monotonic()))
             out += got
             print(f"burst {i + 1}/{len(bursts)}: {len(burst)} requests, "
                   f"{sum(a for _, a in got):.1f} s in all", file=sys.stderr)  # fmt: skip
@@ -149,6 +163,53 @@ def others_cores(before: tuple[int, int, int] | None, after: tuple[int, int, int
     return f"{max(busy - own, 0) / total * (os.cpu_count() or 1):.2f} of {os.cpu_count()}"
 
 
+class CpuSampler(threading.Thread):
+    """Reads the host's and ``pids``' CPU ticks every ``every_s`` (monotonic time)."""
+
+    def __init__(self, pids: list[int], every_s: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.every_s = pids, every_s
+        self.samples: list[tuple[float, tuple[int, int, int]]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            if (ticks := _cpu_ticks(self.pids)) is not None:
+                self.samples.append((time.monotonic(), ticks))
+            self.stopped.wait(self.every_s)
+
+    def others(self, t0: float, t1: float) -> float:
+        """Cores' worth other processes took between ``t0`` and ``t1`` (nearest reads)."""
+        inside = [s for t, s in self.samples if t0 <= t <= t1]
+        if len(inside) < 2:
+            return math.nan
+        (busy0, total0, own0), (busy1, total1, own1) = inside[0], inside[-1]
+        share = max((busy1 - busy0) - (own1 - own0), 0) / max(total1 - total0, 1)
+        return share * (os.cpu_count() or 1)
+
+
+def per_burst(
+    pairs: list[tuple[float, float]], bursts: list[list[dict]],
+    spans: list[tuple[float, float]], cpu: CpuSampler,
+) -> None:  # fmt: skip
+    """Each burst's factor beside the others' CPU before and during it, and correlations."""
+    rows, at = [], 0
+    for burst, (start, end) in zip(bursts, spans, strict=True):
+        logs = [math.log(a / p) for p, a in pairs[at : at + len(burst)]]
+        at += len(burst)
+        rows.append((math.exp(statistics.median(logs)), cpu.others(start - 2.0, start),
+                     cpu.others(start, end), len(burst)))  # fmt: skip
+    print("burst: factor (actual / predicted, median), others' cores 2 s before, during")
+    for i, (factor, before, during, size) in enumerate(rows):
+        print(f"  {i + 1:2d} ({size} req): {factor:5.2f}  {before:4.2f}  {during:4.2f}")
+    ok = [r for r in rows[2:] if not math.isnan(r[1]) and not math.isnan(r[2])]
+    if len(ok) > 3:
+        logf = [math.log(r[0]) for r in ok]
+        print(f"correlation of log factor with others' cores (bursts 3 on): before "
+              f"{statistics.correlation(logf, [r[1] for r in ok]):+.2f}, during "
+              f"{statistics.correlation(logf, [r[2] for r in ok]):+.2f}")  # fmt: skip
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(int(q * len(values)), len(values) - 1)]
@@ -171,13 +232,20 @@ def main() -> None:
         help="the site's whole_as_stream: whole answers asked of the engine as streams",
     )  # fmt: skip
     ap.add_argument("--log", type=Path, help="keep the gateway's decisions log here")
+    ap.add_argument(
+        "--per-burst", action="store_true",
+        help="each burst's factor beside the CPU others took before and during it",
+    )  # fmt: skip
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     model = write_tiny_gguf(tmp / "small.gguf", ENGINE_SIZES["small"], seed=0)
     bursts = workload(args.seed, args.requests)
     log = args.log or tmp / "d.jsonl"
     size = ENGINE_SIZES["small"]
-    with llama_server(model, threads=args.threads, context=size.context) as (engine, proc):
+    with llama_server(model, threads=args.threads, context=size.context) as (
+        engine,
+        proc,
+    ):
         gw_port = free_port()
         gateway = f"http://127.0.0.1:{gw_port}"
         (tmp / "route.toml").write_text(
@@ -194,14 +262,20 @@ def main() -> None:
         )
         try:
             wait_ready(gw, gateway)
-            warm = workload(args.seed + 1000, 1)[0][0] | {"stream": False, "max_tokens": 8}
+            warm = workload(args.seed + 1000, 1)[0][0] | {
+                "stream": False,
+                "max_tokens": 8,
+            }
             httpx.post(engine + "/v1/chat/completions", json=warm, timeout=600)  # weights paged in
             pids = [os.getpid(), proc.pid, gw.pid]
             ticks = _cpu_ticks(pids)
+            cpu, spans = CpuSampler(pids), []
+            cpu.start()
             t0 = time.perf_counter()
-            pairs = asyncio.run(drive(gateway, bursts))
+            pairs = asyncio.run(drive(gateway, bursts, spans))
             took = time.perf_counter() - t0
             others = others_cores(ticks, _cpu_ticks(pids))
+            cpu.stopped.set()
         finally:
             gw.terminate()
             gw.wait(10)
@@ -213,6 +287,8 @@ def main() -> None:
     print(line("router, after 20", errors(pairs[20:])))
     print(line("EWMA of latency, all", errors(peer)))
     print(line("EWMA of latency, after 20", errors(peer[19:])))
+    if args.per_burst:
+        per_burst(pairs, bursts, spans, cpu)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -9,6 +9,17 @@ answers learned in the order they ended, as the gateway learns them
 (:func:`tierwise.route.learn.learn_service`'s observations). Reported per log: the median
 and p90 absolute whole-request error after the first 20 requests, per model.
 
+Then where the live error came from, per log, from the gateway's own predictions: each
+request's log ratio ``ln(actual / predicted)`` split into its burst's median (the host's
+speed while that burst ran: every request in it, whatever its shape, off by about the
+same factor) and the rest (the model's error given the burst's speed). Printed: the
+live error; the error left if each burst's factor were known (the model's shape, queue
+and token counts); the error of the burst factors alone under the best constant scale
+in hindsight (no predictor that does not know a burst's factor before it starts does
+better on median, if the factors are independent from burst to burst); and the
+correlation of consecutive bursts' factors (near zero: the last burst says nothing of
+the next).
+
     python benchmarks/route_engine_replay.py LOG [LOG ...]
 """
 
@@ -16,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -97,6 +109,26 @@ def pct(values: list[float], q: float) -> float:
     return values[min(int(q * len(values)), len(values) - 1)]
 
 
+def sources(log: list[list[dict[str, Any]]]) -> dict[str, float]:
+    """The live error after 20 requests split into the burst factor and the rest."""
+    ratios = [
+        (i, math.log(r["actual_s"] / r["predicted"][r["chosen"]]["time_s"]))
+        for i, burst in enumerate(log)
+        for r in burst
+    ]
+    by_burst = [statistics.median(v for j, v in ratios if j == i) for i in range(len(log))]
+    after = ratios[20:]
+    live = [abs(math.exp(-v) - 1) for _, v in after]
+    known = [abs(math.exp(by_burst[i] - v) - 1) for i, v in after]
+    grid = [c / 200 for c in range(-200, 201)]
+    floor = min(statistics.median(abs(math.exp(c - by_burst[i]) - 1) for i, _ in after)
+                for c in grid)  # fmt: skip
+    lag = statistics.correlation(by_burst[:-1], by_burst[1:]) if len(log) > 2 else math.nan
+    return {"live": statistics.median(live), "live_p90": pct(live, 0.9),
+            "known": statistics.median(known), "known_p90": pct(known, 0.9),
+            "floor": floor, "lag1": lag, "bursts": len(log)}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("logs", nargs="+", type=Path, help="decisions logs of route_engine.py")
@@ -110,6 +142,13 @@ def main() -> None:
             e = replay(log, settings)[20:]
             cells.append(f"{statistics.median(e):6.1%} / {pct(e, 0.9):6.1%}" if e else "—")
         print(f"{model:32s}" + "".join(f"  {c:>20s}" for c in cells))
+    print("\nwhere the live error came from, after 20 requests (median / p90):")
+    for name, log in logs:
+        s = sources(log)
+        print(f"  {name}: live {s['live']:.1%} / {s['live_p90']:.1%}; each burst's factor "
+              f"known {s['known']:.1%} / {s['known_p90']:.1%}; burst factors alone, best "
+              f"constant {s['floor']:.1%}; consecutive bursts' factors correlate "
+              f"{s['lag1']:+.2f} ({s['bursts']} bursts)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -197,20 +197,37 @@ def test_every_reader_refuses_odd_files_in_one_line(
     assert_one_line_error(cli_runs[""].run, *ODD_FILES[odd][1])
 
 
-@pytest.mark.slow  # each waits tomlfile.INPUT_WAIT_S (5 s) for a writer that never comes
-@pytest.mark.parametrize("reader", list(READERS))
-def test_every_reader_gives_up_on_a_fifo_nothing_writes_to(reader: str, tmp_path: Path) -> None:
-    """mkfifo f; tierwise plan f: one line after about 5 s, never a hang."""
+@pytest.fixture(scope="module")
+def fifo_runs(tmp_path_factory: pytest.TempPathFactory):
+    """Every reader started at once on a FIFO of its own that nothing writes to.
+
+    Each run waits out tomlfile.INPUT_WAIT_S (5 s) with nothing to do, so they wait side
+    by side (one thread and one real ``tierwise`` process each): about 6 s for all,
+    not 5 s each. A test then takes its own reader's run and how long it took."""
     import os
     import time
+    from concurrent.futures import ThreadPoolExecutor
 
     from tests.conftest import run_cli
 
-    fifo = tmp_path / "in.toml"
-    os.mkfifo(fifo)
-    started = time.monotonic()
-    run = run_cli(*[a.replace("{f}", str(fifo)) for a in READERS[reader]])
-    assert time.monotonic() - started < 30
+    def one(reader: str):
+        fifo = tmp_path_factory.mktemp("fifo") / "in.toml"
+        os.mkfifo(fifo)
+        started = time.monotonic()
+        run = run_cli(*[a.replace("{f}", str(fifo)) for a in READERS[reader]])
+        return run, time.monotonic() - started
+
+    pool = ThreadPoolExecutor(max_workers=len(READERS))
+    futures = {reader: pool.submit(one, reader) for reader in READERS}
+    yield futures
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_reader_gives_up_on_a_fifo_nothing_writes_to(reader: str, fifo_runs) -> None:
+    """mkfifo f; tierwise plan f: one line after about 5 s, never a hang."""
+    run, took_s = fifo_runs[reader].result()
+    assert took_s < 30
     assert_one_line_error(run, "did not finish within 5 s")
 
 

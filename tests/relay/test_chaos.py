@@ -581,7 +581,7 @@ def test_chaos(seed: int, caplog: pytest.LogCaptureFixture) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(2, 4))  # seeds 2-7 ran clean (115 s); CI keeps two
+@pytest.mark.parametrize("seed", [2])  # seeds 2-7 ran clean (115 s); CI keeps one
 def test_chaos_sweep(seed: int, caplog: pytest.LogCaptureFixture) -> None:
     _run(seed, 300, 60, caplog)
 

@@ -2,12 +2,13 @@
 
 §12.5.3: measure, calibrate the bound by the measured step (§12.5.2's 2.83×), and
 re-evaluate when conditions change. Each quantity (RTT, up- and downlink rate,
-queueing, prefill and decode factors) is tracked by two filters run side by side —
-an EWMA and a scalar Kalman filter (random walk) — and the one whose one-step-ahead
-prediction error has been smaller is used. Both ignore a single outlier (a sample
-more than ``OUTLIER_K`` predictive standard deviations off) and jump to a new level
-after ``STEP_RUN`` outliers in a row on the same side (a step change: a link that
-dropped from 80 to 3 Mbit/s, a server slowed 3×).
+queueing, prefill and decode factors) is tracked by filters run side by side — an
+EWMA and a scalar Kalman filter (random walk) here, Holt, ARIMA(1,1,1) and the mean
+since the last change point from :mod:`tierwise.route.forecast` — and the one whose
+one-step-ahead prediction error has been smaller is used. The EWMA and the Kalman
+filter ignore a single outlier (a sample more than ``OUTLIER_K`` predictive standard
+deviations off) and jump to a new level after ``STEP_RUN`` outliers in a row on the
+same side (a step change: a link that dropped from 80 to 3 Mbit/s, a server slowed 3×).
 """
 
 from __future__ import annotations
@@ -16,17 +17,20 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from tierwise.route.forecast import Arima, Holt, PageHinkley
+from tierwise.route.forecast import Arima, Holt, Level, PageHinkley
 
 __all__ = ["FILTERS", "Adaptive", "Ewma", "Kalman", "normal_cdf"]
 
-FILTERS = ("kalman", "ewma", "holt", "arima")  # Adaptive's filters; on equal error, the first
+# Adaptive's filters; on equal error (as after a reset) the first
+FILTERS = ("level", "kalman", "ewma", "holt", "arima")
 
 OUTLIER_K = 4.0  # predictive standard deviations
 STEP_RUN = 2  # outliers in a row on one side that mean the level moved
 WARMUP = 3  # samples before outliers are judged
 REL_FLOOR = 0.05  # predictive spread is never taken below 5 % of the level
 SCORE_CAP = 0.5  # a sample counts at most this relative error in the choice (a shift hits all)
+CHOICE_WARMUP = 10  # samples before the choice leaves the EWMA (the scores need evidence)
+SCORE_WEIGHT = 0.05  # weight of the latest error in the choice (a memory of ~20 samples)
 
 
 def normal_cdf(z: float) -> float:
@@ -128,7 +132,10 @@ class Kalman:
 
 @dataclass
 class Adaptive:
-    """An EWMA and a Kalman filter side by side; the one with smaller recent error is used.
+    """Five forecasters side by side (:data:`FILTERS`); the one with the smallest recent
+    error is used — after ``CHOICE_WARMUP`` samples (until then the EWMA: a few scores
+    choose by noise), and except while the level filter bets that a far-off sample is a
+    new level (:class:`~tierwise.route.forecast.Level`: its forecast is then used).
 
     Before any sample the ``prior`` (the config's value) is the estimate, with
     ``prior_rel_sd`` relative uncertainty. ``value``, ``sd`` and ``chosen`` are read
@@ -142,12 +149,14 @@ class Adaptive:
     kalman: Kalman = field(default_factory=Kalman)
     holt: Holt = field(default_factory=Holt)  # trends (tierwise.route.forecast)
     arima: Arima = field(default_factory=Arima)  # ARIMA(1,1,1) over a sliding window
+    level: Level = field(default_factory=Level)  # the mean since the last change point
     detector: PageHinkley = field(default_factory=PageHinkley)  # level shifts: reset all
     errors: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FILTERS, 0.0))
     value: float = field(init=False, default=0.0)  # the chosen filter's level, or the prior
     sd: float = field(init=False, default=0.0)  # its predictive standard deviation
     chosen: str = field(init=False, default="kalman")  # one of FILTERS: smallest recent error
     shifts: int = 0  # level shifts the detector flagged
+    updates: int = 0  # samples taken
 
     def __post_init__(self) -> None:
         self._refresh()
@@ -155,6 +164,10 @@ class Adaptive:
     def _refresh(self) -> None:
         errors = self.errors
         self.chosen = min(FILTERS, key=lambda name: errors[name])  # ties: the first listed
+        if self.updates < CHOICE_WARMUP:  # a few scores are noise: the EWMA until then
+            self.chosen = "ewma"
+        if self.level.betting:  # a far-off sample that is more likely a step than not
+            self.chosen = "level"
         f = self.filter
         if f.mean is None:
             self.value, self.sd = self.prior, abs(self.prior) * self.prior_rel_sd
@@ -167,16 +180,19 @@ class Adaptive:
         level."""
         if not math.isfinite(z):
             return
+        self.updates += 1
         shifted = False
         if self.filter.mean is not None:
             residual = (z - self.value) / max(abs(self.value), 1e-12)
             shifted = self.detector.update(residual, z)
         seen = self.ewma.n
-        filters = (self.kalman, self.ewma, self.holt, self.arima)
+        filters = (self.level, self.kalman, self.ewma, self.holt, self.arima)
         for name, f in zip(FILTERS, filters, strict=True):
             if (mean := f.mean) is not None:
                 rel = abs(z - mean) / max(abs(z), 1e-12)
-                self.errors[name] = 0.9 * self.errors[name] + 0.1 * min(rel, SCORE_CAP)
+                self.errors[name] = (1 - SCORE_WEIGHT) * self.errors[name] + SCORE_WEIGHT * min(
+                    rel, SCORE_CAP
+                )
             f.update(z)
         if shifted:
             self._reset(self.detector.level())
@@ -197,6 +213,8 @@ class Adaptive:
         self.kalman.p = max(self.kalman.p, (0.1 * level) ** 2)
         self.holt.reset(level)
         self.arima.reset(level)
+        if not self.level.stepped:  # else it restarted at this step already, with both samples
+            self.level.reset(level)
 
     def at_most(self, bound: float) -> None:
         """A censored observation: the quantity is at most ``bound`` (e.g. a rate from a
@@ -210,14 +228,14 @@ class Adaptive:
                 f.guard.run.clear()
         if self.kalman.p < (0.1 * bound) ** 2:
             self.kalman.p = (0.1 * bound) ** 2
-        for g in (self.holt, self.arima):
+        for g in (self.holt, self.arima, self.level):
             if g.mean is None or g.mean > bound:
                 g.update(bound) if g.mean is None else g.reset(bound)
         self.detector.restart()
         self._refresh()
 
     @property
-    def filter(self) -> Ewma | Kalman | Holt | Arima:
+    def filter(self) -> Ewma | Kalman | Holt | Arima | Level:
         return getattr(self, self.chosen)
 
     @property

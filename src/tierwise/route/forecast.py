@@ -13,6 +13,9 @@ window, re-estimated online).
   more accurate on periodic and heavy-tailed traces and equal on steps and ramps, at
   about 0.3 s per sample on this machine (``benchmarks/route_forecast.py`` measures
   both): far too much for the gateway's loop.
+* :class:`Level` — the mean since the last change point (less noisy than an EWMA
+  between steps), which bets that a far-off sample is a new level when the trace's
+  far-off samples have mostly been steps, and learns which from the next sample.
 * :class:`PageHinkley` — the Page–Hinkley test (Page 1954; Hinkley 1971) on the
   relative residuals of the forecast in use: an alarm when their cumulative sum beyond
   ``delta`` exceeds ``threshold`` either way. ``Adaptive`` then restarts every filter
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Arima", "Holt", "PageHinkley"]
+__all__ = ["Arima", "Holt", "Level", "PageHinkley"]
 
 CLIP_K = 3.0  # spreads at which a sample's pull is clipped
 REL_FLOOR = 0.02  # the spread is never taken below 2 % of the level
@@ -216,3 +219,101 @@ class PageHinkley:
     def restart(self) -> None:
         self.up = self.down = 0.0
         self.recent.clear()
+
+
+@dataclass
+class Level:
+    """The mean since the last change point, and a step judged on its first sample.
+
+    Between change points the best forecast of a flat level under white noise is the
+    mean of every sample since the change (error variance ``σ²(1 + 1/n)``; an EWMA of
+    weight ``α`` keeps ``σ²(1 + α/(2 − α))``, 14 % more at α 0.25). After ``span``
+    samples the mean becomes an EWMA of weight ``1/span`` so that a slow drift is
+    still followed. The relative noise variance ``rel_var`` is learned across segments
+    (a server's noise does not change with its level).
+
+    A sample more than ``k`` spreads off is either a lone outlier or the first of a
+    new level; the next sample tells which (nearer the old level: an outlier, dropped;
+    nearer the new sample: a step, the new segment starts with both). Until then the
+    forecast is the cheaper bet in expected relative error: the new sample ``z`` if
+    ``p·old > (1 − p)·z``, else the old level, where ``p`` is the share of such samples
+    that turned out to be steps (a Beta(1, 1) count, both counts decaying by ``decay``
+    per verdict so that the trace's recent character rules). A trace of steps is then
+    followed from a step's second sample, a heavy-tailed one keeps its level.
+    """
+
+    span: int = 32
+    k: float = 4.0
+    decay: float = 0.9
+    mean_old: float | None = None  # the current segment's mean
+    n: int = 0  # samples in the segment (capped at span)
+    rel_var: float = 0.0  # relative residual variance, pooled over segments
+    seen: int = 0  # samples taken (far-off samples are judged from the third on)
+    pending: float | None = None  # a far-off sample awaiting the next one's verdict
+    steps: float = 1.0
+    outliers: float = 1.0
+    stepped: bool = False  # the last sample confirmed a step (the segment restarted)
+
+    @property
+    def mean(self) -> float | None:
+        """The next sample's forecast (None before the first sample)."""
+        if self.betting:
+            return self.pending
+        return self.mean_old
+
+    @property
+    def betting(self) -> bool:
+        """Whether the forecast is a far-off sample's new level, before its verdict."""
+        return self.pending is not None and self._bet_on_step(self.pending)
+
+    @property
+    def sd(self) -> float:
+        """Predictive standard deviation: the relative noise at the forecast's level."""
+        if self.mean_old is None:
+            return 0.0
+        level = self.mean if self.mean is not None else self.mean_old
+        return abs(level) * math.sqrt(self.rel_var * (1 + 1 / max(self.n, 1)))
+
+    def _bet_on_step(self, z: float) -> bool:
+        assert self.mean_old is not None
+        p = self.steps / (self.steps + self.outliers)
+        return p * abs(self.mean_old) > (1 - p) * abs(z)
+
+    def _far(self, z: float) -> bool:
+        assert self.mean_old is not None
+        spread = abs(self.mean_old) * max(math.sqrt(self.rel_var * (1 + 1 / self.n)), REL_FLOOR)
+        return self.seen >= 3 and abs(z - self.mean_old) > self.k * spread
+
+    def update(self, z: float) -> None:
+        """Take one sample."""
+        if self.mean_old is None:
+            self.mean_old, self.n, self.seen = z, 1, 1
+            return
+        self.seen += 1
+        self.stepped = False
+        if self.pending is not None:
+            first, self.pending = self.pending, None
+            if abs(z - first) < abs(z - self.mean_old):  # a step: the segment restarts
+                self.steps = self.decay * self.steps + 1
+                self.outliers *= self.decay
+                self.mean_old, self.n, self.stepped = 0.5 * (first + z), 2, True
+                return
+            self.outliers = self.decay * self.outliers + 1
+            self.steps *= self.decay
+        if self._far(z):
+            self.pending = z
+            return
+        self._take(z)
+
+    def _take(self, z: float) -> None:
+        assert self.mean_old is not None
+        rel = (z - self.mean_old) / max(abs(self.mean_old), 1e-12)
+        self.rel_var += (rel * rel / (1 + 1 / self.n) - self.rel_var) / min(self.seen, self.span)
+        self.n = min(self.n + 1, self.span)
+        self.mean_old += (z - self.mean_old) / self.n
+
+    def reset(self, level: float) -> None:
+        """A level shift seen by another detector: restart at ``level``."""
+        self.pending, self.stepped = None, False
+        self.mean_old, self.n = level, 1
+        self.seen = max(self.seen, 1)
