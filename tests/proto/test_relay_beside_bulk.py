@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierwise.proto.relay.rate import RateSample
+from tierwise.proto.relay.rate import DRAIN_GAIN, INTERACTIVE_CWND_PACKETS, RateSample
 from tierwise.sim.relay import Net, OneWayPath, all_done, payload, request_response
 
 DOWN_RATE = 100e6 / 8
@@ -126,3 +126,44 @@ def test_ack_trains_that_read_high_leave_no_standing_queue(over: float) -> None:
     ratios, net = _warm_then_beside(3, over=over)
     assert sorted(ratios)[1] <= 1.15, ratios
     assert net.down.dropped == 0
+
+
+def test_a_request_arriving_beside_a_download_drains_it_and_goes_first() -> None:
+    """The gateway pumping a download: the request's first bytes start its drain (paced at
+    DRAIN_GAIN of its estimate, window one BDP and a few packets) and the answer leaves
+    ahead of every bulk byte still waiting; the download's own first megabyte, a small
+    stream with no other bulk beside it, started none."""
+    path = {"rate_bytes_per_s": DOWN_RATE, "queue_s": LAB_QUEUE_S}
+    net = Net(OneWayPath(**path), OneWayPath(**path), seed=1)
+    net.run(5, lambda: net.client.established)
+    warm = request_response(net, [(UP_BYTES, ANSWER)])
+    net.run(net.now + 30, all_done(net, warm))
+    gateway, rate = net.gateway, net.gateway.rate
+    bulk = net.client.open_stream()
+    net.client.send(bulk, b"GET", end_stream=True)
+    net.on_gateway_stream = lambda sid, data: gateway.send(
+        sid, payload("bulk", 30_000_000) if sid == bulk else payload("down", ANSWER), True
+    )
+    net.run(net.now + 2.0)
+    assert not rate.interactive and not rate.startup
+    estimate = rate.btl_bw_bytes_per_s
+    sid = net.client.open_stream()
+    net.client.send(sid, payload("up", 2000), end_stream=True)
+    net.run(net.now + 1, lambda: sid in net.received["gateway"])
+    assert rate.draining and rate.interactive
+    assert rate.pacing_rate_bytes_per_s == pytest.approx(DRAIN_GAIN * estimate)
+    assert rate.cwnd_bytes <= estimate * rate.min_rtt_s + INTERACTIVE_CWND_PACKETS * 1400
+    first_sent: list[int] = []  # the answer's bytes sent by the first send after it is written
+    send_due = gateway.datagrams_to_send
+
+    def watched(now: float) -> list:
+        out = send_due(now)
+        answer = gateway._streams.get(sid)
+        if out and not first_sent and answer is not None and answer.send.end:
+            first_sent.append(answer.send.next_offset)
+        return out
+
+    gateway.datagrams_to_send = watched  # type: ignore[method-assign]
+    net.run(net.now + 1, lambda: sid in net.finished["client"])
+    assert bytes(net.received["client"][sid]) == payload("down", ANSWER)
+    assert first_sent == [ANSWER]  # ahead of the bulk bytes waiting for the pacer
