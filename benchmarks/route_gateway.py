@@ -10,15 +10,18 @@ A raw TCP forwarder (uvloop, bytes only, no HTTP) is the floor: what one more
 process in the path costs on this machine. Part 1 alternates the same non-streaming
 request sent directly, through the raw forwarder, the bare proxy and the gateway (one
 warm keep-alive client each) and compares medians, with each hop's CPU per request
-(user + system, from /proc) — steadier than latency on a shared machine. Part 2 opens
+(user + system, from /proc) — steadier than latency on a shared machine. With a
+baseline, the two gateways swap places every other pair (a gateway's work after its
+answer overlaps the next request: the one after it would otherwise always pay). Part 2 opens
 200 streaming requests at once through the gateway, several rounds, and counts errors
 and the gateway's resident memory after each round.
 
 The gateway runs as it would face the world: client keys on (``gateway.keys_file``,
 every request with ``Authorization: Bearer``) and every body checked against OpenAI's
 schema. ``--baseline SRC`` adds, alternating with the others, a second gateway run from
-another source tree (``git archive <commit> src | tar -x -C DIR``, then ``DIR/src``)
-without keys — the before of a change, measured beside the after.
+another source tree (``git archive <commit> src | tar -x -C DIR``, then ``DIR/src``) —
+the before of a change, measured beside the after — with the same key if that tree
+has client keys (``tierwise/route/keys.py``), else without.
 
     python benchmarks/route_gateway.py [--pairs 300] [--concurrent 200] [--rounds 5]
                                        [--baseline DIR/src]
@@ -93,8 +96,13 @@ def overhead(
         for _ in range(20):  # warm every path and the gateway's estimates
             for name, url in urls.items():
                 clients[name].post(url + "/v1/chat/completions", json=BODY)
-        for _ in range(pairs):
-            for name, url in urls.items():
+        names = list(urls)
+        for i in range(pairs):
+            # the two gateways swap places every other pair: each one's work after its
+            # answer (learning, the log) overlaps the request after it, whoever that is
+            order = names if i % 2 == 0 else [_swap(n) for n in names]
+            for name in order:
+                url = urls[name]
                 c0 = cpu_s(pids[name]) if name in pids else 0.0
                 t0 = time.perf_counter()
                 r = clients[name].post(url + "/v1/chat/completions", json=BODY)
@@ -106,6 +114,10 @@ def overhead(
     for c in clients.values():
         c.close()
     return times, {name: c / pairs for name, c in cpu.items()}
+
+
+def _swap(name: str) -> str:
+    return {"gateway": "baseline gateway", "baseline gateway": "gateway"}.get(name, name)
 
 
 def p99(values: list[float]) -> float:
@@ -204,10 +216,13 @@ def main() -> None:
     )
     gw = start([*CLI, "route", "--config", str(tmp / "route.toml")], gateway)
     base = None
-    if args.baseline is not None:  # the other source tree's gateway, without keys
+    base_keyed = False
+    if args.baseline is not None:  # the other source tree's gateway, keyed if it can be
         base_port = free_port()
+        base_keyed = (args.baseline / "tierwise" / "route" / "keys.py").is_file()
+        keys = f'keys_file = "{tmp}/keys.toml"\n' if base_keyed else ""
         (tmp / "base.toml").write_text(
-            f'[gateway]\nport = {base_port}\ndecisions_log = "{tmp}/base.jsonl"\n{site}'
+            f'[gateway]\nport = {base_port}\ndecisions_log = "{tmp}/base.jsonl"\n{keys}{site}'
         )
         env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
         base_cmd = [*CLI, "route", "--config", str(tmp / "base.toml")]
@@ -224,7 +239,8 @@ def main() -> None:
         if base is not None:
             urls["baseline gateway"] = f"http://127.0.0.1:{base_port}"
             pids["baseline gateway"] = base.pid
-        times, cpu = overhead(urls, args.pairs, pids, {"gateway": auth})
+        headers = {"gateway": auth, **({"baseline gateway": auth} if base_keyed else {})}
+        times, cpu = overhead(urls, args.pairs, pids, headers)
         med = {k: statistics.median(t) for k, t in times.items()}
         d, r, b, g = (med[k] for k in list(urls)[:4])
         print(
@@ -242,7 +258,8 @@ def main() -> None:
         if base is not None:
             bm, bt = med["baseline gateway"], tail["baseline gateway"]
             print(
-                f"baseline gateway ({args.baseline}, no keys): adds {(bm - d) * 1e3:.2f} ms "
+                f"baseline gateway ({args.baseline}, {'keys' if base_keyed else 'no keys'}): "
+                f"adds {(bm - d) * 1e3:.2f} ms "
                 f"median, {(bt - tail['direct']) * 1e3:.2f} ms p99; this one "
                 f"{(g - bm) * 1e3:+.2f} ms median beside it"
             )

@@ -1,18 +1,26 @@
 """Benchmark: streams through the gateway while the site closes pooled connections on reuse.
 
 The keep-alive race behind the ``ReadError``s of ``route_gateway.py``'s 200 concurrent
-streams on a loaded host, made to happen every time. One ``tierwise lab model-server``
-(uvicorn: it closes a connection 5 s after its last answer) and one ``tierwise route``
-in front of it, real processes on loopback. Each wave warms the gateway's upstream pool
-with ``--streams`` streamed requests, waits until those connections are ``AGE`` seconds
-idle, stops the model server (SIGSTOP: its loop is late, as on a loaded host), sends
-``--streams`` more through the gateway, and lets the server go on ``--stall`` seconds
-later — past its keep-alive, so its due timers close the connections with the new
-requests unread in them (a reset). ``--baseline SRC`` runs a second gateway from another
-source tree (``git archive <commit> src | tar -x -C DIR``, then ``DIR/src``) side by
-side: both send their waves in the same stall.
+streams on a loaded host, made to happen every time, for a plain-HTTP site and an HTTPS
+one. Two stand-ins — ``tierwise lab model-server`` (uvicorn) and the same app served by
+uvicorn over TLS with a test CA's certificate (``trustme``); both close a connection 5 s
+after its last answer — and one ``tierwise route`` in front of them (sites ``http`` and
+``https``, the latter with the CA as its ``ca_file``), real processes on loopback. Each
+wave warms the gateway's upstream pools with ``--streams`` streamed requests pinned to
+each site, waits until those connections are ``AGE`` seconds idle, stops both stand-ins
+(SIGSTOP: their loops are late, as on a loaded host), sends ``--streams`` more to each
+site through the gateway, and lets the stand-ins go on ``--stall`` seconds later — past
+their keep-alive, so their due timers close the connections with the new requests
+unread in them. ``--baseline SRC`` runs a second gateway from another source tree
+(``git archive <commit> src | tar -x -C DIR``, then ``DIR/src``) side by side: both send
+their waves in the same stall. An age counts from the client's end of the warming wave;
+the gateway released the wave's first connections up to ~0.8 s before (50 streams on a
+loaded host), so 3.0 s is the age at which all of them are still in its pool (4 s) and
+the stall (2.5 s) carries the stand-ins past their keep-alive. Each line also gives the
+gateway's count of resends (``tierwise_route_upstream_resent_total``; a tree without it
+shows none).
 
-    python benchmarks/route_keepalive.py [--streams 50] [--ages 3.9,4.9] [--stall 1.3]
+    python benchmarks/route_keepalive.py [--streams 50] [--ages 3.0,4.9] [--stall 2.5]
                                          [--baseline DIR/src]
 """
 
@@ -28,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -38,6 +47,15 @@ from tierwise.lab.world.model_server import free_port, wait_ready
 
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 BODY = {"prompt": "hi", "max_tokens": 20, "stream": True}
+SITES = ("http", "https")
+TLS_SERVER = """\
+import sys, uvicorn
+from tierwise.lab.world.model_server import Behaviour, ModelServer
+app = ModelServer("qwen3-8b", Behaviour(decode_step_s=0.01, prefill_s_per_token=0.0,
+                                        slots=1000)).app
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="error",
+            ssl_certfile=sys.argv[2])
+"""
 
 
 def ages(text: str) -> list[float]:
@@ -51,10 +69,11 @@ def ages(text: str) -> list[float]:
     return values
 
 
-async def one(client: httpx.AsyncClient, url: str) -> str:
-    """One streamed request: "ok", or what the client got instead."""
+async def one(client: httpx.AsyncClient, url: str, site: str) -> str:
+    """One streamed request pinned to ``site``: "ok", or what the client got instead."""
+    pin = {"x-tierwise-site": site}
     try:
-        async with client.stream("POST", url + "/v1/completions", json=BODY) as r:
+        async with client.stream("POST", url + "/v1/completions", json=BODY, headers=pin) as r:
             data = b"".join([c async for c in r.aiter_raw()])
     except httpx.HTTPError as exc:
         return type(exc).__name__
@@ -64,49 +83,83 @@ async def one(client: httpx.AsyncClient, url: str) -> str:
     return f"{r.status_code} ({why.group(1).decode()} upstream)" if why else str(r.status_code)
 
 
-async def waves(server_pid: int, gateways: dict[str, str], args) -> dict:
-    """Per (gateway, age): a count of outcomes."""
-    out: dict[tuple[str, float], collections.Counter] = {}
+async def waves(server_pids: list[int], gateways: dict[str, str], args) -> dict:
+    """Per (gateway, site, age): a count of outcomes. The sites take turns (a wave pinned
+    to one site at a time, as many streams as the single-site race had)."""
+    out: dict[tuple[str, str, float], collections.Counter] = {}
     limits = httpx.Limits(max_connections=4 * args.streams)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
 
-        def burst() -> dict[str, list[asyncio.Future]]:
+        def burst(site: str) -> dict[str, list[asyncio.Future]]:
             return {
-                name: [asyncio.ensure_future(one(client, url)) for _ in range(args.streams)]
+                name: [asyncio.ensure_future(one(client, url, site)) for _ in range(args.streams)]
                 for name, url in gateways.items()
             }
 
+        def stall(sig: signal.Signals) -> None:
+            for pid in server_pids:
+                os.kill(pid, sig)
+
         with Progress() as progress:
-            task = progress.add_task("stalled waves", total=len(args.ages))
+            task = progress.add_task("stalled waves", total=len(args.ages) * len(SITES))
             for age in args.ages:
-                for futures in burst().values():  # warm each gateway's upstream pool
-                    await asyncio.gather(*futures)
-                await asyncio.sleep(age - 0.1)
-                os.kill(server_pid, signal.SIGSTOP)
-                try:
-                    await asyncio.sleep(0.05)
-                    sent = burst()
-                    await asyncio.sleep(args.stall)
-                finally:
-                    os.kill(server_pid, signal.SIGCONT)
-                for name, futures in sent.items():
-                    out[name, age] = collections.Counter(await asyncio.gather(*futures))
-                progress.advance(task)
+                for site in SITES:
+                    for futures in burst(site).values():  # warm each gateway's upstream pool
+                        await asyncio.gather(*futures)
+                    await asyncio.sleep(age - 0.1)
+                    stall(signal.SIGSTOP)
+                    try:
+                        await asyncio.sleep(0.05)
+                        sent = burst(site)
+                        await asyncio.sleep(args.stall)
+                    finally:
+                        stall(signal.SIGCONT)
+                    for name, futures in sent.items():
+                        out[name, site, age] = collections.Counter(await asyncio.gather(*futures))
+                    progress.advance(task)
     return out
+
+
+def resent(url: str) -> dict[str, float]:
+    """The gateway's resends per site, from its ``/metrics`` (empty for a tree without)."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    found = re.findall(r'tierwise_route_upstream_resent_total\{site="(\w+)"\} (\S+)', text)
+    return {site: float(n) for site, n in found}
+
+
+def tls_files(tmp: Path) -> tuple[Path, Path]:
+    """A test CA's certificate for 127.0.0.1 (with its key) and the CA's own, as PEM files."""
+    import trustme
+
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(tmp / "server.pem")
+    ca.cert_pem.write_to_path(tmp / "ca.pem")
+    return tmp / "server.pem", tmp / "ca.pem"
+
+
+def wait_tls(proc: subprocess.Popen[bytes], url: str, ca: Path) -> None:
+    import ssl
+
+    verify = ssl.create_default_context(cafile=str(ca))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(url + "/v1/models", verify=verify, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url}: the TLS stand-in did not start")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=positive_int, default=50)
-    ap.add_argument("--ages", type=ages, default=[3.9, 4.9], help="idle seconds, e.g. 3.9,4.9")
-    ap.add_argument("--stall", type=positive_float, default=1.3, help="seconds stopped")
+    ap.add_argument("--ages", type=ages, default=[3.0, 4.9], help="idle seconds, e.g. 3.0,4.9")
+    ap.add_argument("--stall", type=positive_float, default=2.5, help="seconds stopped")
     ap.add_argument("--baseline", type=Path, help="src/ of another tierwise, run beside")
     args = ap.parse_args()
     if args.baseline is not None and not (args.baseline / "tierwise" / "__init__.py").is_file():
         ap.error(f"--baseline: {args.baseline} is not a src/ directory holding tierwise/")
-    ms_port = free_port()
-    direct = f"http://127.0.0.1:{ms_port}"
-    server_args = ["--port", str(ms_port), "--decode-step", "10 ms", "--slots", "1000"]
     procs: list[subprocess.Popen[bytes]] = []
     tmp = Path(tempfile.mkdtemp())
 
@@ -116,30 +169,45 @@ def main() -> None:
         wait_ready(proc, url)
 
     try:
-        start([*CLI, "lab", "model-server", *server_args, "--prefill-per-token", "0 s"], direct)
+        urls = {site: f"{site}://127.0.0.1:{free_port()}" for site in SITES}
+        server_args = ["--port", urls["http"].rsplit(":", 1)[1], "--decode-step", "10 ms"]
+        start([*CLI, "lab", "model-server", *server_args, "--slots", "1000",
+               "--prefill-per-token", "0 s"], urls["http"])  # fmt: skip
+        cert, ca = tls_files(tmp)
+        tls_port = urls["https"].rsplit(":", 1)[1]
+        tls_args = [sys.executable, "-c", TLS_SERVER, tls_port, str(cert)]
+        procs.append(subprocess.Popen(tls_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        wait_tls(procs[-1], urls["https"], ca)
+        servers = [proc.pid for proc in procs]
         trees = {"this tree": None}
         if args.baseline is not None:
             trees[f"baseline {args.baseline}"] = args.baseline
         gateways = {}
         for i, (name, src) in enumerate(trees.items()):
             port = free_port()
-            (tmp / f"route{i}.toml").write_text(
-                f'[gateway]\nport = {port}\ndecisions_log = "{tmp}/d{i}.jsonl"\n'
-                f'[[site]]\nname = "edge"\ntier = "edge"\nurl = "{direct}"\n'
+            sites = "".join(
+                f'[[site]]\nname = "{site}"\ntier = "edge"\nurl = "{url}"\n'
                 'decode_step = "10 ms"\nuplink = "1 Gbit/s"\ndownlink = "1 Gbit/s"\n'
+                + (f'ca_file = "{ca}"\n' if site == "https" else "")
+                for site, url in urls.items()
+            )
+            (tmp / f"route{i}.toml").write_text(
+                f'[gateway]\nport = {port}\ndecisions_log = "{tmp}/d{i}.jsonl"\n{sites}'
             )
             env = None if src is None else {**os.environ, "PYTHONPATH": str(src.resolve())}
             url = f"http://127.0.0.1:{port}"
             start([*CLI, "route", "--config", str(tmp / f"route{i}.toml")], url, env)
             gateways[name] = url
-        results = asyncio.run(waves(procs[0].pid, gateways, args))
-        for (name, age), counts in results.items():
+        results = asyncio.run(waves(servers, gateways, args))
+        for (name, site, age), counts in results.items():
             ok = counts.pop("ok", 0)
             rest = ", ".join(f"{n} × {what}" for what, n in counts.most_common()) or "none failed"
             print(
-                f"{name}: reused at {age:g} s idle, site stalled {args.stall:g} s: "
+                f"{name}, {site} site: reused at {age:g} s idle, site stalled {args.stall:g} s: "
                 f"{ok}/{args.streams} ok; {rest}"
             )
+        for name, url in gateways.items():
+            print(f"{name}: resends per site {resent(url) or '(not counted)'}")
     finally:
         for proc in reversed(procs):
             proc.send_signal(signal.SIGCONT)

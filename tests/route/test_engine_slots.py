@@ -8,14 +8,16 @@ site without ``slots``: after a few overlapping streams the gateway keeps its li
 from __future__ import annotations
 
 import json
+import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.route.test_gateway import gateway, served
+from tests.route.test_gateway import _until, gateway, served
 from tierwise.lab.world.engine import engine_unavailable_reason, llama_server, write_tiny_gguf
 from tierwise.route.slots import HOLDS, SlotLearner
 
@@ -84,38 +86,49 @@ def test_a_learned_value_never_exceeds_the_slots(slots, service) -> None:
 def test_the_engine_slots_are_learned(tmp_path: Path) -> None:
     """llama.cpp's server, one request at a time, as a site without ``slots``: overlapping
     streams show it; the gateway then keeps its line (later requests wait in it, and the
-    wait is predicted)."""
+    wait is predicted).
+
+    The streams overlap by construction, whatever the host's load: the engine is stopped
+    (SIGSTOP) until all three are in flight at the gateway, so none can end before the
+    others are sent."""
     openai = pytest.importorskip("openai")
     model = write_tiny_gguf(tmp_path / "tiny.gguf", seed=1)
     engine_site = {"name": "engine", "tier": "edge", "decode_step": "2 ms",
                    "prefill_per_token": "0.1 ms", "uplink": "1 Gbit/s",
                    "downlink": "1 Gbit/s", "rtt": "1 ms"}  # fmt: skip
-    with llama_server(model) as (engine, _):
+    with llama_server(model) as (engine, proc):
         router, port = gateway([{**engine_site, "url": engine}], tmp_path, probe_interval="1 h")
         with served(router.app, port) as gw:
             client = openai.OpenAI(base_url=gw + "/v1", api_key="unused", max_retries=0)
             messages = [{"role": "user", "content": "count to many"}]
+            counts: list[int] = []
 
             def stream() -> None:
                 chunks = client.chat.completions.create(
                     model="tiny", messages=messages, max_tokens=120, stream=True
                 )
-                assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) == 120
+                counts.append(sum(1 for c in chunks if c.choices and c.choices[0].delta.content))
 
-            for _ in range(3):
-                threads = [threading.Thread(target=stream) for _ in range(3)]
-                for t in threads:
-                    t.start()
+            def overlapping() -> None:
+                """Three streams, all in flight at the gateway before the engine goes on."""
+                before = len(counts)
+                proc.send_signal(signal.SIGSTOP)
+                try:
+                    threads = [threading.Thread(target=stream) for _ in range(3)]
+                    for t in threads:
+                        t.start()
+                    _until(lambda: router.inflight["engine"] == 3)
+                finally:
+                    proc.send_signal(signal.SIGCONT)
                 for t in threads:
                     t.join()
-                if router.models["engine"].slots is not None:
-                    break
-            assert router.models["engine"].slots is not None, "no slots learned"
-            threads = [threading.Thread(target=stream) for _ in range(3)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+                assert counts[before:] == [120] * 3
+
+            deadline = time.monotonic() + 120
+            while router.models["engine"].slots is None:
+                assert time.monotonic() < deadline, "no slots learned"
+                overlapping()
+            overlapping()
     log = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
     last = log[-3:]
     assert all(r["slots"]["engine"] == {"value": 1, "from": "learned from streams"} for r in last)

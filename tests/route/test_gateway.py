@@ -110,25 +110,29 @@ def test_stream_passes_through_byte_exact(tmp_path: Path) -> None:
 def test_failover_breaker_and_no_site(tmp_path: Path) -> None:
     """5xx fail over and bench a site; a stall is hedged, not waited out; all down is 503.
 
-    Robust under load by construction: no probes run (an hour apart), so only the
-    requests move the breaker; the end of the bench is awaited on ``/metrics``, not
-    slept for; and the stall is judged by the log's attempts, not by a wall-clock cap.
+    Robust under load by construction: no idle probes run (an hour apart); the failing
+    site answers every request and every probe with a 503 (``down``), so no probe of a
+    failing site re-admits it and the bench (30 s) outlasts any slowness of the host;
+    its end is a probe after the site is back, awaited on ``/metrics``, not slept for;
+    the slow site is slower by far more than a loaded host's noise in the estimates
+    (30 ms against 1 ms per token); and the stall is judged by the log's attempts, not
+    by a wall-clock cap.
     """
     fast_args = ("--decode-step", "1 ms", "--prefill-per-token", "0 s")
-    slow_args = ("--decode-step", "5 ms", "--prefill-per-token", "0 s")
+    slow_args = ("--decode-step", "30 ms", "--prefill-per-token", "0 s")
     with model_servers(fast_args, slow_args) as (fast, slow):
-        sites = [site("fast", fast, "1 ms"), site("slow", slow, "5 ms")]
-        router, port = gateway(sites, tmp_path, probe_interval="1 h", bench="1 s")
+        sites = [site("fast", fast, "1 ms"), site("slow", slow, "30 ms")]
+        router, port = gateway(sites, tmp_path, probe_interval="1 h", bench="30 s")
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
         with served(router.app, port) as gw, httpx.Client(base_url=gw, timeout=60) as c:
             ok = c.post("/v1/chat/completions", json=body)
             assert ok.status_code == 200 and ok.headers["x-tierwise-site"] == "fast"
-            httpx.post(fast + "/admin/behaviour", json={"error_rate": 1.0})
+            httpx.post(fast + "/admin/behaviour", json={"down": True})
             chosen = [c.post("/v1/chat/completions", json=body).headers["x-tierwise-site"]
                       for _ in range(4)]  # fmt: skip
             assert chosen == ["slow"] * 4
             assert 'tierwise_route_benched{site="fast"} 1.0' in c.get("/metrics").text
-            stall = {"error_rate": 0.0, "stall_rate": 1.0, "stall_s": 60.0}
+            stall = {"down": False, "stall_rate": 1.0, "stall_s": 60.0}
             httpx.post(fast + "/admin/behaviour", json=stall)
             _until(lambda: 'benched{site="fast"} 0.0' in c.get("/metrics").text)
             hdr = {"x-tierwise-deadline": "30 s"}
@@ -147,10 +151,12 @@ def test_failover_breaker_and_no_site(tmp_path: Path) -> None:
     # servers' Server-Timing stages included)
     assert read_log(tmp_path / "d.jsonl") == records
     assert any(r.get("stages", {}).get("server_s") for r in records)
+    assert all(isinstance(r["reason"], str) and r["reason"] for r in records)
+    assert all(isinstance(p["time_s"], float) for r in records for p in r["predicted"].values())
     hedged = records[5]["attempts"]
     assert [a["site"] for a in hedged] == ["slow", "fast"]
     assert hedged[1]["outcome"] == "overtaken" and hedged[1]["time_s"] >= 1.0
-    assert any(a["outcome"] == "500 from site" for r in records[1:5] for a in r["attempts"])
+    assert any(a["outcome"] == "503 from site" for r in records[1:5] for a in r["attempts"])
 
 
 def _until(condition, timeout_s: float = 60.0) -> None:

@@ -206,7 +206,7 @@ def test_errors_are_httpx_errors() -> None:
             with pytest.raises(httpx.ConnectError):
                 await c.get(f"http://127.0.0.1:{port}/")
             with pytest.raises(httpx.UnsupportedProtocol):
-                await c.get("https://127.0.0.1:1/")
+                await c.get("ftp://127.0.0.1:1/")
         return ok_after
 
     assert run(main()) == 3  # every failed connection was dropped, none reused
@@ -296,9 +296,11 @@ def test_a_pooled_connection_closed_as_it_is_reused_is_sent_again_on_a_new_one(h
     """The keep-alive race: the request reached a connection its server was closing.
     Not one byte of answer came back, so it is sent once more, on a new connection."""
 
+    noted: list[bool] = []
+
     async def main():
         async with Closer(how) as srv:
-            t = transport()
+            t = transport(on_resend=lambda: noted.append(True))
             async with httpx.AsyncClient(transport=t, base_url=srv.url) as c:
                 first = await c.post("/v1/completions", content=b'{"n": 1}')
                 second = await c.post("/v1/completions", content=b'{"n": 2}')
@@ -306,7 +308,46 @@ def test_a_pooled_connection_closed_as_it_is_reused_is_sent_again_on_a_new_one(h
 
     srv, t, first, second = run(main())
     assert (first.text, second.text) == ("first", "first")
-    assert (srv.connections, srv.requests, t.resent) == (2, 3, 1)
+    assert (srv.connections, srv.requests, t.resent, len(noted)) == (2, 3, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (b"\x05\x02", "wants authentication"),  # only username/password offered
+        (b"\x05\x00\x05\x05\x00\x01\x7f\x00\x00\x01\x00\x00", "CONNECTION_REFUSED"),
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not a SOCKS5 answer"),
+        (b"", "not a SOCKS5 answer"),  # closed at once
+    ],
+)
+def test_a_socks5_proxy_that_refuses_is_a_proxy_error(answer: bytes, says: str) -> None:
+    """What the relay's SOCKS port might say instead of a tunnel: a ProxyError naming it."""
+
+    async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await r.read(3)  # the methods offered
+        if answer.startswith(b"\x05\x00"):
+            w.write(answer[:2])
+            await r.read(64)  # the CONNECT
+            answer_ = answer[2:]
+        else:
+            answer_ = answer
+        w.write(answer_)
+        await w.drain()
+        w.close()
+
+    async def main():
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        proxy = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        t = transport(proxy=proxy)
+        try:
+            async with httpx.AsyncClient(transport=t) as c:
+                with pytest.raises(httpx.ProxyError, match=says):
+                    await c.get("http://127.0.0.1:9/")
+        finally:
+            server.close()
+        return t.active
+
+    assert run(main()) == 0  # the failed connection was not counted as open
 
 
 def test_what_is_not_sent_again() -> None:

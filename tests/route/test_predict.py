@@ -10,7 +10,7 @@ from tierwise.catalog import load_catalog
 from tierwise.model import device, request
 from tierwise.route.config import load_route
 from tierwise.route.learn import Timing, learn, parse_server_timing
-from tierwise.route.predict import RequestShape, pick, predict, site_model
+from tierwise.route.predict import Reason, RequestShape, pick, predict, site_model
 
 EXAMPLE = Path(__file__).parents[2] / "src/tierwise/examples/route.toml"
 
@@ -64,6 +64,22 @@ def test_hysteresis_keeps_a_near_equal_previous_choice(setup) -> None:
     assert order == ["cloud", "edge"] and "hysteresis" in reason
     cloud.expected_s = 1.5
     assert pick([edge, cloud], cfg, req, "cloud")[0] == ["edge", "cloud"]
+
+
+def test_the_reason_is_the_planners_sentence_composed_when_read(setup) -> None:
+    """pick leaves the one-line reason to be composed when the log is written: it names
+    the choice, and a prefix (the static strategy's) goes in front of it."""
+    from dataclasses import replace
+
+    from tierwise.plan.choice import choose
+
+    cfg, models = setup
+    req = shape(deadline=None)
+    preds = [predict(m, req) for m in models.values()]
+    order, reason = pick(preds, cfg, req, None)
+    assert isinstance(reason, Reason) and str(reason).startswith(order[0])
+    assert str(reason) == choose(reason.options, cfg.decision.objective)[1]
+    assert str(replace(reason, prefix="static: ")) == "static: " + str(reason)
 
 
 def test_residency_device_keeps_the_input_home(setup) -> None:

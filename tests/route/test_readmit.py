@@ -3,7 +3,9 @@
 The issue's goal is "used again within 2 s"; the probe schedule gives that on an idle
 machine (a gap of at most ~2.5 s after 2 s down, 0.5 s stretched 1.5x per failed probe).
 The test asks for what the mechanism guarantees under any load: re-admission well before
-the 30 s bench or the 30 s probe interval could end it (under a third of either).
+the 30 s bench or the 30 s probe interval could end it (under a third of either). The
+slow site is slower by far more than a loaded host's noise in the estimates (30 ms
+against 1 ms per token), so that "chosen" means "admitted", not "won a close call".
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ READMIT_WITHIN_S = 10.0  # a third of the bench and of the probe interval (30 s 
 
 def test_restarted_site_is_readmitted_by_a_probe_before_its_bench_ends(tmp_path: Path) -> None:
     """Down, it is benched for 30 s; back up, a quick probe re-admits it in under 10 s."""
-    with model_servers(FAST, ("--decode-step", "5 ms")) as (fast, slow):
-        sites = [site("fast", fast, "1 ms"), site("slow", slow, "5 ms")]
+    with model_servers(FAST, ("--decode-step", "30 ms")) as (fast, slow):
+        sites = [site("fast", fast, "1 ms"), site("slow", slow, "30 ms")]
         more = {"bench": "30 s", "failures_to_bench": 1}
         router, port = gateway(sites, tmp_path, probe_interval="30 s", **more)
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}

@@ -39,8 +39,11 @@ def test_every_real_record_adds_up(tmp_path: Path) -> None:
     network, the server's prefill and decode as compute, the failed site as failover."""
     args = ("--decode-step", f"{STEP_S * 1e3} ms", "--prefill-per-token",
             f"{PREFILL_PER_TOKEN_S * 1e3} ms", "--rtt", f"{RTT_S * 1e3:.0f} ms")  # fmt: skip
-    with model_servers(args, args) as (a, b):
-        sites = [site("a", a, "2 ms"), site("b", b, "2 ms")]
+    # b three times slower: the failing site is the one tried first (two equal sites
+    # were a coin toss after each answer's learning, and the failover did not happen)
+    slow = (*args[:1], f"{3 * STEP_S * 1e3} ms", *args[2:])
+    with model_servers(args, slow) as (a, b):
+        sites = [site("a", a, "2 ms"), site("b", b, "6 ms")]
         router, port = gateway(sites, tmp_path, probe_interval="1 h")
         chat = {"messages": [{"role": "user", "content": "hi " * 200}], "max_tokens": 20}
         streamed = {**chat, "stream": True, "stream_options": {"include_usage": True}}

@@ -51,6 +51,7 @@ from tierwise.route.pareto import (
 from tierwise.route.predict import (
     DEFAULT_OUTPUT_TOKENS,
     Prediction,
+    Reason,
     RequestShape,
     SiteModel,
     meets,
@@ -89,6 +90,8 @@ DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEAD
                               WEIGHTS_HEADER, TASK_HEADER}  # fmt: skip
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
 MAX_BENCH_S = 60.0
+MAX_CONNECTIONS = 1000  # per site: httpx's pool default is 100; streams hold one each
+MAX_KEEPALIVE = 256  # idle connections kept per site
 PROBE_TIMEOUT_S = 2.0
 SUSPECT_PROBE_S = 0.5  # a failing or benched site is probed this often at first,
 SUSPECT_BACKOFF = 1.5  # each failed probe stretches the gap by this factor,
@@ -260,7 +263,7 @@ class Router:
         for name, m in self.models.items():
             site = m.site
             headers = {"authorization": f"Bearer {key}"} if (key := site.api_key()) else {}
-            transport = _transport(site)
+            transport = _transport(site, self.metrics.resent.labels(name).inc)
             client = httpx.AsyncClient(base_url=site.url, headers=headers, transport=transport)
             breaker = Breaker(g.failures_to_bench, g.bench)
             self.sites[name] = SiteState(m, client, breaker, transport, headers)
@@ -372,7 +375,6 @@ class Router:
         marks.decided = time.perf_counter()
         record["decide_s"] = marks.decide_s = marks.decided - t0
         record["_marks"] = marks
-        self.metrics.decide.observe(record["decide_s"])
         as_stream = self._as_stream(body, data, order)
         work = self._forward(request, body, shape, preds, order, record, t0, as_stream)
         if shape.stream:
@@ -441,6 +443,8 @@ class Router:
             benched = {n: st.breaker.benched(now) for n, st in self.sites.items()}
             fixed = [predict(m, shape, benched[n], now) for n, m in self.priors.items()]
             order, reason = pick(fixed, self.cfg, shape, None)
+            if isinstance(reason, Reason):
+                return order, dc_replace(reason, prefix="static: "), None
             return order, "static: " + reason, None
         usable = [p.site for p in preds if p.option.feasible]
         order = sorted(usable, key=lambda n: self.latency.get(n, 0.0))
@@ -887,11 +891,7 @@ class Router:
             record["stream_error"] = "client disconnected"
             raise
         finally:
-            await resp.aclose()
-            self._release(a)
-            t.end_s = time.perf_counter() - a.sent_at
-            t.events = scan.events
-            t.tokens_out, t.tokens_from = scan.tokens, "events"
+            await self._stream_ended(a, scan)
             if "stream_error" in record:
                 self._finish(a, dc_replace(shape, stream=True), pred, record, attempts, t0)
         m = self.sites[a.site].model
@@ -903,8 +903,6 @@ class Router:
             how = "learned from usage" if m.prompt_map.n else "characters / 4"
             record["usage_added"] = {**usage, "by": "gateway", "prompt": "estimated",
                                      "prompt_from": how, "whole_from_stream": True}  # fmt: skip
-        else:
-            t.tokens_out, t.tokens_from = usage["completion_tokens"], "usage"
         chat = shape.path.endswith("/chat/completions")
         content = json.dumps(whole_answer(scan, chat, usage)).encode()
         t.bytes_down = max(t.bytes_down, len(content))
@@ -960,15 +958,24 @@ class Router:
             record["stream_error"] = "client disconnected"
             raise
         finally:
-            await resp.aclose()
-            self._release(a)
-            t.end_s = time.perf_counter() - a.sent_at
-            t.events = scan.events
-            if scan.usage is not None and isinstance(scan.usage.get("completion_tokens"), int):
-                t.tokens_out, t.tokens_from = scan.usage["completion_tokens"], "usage"
-            else:
-                t.tokens_out, t.tokens_from = scan.tokens, "events"
+            await self._stream_ended(a, scan)
             self._finish(a, shape, pred, record, attempts, t0)
+
+    async def _stream_ended(self, a: Attempt, scan: SseScan) -> None:
+        """A streamed answer's end — whole, cut or cancelled: the site's response closed,
+        its slot released, its timing ended with the events seen and the tokens out (by
+        the site's ``usage`` where it sent one, else by the token events counted)."""
+        assert a.response is not None
+        await a.response.aclose()
+        self._release(a)
+        t = a.timing
+        t.end_s = time.perf_counter() - a.sent_at
+        t.events = scan.events
+        usage = scan.usage if isinstance(scan.usage, dict) else {}
+        if isinstance(tokens := usage.get("completion_tokens"), int):
+            t.tokens_out, t.tokens_from = tokens, "usage"
+        else:
+            t.tokens_out, t.tokens_from = scan.tokens, "events"
 
     async def _finish_later(self, *args: Any) -> None:
         """:meth:`_finish` once the answer is sent: learning and logging are not on the
@@ -976,6 +983,7 @@ class Router:
         self._finish(*args)
 
     def _finish(self, a: Attempt, shape, pred: Prediction, record, attempts, t0) -> None:
+        done = time.perf_counter()  # the answer is handed over: what follows is not its time
         st = self.sites[a.site]
         self._release(a)
         ok = a.response is not None and a.response.status_code < 400
@@ -995,9 +1003,9 @@ class Router:
         record["chosen"] = a.site
         record["outcome"] = "ok" if ok else f"{a.response.status_code} passed through"
         record["actual_s"] = a.timing.end_s + (a.timing.queued_s or 0.0)
-        record["total_s"] = time.perf_counter() - t0
+        record["total_s"] = done - t0
         record["stages"] = a.timing.to_dict()
-        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), time.perf_counter()
+        marks, trace, end = record.pop("_marks"), record.pop("_trace", None), done
         record["decomposition"] = self._decomposition(a, shape, record, marks, end)
         record["attempts"] = [_attempt_dict(x) for x in attempts]
         record["estimates"] = {a.site: st.model.estimates()}
@@ -1028,6 +1036,15 @@ class Router:
         self.latency[name] = last + LATENCY_ALPHA * (latency_s - last)
 
     def _write(self, record: dict[str, Any]) -> None:
+        """The request's line in the decisions log, and its time to decide on ``/metrics``
+        — after the answer: what only a reader needs is composed here, off its path (the
+        predictions as dicts, the choice's reason as a sentence)."""
+        if "decide_s" in record:
+            self.metrics.decide.observe(record["decide_s"])
+        if isinstance(preds := record.get("predicted"), list):
+            record["predicted"] = {p.site: p.to_dict() for p in preds}
+        if isinstance(reason := record.get("reason"), Reason):
+            record["reason"] = str(reason)
         if self.log is not None:
             self.log.write(json.dumps(record, separators=(",", ":")) + "\n")
             self.log.flush()
@@ -1183,26 +1200,20 @@ async def _connect_s(url: httpx.URL, timeout_s: float) -> float:
     return rtt_s
 
 
-def _transport(site) -> httpx.AsyncBaseTransport:
-    """A warm pool per site. A plain-HTTP site gets :class:`~tierwise.route.h1.H1Transport`
-    (httptools parsing over the :mod:`tierwise.route.netio` backend, which hands the upload
-    watch its socket); an HTTPS site httpcore's pool over the same backend; a site behind
-    the relay httpcore's SOCKS5 proxy pool."""
-    limits = httpx.Limits(
-        max_connections=1000, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_EXPIRY_S
-    )
-    if site.via == "relay":
-        return httpx.AsyncHTTPTransport(
-            limits=limits, proxy=f"socks5://{site.relay}", verify=site.tls()
-        )
-    backend = watch_backend(AsyncioBackend())
-    if httpx.URL(site.url).scheme == "http":
-        return H1Transport(backend, limits.max_connections, limits.max_keepalive_connections)
-    transport = httpx.AsyncHTTPTransport(limits=limits, verify=site.tls())  # ca_file's CAs
-    pool = transport._pool  # httpcore's pool: its network backend is a public parameter
-    if hasattr(pool, "_network_backend"):  # no watch (hedging only) if httpcore changes
-        pool._network_backend = backend
-    return transport
+def _transport(site, on_resend=None) -> H1Transport:
+    """A warm pool per site: :class:`~tierwise.route.h1.H1Transport` for every site —
+    plain HTTP, HTTPS (checked against ``ca_file``'s CAs) and behind the relay (SOCKS5) —
+    so a pooled connection closed as it is reused is sent again on a new one whatever the
+    site (``on_resend`` counts it). A direct site's bytes go over the
+    :mod:`tierwise.route.netio` backend under the upload watch, which hands the watch its
+    socket and times new connections; a relay site's socket is the local relay client's,
+    whose acknowledgements and connect time say nothing of the path: no watch there."""
+    backend = AsyncioBackend() if site.via == "relay" else watch_backend(AsyncioBackend())
+    return H1Transport(
+        backend, MAX_CONNECTIONS, MAX_KEEPALIVE, KEEPALIVE_EXPIRY_S,
+        verify=site.tls(), proxy=site.relay if site.via == "relay" else None,
+        on_resend=on_resend,
+    )  # fmt: skip
 
 
 _HOT = frozenset(COMPLETION_PATHS)
@@ -1293,7 +1304,9 @@ def _service_s(pred: Prediction) -> float:
     return pred.stages_s.get("first_token", 0.0) + pred.stages_s.get("decode", 0.0)
 
 
-def _record(shape: RequestShape, preds, order: list[str], reason: str) -> dict[str, Any]:
+def _record(shape: RequestShape, preds, order: list[str], reason) -> dict[str, Any]:
+    """The request's decisions-log record; ``predicted`` and ``reason`` are made readable
+    when it is written (:meth:`Router._write`)."""
     return {
         "ts": time.time(),
         "path": shape.path,
@@ -1303,7 +1316,7 @@ def _record(shape: RequestShape, preds, order: list[str], reason: str) -> dict[s
         "output_tokens": shape.output_tokens,
         "deadline_s": shape.deadline_s,
         "residency": shape.residency,
-        "predicted": {p.site: p.to_dict() for p in preds},
+        "predicted": list(preds),
         "order": order,
         "reason": reason,
     }

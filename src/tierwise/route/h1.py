@@ -7,7 +7,7 @@ scopes and async generators. Measured on the gateway's hot path (one small
 completion, loopback, 2-vCPU guest) that client side cost ~1.1 ms of CPU per
 request, against ~0.1 ms for the same bytes written and read by hand — most of what
 the gateway added to a request. :class:`H1Transport` is the same contract for
-plain-HTTP sites: httpx builds the request and the response objects as before (the
+every site: httpx builds the request and the response objects as before (the
 gateway, the probes and the pass-through still talk to ``httpx.AsyncClient``), the
 bytes go over httpcore's network-backend interface (the gateway's
 :mod:`tierwise.route.netio` backend under the upload watch, unchanged), and the
@@ -18,33 +18,37 @@ What it keeps from httpcore: a warm keep-alive pool per origin (``max_connection
 bound, idle connections expire after ``keepalive_expiry`` and are checked for a FIN
 or stray bytes before reuse), connect/read/write/pool timeouts from the request's
 ``timeout`` extension, httpx's exception types, a connection closed — never reused —
-when a response is not read to its end. HTTPS, proxies and HTTP/2 stay with httpcore
-(:func:`tierwise.route.gateway._transport` picks).
+when a response is not read to its end. HTTP/2 is not spoken (no site needs it; httpx's
+default is HTTP/1.1 too).
 
 What it adds: a pooled connection the server closes just as it is reused (its
 keep-alive timer fires with the request unread: a reset, or a close with no answer)
 is not the request's failure. A request that got not one byte of answer on a *reused*
 connection is sent once more on a new connection, if its body can be sent again —
-as browsers do; httpcore 1.0 raises instead. The server never answered it, and the
-gateway would send it to another site anyway. Idle connections also expire sooner
-(:data:`KEEPALIVE_EXPIRY_S`) than the 5 s of uvicorn, llama.cpp's server and vLLM,
-which leaves the race to a server whose loop is late (a loaded host).
+as browsers do; httpcore 1.0 raises instead (so before this transport served HTTPS and
+relay sites too, the race there cost the client a failover or a 503). The server never
+answered it, and the gateway would send it to another site anyway. Each resend is
+counted (:attr:`H1Transport.resent`, and ``on_resend`` for the gateway's ``/metrics``).
+Idle connections also expire sooner (:data:`KEEPALIVE_EXPIRY_S`) than the 5 s of
+uvicorn, llama.cpp's server and vLLM, which leaves the race to a server whose loop is
+late (a loaded host).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpcore
 import httptools
 import httpx
 
-__all__ = ["KEEPALIVE_EXPIRY_S", "H1Transport"]
+__all__ = ["KEEPALIVE_EXPIRY_S", "H1Transport", "socks5_connect"]
 
 READ_BYTES = 64 * 1024
 # An idle connection is dropped before the usual server side keep-alive timeout (5 s in
@@ -61,6 +65,8 @@ _ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
     httpcore.WriteError: httpx.WriteError,
     httpcore.PoolTimeout: httpx.PoolTimeout,
 }
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+SOCKS_REPLY_MAX_BYTES = 262  # a SOCKS5 reply: 4 + (1 + 255) address + 2 port (RFC 1928 §6)
 
 
 class _Parser:
@@ -199,7 +205,8 @@ async def _read(stream: httpcore.AsyncNetworkStream, timeout: float | None, requ
 
 
 class H1Transport(httpx.AsyncBaseTransport):
-    """An httpx transport for plain-HTTP/1.1 origins over an httpcore network backend."""
+    """An httpx transport for HTTP/1.1 origins (http or https, direct or through a SOCKS5
+    proxy: ``proxy="host:port"``) over an httpcore network backend."""
 
     def __init__(
         self,
@@ -207,11 +214,19 @@ class H1Transport(httpx.AsyncBaseTransport):
         max_connections: int = 1000,
         max_keepalive: int = 256,
         keepalive_expiry: float = KEEPALIVE_EXPIRY_S,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        proxy: str | None = None,
+        on_resend: Callable[[], None] | None = None,
     ) -> None:
         self.backend = backend
         self.max_connections = max_connections
         self.max_keepalive = max_keepalive
         self.keepalive_expiry = keepalive_expiry
+        self.verify = verify
+        self.ssl: ssl.SSLContext | None = None  # made at the first https connection
+        self.proxy = _host_port(proxy) if proxy is not None else None
+        self.on_resend = on_resend
         self.idle: dict[Any, deque[_Connection]] = {}
         self.active = 0  # connections open (idle or in use)
         self.n_idle = 0
@@ -220,10 +235,10 @@ class H1Transport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
-        if url.scheme != "http":
-            raise httpx.UnsupportedProtocol(f"{url.scheme}: this transport is plain HTTP only")
+        if url.scheme not in _DEFAULT_PORTS:
+            raise httpx.UnsupportedProtocol(f"{url.scheme}: this transport speaks http and https")
         t = request.extensions.get("timeout") or {}
-        key = (url.host, url.port or 80)
+        key = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
         conn = await self._acquire(key, request, t.get("connect"), t.get("pool"))
         p = _Parser()
         try:
@@ -233,6 +248,8 @@ class H1Transport(httpx.AsyncBaseTransport):
                 raise
             # closed by the server as it was reused, never answered: once more, on a new one
             self.resent += 1
+            if self.on_resend is not None:
+                self.on_resend()
             conn = await self._acquire(key, request, t.get("connect"), t.get("pool"), new=True)
             p = _Parser()
             await self._exchange(key, conn, p, request, t)
@@ -313,13 +330,39 @@ class H1Transport(httpx.AsyncBaseTransport):
                 raise httpx.PoolTimeout("no connection free in time", request=request) from None
         self.active += 1
         try:
-            stream = await self.backend.connect_tcp(key[0], key[1], timeout=connect_timeout)
+            stream = await self._connect(key, connect_timeout)
         except BaseException as exc:
             self._closed_one()
             if type(exc) in _ERRORS:
                 raise _ERRORS[type(exc)](str(exc), request=request) from exc
+            if isinstance(exc, httpcore.ProxyError):
+                raise httpx.ProxyError(str(exc), request=request) from exc
             raise
         return _Connection(stream)
+
+    async def _connect(self, key, timeout: float | None) -> httpcore.AsyncNetworkStream:
+        """A new connection to ``key``: TCP (to the proxy, then its ``CONNECT``), then TLS
+        for https; closed again if a later step fails."""
+        scheme, host, port = key
+        first = self.proxy or (host, port)
+        stream = await self.backend.connect_tcp(first[0], first[1], timeout=timeout)
+        try:
+            if self.proxy is not None:
+                await socks5_connect(stream, host, port, timeout)
+            if scheme == "https":
+                stream = await stream.start_tls(self._ssl(), server_hostname=host, timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+            raise
+        return stream
+
+    def _ssl(self) -> ssl.SSLContext:
+        if self.ssl is None:
+            ctx = self.verify if isinstance(self.verify, ssl.SSLContext) else None
+            self.ssl = ctx or httpx.create_ssl_context(verify=self.verify)
+            self.ssl.set_alpn_protocols(["http/1.1"])  # as httpcore asks, without HTTP/2
+        return self.ssl
 
     def _pop_oldest(self, key) -> _Connection:
         self.n_idle -= 1
@@ -356,3 +399,40 @@ class H1Transport(httpx.AsyncBaseTransport):
         for key, q in list(self.idle.items()):
             while q:
                 await self._close(key, self._pop_oldest(key))
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) as a pair."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"expected host:port, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+async def socks5_connect(
+    stream: httpcore.AsyncNetworkStream, host: str, port: int, timeout: float | None
+) -> None:
+    """Ask the SOCKS5 proxy at the other end of ``stream`` (the relay client) to connect
+    it to ``host:port``, without authentication (RFC 1928), as httpcore's SOCKS pool does;
+    ``httpcore.ProxyError`` when it refuses or answers something else."""
+    import socksio
+    from socksio import socks5
+
+    conn = socks5.SOCKS5Connection()
+    no_auth = socks5.SOCKS5AuthMethod.NO_AUTH_REQUIRED
+    try:
+        conn.send(socks5.SOCKS5AuthMethodsRequest([no_auth]))
+        await stream.write(conn.data_to_send(), timeout)
+        reply = conn.receive_data(await stream.read(SOCKS_REPLY_MAX_BYTES, timeout))
+        if not isinstance(reply, socks5.SOCKS5AuthReply) or reply.method != no_auth:
+            raise httpcore.ProxyError("the SOCKS5 proxy wants authentication")
+        command = socks5.SOCKS5Command.CONNECT
+        conn.send(socks5.SOCKS5CommandRequest.from_address(command, (host, port)))
+        await stream.write(conn.data_to_send(), timeout)
+        reply = conn.receive_data(await stream.read(SOCKS_REPLY_MAX_BYTES, timeout))
+    except socksio.ProtocolError as exc:
+        raise httpcore.ProxyError(f"not a SOCKS5 answer: {exc}") from None
+    if not isinstance(reply, socks5.SOCKS5Reply):
+        raise httpcore.ProxyError("not a SOCKS5 answer to CONNECT")
+    if reply.reply_code != socks5.SOCKS5ReplyCode.SUCCEEDED:
+        raise httpcore.ProxyError(f"the SOCKS5 proxy could not connect: {reply.reply_code.name}")

@@ -35,6 +35,12 @@ class Metrics:
             p + "failovers", "Attempts that failed over to another site", registry=r
         )
         self.no_site = Counter(p + "no_site", "Requests no site could answer", registry=r)
+        self.resent = Counter(
+            p + "upstream_resent",
+            "Requests sent again on a new connection: a reused one closed before any answer",
+            ["site"],
+            registry=r,
+        )
         self.probes = Counter(p + "probes", "Light probes that succeeded", ["site"], registry=r)
         self.seconds = Histogram(
             p + "request_seconds",

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierwise.plan.choice import choose
+from tierwise.plan.choice import choose, chosen
 from tierwise.plan.options import Option, evaluate_option
 from tierwise.plan.resolve import SiteCosts, resolve_site
 from tierwise.route.config import RouteConfig, RouteSite
@@ -88,7 +88,11 @@ class SiteModel:
 
     def planner_inputs(self, req: RequestShape, bytes_down: float) -> Scenario:
         """The scenario ``evaluate_option`` reads for ``req``: this site with its live
-        estimates in place of the priors, the request's bytes and deadline as the task."""
+        estimates in place of the priors, the request's bytes and deadline as the task.
+
+        Each answer moves an estimate, so the site and the scenario are made again for
+        most requests: as shallow copies (:func:`_evolve_model`), not pydantic's
+        ``model_copy``, which cost a prediction more than evaluating it."""
         memo = self._memo
         key = (
             self.rtt_s.value,
@@ -99,28 +103,24 @@ class SiteModel:
         )
         if memo.get("site_key") != key:
             relay = {"recovery": "fec", "connection": None} if self.site.via == "relay" else {}
-            memo["site"] = self.site.model_copy(
-                update={
-                    "rtt": key[0],
-                    "uplink": max(key[1], 1.0),
-                    "downlink": max(key[2], 1.0),
-                    "loss": key[3],
-                    "loss_down": key[4],
-                    **relay,
-                }
+            memo["site"] = _evolve_model(
+                self.site,
+                rtt=key[0],
+                uplink=max(key[1], 1.0),
+                downlink=max(key[2], 1.0),
+                loss=key[3],
+                loss_down=key[4],
+                **relay,
             )
             memo["site_key"], memo["scenario"] = key, None
         task_key = (req.bytes_up, bytes_down, req.deadline_s)
         if memo.get("task_key") != task_key:
-            memo["task"] = _TASK.model_copy(
-                update={"upload": float(req.bytes_up), "download": bytes_down,
-                        "deadline": req.deadline_s}
-            )  # fmt: skip
+            memo["task"] = _evolve_model(
+                _TASK, upload=float(req.bytes_up), download=bytes_down, deadline=req.deadline_s
+            )
             memo["task_key"], memo["scenario"] = task_key, None
         if memo.get("scenario") is None:
-            memo["scenario"] = _SCENARIO.model_copy(
-                update={"task": memo["task"], "site": [memo["site"]]}
-            )
+            memo["scenario"] = _evolve_model(_SCENARIO, task=memo["task"], site=[memo["site"]])
         return memo["scenario"]
 
     def estimates(self) -> dict[str, Any]:
@@ -258,6 +258,20 @@ def site_model(site: RouteSite, catalog: Any, source: str) -> SiteModel:
 MAX_LOSS = 0.5  # beyond this a loss estimate is a broken path, not random loss
 
 
+def _evolve_model(model: Any, **changes: Any) -> Any:
+    """A shallow copy of pydantic model ``model`` with ``changes`` (field values, not
+    validated: ours, already of their type) — what ``model.model_copy(update=changes)``
+    makes, without its per-copy dictionary copies of extras and private attributes."""
+    new = object.__new__(type(model))
+    object.__setattr__(new, "__dict__", {**model.__dict__, **changes})
+    object.__setattr__(
+        new, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys()
+    )
+    object.__setattr__(new, "__pydantic_extra__", model.__pydantic_extra__)
+    object.__setattr__(new, "__pydantic_private__", model.__pydantic_private__)
+    return new
+
+
 def _loss(value: float) -> float:
     """A loss estimate as the planner takes it: in [0, MAX_LOSS], to 0.1 % (a memo key)."""
     return round(min(max(value, 0.0), MAX_LOSS), 3)
@@ -382,10 +396,25 @@ def _sigma(m: SiteModel, req: RequestShape, o: Option, prefill_s: float, decode_
     return math.sqrt(sum(t * t for t in terms))
 
 
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """The one-line reason for a planner's choice, composed when it is read: the decisions
+    log is written after the answer, and the sentence (durations formatted, the sites
+    compared) cost a request more than the choice itself."""
+
+    options: list[Option]
+    objective: str
+    prefix: str = ""
+
+    def __str__(self) -> str:
+        return self.prefix + choose(self.options, self.objective)[1]
+
+
 def pick(
     preds: list[Prediction], cfg: RouteConfig, req: RequestShape, previous: str | None
-) -> tuple[list[str], str]:
-    """Sites in the order to try them (the choice first) and the one-line reason.
+) -> tuple[list[str], str | Reason]:
+    """Sites in the order to try them (the choice first) and the one-line reason (``str()``
+    of it: :class:`Reason` composes it only then).
 
     The choice is the planner's; with ``decision.probability`` a site meets the deadline
     only if P(T ≤ deadline) is high enough. The previous choice stays unless the new one
@@ -398,14 +427,14 @@ def pick(
         if req.deadline_s is not None:
             o.meets_deadline = meets(p, d, req.deadline_s)
         options.append(o)
-    choice, reason, fastest = choose(options, d.objective)
+    feasible = sorted((o for o in options if o.feasible), key=lambda o: o.time_s)
+    choice = chosen(options, d.objective) or (feasible[0].site if feasible else None)
+    reason: str | Reason = Reason(options, d.objective)
     by_name = {o.site: o for o in options}
-    choice = choice or fastest
     if choice and previous in by_name and previous != choice:
         prev, new = by_name[previous], by_name[choice]
         if prev.feasible and prev.meets_deadline is not False and _close(prev, new, d):
             choice, reason = previous, f"kept {previous} (within hysteresis of {new.site})"
-    feasible = sorted((o for o in options if o.feasible), key=lambda o: o.time_s)
     order = ([choice] if choice else []) + [o.site for o in feasible if o.site != choice]
     return order, reason
 
