@@ -32,10 +32,11 @@ class Rounds:
         self.rng = np.random.default_rng(seed)
         self.loss, self.now, self.pn = loss, 0.0, 0
         self.pending: list[tuple[int, float, bool]] = []  # resolved one round later
+        self.queued = False  # the rounds' RTT shows a queue (a tail-drop bottleneck)
 
     def round(self, rate: float, probe: bool = False) -> None:
         """One RTT of packets sent at ``rate`` bytes/s; last round's packets resolve."""
-        self.detector.on_round_start(self.pn, probe)
+        self.detector.on_round_start(self.pn, probe, queued=self.queued)
         for pn, sent_s, lost in self.pending:
             self.detector.on_resolved(pn, MSS, sent_s, lost, False)
         self.pending = []
@@ -64,6 +65,35 @@ def test_a_policer_is_found_and_its_rate_measured(over: float) -> None:
     path.cycle(over * C, 3)
     assert path.detector.policed
     assert path.detector.ceiling_bytes_per_s == pytest.approx(C, rel=0.05)
+
+
+def test_a_tail_drop_queue_is_not_read_as_a_policer() -> None:
+    """The same flat delivery and rising loss, but the rounds' RTT shows a queue: a FIFO that
+    drops at its tail, not a policer (in the lab a start-up overshoot into the emulator's
+    queue read as a policer at 150 of 100 Mbit/s and held the session above the path)."""
+    path = Rounds(C, 0.0)
+    path.queued = True
+    path.cycle(2.0 * C, 3)
+    assert not path.detector.policed and path.detector.detections == 0
+
+
+def test_a_queue_behind_a_policed_hold_releases_it() -> None:
+    """A hold whose RTT then shows a standing queue is no policer's: released, and the
+    estimate becomes what the queued rounds delivered."""
+    from tierwise.proto.relay.rate import RateController, RateSample
+
+    rate = RateController(MSS)
+    rate.on_sample(RateSample(1.5 * C, RTT_S, app_limited=False, queued=True), now=1.0)
+    rate.police.policed, rate.police.ceiling_bytes_per_s = True, 1.5 * C  # misread
+    assert rate.btl_bw_bytes_per_s == 1.5 * C
+    now, delivered = 1.0, 0
+    rate.on_round_end(None, delivered, now)
+    for _ in range(3):
+        now, delivered = now + 2 * RTT_S, delivered + int(C * 2 * RTT_S)
+        rate.on_sample(RateSample(C, 2 * RTT_S, app_limited=False), now=now)
+        rate.on_round_end(None, delivered, now)
+    assert not rate.police.policed
+    assert rate.btl_bw_bytes_per_s == pytest.approx(C, rel=0.01)
 
 
 def test_below_the_policer_nothing_is_found() -> None:

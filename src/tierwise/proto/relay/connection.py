@@ -392,6 +392,7 @@ class RelayConnection:
         self.prior: PathPrior | None = None
         self.prior_state = "none"  # "in use", "held" (start-up done) or "dropped: why"
         self._prior_reverse = False  # the prior is the other direction's rate, not memory
+        self._bulk_checked_round = -1  # the round _note_interactive last looked for bulk in
         if prior is not None:
             self.use_prior(prior)
 
@@ -560,6 +561,32 @@ class RelayConnection:
         self._reclassify(stream)
         if data and self.prior_state == "none" and self.rate.unmeasured:
             self._prior_from_reverse()
+        if data and not stream.send.bulk:
+            self._note_interactive()
+
+    def _receiving_bulk(self) -> bool:
+        """A stream past the bulk mark is arriving (asked once a round)."""
+        mark = self.config.bulk_bytes
+        return any(
+            st.recv.highest >= mark and not st.recv.finished for st in self._streams.values()
+        )
+
+    def _note_interactive(self) -> None:
+        """A small stream is active (a request arriving, an answer written): if this end is
+        pumping bulk, its rate drains the bulk's queue at the bottleneck and keeps it out
+        (:meth:`RateController.on_interactive`), so the small stream's bytes meet the
+        propagation delay, not the bulk's queue. Looked for at most once a round."""
+        rate = self.rate
+        if rate.interactive:
+            rate.on_interactive()
+            return
+        if self._bulk_checked_round == rate.round:
+            return
+        self._bulk_checked_round = rate.round
+        # a bulk stream with bytes still to send: not one finishing its tail (a transfer
+        # whose answer starts is no interactive stream beside it)
+        if any(st.send.bulk and st.send.end > st.send.next_offset for st in self._streams.values()):
+            rate.on_interactive()
 
     def _prior_from_reverse(self) -> None:
         """This direction has carried only small writes and ACKs (a download's client): its
@@ -1033,6 +1060,8 @@ class RelayConnection:
             self.stats.dropped_flow_control += 1
             return
         self._recv_total += recv.highest - before
+        if recv.highest < self.config.bulk_bytes:
+            self._note_interactive()
         data = recv.pop_ready()
         if data or (recv.finished and not stream.fin_delivered):
             stream.fin_delivered = recv.finished
@@ -1227,7 +1256,16 @@ class RelayConnection:
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered
-            self.rate.on_round_end(self._pn)
+            self.rate.on_round_end(
+                self._pn,
+                self._delivered,
+                now,
+                # written bytes wait unsent (a 25 MB window misread at start-up reads as
+                # app-limited while the pacer holds a download back) ...
+                backlogged=self._queued > 0,
+                # ... and a download's queue on the way back delays this direction's ACKs
+                reverse_bulk=self._receiving_bulk(),
+            )
             if self.prior is not None:
                 self._check_prior(now)
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)

@@ -79,6 +79,11 @@ PROBE_ROUNDS = 3  # a probe above a policed ceiling lasts this many rounds at fi
 MAX_PROBE_ROUNDS = 24  # … doubled each time the same ceiling is found again after it
 SAME_CEILING = 0.1
 KEEP_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS + 2
+# A round whose RTT showed a queue (the rate controller's brake) is a tail-drop queue's
+# loss, not a policer's, which drops without queueing: no detection from the window it is
+# in, and a hold it stands through is released. (In the lab a start-up overshoot into the
+# emulator's 120 ms queue read as a policer at 150 of 100 Mbit/s, held for the session.)
+QUEUED_QUIET_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS
 
 
 class _Round:
@@ -133,10 +138,13 @@ class PolicingDetector:
         # the newest settled round lost heavily and the window shows no spread of send
         # rates to judge by: the rate controller moves on to its probe and drain rounds
         self.needs_spread = False
+        self._since_queue = QUEUED_QUIET_ROUNDS  # rounds since one whose RTT showed a queue
 
-    def on_round_start(self, next_pn: int, probe: bool = False) -> None:
+    def on_round_start(self, next_pn: int, probe: bool = False, queued: bool = False) -> None:
         """A new round trip begins with packet number ``next_pn`` (``probe``: sent above the
-        ceiling of a policed path); judge the settled rounds."""
+        ceiling of a policed path; ``queued``: the round that ended saw a queue); judge the
+        settled rounds."""
+        self._since_queue = 0 if queued else self._since_queue + 1
         if self._rounds and self._rounds[-1].start_pn == next_pn:
             self._rounds[-1].probe = probe
             return  # nothing was sent in the round that just ended
@@ -186,7 +194,7 @@ class PolicingDetector:
         if not rounds:
             return
         self.needs_spread = rounds[-1].lost >= SPREAD_LOSS * (rounds[-1].acked + rounds[-1].lost)
-        if len(rounds) < MIN_ROUNDS:
+        if len(rounds) < MIN_ROUNDS or self._since_queue < QUEUED_QUIET_ROUNDS:
             return
         top = max(r.send_rate for r in rounds) / GROUP_SPAN
         bottom = min(r.send_rate for r in rounds) * GROUP_SPAN
@@ -250,6 +258,11 @@ class PolicingDetector:
             # the probe delivered no more than the hold, which lost too: the hold is
             # above the ceiling (measured on a bucket's help); what the hold delivers is it
             self.ceiling_bytes_per_s = min(ceiling, _ceiling(hold))
+
+    def release(self) -> None:
+        """Not a policer after all (a queue stood behind the hold): forget the ceiling."""
+        self._release()
+        self._since_queue = 0
 
     def _release(self) -> None:
         self._released_ceiling = self.ceiling_bytes_per_s
