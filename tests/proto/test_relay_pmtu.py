@@ -118,15 +118,21 @@ def test_a_link_whose_mtu_shrinks_is_a_black_hole_the_sender_leaves() -> None:
 
 def test_random_loss_is_not_a_black_hole() -> None:
     """At 14 % random loss on a jumbo link the search still converges (a lost probe is tried
-    again) and the sender keeps its large datagrams. One seed's loss pattern: the search
-    gives up on a size after lost probes, and any change of timing deals another pattern
-    (seeds 3–7 at one end: 8,880 B for 3 and 7 only before an answer arriving beside an
-    upload drained it, for 7 only since; validation.md, "A request beside bulk")."""
-    net, _ = jumbo_net(9000, loss=0.14, seed=7)
-    transfer(net, 6_000_000, 6_000_000, until=300.0)
-    for conn in (net.client, net.gateway):
-        stats = conn.pmtu_stats()
-        assert stats["datagram_bytes"] == 8880 and stats["pmtu_black_holes"] == 0, stats
+    again) and the sender keeps its large datagrams, on every seed of six.
+
+    A queue that overflows drops a run of large datagrams, which the black-hole counter
+    cannot tell from a path that shrank; the confirmation's probes of the current size
+    can (one gets through). With the base-size probe alone, 6 of 12 seeds fell back to
+    1,350 B here. Each seed's search must end at 8,880 B on both ends but for one: a
+    probe lost in a burst may still be unsettled when the 6 MB transfers end (seed 3)."""
+    found = []
+    for seed in range(1, 7):
+        net, _ = jumbo_net(9000, loss=0.14, seed=seed)
+        transfer(net, 6_000_000, 6_000_000, until=300.0)
+        stats = [conn.pmtu_stats() for conn in (net.client, net.gateway)]
+        assert all(s["pmtu_black_holes"] == 0 for s in stats), (seed, stats)
+        found.append(all(s["datagram_bytes"] == 8880 for s in stats))
+    assert sum(found) >= 5, found
 
 
 def test_the_default_size_sends_no_probe() -> None:

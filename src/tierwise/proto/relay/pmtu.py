@@ -22,13 +22,16 @@ SEARCH_COMPLETE once none is left),
 and the search runs again after :data:`RAISE_S` (RFC 8899's PMTU_RAISE_TIMER).
 
 Black holes (RFC 8899 §4.3): when :data:`BLACK_HOLE_LOSSES` datagrams larger than
-the base are declared lost and none that large is acknowledged in between, the
-sender suspects the path shrank and sends one confirmation probe at the base size.
-If it is acknowledged while the large datagrams still are not, the path carries
-small datagrams and drops large ones: the datagram falls back to the base and
-the search starts over :data:`BLACK_HOLE_RESEARCH_S` later. A lost confirmation
-means the path carries nothing (a blackout, not a black hole): the suspicion is
-dropped. Each end's sender discovers its own direction; nothing is negotiated.
+the base are declared lost and none that large, sent after them, is acknowledged, the
+sender suspects the path shrank and sends confirmation probes: one at the base size
+and :data:`CONFIRM_LARGE_PROBES` at the current size. If the base one is acknowledged
+and every large one lost, the path carries small datagrams and drops large ones: the
+datagram falls back to the base and the search starts over
+:data:`BLACK_HOLE_RESEARCH_S` later. A large one acknowledged means the run of losses
+was something else — a queue that overflowed drops a run of large datagrams just as a
+black hole does — and a lost base one means the path carries nothing (a blackout, not
+a black hole): either way the suspicion is dropped. Each end's sender discovers its own
+direction; nothing is negotiated.
 
 All the sizes still to try are probed at once, one probe each, smallest first (a
 jumbo path is found in one round trip, an Ethernet path in :data:`MAX_PROBES`); after a
@@ -38,7 +41,7 @@ what it sent, what was acknowledged and what was lost; this object reads no cloc
 The connection sends a due probe only between FEC blocks and while no request
 (non-bulk stream) has data waiting, and probes take no room in the congestion
 window (:attr:`PmtuSearch.flying_bytes`): a request never waits behind them.
-(A black hole's confirmation goes at once: the data waits on it.)
+(A black hole's confirmation probes go at once: the data waits on them.)
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ GAP_LOSS_FLOOR = 1e-9  # the probes' share of the peer's loss below this is none
 LOSS_QUANTUM = 1e-6  # the ACK frame carries the loss in ppm
 RAISE_S = 600.0  # RFC 8899 PMTU_RAISE_TIMER
 BLACK_HOLE_LOSSES = 6  # large datagrams lost with none acknowledged: suspect a black hole
+# … then confirm with one probe of the base size and this many of the current size: a
+# black hole passes the first and drops the others; a queue that overflowed (a run of
+# tail drops looks the same to the counter) passes a large one too
+CONFIRM_LARGE_PROBES = 2
 BLACK_HOLE_RESEARCH_S = 60.0  # after a black hole, search again this much later
 
 
@@ -99,8 +106,11 @@ class PmtuSearch:
         self._tries: dict[int, int] = {}  # probe size: probes of it lost
         self._probes: dict[int, int] = {}  # packet number: size, in flight
         self._next_at: float | None = 0.0 if self._targets else None
-        self._big_lost = 0  # large datagrams lost since one was last acknowledged
+        self._big_lost = 0  # large datagrams lost since one was last acknowledged …
+        self._big_acked_pn = -1  # … counting only those sent after the last one acknowledged
         self._confirm_pn: int | None = None  # the base-size probe of a suspected black hole
+        self._confirm_large: dict[int, int] = {}  # its probes of the current size: pn → size
+        self._confirm_large_sent = self._confirm_large_lost = 0
         self.flying_bytes = 0  # probes in flight: outside the congestion window
         # The probes' share of the peer's loss meter, kept as the meter keeps its own:
         # lost probes in windows it has not judged yet, and the EWMA over those it has.
@@ -121,7 +131,7 @@ class PmtuSearch:
 
     @property
     def searching(self) -> bool:
-        return bool(self._targets) or self._confirm_pn is not None
+        return bool(self._targets) or self._confirm_pn is not None or bool(self._confirm_large)
 
     def due(self, now: float, pn: int) -> int | None:
         """The size of a probe to send now, if one is due (``pn``: the next packet number).
@@ -130,8 +140,13 @@ class PmtuSearch:
         found in one round trip, an Ethernet one in ``MAX_PROBES``), smallest first.
         """
         if self.black_hole_suspected:
-            # a black hole is suspected: does a datagram of the base size get through?
-            return self.base_bytes if self._confirm_pn is None else None
+            # a black hole is suspected: does a datagram of the base size get through, and
+            # one of the current size not?
+            if self._confirm_pn is None and not self._confirm_large_sent:
+                return self.base_bytes
+            if self._confirm_large_sent < CONFIRM_LARGE_PROBES:
+                return self.pmtu_bytes
+            return None
         if self._next_at is None or now < self._next_at or pn < PROBE_AFTER_PACKETS:
             return None
         if not self._targets:
@@ -149,18 +164,28 @@ class PmtuSearch:
         self._probes[pn] = size
         self.flying_bytes += size
         self.probes_sent += 1
-        if self._big_lost >= BLACK_HOLE_LOSSES and self._confirm_pn is None:
-            self._confirm_pn = pn
+        if self._big_lost >= BLACK_HOLE_LOSSES:
+            if (
+                size == self.base_bytes
+                and self._confirm_pn is None
+                and not self._confirm_large_sent
+            ):
+                self._confirm_pn = pn
+            elif size == self.pmtu_bytes:
+                self._confirm_large[pn] = size
+                self._confirm_large_sent += 1
 
     def on_acked(self, pn: int, size: int, now: float) -> None:
         """A packet was acknowledged (a probe, or any other ack-eliciting one)."""
         if self._probes.pop(pn, None) is not None:
             self.flying_bytes -= size
             self.probes_acked += 1
+            if self._confirm_large.pop(pn, None) is not None:  # the current size gets through
+                self._end_confirmation()
+                return
             if pn == self._confirm_pn:
                 self._confirm_pn = None
-                if self._big_lost >= BLACK_HOLE_LOSSES:
-                    self._black_hole(now)
+                self._judge(now)
                 return
             if size > self.pmtu_bytes:
                 self.pmtu_bytes = size
@@ -170,6 +195,7 @@ class PmtuSearch:
             return
         if size > self.base_bytes + REPAIR_EXTRA_BYTES:
             self._big_lost = 0  # large datagrams get through: no black hole
+            self._big_acked_pn = max(self._big_acked_pn, pn)
 
     def on_lost(self, pn: int, size: int, now: float) -> bool:
         """A packet was declared lost; True if it was a probe (not a data loss)."""
@@ -179,15 +205,23 @@ class PmtuSearch:
             if pn // LOSS_WINDOW_PACKETS >= self._gap_judged:  # (else folded in already)
                 self._gaps.append(pn)
             if pn == self._confirm_pn:  # the base is lost too: a blackout, not a black hole
-                self._confirm_pn = None
-                self._big_lost = 0
+                self._end_confirmation()
+                return True
+            if self._confirm_large.pop(pn, None) is not None:
+                self._confirm_large_lost += 1
+                self._judge(now)
                 return True
             self._tries[size] = self._tries.get(size, 0) + 1
             if self._tries[size] >= MAX_PROBES:  # it does not get through, nor anything larger
                 self._targets = [s for s in self._targets if s < size]
                 self._search_done(now)
             return True
-        if size > self.base_bytes + REPAIR_EXTRA_BYTES and self.datagram_bytes > self.base_bytes:
+        # A large datagram sent before one that got through was not lost to a black hole:
+        # random loss declares a round's gaps together with the ACK that acknowledges the
+        # packets after them (14 % of a round of jumbo datagrams is more than
+        # BLACK_HOLE_LOSSES at once), which fell back to the base on 6 of 12 seeds.
+        big = size > self.base_bytes + REPAIR_EXTRA_BYTES
+        if big and self.datagram_bytes > self.base_bytes and pn > self._big_acked_pn:
             self._big_lost += 1
         return False
 
@@ -256,6 +290,25 @@ class PmtuSearch:
         if not self._targets:  # RFC 8899 SEARCH_COMPLETE: try again later
             self._tries.clear()
             self._next_at = now + RAISE_S
+
+    def _judge(self, now: float) -> None:
+        """A confirmation probe settled: a black hole once the base got through and every
+        probe of the current size was lost."""
+        base_through = self._confirm_pn is None and self._confirm_large_sent > 0
+        if (
+            base_through
+            and self._confirm_large_lost >= CONFIRM_LARGE_PROBES
+            and self._big_lost >= BLACK_HOLE_LOSSES
+        ):
+            self._end_confirmation()
+            self._black_hole(now)
+
+    def _end_confirmation(self) -> None:
+        """No black hole (a large probe got through, or nothing did): the suspicion ends."""
+        self._big_lost = 0
+        self._confirm_pn = None
+        self._confirm_large.clear()
+        self._confirm_large_sent = self._confirm_large_lost = 0
 
     def _black_hole(self, now: float) -> None:
         self.black_holes += 1
