@@ -56,10 +56,8 @@ def test_a_packet_read_late_in_a_batch_is_delayed_from_its_own_read() -> None:
     assert up.admitted[1] - up.admitted[0] >= 0.02
 
 
-def test_the_loop_sleeps_between_releases_instead_of_polling() -> None:
-    """Packets 0.25 ms apart on the release heap for 0.5 s, as on a busy path: the old loop
-    polled for the last 0.3 ms before each release, so all the time; this one sleeps."""
-    assert SPIN_S == 0.0
+def _busy_share_releasing_2000_packets() -> float:
+    """The loop thread's CPU over the wall time while it releases 2,000 packets 0.25 ms apart."""
     # 1,000 B at 4 MB/s: each packet leaves 0.25 ms after the one before it
     up = Shaper(Direction(delay_s=0.01, rate_bytes_per_s=4e6, queue_bytes=10**7))
     wall0 = time.monotonic()
@@ -76,7 +74,24 @@ def test_the_loop_sleeps_between_releases_instead_of_polling() -> None:
         wall = time.monotonic() - wall0
     assert up.stats.write_errors == 0
     assert wall >= 0.5
-    assert loop.busy_s < 0.5 * wall, f"the loop was on the CPU {loop.busy_s:.3f} s of {wall:.3f} s"
+    return loop.busy_s / wall
+
+
+def test_the_loop_sleeps_between_releases_instead_of_polling() -> None:
+    """Packets 0.25 ms apart on the release heap for 0.5 s, as on a busy path: the old loop
+    polled for the last 0.3 ms before each release, so all the time; this one sleeps.
+
+    It is on the CPU 11–17 % of the time here; once in a full suite a run read 56 %
+    (0.29 s of CPU for 2,000 packets, four times the usual per packet): the host adds
+    CPU time, never takes it away, so the least of up to three runs is judged. A loop
+    that polls is busy in every run."""
+    assert SPIN_S == 0.0
+    shares = []
+    for _ in range(3):
+        shares.append(_busy_share_releasing_2000_packets())
+        if shares[-1] < 0.5:
+            break
+    assert min(shares) < 0.5, f"the loop was on the CPU {shares} of the wall time"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and nice are Linux's")
