@@ -133,7 +133,7 @@ class RateController:
         self.police = PolicingDetector()
         self._hold_round = 0
         self._braked_rounds = 0  # rounds in a row the brake was on
-        self._queue_rate: tuple[int, float] | None = None  # (round, rate) of a queued round
+        self._queue_rate: float | None = None  # what the last round a queue stood delivered
         self._round_start = (0, 0.0)  # (bytes delivered, time) when this round began
         self._interactive_round: int | None = None  # the round of the last interactive sign
         self._drain_rounds = 0
@@ -336,10 +336,9 @@ class RateController:
         RTT may be its queue, which the ACKs wait in, not this direction's."""
         self.round += 1
         slack = INTERACTIVE_SLACK if self.interactive else QUEUE_SLACK
-        floor = (self.min_rtt_s or 0.0) * (1 + slack) + QUEUE_SLACK_S
-        self._braking = self._round_rtt_min > floor
+        self._braking = self._round_rtt_min > self._queue_floor_s(slack)
         if next_pn is not None:
-            queued = self._queue_floor_s < self._round_rtt_min < float("inf")
+            queued = self._queue_floor_s() < self._round_rtt_min < float("inf")
             self._police_round(next_pn, queued=queued)
         self._round_rtt_min = float("inf")
         round_rate = self._round_delivery(delivered, now)
@@ -378,9 +377,8 @@ class RateController:
 
     def _clip_queued(self, rate: float, rtt_s: float) -> float:
         """A sample taken through a standing queue, held near what such a round delivered."""
-        _, queue_rate = self._queue_rate  # type: ignore[misc]
-        if rtt_s > self._queue_floor_s:
-            return min(rate, QUEUED_SAMPLE_SLACK * queue_rate)
+        if self._queue_rate is not None and rtt_s > self._queue_floor_s():
+            return min(rate, QUEUED_SAMPLE_SLACK * self._queue_rate)
         return rate
 
     def _check_standing(self, round_rate: float) -> None:
@@ -393,7 +391,7 @@ class RateController:
             self.police.release()
             self._cycle = CYCLE_GAINS.index(BRAKE_GAIN)
         if round_rate > 0:
-            self._queue_rate = (self.round, round_rate)
+            self._queue_rate = round_rate
         self._braked_rounds += 1
         if self._braked_rounds >= STANDING_ROUNDS and 0 < round_rate < self.btl_bw_bytes_per_s:
             # a queue stood all round: the bottleneck was busy, and what it delivered is its rate
@@ -401,10 +399,10 @@ class RateController:
             self._bw.append((self.round, round_rate))
             self._braked_rounds = 0
 
-    @property
-    def _queue_floor_s(self) -> float:
-        """A round's smallest RTT above this shows a queue (the brake's rule, bulk's slack)."""
-        return (self.min_rtt_s or 0.0) * (1 + QUEUE_SLACK) + QUEUE_SLACK_S
+    def _queue_floor_s(self, slack: float = QUEUE_SLACK) -> float:
+        """A round's smallest RTT above this shows a queue (the brake's rule; bulk's slack
+        unless told otherwise)."""
+        return (self.min_rtt_s or 0.0) * (1 + slack) + QUEUE_SLACK_S
 
     def _police_round(self, next_pn: int, queued: bool = False) -> None:
         was, ceiling = self.police.policed, self.police.ceiling_bytes_per_s
