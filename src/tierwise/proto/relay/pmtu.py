@@ -109,8 +109,8 @@ class PmtuSearch:
         self._big_lost = 0  # large datagrams lost since one was last acknowledged …
         self._big_acked_pn = -1  # … counting only those sent after the last one acknowledged
         self._confirm_pn: int | None = None  # the base-size probe of a suspected black hole
-        self._confirm_large: dict[int, int] = {}  # its probes of the current size: pn → size
-        self._confirm_large_sent = self._confirm_large_lost = 0
+        self._confirm_large: set[int] = set()  # its probes of the current size in flight …
+        self._confirm_large_lost = 0  # … and lost (one acknowledged ends the confirmation)
         self.flying_bytes = 0  # probes in flight: outside the congestion window
         # The probes' share of the peer's loss meter, kept as the meter keeps its own:
         # lost probes in windows it has not judged yet, and the EWMA over those it has.
@@ -172,15 +172,14 @@ class PmtuSearch:
             ):
                 self._confirm_pn = pn
             elif size == self.pmtu_bytes:
-                self._confirm_large[pn] = size
-                self._confirm_large_sent += 1
+                self._confirm_large.add(pn)
 
     def on_acked(self, pn: int, size: int, now: float) -> None:
         """A packet was acknowledged (a probe, or any other ack-eliciting one)."""
         if self._probes.pop(pn, None) is not None:
             self.flying_bytes -= size
             self.probes_acked += 1
-            if self._confirm_large.pop(pn, None) is not None:  # the current size gets through
+            if pn in self._confirm_large:  # the current size gets through
                 self._end_confirmation()
                 return
             if pn == self._confirm_pn:
@@ -207,7 +206,8 @@ class PmtuSearch:
             if pn == self._confirm_pn:  # the base is lost too: a blackout, not a black hole
                 self._end_confirmation()
                 return True
-            if self._confirm_large.pop(pn, None) is not None:
+            if pn in self._confirm_large:
+                self._confirm_large.discard(pn)
                 self._confirm_large_lost += 1
                 self._judge(now)
                 return True
@@ -291,6 +291,10 @@ class PmtuSearch:
             self._tries.clear()
             self._next_at = now + RAISE_S
 
+    @property
+    def _confirm_large_sent(self) -> int:
+        return len(self._confirm_large) + self._confirm_large_lost
+
     def _judge(self, now: float) -> None:
         """A confirmation probe settled: a black hole once the base got through and every
         probe of the current size was lost."""
@@ -308,7 +312,7 @@ class PmtuSearch:
         self._big_lost = 0
         self._confirm_pn = None
         self._confirm_large.clear()
-        self._confirm_large_sent = self._confirm_large_lost = 0
+        self._confirm_large_lost = 0
 
     def _black_hole(self, now: float) -> None:
         self.black_holes += 1
