@@ -113,5 +113,7 @@ def test_the_relay_holds_a_policed_lab_path_at_its_rate() -> None:
     assert row["complete"], row
     assert row["goodput_over_police"] >= 0.3, row
     # the first second overdrives (the bucket passes the first train at the link's rate),
-    # the hold drops next to none: 8.5 % over the whole 16 s simulated, 25 % at 50 Mbit/s
-    assert row["path_loss"] <= 0.15, row
+    # the hold drops next to none: 8.5 % over the whole 16 s simulated, 25 % at 50 Mbit/s;
+    # in the lab 17–25 % on a quiet host (2026-12-06, this tree and 4316f09 alike: the
+    # emulator's arrival stamps, docs/validation.md "Policers"), kcptun 76 %
+    assert row["path_loss"] <= 0.30, row
