@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierwise.proto.relay import RelayConnection, wire
 from tierwise.errors import LocalProtocolError
+from tierwise.proto.relay import RelayConnection, wire
 from tierwise.proto.relay.connection import hello_admit_tag
 from tierwise.proto.relay.crypto import (
     ADMIT_SLOTS,

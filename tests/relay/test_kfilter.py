@@ -73,7 +73,11 @@ def test_client_program_passes_welcome_and_data_of_its_ids() -> None:
     cid = os.urandom(8)
     rx, tx, port = _pair()
     assert kfilter.attach(rx, kfilter.client_program([cid]))
-    good = [bytes([wire.WELCOME]) + cid + bytes(100), numbered(cid, 5), numbered(cid, (1 << 32) + 7)]
+    good = [
+        bytes([wire.WELCOME]) + cid + bytes(100),
+        numbered(cid, 5),
+        numbered(cid, (1 << 32) + 7),
+    ]
     bad = [numbered(os.urandom(8), 5), hello(), os.urandom(50), numbered(cid, 2 << 32),
            numbered(cid, 0xDEADBEEF_00000001), numbered(cid, (1 << 64) - 1)]  # fmt: skip
     for d in good + bad:

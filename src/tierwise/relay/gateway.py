@@ -275,7 +275,9 @@ class Gateway(asyncio.DatagramProtocol):
         self._admit_window = window
         self.admit_tags = frozenset(admission_tags(self._admit_key, wall_s, HELLO_WINDOW_S))
         self.struck &= self.admit_tags
-        self._tag_fails = Counter({t: n for t, n in self._tag_fails.items() if t in self.admit_tags})
+        self._tag_fails = Counter(
+            {t: n for t, n in self._tag_fails.items() if t in self.admit_tags}
+        )
         return True
 
     @property
