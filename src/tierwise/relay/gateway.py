@@ -30,7 +30,13 @@ the rest to the HELLO socket, whose filter keeps HELLOs carrying an admission ta
 gateway's key for the windows within ``HELLO_WINDOW_S`` of its clock (swapped at each
 window's start, :meth:`Gateway._rotate_tags`), read the same way (``HELLO_PAUSE_S``).
 Garbage and HELLOs from anyone without the key cost the sender's CPU, not the
-gateway's; a flood of anything else fills its own queue, not the sessions'. The
+gateway's; a flood of anything else fills its own queue, not the sessions'. A tag an
+on-path observer copied and floods with shows in failed HELLOs: after
+``HELLO_STRIKE_FAILS`` of them it is struck from the HELLO socket's list (each window
+has ``ADMIT_SLOTS`` tags and a client draws one per HELLO, so the others still admit),
+and the kernel drops that flood too. A HELLO naming an open session (its client missed
+the WELCOME) is answered only if dated after the session's newest: copies of one are
+replays, dropped before any AEAD check. The
 programs are rebuilt as sessions open, end and move. The kernel's drops (``SO_MEMINFO``,
 ``SO_RXQ_OVFL``) are ``dropped_kernel`` in the stats; while drops of any reason exceed
 ``FLOOD_RATE`` a second, one line a minute says so (:meth:`Gateway.watch_flood`).
@@ -474,7 +480,9 @@ class Gateway(asyncio.DatagramProtocol):
             return
         if self._admission(wall_s):  # a new window (the timer may be late): the kernel too
             self._refilter_hellos()
-        if hello_admit_tag(data) not in self.open_tags:  # no key, another version, struck
+        # no key, or another version; a struck tag still passes here: its HELLOs queued
+        # before the strike include the one it was copied from
+        if hello_admit_tag(data) not in self.admit_tags:
             self.counters["dropped_auth"] += 1
             return
         conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)

@@ -22,7 +22,8 @@ of the datagram's arrival, on loopback the sender's own system call):
   :func:`hello_program`) and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
   short datagrams are dropped. Past :data:`MAX_FILTER_IDS` ids the id chain is left out.
 * :func:`client_program`, on the client's (connected) socket: WELCOME or DATA naming
-  one of the client's session ids.
+  one of the client's session ids, with a packet number its sessions can have reached (a
+  forgery's random 64-bit number is dropped: four instructions).
 
 What passes is checked as before (header parse, AEAD): the programs only decide what
 is worth reading, and never drop a datagram the gateway could have accepted — a
