@@ -21,7 +21,8 @@ client that needs a version the gateway does not speak sees no WELCOME). Its adm
 tag (:func:`~tierwise.proto.relay.crypto.admission_tag`, the window of its send time and
 a slot drawn for each HELLO; slot 0 is the one tag a window of the first version 1
 clients) lets a gateway's kernel drop HELLO-shaped floods from anyone without the key
-before they queue, and a tag copied from the path once it is seen flooded. Frames inside a DATA packet::
+before they queue, and a tag copied from the path once it is seen flooded. Frames
+inside a DATA packet::
 
     PADDING          0x00  (the rest of the packet)
     PING             0x01
