@@ -306,7 +306,11 @@ def main() -> None:
                     out = flood.communicate(timeout=30)[0].split()
                 sent = int(int(out[0]) / float(out[1])) if len(out) == 2 else 0  # a second
                 after = stats(stats_port)["totals"]
-                drops = {k: after[k] - before[k] for k in after if k.startswith("dropped_")}
+                drops = {
+                    k: after[k] - before.get(k, 0)
+                    for k in after
+                    if k.startswith("dropped_") or k == "hello_tags_struck"
+                }
                 row["drops"] = {k: v for k, v in drops.items() if v}
                 rows.append((kind, row, sent, cpu_s(gwp.pid) - cpu0))
                 rows.append(("quiet", quiet(), 0, 0.0))
