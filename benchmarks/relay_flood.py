@@ -12,7 +12,9 @@ with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floo
   session's id, a bad tag), ``spoofed`` (a live session's id and a bad tag from random
   127/8 sources, raw socket: root);
 * the client's UDP port, spoofed from the gateway's address: ``client-random``,
-  ``client-unknown``, ``client-badtag`` (the client's session id).
+  ``client-unknown``, ``client-badtag`` (the client's session id, random packet numbers),
+  ``client-badtag-pn`` (the same with the packet numbers the gateway is about to send,
+  as an on-path attacker could read them).
 
 ``spin`` sends nothing and keeps one core busy: the control, what losing a core to a
 flooder costs on this host whatever it sends (on loopback the kernel's work on a
@@ -67,10 +69,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOODER = ROOT / "tests" / "relay" / "flooder.py"
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 REQUEST_BYTES = 354_640
+# client-badtag-pn: the flooder's 1,024 numbers spread over the next 24,576 packets (a 20 MB
+# download and its requests): most forgeries are ahead of the session, each an AEAD check
+PN_STEP = 24
 GATEWAY_CLASSES = (
     "spin", "random", "unknown", "hello", "hello-observed", "replay", "badtag", "spoofed",
 )  # fmt: skip
-CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag")
+CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag", "client-badtag-pn")
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -208,6 +213,10 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
         return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"], "--spoof", "random:0"]
     if kind == "client-badtag":
         return [*cmd, cl_to, "--kind", "badtag", "--cid", ctx["client_cid"], spoof_gw]
+    if kind == "client-badtag-pn":  # the numbers the gateway sends next, as read off the path
+        (entry,) = [e for e in stats(ctx["stats_port"])["sessions"] if e["id"] == ctx["client_cid"]]
+        pns = ["--pn-from", str(entry["packets_sent"]), "--pn-step", str(PN_STEP)]
+        return [*cmd, cl_to, "--kind", "badtag", "--cid", ctx["client_cid"], *pns, spoof_gw]
     return [*cmd, cl_to, "--kind", kind.removeprefix("client-"), spoof_gw]
 
 
@@ -280,6 +289,7 @@ def main() -> None:
             recorder = Recorder(psk, gw, fwd)
             ctx = {
                 "gw_port": gw_port,
+                "stats_port": stats_port,
                 "client_port": udp_port_of(clp.pid),
                 "client_cid": next(iter(ids)),
                 "cid": recorder.cid.hex(),
