@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.relay.conftest import KEY
 from tests.relay.flooder import _ip_udp
@@ -212,3 +214,37 @@ def test_forged_data_at_the_client_is_dropped_by_its_kernel() -> None:
             transport.close()
 
     asyncio.run(run())
+
+
+def _tagged(tag: bytes) -> bytes:
+    body = bytearray(wire.HELLO_BYTES)
+    body[0] = wire.HELLO
+    body[wire.HELLO_VERSION_AT] = wire.HELLO_VERSION
+    body[wire.HELLO_ADMIT_AT : wire.HELLO_ADMIT_AT + 8] = tag
+    return bytes(body)
+
+
+@settings(max_examples=30)
+@given(st.lists(st.integers(0, 200), max_size=300), st.integers(1, 8))
+def test_a_tag_is_struck_at_its_sixteenth_failure_and_leaves_with_its_window(
+    picks: list[int], windows_later: int
+) -> None:
+    """Failed HELLOs strike a listed tag at exactly ``HELLO_STRIKE_FAILS`` failures; an
+    unlisted tag is never struck; a struck tag leaves with its window."""
+    gateway = Gateway(KEY, set())
+    wall_s = 1_800_000_000.0
+    gateway._admission(wall_s)
+    listed = sorted(gateway.admit_tags)
+    unlisted = [os.urandom(8) for _ in range(57)]
+    pool = listed + unlisted  # 144 + 57 = 201 tags
+    fails: dict[bytes, int] = {}
+    for i in picks:
+        gateway._hello_failed(_tagged(pool[i]))
+        fails[pool[i]] = fails.get(pool[i], 0) + 1
+    strike = gateway_module.HELLO_STRIKE_FAILS
+    assert gateway.struck == {t for t, n in fails.items() if n >= strike and t in listed}
+    assert gateway.counters["hello_tags_struck"] == len(gateway.struck)
+    assert gateway.open_tags == gateway.admit_tags - gateway.struck
+    struck = set(gateway.struck)
+    gateway._admission(wall_s + windows_later * 30.0)
+    assert gateway.struck == struck & gateway.admit_tags
