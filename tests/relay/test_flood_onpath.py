@@ -207,6 +207,16 @@ def test_forged_data_at_the_client_is_dropped_by_its_kernel() -> None:
             client._probe()
             await asyncio.sleep(0.1)
             assert client.session.conn.stats.packets_received > received
+            # a session past 3 × 2^32 packets: the bound follows it (numbers up to 2^34 pass)
+            client.session.conn._replay.largest = 3 << 32
+            client.refilter()
+            assert client.pn_high == 3
+            auth = client.session.conn.stats.dropped_auth
+            for pn in (4 << 32, 5 << 32):
+                forged = wire.HEADER.pack(wire.DATA, cid, pn) + os.urandom(200)
+                raw.sendto(_ip_udp(addr, ("127.0.0.1", port), forged), ("127.0.0.1", 0))
+            await asyncio.sleep(0.1)
+            assert client.session.conn.stats.dropped_auth == auth + 1
         finally:
             if client is not None:
                 client.close()

@@ -216,8 +216,9 @@ class Client:
         if self.session is not None:
             sessions.append(self.session)
         ids = [s.conn.connection_id for s in sessions]
-        self.pn_high = max((s.conn.largest_received_pn >> 32 for s in sessions), default=0)
-        kfilter.attach(sock, kfilter.client_program(ids, pn_high=max(self.pn_high, 0)))
+        highs = (s.conn.largest_received_pn >> 32 for s in sessions)  # none yet: -1 >> 32
+        self.pn_high = max(0, *highs)
+        kfilter.attach(sock, kfilter.client_program(ids, pn_high=self.pn_high))
 
     def refilter(self) -> None:
         """The socket's filter again (a session's packet numbers passed another 2^32)."""
