@@ -217,7 +217,7 @@ class Client:
             sessions.append(self.session)
         ids = [s.conn.connection_id for s in sessions]
         highs = (s.conn.largest_received_pn >> 32 for s in sessions)  # none yet: -1 >> 32
-        self.pn_high = max(0, *highs)
+        self.pn_high = max([0, *highs])
         kfilter.attach(sock, kfilter.client_program(ids, pn_high=self.pn_high))
 
     def refilter(self) -> None:
