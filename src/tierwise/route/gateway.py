@@ -38,7 +38,7 @@ from starlette.routing import Route
 from tierwise.errors import ScenarioError
 from tierwise.openai_api import RequestRejected, error_body, parse_request
 from tierwise.route.config import RouteConfig
-from tierwise.route.edge import Gate, read_body, refuse, rejection
+from tierwise.route.edge import DEPARTURE, Gate, read_body, refuse, rejection
 from tierwise.route.estimate import Adaptive
 from tierwise.route.fleet import apply_kind
 from tierwise.route.h1 import KEEPALIVE_EXPIRY_S, Answer, H1Transport, Origin
@@ -409,14 +409,22 @@ class Router:
         assert me is not None
         fired: list[bool] = []
 
-        async def watch() -> None:
-            await _disconnected(request.receive)
+        def left() -> None:
             fired.append(True)
             me.cancel()
 
+        async def watch() -> None:
+            await _disconnected(request.receive)
+            left()
+
         # the work runs in this task, not a new one: up to its first wait it is what it
-        # was (it joins a site's line before the next request is predicted)
-        gone = asyncio.create_task(watch())
+        # was (it joins a site's line before the next request is predicted). The guarded
+        # protocol (tierwise route) says when the client leaves; under another server a
+        # task waits for ASGI's disconnect message
+        departure = request.scope.get("extensions", {}).get(DEPARTURE)
+        gone = asyncio.create_task(watch()) if departure is None else None
+        if departure is not None:
+            departure.watch(left)
         try:
             return await work
         except asyncio.CancelledError:
@@ -424,7 +432,10 @@ class Router:
                 raise
             me.uncancel()
         finally:
-            gone.cancel()
+            if gone is not None:
+                gone.cancel()
+            else:
+                departure.unwatch(left)
         if "outcome" not in record:
             record["outcome"] = "client gone"
             record["total_s"] = time.perf_counter() - t0
