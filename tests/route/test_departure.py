@@ -57,3 +57,29 @@ def test_a_client_leaving_a_whole_answer_ends_its_request(tmp_path) -> None:
     assert gone is not None, "the departure was not logged before the answer's end"
     assert gone["total_s"] < ANSWER_S / 2 and seen_s < ANSWER_S / 2
     assert after.status_code == 200
+
+
+def test_a_client_leaving_a_stream_ends_its_request(tmp_path) -> None:
+    """A client that closes a stream after its first events: the gateway stops relaying,
+    closes the site's stream (a cut stream in the log), and serves the next one whole."""
+    args = ("--decode-step", "20 ms", "--prefill-per-token", "0 s")
+    with model_server(*args) as site:
+        port = free_port()
+        with route_process(route_toml(tmp_path, site, port)) as (url, _):
+            body = {"prompt": "hi", "max_tokens": 100, "stream": True}
+            t0 = time.perf_counter()
+            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=10) as r:
+                first = next(r.iter_raw())
+            log = tmp_path / "d.jsonl"
+            cut = None
+            while cut is None and time.perf_counter() - t0 < ANSWER_S:
+                lines = log.read_text().splitlines() if log.exists() else []
+                cut = next((json.loads(x) for x in lines if "stream_error" in x), None)
+                time.sleep(0.05)
+            short = {"prompt": "hi", "max_tokens": 2, "stream": True}
+            after = httpx.post(url + "/v1/completions", json=short, timeout=10)
+    assert first.startswith(b"data: ") and r.status_code == 200
+    assert cut is not None, "the cut stream was not logged before the answer's end"
+    assert cut["stream_error"] == "client disconnected"
+    assert cut["stages"]["tokens_out"] < 100 and cut["total_s"] < ANSWER_S / 2
+    assert after.status_code == 200 and after.text.endswith("data: [DONE]\n\n")

@@ -866,9 +866,7 @@ class Router:
                     (b"x-tierwise-predicted-s", b"%.4f" % pred.option.time_s)]  # fmt: skip
         if shape.stream and resp.status_code < 400:
             gen = self._relay_stream(a, shape, pred, record, attempts, t0)
-            streaming = StreamingResponse(gen, status_code=resp.status_code)
-            streaming.raw_headers = headers  # as they came (a repeated header stays repeated)
-            return streaming
+            return _Streamed(resp.status_code, headers, gen)
         if a.as_stream and resp.status_code < 400:
             return await self._assemble(a, shape, pred, record, attempts, t0, headers)
         try:
@@ -1338,6 +1336,49 @@ class _Incoming:
         for name, value in scope["headers"]:
             headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
         self.headers = headers
+
+
+class _Streamed:
+    """A stream as ASGI messages, each piece as it comes; a client that leaves ends it
+    (the relaying generator is cancelled where it waits, then closed). Under the guarded
+    protocol its :class:`~tierwise.route.edge.Departure` says so; under another server
+    starlette's ``StreamingResponse`` listens for ``http.disconnect`` (a task group per
+    stream)."""
+
+    __slots__ = ("gen", "headers", "status")
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], gen: Any) -> None:
+        self.status, self.headers, self.gen = status, headers, gen
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        departure = scope.get("extensions", {}).get(DEPARTURE)
+        if departure is None:
+            streaming = StreamingResponse(self.gen, status_code=self.status)
+            streaming.raw_headers = self.headers  # as they came (repeats stay repeated)
+            await streaming(scope, receive, send)
+            return
+        me = asyncio.current_task()
+        assert me is not None
+        fired: list[bool] = []
+
+        def left() -> None:
+            fired.append(True)
+            me.cancel()
+
+        departure.watch(left)
+        try:
+            await send({"type": "http.response.start", "status": self.status,
+                        "headers": self.headers})  # fmt: skip
+            async for chunk in self.gen:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        except asyncio.CancelledError:
+            if not fired:
+                raise
+            me.uncancel()
+        finally:
+            departure.unwatch(left)
+            await self.gen.aclose()  # cancelled while sending: the generator ends here
 
 
 class _Whole:
