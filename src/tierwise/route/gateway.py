@@ -1065,7 +1065,7 @@ class Router:
         if isinstance(reason := record.get("reason"), Reason):
             record["reason"] = str(reason)
         if self.log is not None:
-            self.log.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self.log.write(_LOG_JSON.encode(record) + "\n")
             self.log.flush()
 
     # ------------------------------------------------------------- other endpoints
@@ -1236,6 +1236,7 @@ def _transport(site, on_resend=None) -> H1Transport:
 
 
 _HOT = frozenset(COMPLETION_PATHS)
+_LOG_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps makes one per call
 # The request's trace (tierwise.route.otel.RequestTrace) while tracing is on: attempts,
 # hedges among them run as tasks of their own, and find it here to name their parent.
 _TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("tierwise_route_trace", default=None)
