@@ -405,37 +405,15 @@ class Router:
         """Await a whole answer unless the client leaves first: then the work is cancelled,
         and with it the site's request (its connection closed: a server that watches it
         stops; one asked for a stream, ``whole_as_stream``, stops between tokens)."""
-        me = asyncio.current_task()
-        assert me is not None
-        fired: list[bool] = []
-
-        def left() -> None:
-            fired.append(True)
-            me.cancel()
-
-        async def watch() -> None:
-            await _disconnected(request.receive)
-            left()
-
         # the work runs in this task, not a new one: up to its first wait it is what it
-        # was (it joins a site's line before the next request is predicted). The guarded
-        # protocol (tierwise route) says when the client leaves; under another server a
-        # task waits for ASGI's disconnect message
-        departure = request.scope.get("extensions", {}).get(DEPARTURE)
-        gone = asyncio.create_task(watch()) if departure is None else None
-        if departure is not None:
-            departure.watch(left)
-        try:
-            return await work
-        except asyncio.CancelledError:
-            if not fired:
-                raise
-            me.uncancel()
-        finally:
-            if gone is not None:
-                gone.cancel()
-            else:
-                departure.unwatch(left)
+        # was (it joins a site's line before the next request is predicted)
+        with _OnDeparture(request.scope, request.receive) as leaving:
+            try:
+                return await work
+            except asyncio.CancelledError:
+                if not leaving.fired:
+                    raise
+                leaving.me.uncancel()
         if "outcome" not in record:
             record["outcome"] = "client gone"
             record["total_s"] = time.perf_counter() - t0
@@ -1339,6 +1317,41 @@ class _Incoming:
         self.headers = headers
 
 
+class _OnDeparture:
+    """The current task cancelled when the request's client leaves — told by the guarded
+    protocol's :class:`~tierwise.route.edge.Departure`, or else (another server) by a task
+    awaiting ASGI's ``http.disconnect`` through ``receive``. ``fired``: it was (so a
+    ``CancelledError`` is the departure's, to be uncancelled, not the server's)."""
+
+    def __init__(self, scope: dict[str, Any], receive: Any = None) -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        self.me, self.fired, self.receive = me, False, receive
+        self.departure = scope.get("extensions", {}).get(DEPARTURE)
+        self.task: asyncio.Task | None = None
+
+    def _left(self) -> None:
+        self.fired = True
+        self.me.cancel()
+
+    async def _watch(self) -> None:
+        await _disconnected(self.receive)
+        self._left()
+
+    def __enter__(self) -> _OnDeparture:
+        if self.departure is not None:
+            self.departure.watch(self._left)
+        elif self.receive is not None:
+            self.task = asyncio.create_task(self._watch())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        elif self.departure is not None:
+            self.departure.unwatch(self._left)
+
+
 class _Streamed:
     """A stream as ASGI messages, each piece as it comes; a client that leaves ends it
     (the relaying generator is cancelled where it waits, then closed). Under the guarded
@@ -1352,34 +1365,24 @@ class _Streamed:
         self.status, self.headers, self.gen = status, headers, gen
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        departure = scope.get("extensions", {}).get(DEPARTURE)
-        if departure is None:
+        if DEPARTURE not in scope.get("extensions", {}):
             streaming = StreamingResponse(self.gen, status_code=self.status)
             streaming.raw_headers = self.headers  # as they came (repeats stay repeated)
             await streaming(scope, receive, send)
             return
-        me = asyncio.current_task()
-        assert me is not None
-        fired: list[bool] = []
-
-        def left() -> None:
-            fired.append(True)
-            me.cancel()
-
-        departure.watch(left)
-        try:
-            await send({"type": "http.response.start", "status": self.status,
-                        "headers": self.headers})  # fmt: skip
-            async for chunk in self.gen:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
-        except asyncio.CancelledError:
-            if not fired:
-                raise
-            me.uncancel()
-        finally:
-            departure.unwatch(left)
-            await self.gen.aclose()  # cancelled while sending: the generator ends here
+        with _OnDeparture(scope) as leaving:
+            try:
+                await send({"type": "http.response.start", "status": self.status,
+                            "headers": self.headers})  # fmt: skip
+                async for chunk in self.gen:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            except asyncio.CancelledError:
+                if not leaving.fired:
+                    raise
+                leaving.me.uncancel()
+            finally:
+                await self.gen.aclose()  # cancelled while sending: the generator ends here
 
 
 class _Whole:
