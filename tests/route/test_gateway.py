@@ -203,3 +203,23 @@ def test_a_fault_inside_the_gateway_is_openai_shaped_and_told_once(
     err_text = capfd.readouterr().err
     assert err_text.count("ValueError: a fault injected into prediction") == 1
     assert "Traceback" in err_text
+
+
+def test_a_site_whose_prior_is_too_slow_is_tried_once_and_then_learned(tmp_path: Path) -> None:
+    """A site's prior says 14 ms a token, its server takes 1 ms: never chosen on its
+    prior, it would never be learned. It is tried once (its prior less one standard
+    deviation beats the other site), then chosen on what it answered; a site whose
+    prior, even so, is far slower (the device) is never tried."""
+    args = [("--decode-step", d, "--prefill-per-token", "0 s") for d in ("1 ms", "8 ms", "1 ms")]
+    with model_servers(*args) as (hidden, known, far):
+        sites = [site("hidden", hidden, "14 ms"), site("known", known, "8 ms"),
+                 site("far", far, "200 ms")]  # fmt: skip
+        router, port = gateway(sites, tmp_path, probe_interval="1 h")
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}
+        with served(router.app, port) as gw, httpx.Client(base_url=gw, timeout=60) as c:
+            chosen = [c.post("/v1/chat/completions", json=body).headers["x-tierwise-site"]
+                      for _ in range(6)]  # fmt: skip
+    assert "hidden" in chosen[:3] and chosen[-3:] == ["hidden"] * 3, chosen
+    assert "far" not in chosen
+    reasons = [r["reason"] for r in read_log(tmp_path / "d.jsonl")]
+    assert sum(r.startswith("trial of hidden") for r in reasons) == 1, reasons
