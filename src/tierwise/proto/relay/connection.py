@@ -98,6 +98,10 @@ TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
 TRAIN_MIN_ACKS = 4
 TRAIN_MIN_SPREAD_S = 0.00025
 TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending did was queued
+# A start-up flight acknowledged in fewer ACKs than TRAIN_MIN_ACKS is timed by the peer's
+# arrival stamps once this much of it is acknowledged (half the initial window: 1.7 ms at
+# 100 Mbit/s, long enough that the ACKs' own jitter is a small part of it).
+FIRST_FLIGHT_TRAIN_BYTES_MIN = 16 * 1350
 # A paced flight the peer took in at its sending pace (arrivals spread at most KEPT_SLACK ×
 # the sending, over at least KEPT_MIN_PACKETS datagrams) shows the path carries that pace,
 # even where ACKs that left late (a busy reader) read its train below it: path memory's
@@ -1315,6 +1319,8 @@ class RelayConnection:
         queued = False
         long_enough = nbytes >= TRAIN_MIN_PACKETS * self._pmtu.datagram_bytes
         timed = acks >= TRAIN_MIN_ACKS and now - start_s >= TRAIN_MIN_SPREAD_S
+        if not timed and self.rate.startup and nbytes >= FIRST_FLIGHT_TRAIN_BYTES_MIN:
+            return self._first_flight_rate(rate, nbytes, sent_dt, start_recv_s)
         if long_enough and timed and dt > 0:
             rate = max(rate, nbytes / dt)
             # Queued at the bottleneck only if the peer's arrival times spread too: a
@@ -1329,6 +1335,21 @@ class RelayConnection:
             ):
                 self._kept_bytes_per_s = max(self._kept_bytes_per_s, nbytes / sent_dt)
         return rate, queued
+
+    def _first_flight_rate(
+        self, rate: float, nbytes: int, sent_dt: float, start_recv_s: float
+    ) -> tuple[float, bool]:
+        """A start-up flight (a new session's first) acknowledged in too few ACKs to time (a
+        receiver that read it in one or two batches), timed by when it reached the peer:
+        each ACK's arrival less its reported delay is its largest packet's kernel stamp
+        there. Queued (the bottleneck's rate) only if the peer's arrivals spread more than
+        the sending did; else the sample as it was. In the lab a gateway waiting for a
+        core read the 64-datagram first flight in one batch, sent one ACK, and the request
+        grew its window as a slow start does: 2.6–2.8 × the floor instead of 1.8 ×."""
+        recv_dt = self._ack_recv_s - start_recv_s
+        if recv_dt < TRAIN_MIN_SPREAD_S or recv_dt < TRAIN_QUEUED * sent_dt:
+            return rate, False
+        return max(rate, nbytes / recv_dt), True
 
     _FRAME_HANDLERS: ClassVar[dict[type, Any]] = {}  # filled below the class
 
