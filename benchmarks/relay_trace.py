@@ -239,12 +239,15 @@ def second_flight(ev: dict, client: list, gateway: list, req: RequestExperiment)
     if not tx:
         return {}
     half_rtt = req.rtt_s / 2
-    acks = [r for r in c if r[1] == "rxb" and r[0] > tx[0][0]]
-    # the second flight: data sent after the first ACKs came back (half an RTT past the first)
-    second = [r for r in tx if r[0] > tx[0][0] + half_rtt]
-    if not acks or not second:
+    # the first flight's first ACK: the first batch whose kernel stamp is a round trip after
+    # the flight left (earlier ones answer what the session sent before it)
+    acks = [r for r in c if r[1] == "rxb" and float(r[2][1]) >= tx[0][0] + 0.9 * req.rtt_s]
+    if not acks:
         return {}
-    first_flight = sum(int(r[2][0]) for r in tx if r[0] <= tx[0][0] + half_rtt)
+    second = [r for r in tx if r[0] >= acks[0][0]]
+    if not second:
+        return {}
+    first_flight = sum(int(r[2][0]) for r in tx if r[0] < acks[0][0])
     sent = sum(int(r[2][1]) for r in second)
     exits = [r for r in c if r[1] == "startup_end"]
     g = [r for r in gateway if r[1] == "rxb" and float(r[2][1]) >= second[0][0]]

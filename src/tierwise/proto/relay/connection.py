@@ -1342,14 +1342,15 @@ class RelayConnection:
         """A start-up flight (a new session's first) acknowledged in too few ACKs to time (a
         receiver that read it in one or two batches), timed by when it reached the peer:
         each ACK's arrival less its reported delay is its largest packet's kernel stamp
-        there. Queued (the bottleneck's rate) only if the peer's arrivals spread more than
-        the sending did; else the sample as it was. In the lab a gateway waiting for a
-        core read the 64-datagram first flight in one batch, sent one ACK, and the request
-        grew its window as a slow start does: 2.6–2.8 × the floor instead of 1.8 ×."""
+        there. Its rate is at most the slower of the sending and the arrivals (a lower
+        bound of the path, as an ACK train's), and the bottleneck's (queued) if the
+        arrivals spread more than the sending did. In the lab a gateway waiting for a core
+        read the 64-datagram first flight in one batch, sent one ACK, and the request grew
+        its window as a slow start does: 2.6–2.8 × the floor instead of 1.8 ×."""
         recv_dt = self._ack_recv_s - start_recv_s
-        if recv_dt < TRAIN_MIN_SPREAD_S or recv_dt < TRAIN_QUEUED * sent_dt:
+        if recv_dt < TRAIN_MIN_SPREAD_S:
             return rate, False
-        return max(rate, nbytes / recv_dt), True
+        return max(rate, nbytes / max(recv_dt, sent_dt)), recv_dt >= TRAIN_QUEUED * sent_dt
 
     _FRAME_HANDLERS: ClassVar[dict[type, Any]] = {}  # filled below the class
 
