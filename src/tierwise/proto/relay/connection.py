@@ -103,6 +103,7 @@ TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending 
 # arrival stamps once this much of it is acknowledged (half the initial window: 1.7 ms at
 # 100 Mbit/s, long enough that the ACKs' own jitter is a small part of it).
 FIRST_FLIGHT_TRAIN_BYTES_MIN = 16 * 1350
+FIRST_FLIGHT_TRAIN_PACKETS = 16  # ... and one acknowledged whole by one ACK, from this many
 # A paced flight the peer took in at its sending pace (arrivals spread at most KEPT_SLACK ×
 # the sending, over at least KEPT_MIN_PACKETS datagrams) shows the path carries that pace,
 # even where ACKs that left late (a busy reader) read its train below it: path memory's
@@ -430,6 +431,7 @@ class RelayConnection:
         # and the first ACK's receiver-side time (its arrival less the delay it reports)
         self._train: tuple[float, int, float, int, float, float] | None = None
         self._ack_recv_s = 0.0  # the ACK being read: when its largest packet reached the peer
+        self._path_rtt_s = float("inf")  # least RTT less the ACK's delay (_one_ack_flight)
         self._ack_largest = -1  # ... and that packet's number
         self._next_send_s = 0.0
         self._paced_from = (0.0, 0, 0.0)  # the last paced datagram's slot, size, rate (_repace)
@@ -1231,12 +1233,32 @@ class RelayConnection:
             top = max(newly, key=lambda p: p.pn)
             if top.pn == largest and top.eliciting:
                 self._rtt.update(now - top.sent_s, f.delay_s)
+                # the path's own round trip: the peer's lateness (the ACK's delay) taken out
+                self._path_rtt_s = min(self._path_rtt_s, now - f.delay_s - top.sent_s)
         self._pto_count = 0
         for p in sorted(newly, key=lambda p: p.pn):
             self._on_packet_acked(p, now)
+        if len(newly) >= FIRST_FLIGHT_TRAIN_PACKETS and self.rate.startup:
+            self._one_ack_flight(newly, now, f.delay_s)
         self._detect_lost(now)
         self._probe_share(f.loss, largest)
         self._repace()
+
+    def _one_ack_flight(self, newly: list[_Sent], now: float, delay_s: float) -> None:
+        """A start-up flight acknowledged whole by one ACK (a receiver that read it in one
+        batch): no train to time, but its last packet reached the peer later than an
+        unqueued one would by the time the bottleneck took to pass the flight, so
+        ``bytes / (RTT of its last − the least RTT, both less their ACK's delay)`` is the
+        path's rate
+        (more queueing of others' traffic reads it lower). In the lab a gateway waiting
+        for a core did this to 1–6 of 8 new sessions, which then grew their window as a
+        slow start does: 2.6–3.0 × the floor instead of 1.8 ×."""
+        first_s = min(p.sent_s for p in newly)
+        spread = now - delay_s - first_s - self._path_rtt_s
+        if spread < TRAIN_MIN_SPREAD_S:
+            return
+        nbytes = sum(p.size for p in newly)
+        self.rate.on_sample(RateSample(nbytes / spread, now - first_s, app_limited=False), now)
 
     def _repace(self) -> None:
         """The next pacing slot at the rate as it is now, if that rate is at least twice
