@@ -24,7 +24,9 @@ import copy
 import functools
 import json
 import math
+import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
@@ -221,6 +223,7 @@ class Router:
         self.regions = {"any", "device", *(m.site.region for m in models if m.site.region)}
         self.log = None
         self._probe_task: asyncio.Task | None = None
+        self._faults_told: set[tuple[str, str, int | None]] = set()  # internal errors logged
         self.other = Starlette(
             routes=[
                 *(Route(p, _not_allowed, methods=_METHODS) for p in COMPLETION_PATHS),
@@ -229,6 +232,7 @@ class Router:
                 Route("/{path:path}", _not_found, methods=_METHODS),
             ],
             lifespan=self._lifespan,
+            exception_handlers={Exception: self._internal_error_page},
         )
         self.app = _App(self)
 
@@ -251,12 +255,36 @@ class Router:
             scope["headers"] = [h for h in scope["headers"] if h[0] != b"authorization"]
         try:
             if scope["method"] == "POST" and scope["path"] in _HOT:
-                response = await self.complete(_Incoming(scope, receive), client)
+                try:
+                    response = await self.complete(_Incoming(scope, receive), client)
+                except Exception as exc:  # a fault of ours, not the client's: said, not hidden
+                    response = self._internal_error(exc)
                 await response(scope, receive, send)
             else:
                 await self.other(scope, receive, send)
         finally:
             self.gate.release(client)
+
+    async def _internal_error_page(self, request: Request, exc: Exception) -> Response:
+        """The same for the pages starlette serves (the pass-through, ``/metrics``)."""
+        return self._internal_error(exc)
+
+    def _internal_error(self, exc: Exception) -> Response:
+        """A fault inside the gateway before an answer began: the client gets OpenAI's
+        500 (``server_error``), the operator the traceback on stderr, once per kind of
+        fault (where it was raised), and every one on ``/metrics``."""
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        kind = (type(exc).__name__, where.filename, where.lineno)
+        self.metrics.internal_errors.inc()
+        if kind not in self._faults_told:
+            self._faults_told.add(kind)
+            text = "".join(traceback.format_exception(exc))
+            print(f"tierwise route: internal error (told once):\n{text}", file=sys.stderr)
+        body = error_body(
+            f"internal error in the gateway ({type(exc).__name__}); the operator's log has it",
+            "server_error",
+        )
+        return JSONResponse(body, 500)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette):
