@@ -14,6 +14,15 @@ service (the last carries the FIN), the service's first response byte read by th
 gateway, the client's last datagram in, and the application's last response byte;
 with the pacing rate, window and estimate the client used and the datagrams and
 repairs it sent. The floor is ``R + S/B + T_proc + S_resp/B``.
+
+``--sessions new`` restarts both relay processes before each timed request (a path never
+seen, as ``tierwise lab request --sessions new`` does) and adds the start-up's own
+milestones: the first flight's ACKs at the client (kernel stamps), the second flight's
+first and last datagram out, the pacing rate and estimate it left at, and its span at the
+gateway against its bytes at the path's rate (a span longer than that: the client fed the
+bottleneck too slowly)::
+
+    sudo python benchmarks/relay_trace.py --sessions new --runs 8
 """
 
 from __future__ import annotations
@@ -137,6 +146,12 @@ def main() -> None:
     ap.add_argument("--loss", type=fraction, default=0.0)
     ap.add_argument("--keep", help="copy the raw traces here")
     ap.add_argument("--json", help="write every request's milestones and segments here")
+    ap.add_argument(
+        "--sessions",
+        choices=("warm", "new"),
+        default="warm",
+        help="warm: one warmed session; new: the processes restarted before each request",
+    )
     args = ap.parse_args()
     req = RequestExperiment(loss_up=args.loss, loss_down=args.loss, runs=args.runs)
     floor = serial_floor_s(req)
@@ -148,22 +163,21 @@ def main() -> None:
     path = EmulatedPath(req.path_config())
     with path, ModelService(path.server_ns, path.server_addr, config) as svc:
         target = (path.server_addr, svc.port)
-        with open_tunnel("relay", path, target, req.rtt_s, req.rate_bytes_per_s) as tunnel:
-            _warm(path, tunnel, body, None)
-            emulator = path._emulator.pid if path._emulator else None
-            cpu0 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
-            events = [_request(path, tunnel, body, None).events for _ in range(args.runs)]
-            cpu1 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
-            pids = {end: p.pid for end, p in tunnel.processes.items()}
+        if args.sessions == "new":
+            cpu_ms, timed = _on_new_sessions(path, target, body, req, args.runs)
+        else:
+            cpu_ms, timed = _on_a_warm_session(path, target, body, req, args.runs)
     del os.environ["TIERWISE_RELAY_TRACE"]
-    rows = traces(prefix, pids)
     print(f"floor {floor * 1e3:.1f} ms; load average {os.getloadavg()[0]:.2f}")
-    cpu_ms = {end: round((cpu1[end] - cpu0[end]) / args.runs * 1e3, 1) for end in cpu0}
     print(f"CPU ms per request (user + system): {cpu_ms}")
-    parts, kparts, records = [], [], []
-    for i, ev in enumerate(events):
-        until = events[i + 1]["connect_start"] if i + 1 < len(events) else None
+    parts, kparts, cparts, records = [], [], [], []
+    for i, (ev, pids) in enumerate(timed):
+        rows = traces(prefix, pids)
+        until = timed[i + 1][0]["connect_start"] if i + 1 < len(timed) else None
         b = breakdown(ev, rows["client"], rows["server"], until)
+        if args.sessions == "new":
+            b.update(second_flight(ev, rows["client"], rows["server"], req))
+            cparts.append(cold_segments(b, req))
         print(f"{b['app_last_byte'] / (floor * 1e3):.3f} x floor", b)
         parts.append(segments(b, req))
         kparts.append(kernel_segments(b, req))
@@ -176,8 +190,109 @@ def main() -> None:
         slow = sorted(kparts, key=lambda k: k["total - floor"])[-max(1, len(kparts) // 10) :]
         print(f"the slowest {len(slow)} (what the p99 is made of):")
         _table(slow)
+    if cparts:
+        print("a new session's start-up, ms (median, min, max):")
+        _table(cparts)
     if args.json:
         Path(args.json).write_text(json.dumps({"floor_s": floor, "requests": records}, indent=1))
+
+
+def _on_a_warm_session(
+    path: EmulatedPath, target: tuple[str, int], body: bytes, req: RequestExperiment, runs: int
+) -> tuple[dict, list]:
+    """``runs`` requests on one session warmed first; CPU ms per request, (events, pids)."""
+    with open_tunnel("relay", path, target, req.rtt_s, req.rate_bytes_per_s) as tunnel:
+        _warm(path, tunnel, body, None)
+        emulator = path._emulator.pid if path._emulator else None
+        cpu0 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
+        events = [_request(path, tunnel, body, None).events for _ in range(runs)]
+        cpu1 = {**tunnel.cpu_s(), "emulator": process_cpu_s(emulator or 0)}
+        pids = {end: p.pid for end, p in tunnel.processes.items()}
+    cpu_ms = {end: round((cpu1[end] - cpu0[end]) / runs * 1e3, 1) for end in cpu0}
+    return cpu_ms, [(ev, pids) for ev in events]
+
+
+def _on_new_sessions(
+    path: EmulatedPath, target: tuple[str, int], body: bytes, req: RequestExperiment, runs: int
+) -> tuple[dict, list]:
+    """Each request the first of processes just started, with no memory of the path."""
+    timed, cpu = [], {"client": 0.0, "server": 0.0}
+    for _ in range(runs):
+        with open_tunnel("relay", path, target, req.rtt_s, req.rate_bytes_per_s) as tunnel:
+            cpu0 = tunnel.cpu_s()
+            events = _request(path, tunnel, body, None).events
+            for end, s in tunnel.cpu_s().items():
+                cpu[end] += s - cpu0[end]
+            timed.append((events, {end: p.pid for end, p in tunnel.processes.items()}))
+    return {end: round(s / runs * 1e3, 1) for end, s in cpu.items()}, timed
+
+
+def second_flight(ev: dict, client: list, gateway: list, req: RequestExperiment) -> dict:
+    """A new session's start-up from both traces (ms from ``connect_start``): the first
+    flight's first ACK at the client (kernel stamp), the second flight's first and last
+    datagram out, with the pacing rate and estimate at its first, and its span at the
+    gateway (kernel stamps) against its bytes at the path's rate."""
+    t0, t1 = ev["connect_start"], ev["last_response"]
+    ms = lambda t: round((t - t0) * 1e3, 2)  # noqa: E731
+    c = window(client, t0, t1)
+    tx = [r for r in c if r[1] == "tx" and int(r[2][1]) > 600]
+    if not tx:
+        return {}
+    half_rtt = req.rtt_s / 2
+    # the first flight's first ACK: the first batch whose kernel stamp is a round trip after
+    # the flight left (earlier ones answer what the session sent before it)
+    acks = [r for r in c if r[1] == "rxb" and float(r[2][1]) >= tx[0][0] + 0.9 * req.rtt_s]
+    if not acks:
+        return {}
+    second = [r for r in tx if r[0] >= acks[0][0]]
+    if not second:
+        return {}
+    first_flight = sum(int(r[2][0]) for r in tx if r[0] < acks[0][0])
+    sent = sum(int(r[2][1]) for r in second)
+    exits = [r for r in c if r[1] == "startup_end"]
+    g = [r for r in gateway if r[1] == "rxb" and float(r[2][1]) >= second[0][0]]
+    g = [r for r in g if float(r[2][1]) <= t1 - half_rtt]
+    out = {
+        "first_flight_datagrams": first_flight,
+        "client_ack_first_kernel": ms(float(acks[0][2][1])),
+        "client_ack_first_read": ms(acks[0][0]),
+        "second_tx_first": ms(second[0][0]),
+        "second_tx_last": ms(second[-1][0]),
+        "second_datagrams": sum(int(r[2][0]) for r in second),
+        "second_pacing_Mbit": round(float(second[0][2][2]) * 8e-6, 1),
+        "second_btl_bw_Mbit": round(float(second[0][2][4]) * 8e-6, 1),
+        "second_bytes": sent,
+        "startup_exit": f"{exits[0][2][0]} {float(exits[0][2][1]) * 8e-6:.1f}" if exits else "",
+        "startup_exit_at": ms(exits[0][0]) if exits else None,
+    }
+    if g:
+        span = float(g[-1][2][2]) - float(g[0][2][1])
+        out.update(gw_second_first=ms(float(g[0][2][1])), gw_second_last=ms(float(g[-1][2][2])))
+        out["gw_second_span_over_bytes"] = round((span - sent / req.rate_bytes_per_s) * 1e3, 2)
+    return out
+
+
+def cold_segments(b: dict, req: RequestExperiment) -> dict[str, float]:
+    """A new session's request cut at its start-up's milestones (ms)."""
+    if "second_tx_first" not in b:
+        return {}
+    rtt_ms = req.rtt_s * 1e3
+    seg = {
+        "first datagram -> first ACK (kernel) - RTT": b["client_ack_first_kernel"]
+        - b["client_tx_first"]
+        - rtt_ms,
+        "first ACK (kernel) -> read": b["client_ack_first_read"] - b["client_ack_first_kernel"],
+        "first ACK (kernel) -> second flight": b["second_tx_first"] - b["client_ack_first_kernel"],
+        "second flight: sent over (ms)": b["second_tx_last"] - b["second_tx_first"],
+        "second flight: its bytes at B (ms)": b["second_bytes"] / req.rate_bytes_per_s * 1e3,
+        "second flight: pacing (Mbit/s)": b["second_pacing_Mbit"],
+        "second flight: estimate (Mbit/s)": b["second_btl_bw_Mbit"],
+        "first flight (datagrams)": b["first_flight_datagrams"],
+        "total - floor - RTT": b["app_last_byte"] - serial_floor_s(req) * 1e3 - rtt_ms,
+    }
+    if "gw_second_span_over_bytes" in b:
+        seg["second flight at the gateway: span - bytes/B"] = b["gw_second_span_over_bytes"]
+    return seg
 
 
 def _table(parts: list[dict]) -> None:

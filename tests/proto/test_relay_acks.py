@@ -25,7 +25,14 @@ def _flight(client: RelayConnection, now: float, bulk: bool) -> list[tuple[bytes
     client.rate.startup = not bulk  # (False as after a queued ACK train ended start-up)
     sid = client.open_stream()
     client.send(sid, payload("bulk", 4_000_000))
-    return client.datagrams_to_send(now)
+    out = client.datagrams_to_send(now)  # a request's first MB comes a few per call: all due now
+    while (
+        (due := client.get_timer()) is not None
+        and due <= now
+        and (more := client.datagrams_to_send(now))
+    ):
+        out += more
+    return out
 
 
 def _bulk_datagrams(client: RelayConnection, now: float, count: int) -> list[bytes]:

@@ -7,8 +7,16 @@ with the times a loaded process would hand them (docs/validation.md).
 
 from __future__ import annotations
 
+import pytest
+
 from tierwise.proto.relay import RelayConfig, RelayConnection
-from tierwise.proto.relay.connection import BURST_PACKETS, LATE_WAKE_CREDIT_S
+from tierwise.proto.relay.connection import (
+    BURST_CALL_PACKETS,
+    BURST_PACKETS,
+    LATE_WAKE_CREDIT_S,
+)
+from tierwise.proto.relay.rate import INITIAL_CWND_PACKETS
+from tierwise.proto.relay.streams import BULK_BYTES
 
 KEY = bytes(range(32))
 RATE = 10e6  # bytes/s: the pacing rate the tests start from
@@ -19,6 +27,19 @@ def allowance(conn: RelayConnection, size: int) -> float:
     """Packets the pacer lets leave at once after a pause (its burst allowance)."""
     rate = conn.rate.pacing_rate_bytes_per_s
     return max(conn.config.pacing_quantum_s * rate / size, BURST_PACKETS) + 1
+
+
+def drain(conn: RelayConnection, now: float) -> list[tuple[bytes, object]]:
+    """Every datagram due at ``now``: calls again while the timer says "now" (an unpaced
+    flight comes a few datagrams per call), as the relay's event loop does."""
+    out = conn.datagrams_to_send(now)
+    while (
+        (due := conn.get_timer()) is not None
+        and due <= now
+        and (more := conn.datagrams_to_send(now))
+    ):
+        out += more
+    return out
 
 
 def established(config: RelayConfig | None = None) -> tuple[RelayConnection, RelayConnection]:
@@ -40,10 +61,10 @@ def test_a_late_pacing_timer_sends_what_it_slept_through() -> None:
     client, _ = established(RelayConfig(initial_rate_bytes_per_s=RATE))
     sid = client.open_stream(priority=5)
     client.send(sid, bytes(4_000_000))
-    first = client.datagrams_to_send(0.2)
+    first = drain(client, 0.2)
     due = client.get_timer()
     assert due is not None and due < 0.21
-    late = client.datagrams_to_send(due + 0.006)
+    late = drain(client, due + 0.006)
     rate = client.rate.pacing_rate_bytes_per_s
     size = len(late[0][0])
     expected = 0.006 * rate / size
@@ -81,7 +102,7 @@ def _burst_and_acks(spacing_s: float) -> float:
     client, gateway = established()
     sid = client.open_stream(priority=5)
     client.send(sid, bytes(32 * 1300))
-    burst = client.datagrams_to_send(0.2)
+    burst = drain(client, 0.2)
     assert len(burst) >= 32
     acks = []
     for i, (data, _) in enumerate(burst):
@@ -119,3 +140,75 @@ def test_bulk_streams_of_one_priority_take_turns() -> None:
         for sid, start, end, _fin in packet.streams:
             sent[sid] += end - start
     assert min(sent.values()) >= 0.4 * sum(sent.values())
+
+
+def _calls(conn: RelayConnection, now: float) -> list[int]:
+    """Data datagrams per ``datagrams_to_send`` call at ``now`` while the timer says "now"."""
+    sizes = []
+    while not sizes or ((due := conn.get_timer()) is not None and due <= now):
+        out = conn.datagrams_to_send(now)
+        if not out:
+            break
+        sizes.append(sum(len(d) > 1000 for d, _ in out))
+    return sizes
+
+
+def test_a_new_sessions_first_flight_leaves_a_few_datagrams_per_call() -> None:
+    """A process seals a call's datagrams before the first leaves: the unpaced first flight
+    (the initial window) comes eight per call, each time with the timer due at once."""
+    client, _ = established()
+    client.send(client.open_stream(), bytes(354_640), end_stream=True)
+    sizes = _calls(client, 0.2)
+    assert max(sizes) == BURST_CALL_PACKETS and sum(sizes) >= INITIAL_CWND_PACKETS
+
+
+def test_bulk_keeps_the_pacers_quantum_per_call() -> None:
+    """Bulk (a stream past the bulk mark) is not cut into calls of eight: a pacing timer
+    6 ms late returns its ~6 ms of the pace in one call (fewer calls, less CPU per byte)."""
+    client, _ = established(RelayConfig(initial_rate_bytes_per_s=RATE))
+    sid = client.open_stream(priority=5)
+    client.send(sid, bytes(4_000_000))
+    client._streams[sid].send.next_offset = BULK_BYTES  # past the mark, as after 1 MB sent
+    client.datagrams_to_send(0.2)
+    due = client.get_timer()
+    assert due is not None
+    assert len(client.datagrams_to_send(due + 0.006)) > 4 * BURST_CALL_PACKETS
+
+
+@pytest.mark.parametrize("first_batch", [3, 0])
+def test_a_first_flight_read_in_one_batch_is_timed_by_the_peers_stamps(first_batch: int) -> None:
+    """The gateway reads a new session's first flight in two batches (3 datagrams, then
+    the rest 8 ms after the last arrived, as a process waiting for a core does), or all
+    in one: two ACKs or one, too few to time. The client times the flight by the peer's
+    arrival stamps (the ACKs' delays), finds the path's rate, and sends the rest of the
+    request at once instead of growing its window as a slow start (the lab's 2.6–3.0 ×
+    the floor)."""
+    client, gateway = established()
+    check = client.open_stream()  # a small exchange first, as a forward's check at start
+    client.send(check, b"check", end_stream=True)
+    for data, _ in drain(client, 0.11):
+        gateway.receive_datagram(data, CLIENT, 0.16)
+    gateway.handle_timer(0.165)  # its ACK waits out the ACK delay
+    for data, _ in gateway.datagrams_to_send(0.165):
+        client.receive_datagram(data, GATEWAY, 0.215)
+    client.send(client.open_stream(), bytes(354_640), end_stream=True)
+    flight = [d for d, _ in drain(client, 0.3)]
+    assert sum(len(d) > 1000 for d in flight) >= INITIAL_CWND_PACKETS
+    spacing = 0.0005  # the path: 1,378 B per 0.5 ms
+    arrivals = [0.35 + spacing * i for i in range(len(flight))]
+    acks = []
+    batches = [(slice(0, first_batch), arrivals[2])] if first_batch else []
+    batches.append((slice(first_batch, None), arrivals[-1] + 0.008))
+    for batch, read_at in batches:
+        for data, at in zip(flight[batch], arrivals[batch], strict=True):
+            gateway.receive_datagram(data, CLIENT, at)
+        acks += [(d, read_at + 0.05) for d, _ in gateway.datagrams_to_send(read_at)]
+    assert len(acks) == len(batches)
+    for data, at in acks:
+        client.receive_datagram(data, GATEWAY, at)
+    path_rate = 1378 / spacing
+    assert 0.8 * path_rate <= client.rate.btl_bw_bytes_per_s <= 1.25 * path_rate
+    # the rest of the request fits the window and leaves near the path's rate (the brake
+    # may hold it at 0.75 × while the late ACK's RTT reads as a queue)
+    assert client.rate.cwnd_bytes >= 354_640
+    assert client.rate.pacing_rate_bytes_per_s >= 0.7 * path_rate

@@ -138,8 +138,15 @@ class Net:
         client_key: bytes = KEY,
         gateway_key: bytes = KEY,
         config: RelayConfig | None = None,
+        seal_cost_s: float = 0.0,
     ) -> None:
+        """``seal_cost_s``: CPU seconds per datagram an end spends before the datagrams of
+        one ``datagrams_to_send`` call leave together, as a process seals them all and
+        then sends them in one system call; the end sends nothing more until then (0: the
+        datagrams leave at the call's time, the plain simulator)."""
         self.up, self.down = up or OneWayPath(), down or OneWayPath()
+        self.seal_cost_s = seal_cost_s
+        self._sealing = {"up": 0.0, "down": 0.0}  # when each end's last call's datagrams left
         self.rng = np.random.default_rng(seed)
         self.client = RelayConnection(client_key, is_client=True, config=config)
         self.gateway = RelayConnection(gateway_key, is_client=False, config=config)
@@ -155,12 +162,18 @@ class Net:
 
     def _flush(self) -> None:
         for name, conn, path in (("up", self.client, self.up), ("down", self.gateway, self.down)):
-            for datagram, _addr in conn.datagrams_to_send(self.now):
+            if self._sealing[name] > self.now:
+                continue
+            out = conn.datagrams_to_send(self.now)
+            leave = self.now + self.seal_cost_s * len(out)
+            if self.seal_cost_s and out:
+                self._sealing[name] = leave
+            for datagram, _addr in out:
                 if self.tap is not None:
                     datagram = self.tap(name, datagram)
                     if datagram is None:
                         continue
-                for at in path.arrivals(len(datagram) + 28, self.now, self.rng):
+                for at in path.arrivals(len(datagram) + 28, leave, self.rng):
                     self._seq += 1
                     heapq.heappush(self._heap, (at, self._seq, name, datagram))
 
@@ -176,8 +189,10 @@ class Net:
             self._drain_events()
             if stop is not None and stop():
                 return
-            times = [
-                t for t in (self.client.get_timer(), self.gateway.get_timer()) if t is not None
+            times = [  # an end still sealing sends nothing before it is done
+                max(t, self._sealing[name])
+                for name, t in (("up", self.client.get_timer()), ("down", self.gateway.get_timer()))
+                if t is not None
             ]
             nxt = min([*times, self._heap[0][0] if self._heap else until + 1])
             self.now = max(self.now, nxt)
