@@ -355,6 +355,12 @@ class RelayConnection:
         self.peer_addr: Addr = None
         self.stats = RelayStats()
         self._events: deque[Event] = deque()
+        # In-order bytes that arrived for the stream of ``_merge_event`` (a StreamDataReceived
+        # still waiting in _events) after it was queued: joined into it when it is taken, so
+        # a batch of datagrams read at once hands its owner one event per stream, not one
+        # per datagram (each costs the I/O layer a pass through its Python handlers).
+        self._merge_event: StreamDataReceived | None = None
+        self._merge_chunks: list[bytes] = []
         self._random = random_bytes(32)
         self._client_random = b""
         self._welcome = b""
@@ -532,7 +538,14 @@ class RelayConnection:
 
     def next_event(self) -> Event | None:
         if self._events:
-            return self._events.popleft()
+            event = self._events.popleft()
+            merged = self._merge_event
+            if merged is not None and event is merged:
+                self._merge_event = None
+                if self._merge_chunks:
+                    merged.data = b"".join([merged.data, *self._merge_chunks])
+                    self._merge_chunks = []
+            return event
         if self._forgotten:  # every event of a forgotten stream is taken: unmark it
             self.held.difference_update(self._forgotten)
             self._forgotten.clear()
@@ -1065,9 +1078,32 @@ class RelayConnection:
         data = recv.pop_ready()
         if data or (recv.finished and not stream.fin_delivered):
             stream.fin_delivered = recv.finished
-            self._events.append(StreamDataReceived(f.stream_id, data, recv.finished))
+            self._deliver(f.stream_id, data, recv.finished)
             self._delivered_bytes += len(data)
         self._after_delivery(stream, len(data))
+
+    def _deliver(self, stream_id: int, data: bytes, fin: bool) -> None:
+        """Queue a stream's in-order bytes: onto its event still waiting last in the queue
+        (the owner has not taken it yet: a batch being read), else as a new event."""
+        last = self._merge_event
+        events = self._events
+        if (
+            last is not None
+            and events
+            and events[-1] is last
+            and last.stream_id == stream_id
+            and not last.end_stream
+        ):
+            if data:
+                self._merge_chunks.append(data)
+            last.end_stream = fin
+            return
+        if last is not None and self._merge_chunks:  # it is no longer last: join its bytes now
+            last.data = b"".join([last.data, *self._merge_chunks])
+            self._merge_chunks = []
+        event = StreamDataReceived(stream_id, data, fin)
+        events.append(event)
+        self._merge_event = event
 
     def _accept_stream(self, f: StreamFrame) -> _Stream | None:
         sid = f.stream_id
