@@ -10,7 +10,7 @@ processes on 127.0.0.1 in front of a local target, and each variant moves, in tu
   (the issue's request, without the path's delay),
 
 and reports per process CPU seconds per GB (``/proc/<pid>/stat``, user + system, over
-that phase only), UDP datagrams per MB (the relay client's own counters: what it sent
+that phase only, and the kernel's share of it), UDP datagrams per MB (the relay client's own counters: what it sent
 and received) and system calls per MB (``perf stat`` on each process: all calls, the
 send and receive calls, ``epoll_wait``; skipped with a note where ``perf`` cannot
 attach). The variants run alternately, repeat by repeat, in one go:
@@ -215,6 +215,16 @@ class Variant:
             p.wait(timeout=10)
 
 
+def system_cpu_s(pid: int) -> float:
+    """System (kernel) CPU seconds of process ``pid`` so far (``/proc/<pid>/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
+
+
 def perf_start(pid: int, out: Path) -> subprocess.Popen | None:
     events = ",".join(EVENTS.values())
     try:
@@ -249,6 +259,7 @@ def perf_stop(proc: subprocess.Popen | None, out: Path) -> dict[str, int] | None
 def measure(variant: Variant, phase: str, args: argparse.Namespace, tmp: Path) -> dict:
     nbytes = int(args.mb * 1e6) if phase != "requests" else REQUEST_BYTES * args.requests
     cpu0 = {role: process_cpu_s(p.pid) for role, p in variant.procs.items()}
+    sys0 = {role: system_cpu_s(p.pid) for role, p in variant.procs.items()}
     outs = {role: tmp / f"perf-{role}.txt" for role in variant.procs}
     perfs = {role: perf_start(p.pid, outs[role]) for role, p in variant.procs.items()}
     time.sleep(0.3)  # perf attached
@@ -268,10 +279,12 @@ def measure(variant: Variant, phase: str, args: argparse.Namespace, tmp: Path) -
     dgrams1 = variant.datagrams()
     calls = {role: perf_stop(perfs[role], outs[role]) for role in variant.procs}
     cpu = {role: process_cpu_s(p.pid) - cpu0[role] for role, p in variant.procs.items()}
+    kernel = {role: system_cpu_s(p.pid) - sys0[role] for role, p in variant.procs.items()}
     mb = nbytes / 1e6
     return {
         "mbit_s": nbytes * 8 / seconds / 1e6,
         "cpu_gb": {role: c / (mb / 1e3) for role, c in cpu.items()},
+        "sys_share": {role: kernel[role] / c if c > 0 else 0.0 for role, c in cpu.items()},
         "dgrams_mb": None
         if dgrams0 is None or dgrams1 is None
         else [(b - a) / mb for a, b in zip(dgrams0, dgrams1, strict=True)],
@@ -342,11 +355,11 @@ def main() -> None:
         f"{min(load):.2f}–{max(load):.2f}; Python {sys.version.split()[0]}"
     )
     print(
-        "| variant | phase | Mbit/s | CPU s/GB client / gateway "
+        "| variant | phase | Mbit/s | CPU s/GB client / gateway | of it in the kernel "
         "| datagrams/MB client sent / received "
         "| syscalls/MB client (send / recv / epoll) | syscalls/MB gateway | request ms |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (name, phase), rows in results.items():
 
         def med(key, rows=rows):  # type: ignore[no-untyped-def]
@@ -356,6 +369,7 @@ def main() -> None:
             return statistics.median(values)
 
         cpu = [med(lambda r, role=role: r["cpu_gb"][role]) for role in ("client", "gateway")]
+        kernel = [med(lambda r, role=role: r["sys_share"][role]) for role in ("client", "gateway")]
         calls = {
             role: None
             if any(r["calls_mb"][role] is None for r in rows)
@@ -370,6 +384,7 @@ def main() -> None:
         req = med(lambda r: r["request_ms"])
         print(
             f"| {name} | {phase} | {med(lambda r: r['mbit_s']):.0f} | {cpu[0]:.1f} / {cpu[1]:.1f} "
+            f"| {kernel[0]:.0%} / {kernel[1]:.0%} "
             f"| {'—' if dgrams is None else f'{dgrams[0]:.0f} / {dgrams[1]:.0f}'} "
             f"| {fmt_calls(calls['client'])} "
             f"| {fmt_calls(calls['gateway'])} | {'—' if req is None else f'{req:.1f}'} |"

@@ -48,7 +48,7 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 from tierwise.relay import kfilter, trace
-from tierwise.relay.batchudp import open_batch_endpoint
+from tierwise.relay.batchudp import BULK_READ_PAUSE_S, MAX_BATCH, open_batch_endpoint
 from tierwise.relay.pathmemory import SAVE_EVERY_S, PathMemory
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
@@ -79,6 +79,10 @@ _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id
 class _Dialer(asyncio.DatagramProtocol):
     def __init__(self, owner: Client) -> None:
         self.owner = owner
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
 
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         self.datagrams_received([(data, addr)])
@@ -109,6 +113,10 @@ class _Dialer(asyncio.DatagramProtocol):
         session.transmit()
         for other in others.values():
             other.transmit()
+        if session.conn.bulk_arriving and len(batch) < MAX_BATCH and not others:
+            pause = getattr(self.transport, "pause_reading_for", None)
+            if pause is not None:  # the rest of the flight is read in a millisecond, at once
+                pause(BULK_READ_PAUSE_S)
 
     def error_received(self, exc: Exception) -> None:
         """An ICMP error on the connected socket: port unreachable means no gateway

@@ -752,6 +752,13 @@ class RelayConnection:
         return stream
 
     @property
+    def bulk_arriving(self) -> bool:
+        """The peer is sending a window-filling bulk flight (its last STREAM frame asked for
+        a late ACK) and nothing received since wants a prompt one: what this end takes in
+        may wait a little (an I/O layer pauses its reads, :mod:`tierwise.relay.batchudp`)."""
+        return self._peer_ack_later and not self._ack_prompt
+
+    @property
     def in_flight_bytes(self) -> int:
         """Bytes sent and neither acknowledged nor declared lost."""
         return self._in_flight
