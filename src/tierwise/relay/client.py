@@ -98,16 +98,20 @@ class _Dialer(asyncio.DatagramProtocol):
             trace.event("rxb", len(batch), f"{arrivals[0]:.6f}", f"{arrivals[-1]:.6f}")
         lingering = owner.lingering
         others: dict[int, Session] = {}
-        current = False  # a datagram for the current session (the watchdog's clock)
-        for i, (data, addr) in enumerate(batch):
-            target = session
-            if lingering and data[_CID] != session.conn.connection_id:  # an older session's
-                target = lingering.get(data[_CID], session)
-            if target is session:
-                current = True
-            else:
-                others[id(target)] = target
-            target.receive(data, addr, arrivals[i] if arrivals else None)
+        if lingering:
+            current = False  # a datagram for the current session (the watchdog's clock)
+            for i, (data, addr) in enumerate(batch):
+                target = session
+                if data[_CID] != session.conn.connection_id:  # an older session's
+                    target = lingering.get(data[_CID], session)
+                if target is session:
+                    current = True
+                else:
+                    others[id(target)] = target
+                target.receive(data, addr, arrivals[i] if arrivals else None)
+        else:  # (the usual case) every datagram is the current session's
+            session.receive_batch(batch, arrivals)
+            current = bool(batch)
         if current:
             owner.last_rx_s = session.now()
         session.transmit()
