@@ -74,7 +74,8 @@ __all__ = [
 MAX_BATCH = 64  # datagrams per wake-up: other sockets get their turn
 # A receiver's read pause while a bulk flight arrives (the event loop's timers are
 # millisecond-grained): ≈ 18 datagrams per wake-up at 200 Mbit/s instead of one. Well
-# inside the delay a bulk flight's ACKs may take anyway (max_ack_delay_s, 5 ms).
+# inside the delay a bulk flight's ACKs may take anyway (max_ack_delay_s, 5 ms), and
+# taken only on a path whose RTT is long beside it (RelayConnection.bulk_read_delay_s).
 BULK_READ_PAUSE_S = 0.001
 RECV_BYTES = 65535
 SOL_UDP = 17

@@ -117,7 +117,11 @@ class _Dialer(asyncio.DatagramProtocol):
         session.transmit()
         for other in others.values():
             other.transmit()
-        if session.conn.bulk_arriving and len(batch) < MAX_BATCH and not others:
+        if (
+            len(batch) < MAX_BATCH
+            and not others
+            and session.conn.bulk_read_delay_s >= BULK_READ_PAUSE_S
+        ):
             pause = getattr(self.transport, "pause_reading_for", None)
             if pause is not None:  # the rest of the flight is read in a millisecond, at once
                 pause(BULK_READ_PAUSE_S)

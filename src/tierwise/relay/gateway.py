@@ -371,7 +371,11 @@ class Gateway(asyncio.DatagramProtocol):
             session.transmit()
         # every session this batch fed is receiving a bulk flight: the rest of it is read in
         # a millisecond, at once (a request of another session waits that long at most)
-        if busy and len(batch) < MAX_BATCH and all(s.conn.bulk_arriving for s in busy.values()):
+        if (
+            busy
+            and len(batch) < MAX_BATCH
+            and all(s.conn.bulk_read_delay_s >= BULK_READ_PAUSE_S for s in busy.values())
+        ):
             pause = getattr(self.transport, "pause_reading_for", None)
             if pause is not None:
                 pause(BULK_READ_PAUSE_S)
