@@ -118,6 +118,10 @@ def test_only_a_bulk_flight_asks_for_a_pause() -> None:
     net.gateway.send(bulk, payload("bulk", 10_000_000), end_stream=True)
     net.run(net.now + 3.0, lambda: net.client.bulk_arriving)
     assert net.client.bulk_arriving, "a download past start-up arrives as bulk"
+    # its sender, pacing the flight out, may read ACKs as late (nothing else waits on them)
+    net.run(net.now + 1.0, lambda: net.gateway.ack_read_delay_s > 0)
+    assert abs(net.gateway.ack_read_delay_s - 0.2 / 16) < 0.002
+    assert net.client.ack_read_delay_s == 0.0  # the client sends only ACKs
     assert isinstance(net.client, RelayConnection)
     # on the 200 ms path a sixteenth of the RTT; never before an RTT sample
     assert abs(net.client.bulk_read_delay_s - 0.2 / 16) < 0.002

@@ -183,10 +183,20 @@ class BatchTransport(asyncio.DatagramTransport):
             for data, addr in batch:
                 self._protocol.datagram_received(data, addr)
 
+    def pause_reading_until(self, when: float, longest_s: float) -> None:
+        """A read pause that ends at ``when`` (the loop's clock) if that is in the next
+        ``longest_s``, else after ``longest_s``: a sender's ACKs are then read in the same
+        turn of the loop as its pacing timer at ``when`` (one wake-up for both)."""
+        now = self._loop.time()
+        self._pause_until(when if now < when <= now + longest_s else now + longest_s)
+
     def pause_reading_for(self, seconds: float) -> None:
         """Leave the socket unread for ``seconds``, then read what queued meanwhile at once
         (what a receiver of a bulk flight asks for after a batch: one wake-up per
         millisecond or so, not one per datagram). A pause under way is not extended."""
+        self._pause_until(self._loop.time() + seconds)
+
+    def _pause_until(self, when: float) -> None:
         if self._closing or self._paused:
             return
         self._paused = True
@@ -194,7 +204,7 @@ class BatchTransport(asyncio.DatagramTransport):
         if self._registered:
             self._registered = False
             self._loop.remove_reader(self._sock.fileno())
-        self._loop.call_later(seconds, self._resume)
+        self._loop.call_at(when, self._resume)
 
     def _resume(self) -> None:
         """The pause is over: read now (the batch may ask for the next pause), then wait

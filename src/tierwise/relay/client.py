@@ -117,14 +117,13 @@ class _Dialer(asyncio.DatagramProtocol):
         session.transmit()
         for other in others.values():
             other.transmit()
-        if (
-            len(batch) < MAX_BATCH
-            and not others
-            and session.conn.bulk_read_delay_s >= BULK_READ_PAUSE_S
-        ):
-            pause = getattr(self.transport, "pause_reading_for", None)
-            if pause is not None:  # the rest of the flight is read in a millisecond, at once
-                pause(BULK_READ_PAUSE_S)
+        if len(batch) < MAX_BATCH and not others and session.read_delay_s >= BULK_READ_PAUSE_S:
+            # a bulk flight arriving (or ACKs while one leaves): what comes next is read in
+            # a millisecond at once, or with the pacing timer if that fires sooner
+            pause = getattr(self.transport, "pause_reading_until", None)
+            if pause is not None:
+                at = session.timer_at
+                pause(BULK_READ_PAUSE_S if at is None else at, BULK_READ_PAUSE_S)
 
     def error_received(self, exc: Exception) -> None:
         """An ICMP error on the connected socket: port unreachable means no gateway

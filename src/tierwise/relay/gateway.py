@@ -369,16 +369,18 @@ class Gateway(asyncio.DatagramProtocol):
                 busy[id(session)] = session
         for session in busy.values():
             session.transmit()
-        # every session this batch fed is receiving a bulk flight: the rest of it is read in
-        # a millisecond, at once (a request of another session waits that long at most)
+        # every session this batch fed is receiving a bulk flight or pacing one out: what
+        # comes next is read in a millisecond at once, or with the first pacing timer if that
+        # fires sooner (a request of another session waits that long at most)
         if (
             busy
             and len(batch) < MAX_BATCH
-            and all(s.conn.bulk_read_delay_s >= BULK_READ_PAUSE_S for s in busy.values())
+            and all(s.read_delay_s >= BULK_READ_PAUSE_S for s in busy.values())
         ):
-            pause = getattr(self.transport, "pause_reading_for", None)
+            pause = getattr(self.transport, "pause_reading_until", None)
             if pause is not None:
-                pause(BULK_READ_PAUSE_S)
+                timers = [t for s in busy.values() if (t := s.timer_at) is not None]
+                pause(min(timers) if timers else 0.0, BULK_READ_PAUSE_S)
 
     def _receive(self, data: bytes, addr: tuple, at: float | None = None) -> Session | None:
         """One datagram; the session it fed, if it still has to transmit."""

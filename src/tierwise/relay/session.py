@@ -108,6 +108,18 @@ class Session:
             for data, addr in batch:
                 take(data, addr, now)
 
+    @property
+    def read_delay_s(self) -> float:
+        """How long what arrives for this session may wait unread: a bulk flight arriving,
+        or ACKs while it paces one out (0: read at once)."""
+        conn = self.conn
+        return max(conn.bulk_read_delay_s, conn.ack_read_delay_s)
+
+    @property
+    def timer_at(self) -> float | None:
+        """When the session's timer fires next (the loop's clock), if armed."""
+        return self._timer_at if self._timer is not None else None
+
     def transmit(self) -> None:
         """Send what is due (as one batch where the transport can), deliver events, re-arm."""
         self._send_due()

@@ -773,6 +773,19 @@ class RelayConnection:
         return BULK_READ_DELAY_RTT * min_s
 
     @property
+    def ack_read_delay_s(self) -> float:
+        """How long the peer's ACKs may wait unread while this end paces a window-filling
+        bulk flight (its last send stopped only for the pacer, past start-up, not
+        app-limited): ``BULK_READ_DELAY_RTT`` of the minimum RTT, else 0. An ACK read late
+        changes no sample (an I/O layer feeds it with its kernel arrival time); the pacer,
+        not the ACKs, clocks such a flight out."""
+        min_s = self._rtt.min_s
+        rate = self.rate
+        if min_s is None or not self._pacer_bound or rate.startup or rate.app_limited:
+            return 0.0
+        return BULK_READ_DELAY_RTT * min_s
+
+    @property
     def in_flight_bytes(self) -> int:
         """Bytes sent and neither acknowledged nor declared lost."""
         return self._in_flight
