@@ -7,12 +7,15 @@ with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floo
 
 * gateway: ``random`` bytes, ``unknown`` session ids, ``hello``-shaped (dated now, no
   admission tag), ``hello-observed`` (the same with the key's current admission tag, as an
-  on-path observer could copy from a client's HELLO), ``replay`` (authentic datagrams
+  on-path observer could copy from a client's HELLO; ``hello-observed-spoofed``: from
+  random 127/8 sources, raw socket: root), ``replay`` (authentic datagrams
   of a live second session, recorded here and replayed), ``badtag`` (the live
   session's id, a bad tag), ``spoofed`` (a live session's id and a bad tag from random
   127/8 sources, raw socket: root);
 * the client's UDP port, spoofed from the gateway's address: ``client-random``,
-  ``client-unknown``, ``client-badtag`` (the client's session id).
+  ``client-unknown``, ``client-badtag`` (the client's session id, random packet numbers),
+  ``client-badtag-pn`` (the same with the packet numbers the gateway is about to send,
+  as an on-path attacker could read them).
 
 ``spin`` sends nothing and keeps one core busy: the control, what losing a core to a
 flooder costs on this host whatever it sends (on loopback the kernel's work on a
@@ -36,6 +39,7 @@ Goals (issue 30): bulk ≥ 50 % of quiet, request ≤ 1.5 × quiet, new session 
 
     python benchmarks/relay_flood.py [--mb 20] [--requests 9] [--seconds 20]
         [--classes random,unknown,...] [--pin]
+    python benchmarks/relay_flood.py --hello-cost --rounds 20   # a cookie reply's cost
 """
 
 from __future__ import annotations
@@ -66,10 +70,14 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOODER = ROOT / "tests" / "relay" / "flooder.py"
 CLI = [sys.executable, "-c", "from tierwise.cli import main; main()"]
 REQUEST_BYTES = 354_640
+# client-badtag-pn: the flooder's 1,024 numbers spread over the next 24,576 packets (a 20 MB
+# download and its requests): most forgeries are ahead of the session, each an AEAD check
+PN_STEP = 24
 GATEWAY_CLASSES = (
-    "spin", "random", "unknown", "hello", "hello-observed", "replay", "badtag", "spoofed",
+    "spin", "random", "unknown", "hello", "hello-observed", "hello-observed-spoofed", "replay",
+    "badtag", "spoofed",
 )  # fmt: skip
-CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag")
+CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag", "client-badtag-pn")
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -197,6 +205,8 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
         return [*cmd, gw_to, "--kind", kind]
     if kind == "hello-observed":
         return [*cmd, gw_to, "--kind", "hello", "--tag", ctx["tag"]]
+    if kind == "hello-observed-spoofed":
+        return [*cmd, gw_to, "--kind", "hello", "--tag", ctx["tag"], "--spoof", "random:0"]
     if kind == "replay":
         path = tmp / "replay.hex"
         path.write_text("\n".join(d.hex() for d in ctx["recorded"]))
@@ -207,6 +217,10 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
         return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"], "--spoof", "random:0"]
     if kind == "client-badtag":
         return [*cmd, cl_to, "--kind", "badtag", "--cid", ctx["client_cid"], spoof_gw]
+    if kind == "client-badtag-pn":  # the numbers the gateway sends next, as read off the path
+        (entry,) = [e for e in stats(ctx["stats_port"])["sessions"] if e["id"] == ctx["client_cid"]]
+        pns = ["--pn-from", str(entry["packets_sent"]), "--pn-step", str(PN_STEP)]
+        return [*cmd, cl_to, "--kind", "badtag", "--cid", ctx["client_cid"], *pns, spoof_gw]
     return [*cmd, cl_to, "--kind", kind.removeprefix("client-"), spoof_gw]
 
 
@@ -229,9 +243,17 @@ def main() -> None:
         help="no floods: the steering's cost per datagram at rest",
     )
     parser.add_argument("--sessions", type=positive_int, default=64, help="with --kernel-cost")
+    parser.add_argument(
+        "--hello-cost",
+        action="store_true",
+        help="no floods: a copied-tag HELLO's cost to the gateway against a cookie reply's",
+    )
     args = parser.parse_args()
     if args.kernel_cost:
         kernel_cost(args)
+        return
+    if args.hello_cost:
+        asyncio.run(hello_cost(args))
         return
     relay_cpu = flood_cpu = None
     if args.pin:
@@ -247,7 +269,7 @@ def main() -> None:
         if c not in GATEWAY_CLASSES + CLIENT_CLASSES:
             parser.error(f"unknown class {c!r}")
     if os.geteuid() != 0:
-        classes = [c for c in classes if c == "replay" or not (c == "spoofed" or "client" in c)]
+        classes = [c for c in classes if not ("spoofed" in c or "client" in c)]
         print("not root: the spoofed classes (raw sockets) are left out")
     server = socket.create_server(("127.0.0.1", 0))
     sys.path.insert(0, str(FLOODER.parent))  # tests/relay/flooder.py: the flood and the source
@@ -271,6 +293,7 @@ def main() -> None:
             recorder = Recorder(psk, gw, fwd)
             ctx = {
                 "gw_port": gw_port,
+                "stats_port": stats_port,
                 "client_port": udp_port_of(clp.pid),
                 "client_cid": next(iter(ids)),
                 "cid": recorder.cid.hex(),
@@ -306,7 +329,11 @@ def main() -> None:
                     out = flood.communicate(timeout=30)[0].split()
                 sent = int(int(out[0]) / float(out[1])) if len(out) == 2 else 0  # a second
                 after = stats(stats_port)["totals"]
-                drops = {k: after[k] - before[k] for k in after if k.startswith("dropped_")}
+                drops = {
+                    k: after[k] - before.get(k, 0)
+                    for k in after
+                    if k.startswith("dropped_") or k == "hello_tags_struck"
+                }
                 row["drops"] = {k: v for k, v in drops.items() if v}
                 rows.append((kind, row, sent, cpu_s(gwp.pid) - cpu0))
                 rows.append(("quiet", quiet(), 0, 0.0))
@@ -403,6 +430,77 @@ def at_rest(args: argparse.Namespace, key: Path, sport: int, cpus: set[int] | No
           f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
 
 
+async def hello_cost(args: argparse.Namespace) -> None:
+    """What answering a flooded HELLO with a cookie (WireGuard's cookie reply, QUIC's
+    Retry) would cost the gateway against what a copied-tag HELLO costs it today, per
+    HELLO read, in Python, alternately, ``--rounds`` rounds of 5,000: the gateway's own
+    path for a HELLO with a listed tag and a random body (the ledger, the tag, the AEAD
+    check that fails), and a cookie reply: an HMAC over the source address and port
+    under a secret, a second HMAC binding the reply to the HELLO's AEAD tag (so an
+    on-path forger cannot plant a cookie), and one ``sendto`` of the 49-byte reply; and
+    ``bare``, the cookie alone (33 bytes, one HMAC)."""
+    import hmac
+
+    from tierwise.relay.gateway import Gateway
+
+    psk = os.urandom(32)
+    gateway = Gateway(psk, set())
+    gateway._admission(time.time())
+    tag = admission_tag(admission_key(psk), time.time())
+    hellos = []
+    for _ in range(5000):
+        body = bytearray(os.urandom(wire.HELLO_BYTES))
+        body[0] = wire.HELLO
+        body[wire.HELLO_TIME_AT : wire.HELLO_TIME_AT + 8] = time.time_ns().to_bytes(8, "big")
+        body[wire.HELLO_VERSION_AT] = wire.HELLO_VERSION
+        body[wire.HELLO_ADMIT_AT : wire.HELLO_ADMIT_AT + 8] = tag
+        hellos.append(bytes(body))
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.setblocking(False)
+    to, secret, mac_key = sink.getsockname(), os.urandom(32), os.urandom(32)
+    src = ("127.0.0.1", 40000)
+
+    def today() -> None:
+        receive = gateway._receive
+        for data in hellos:
+            receive(data, src)
+
+    def cookie() -> None:
+        for data in hellos:
+            made = hmac.digest(secret, f"{src[0]}:{src[1]}".encode(), "sha256")[:16]
+            mac = hmac.digest(mac_key, data[:17] + made + data[-16:], "sha256")[:16]
+            try:
+                tx.sendto(data[:17] + made + mac, to)
+            except BlockingIOError:
+                pass
+
+    def bare() -> None:  # the cookie alone, unauthenticated: the least a reply can cost
+        for data in hellos:
+            made = hmac.digest(secret, f"{src[0]}:{src[1]}".encode(), "sha256")[:16]
+            try:
+                tx.sendto(data[:17] + made, to)
+            except BlockingIOError:
+                pass
+
+    runs = {"today": today, "cookie": cookie, "bare": bare}
+    per: dict[str, list[float]] = {name: [] for name in runs}
+    for i in range(args.rounds):
+        for name, fn in sorted(runs.items(), reverse=i % 2 == 1):
+            t0 = time.perf_counter()
+            fn()
+            per[name].append((time.perf_counter() - t0) / len(hellos) * 1e6)
+    print(f"load {os.getloadavg()[0]:.2f}; per HELLO read, median of {args.rounds} rounds:")
+    for name, values in per.items():
+        print(f"  {name:7} {statistics.median(values):.2f} µs "
+              f"(range {min(values):.2f}–{max(values):.2f})")  # fmt: skip
+    for name in ("cookie", "bare"):
+        ratio = statistics.median(per[name]) / statistics.median(per["today"])
+        print(f"  {name} / today: {ratio:.2f}")
+    print(f"  gateway drops: {dict((k, v) for k, v in gateway.counters.items() if v)}")
+
+
 def kernel_cost(args: argparse.Namespace) -> None:
     """At rest, what the steering costs a session's datagram: 1,200-byte DATA datagrams
     sent and read back over loopback (the receive path, the programs included, runs in
@@ -463,7 +561,7 @@ def report(rows: list[tuple[str, dict, int, float]]) -> None:
     s_req = statistics.median(spins) if spins else float("nan")
     print(f"quiet (median of {len(quiet)}): bulk {q_good:.0f} Mbit/s, request "
           f"{q_req:.1f} ms, new session {q_ses * 1e3:.0f} ms")  # fmt: skip
-    print(f"{'class':15} {'flood/s':>9} {'bulk':>14} {'request':>16} {'× spin':>7} "
+    print(f"{'class':22} {'flood/s':>9} {'bulk':>14} {'request':>16} {'× spin':>7} "
           f"{'session':>9}  gateway CPU s, drops")  # fmt: skip
     for kind, r, sent, cpu in rows:
         if kind == "quiet":
@@ -471,7 +569,7 @@ def report(rows: list[tuple[str, dict, int, float]]) -> None:
         good = r["goodput_mbit"] / q_good
         req = r["request_ms"] / q_req
         ok = good >= 0.5 and req <= 1.5 and r["session_s"] <= 2.0
-        print(f"{kind:15} {sent:>9.0f} "
+        print(f"{kind:22} {sent:>9.0f} "
               f"{r['goodput_mbit']:>6.0f} ({good:4.0%}) {r['request_ms']:>7.1f} ms ×{req:4.2f} "
               f"×{r['request_ms'] / s_req:5.2f} {r['session_s']:>7.2f} s  {cpu:.1f} {r['drops']} "
               f"{'ok' if ok else 'MISSED'}")  # fmt: skip

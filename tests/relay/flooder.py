@@ -11,7 +11,9 @@ datagrams, then prints how many it sent and exits. Kinds:
              otherwise (no admission tag: the gateway's kernel drops it); with
              ``--tag HEX``, version 1 and that admission tag (one seen on the path:
              the gateway gets as far as its AEAD check)
-``badtag``   DATA naming ``--cid`` (a live session), random body and tag
+``badtag``   DATA naming ``--cid`` (a live session), random body and tag; a random
+             packet number, or with ``--pn-from N`` plausible ones, ``N``, ``N +
+             --pn-step``, … (an on-path attacker reading the session's numbers)
 ``file``     the datagrams in ``--payloads`` (hex, one a line) in turn: authentic
              datagrams recorded from a session, replayed
 ``spin``     nothing sent: one core kept busy as long (the control: what losing a
@@ -72,7 +74,12 @@ def _sockaddr_in(host: str, port: int) -> bytes:
 
 
 def payloads(
-    kind: str, cid: bytes | None, path: str | None, tag: bytes | None = None
+    kind: str,
+    cid: bytes | None,
+    path: str | None,
+    tag: bytes | None = None,
+    pn_from: int | None = None,
+    pn_step: int = 1,
 ) -> list[bytes]:
     rng = random.Random(1)
     out = []
@@ -95,7 +102,8 @@ def payloads(
             out.append(bytes(body))
         elif kind == "badtag":
             assert cid is not None
-            out.append(bytes([DATA]) + cid + os.urandom(8 + 40 + rng.randrange(1200)))
+            pn = os.urandom(8) if pn_from is None else struct.pack(">Q", pn_from + i * pn_step)
+            out.append(bytes([DATA]) + cid + pn + os.urandom(40 + rng.randrange(1200)))
         else:
             raise SystemExit(f"unknown kind {kind!r}")
     return out
@@ -150,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--payloads", default=None)
     ap.add_argument("--tag", default=None, help="an admission tag in hex (hello)")
     ap.add_argument("--spoof", default=None, help="HOST:PORT to send from (raw socket)")
+    ap.add_argument("--pn-from", type=int, default=None, help="badtag: plausible numbers")
+    ap.add_argument("--pn-step", type=int, default=1)
     args = ap.parse_args(argv)
     host, _, port = args.to.rpartition(":")
     dst = (host, int(port))
@@ -168,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cid = bytes.fromhex(args.cid) if args.cid else None
     tag = bytes.fromhex(args.tag) if args.tag else None
-    pool = payloads(args.kind, cid, args.payloads, tag)
+    pool = payloads(args.kind, cid, args.payloads, tag, args.pn_from, args.pn_step)
     if args.spoof:
         shost, _, sport = args.spoof.rpartition(":")
         rng = random.Random(2)

@@ -15,6 +15,7 @@ import pytest
 
 from tests.relay.conftest import KEY
 from tierwise.proto.relay import wire
+from tierwise.proto.relay.crypto import ADMIT_SLOTS
 from tierwise.relay import gateway as gateway_module
 from tierwise.relay import kfilter
 from tierwise.relay.batchudp import kernel_drops, open_batch_endpoint
@@ -62,16 +63,33 @@ def test_gateway_program_passes_hellos_and_its_sessions_only() -> None:
     assert kernel_drops(rx) == len(bad)  # the socket's drops count the filter's
 
 
+def numbered(cid: bytes, pn: int, n: int = 60) -> bytes:
+    return wire.HEADER.pack(wire.DATA, cid, pn) + os.urandom(n)
+
+
 def test_client_program_passes_welcome_and_data_of_its_ids() -> None:
+    """WELCOME and DATA of its ids with a number its session could have reached; a forged
+    DATA's random 64-bit number (a live id, a bad tag: client-badtag) is dropped."""
     cid = os.urandom(8)
     rx, tx, port = _pair()
     assert kfilter.attach(rx, kfilter.client_program([cid]))
-    good = [bytes([wire.WELCOME]) + cid + bytes(100), data(cid)]
-    bad = [data(os.urandom(8)), hello(), os.urandom(50)]
+    good = [
+        bytes([wire.WELCOME]) + cid + bytes(100),
+        numbered(cid, 5),
+        numbered(cid, (1 << 32) + 7),
+    ]
+    bad = [numbered(os.urandom(8), 5), hello(), os.urandom(50), numbered(cid, 2 << 32),
+           numbered(cid, 0xDEADBEEF_00000001), numbered(cid, (1 << 64) - 1)]  # fmt: skip
     for d in good + bad:
         tx.sendto(d, ("127.0.0.1", port))
     assert sorted(_drain(rx)) == sorted(good)
     assert kernel_drops(rx) == len(bad)
+    assert kfilter.attach(rx, kfilter.client_program([cid], pn_high=1))  # a long session
+    good, bad = [numbered(cid, 2 << 32), numbered(cid, (3 << 32) - 1)], [numbered(cid, 3 << 32)]
+    for d in good + bad:
+        tx.sendto(d, ("127.0.0.1", port))
+    assert sorted(_drain(rx)) == sorted(good)
+    assert kernel_drops(rx) == 6 + 1
 
 
 def test_programs_stay_within_the_kernel_limit() -> None:
@@ -272,7 +290,8 @@ def test_a_guarded_gateway_admits_keyed_hellos_and_the_kernel_drops_the_rest() -
             assert len(gateway.sessions) == 2 and gateway.kernel_drops() == 600
             tags = gateway.admit_tags
             assert gateway._admission(time.time() + 30.0)
-            assert len(gateway.admit_tags - tags) == 1 and len(tags - gateway.admit_tags) == 1
+            slots = ADMIT_SLOTS  # one window in, one out: each with its slots' tags
+            assert len(gateway.admit_tags - tags) == slots == len(tags - gateway.admit_tags)
             assert gateway._admit_timer is not None
         finally:
             if client is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -96,3 +97,27 @@ def test_censored_bound_pulls_the_estimate_down() -> None:
     fresh = Adaptive(prior=10e6)
     fresh.at_most(1e6)
     assert fresh.value == pytest.approx(1e6)
+
+
+def test_a_bimodal_series_is_not_forecast_below_zero() -> None:
+    """Bytes per output token of llama.cpp answering streams (~240 B of SSE a token) and
+    whole answers (~0 B): ARIMA's forecast took this estimate to −8.7 B a token at the
+    29th sample, and a 71-token answer's size to −780 B, which the planner refused — a
+    500 for the client's request. The series as the gateway learned it."""
+    series = [236.3, 0.0, 0.59, 0.0, 0.0, 0.0, 0.0, 258.67, 308.0, 0.0, 1.34, 0.0, 235.68,
+              0.0, 0.0, 234.5, 236.64, 1.31, 0.0, 0.0, 0.0, 236.03, 0.0, 0.0, 0.0, 0.0,
+              248.8, 246.33, 0.0]  # fmt: skip
+    a = Adaptive(8.0)
+    for z in series:
+        a.update(z)
+        assert a.value >= 0.0
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1e6), min_size=1, max_size=60))
+def test_nonnegative_samples_give_a_nonnegative_estimate(samples: list[float]) -> None:
+    """Whatever the series of non-negative samples, the estimate is finite and ≥ 0
+    (every quantity the router tracks is)."""
+    a = Adaptive(1.0)
+    for z in samples:
+        a.update(z)
+        assert math.isfinite(a.value) and a.value >= 0.0

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from tierwise.route.h1 import H1Transport
+from tierwise.route.h1 import H1Transport, Origin
 from tierwise.route.netio import AsyncioBackend
 from tierwise.route.upload import watch_backend
 
@@ -100,6 +100,40 @@ def test_keep_alive_reuses_one_connection_and_sends_head_and_body() -> None:
     head, body = srv.requests[0]
     assert head.startswith(b"POST /v1/x HTTP/1.1\r\n") and b"content-length: 4" in head.lower()
     assert body == b"abc0"
+
+
+def test_send_speaks_raw_bytes_over_the_pool_httpx_shares() -> None:
+    """The gateway's direct path (:meth:`H1Transport.send`): header pairs out as given,
+    after ``Host`` and before ``Content-Length``; the answer's pairs back as sent (case,
+    repeats); its body whole or as it arrives — on the keep-alive connection the httpx
+    side then uses too."""
+
+    def answer(head: bytes, body: bytes) -> list[bytes]:
+        echo = b"echo:" + body
+        return [b"HTTP/1.1 201 Created\r\nX-One: a\r\nset-cookie: 1\r\nset-cookie: 2\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(echo), echo)]  # fmt: skip
+
+    async def main():
+        async with Server(answer) as srv:
+            t = transport()
+            origin, timeout = Origin.of(httpx.URL(srv.url)), httpx.Timeout(5).as_dict()
+            a = await t.send(origin, b"POST", b"/v1/x?q=1", [(b"x-key", b"v")], b"abc", timeout)
+            whole = await a.aread()
+            b = await t.send(origin, b"POST", b"/v1/y", [], b"", timeout)
+            pieces = [p async for p in b.aiter_raw()]
+            async with httpx.AsyncClient(transport=t, base_url=srv.url) as c:
+                last = await c.post("/z", content=b"z")
+            return srv, a, whole, pieces, last, srv.url.rsplit(":", 1)[1].encode()
+
+    srv, a, whole, pieces, last, port = run(main())
+    head, body = srv.requests[0]
+    assert head == (b"POST /v1/x?q=1 HTTP/1.1\r\nhost: 127.0.0.1:%s\r\nx-key: v\r\n"
+                    b"content-length: 3\r\n\r\n" % port) and body == b"abc"  # fmt: skip
+    assert a.status_code == 201 and whole == b"echo:abc"
+    assert a.headers[:3] == [(b"X-One", b"a"), (b"set-cookie", b"1"), (b"set-cookie", b"2")]
+    assert a.header(b"x-one") == b"a" and a.header(b"x-two") is None
+    assert b"content-length: 0\r\n" in srv.requests[1][0] and b"".join(pieces) == b"echo:"
+    assert last.text == "echo:z" and srv.connections == 1
 
 
 def test_chunked_and_close_delimited_bodies_and_a_streamed_answer() -> None:

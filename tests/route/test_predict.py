@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,21 @@ def test_timed_out_upload_bounds_the_rate() -> None:
     before = m.rtt_s.value
     learn_timeout(m, shape(2000), 1.3)  # a small request says nothing about the rate
     assert m.up_rate.value == pytest.approx(1e6 / (1.3 - 0.08)) and m.rtt_s.value == before
+
+
+def test_streams_and_whole_answers_carry_their_own_bytes_per_token() -> None:
+    """A stream sends each token as its own event (~240 B), a whole answer a few bytes
+    a token: alternating the two, each kind's expected size follows its own answers, and
+    no mixture of them drives an answer's expected size below its headers."""
+    cfg = load_route(EXAMPLE)
+    m = site_model(cfg.site_named("cloud"), load_catalog(), "test")
+    whole, stream = shape(), dataclasses.replace(shape(), stream=True)
+    for _ in range(15):
+        learn(m, stream, Timing(headers_s=0.3, end_s=1.0, tokens_out=100, bytes_down=24_400))
+        learn(m, whole, Timing(headers_s=0.3, end_s=1.0, tokens_out=100, bytes_down=700))
+    assert m.answer_bytes(100, stream=True) == pytest.approx(24_400, rel=0.02)
+    assert m.answer_bytes(100, stream=False) == pytest.approx(700, rel=0.02)
+    assert (
+        predict(m, stream).option.breakdown_s["download"]
+        > predict(m, whole).option.breakdown_s["download"]
+    )

@@ -23,7 +23,8 @@ that would pass truncated data off as complete. UDP ASSOCIATE: :mod:`.udp`.
 The client's UDP socket is connected to the gateway (the kernel drops what comes from
 any other address) and carries a socket filter (:func:`.kfilter.client_program`):
 only WELCOME or DATA naming one of its session ids (the current one and the older
-ones still lingering) reaches Python; a spoofed flood is dropped at the sender's cost.
+ones still lingering), DATA with a packet number its sessions could have reached,
+reaches Python; a spoofed flood is dropped at the sender's cost.
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ class _Dialer(asyncio.DatagramProtocol):
             current = bool(batch)
         if current:
             owner.last_rx_s = session.now()
+            if session.conn.largest_received_pn >> 32 > owner.pn_high:  # every 2^32 packets
+                owner.refilter()
         session.transmit()
         for other in others.values():
             other.transmit()
@@ -166,6 +169,7 @@ class Client:
         self.ready = asyncio.Event()
         self.udp_buffer_bytes = udp_buffer_bytes
         self.last_rx_s = self._probed_s = 0.0
+        self.pn_high = 0  # the socket filter's packet-number bound (kfilter.client_program)
         self._watchdog: asyncio.Task | None = None
         self._closed = False
         self.counters: Counter[str] = Counter()
@@ -217,15 +221,23 @@ class Client:
 
     def _refilter(self, transport: asyncio.DatagramTransport | None = None) -> None:
         """The socket's filter for the session ids in use (an id stays until the next
-        session opens: an extra pass costs Python a lookup, a missing one a session)."""
+        session opens: an extra pass costs Python a lookup, a missing one a session) and
+        the packet numbers they may carry (a forgery's random number is dropped)."""
         transport = transport or self._transport
         sock = transport.get_extra_info("socket") if transport is not None else None
         if sock is None:
             return
-        ids = [*self.lingering]
+        sessions = [*self.lingering.values()]
         if self.session is not None:
-            ids.append(self.session.conn.connection_id)
-        kfilter.attach(sock, kfilter.client_program(ids))
+            sessions.append(self.session)
+        ids = [s.conn.connection_id for s in sessions]
+        highs = (s.conn.largest_received_pn >> 32 for s in sessions)  # none yet: -1 >> 32
+        self.pn_high = max([0, *highs])
+        kfilter.attach(sock, kfilter.client_program(ids, pn_high=self.pn_high))
+
+    def refilter(self) -> None:
+        """The socket's filter again (a session's packet numbers passed another 2^32)."""
+        self._refilter()
 
     async def rebind(self) -> None:
         """Move the sessions to a new local UDP port (as NAT rebinding or a roaming host would)."""

@@ -30,7 +30,13 @@ the rest to the HELLO socket, whose filter keeps HELLOs carrying an admission ta
 gateway's key for the windows within ``HELLO_WINDOW_S`` of its clock (swapped at each
 window's start, :meth:`Gateway._rotate_tags`), read the same way (``HELLO_PAUSE_S``).
 Garbage and HELLOs from anyone without the key cost the sender's CPU, not the
-gateway's; a flood of anything else fills its own queue, not the sessions'. The
+gateway's; a flood of anything else fills its own queue, not the sessions'. A tag an
+on-path observer copied and floods with shows in failed HELLOs: after
+``HELLO_STRIKE_FAILS`` of them it is struck from the HELLO socket's list (each window
+has ``ADMIT_SLOTS`` tags and a client draws one per HELLO, so the others still admit),
+and the kernel drops that flood too. A HELLO naming an open session (its client missed
+the WELCOME) is answered only if dated after the session's newest: copies of one are
+replays, dropped before any AEAD check. The
 programs are rebuilt as sessions open, end and move. The kernel's drops (``SO_MEMINFO``,
 ``SO_RXQ_OVFL``) are ``dropped_kernel`` in the stats; while drops of any reason exceed
 ``FLOOD_RATE`` a second, one line a minute says so (:meth:`Gateway.watch_flood`).
@@ -110,6 +116,12 @@ MOVED_PAUSE_S = 0.004
 # new client's HELLO gets into a flooded queue in proportion to what is read: admission
 # is worth more here than the moved socket's few percent (a moved client sends on).
 HELLO_PAUSE_S = 0.001
+# A tag that has been in this many failed HELLOs (forged, replayed, refused by their date)
+# was copied from the path: it is struck from the HELLO socket's list until its window
+# leaves the clock tolerance, and the kernel drops its flood. A client's own HELLOs never
+# fail; a client that drew the struck slot draws another with its next HELLO.
+HELLO_STRIKE_FAILS = 16
+STRIKE_WARN_EVERY_S = 60.0
 STAT_NAMES = tuple(f.name for f in dataclasses.fields(RelayStats))
 _stat_values = operator.attrgetter(*STAT_NAMES)
 
@@ -204,6 +216,10 @@ class Gateway(asyncio.DatagramProtocol):
         self._admit_key = admission_key(key)
         self._admit_window = -1  # the window the tags below were made in
         self.admit_tags: frozenset[bytes] = frozenset()  # HELLOs' admission tags accepted
+        self.struck: set[bytes] = set()  # admitted tags copied by a flooder (see the module)
+        self._tag_fails: Counter[bytes] = Counter()  # failed HELLOs by their (listed) tag
+        self._strike_warned_s = -STRIKE_WARN_EVERY_S
+        self._hello_dates: dict[bytes, float] = {}  # session id: its newest authentic HELLO
         self._admit_timer: asyncio.TimerHandle | None = None
         # what sessions measured of each client's path (by its address), for its next one;
         # written at most every SAVE_EVERY_S as sessions end, and at close (pathmemory.py)
@@ -264,7 +280,37 @@ class Gateway(asyncio.DatagramProtocol):
             return False
         self._admit_window = window
         self.admit_tags = frozenset(admission_tags(self._admit_key, wall_s, HELLO_WINDOW_S))
+        self.struck &= self.admit_tags
+        self._tag_fails = Counter(
+            {t: n for t, n in self._tag_fails.items() if t in self.admit_tags}
+        )
         return True
+
+    @property
+    def open_tags(self) -> frozenset[bytes]:
+        """The admission tags the kernel passes: the window's, less those struck."""
+        return self.admit_tags - self.struck
+
+    def _hello_failed(self, data: bytes) -> None:
+        """A HELLO failed (forged, replayed, refused by its date): a listed tag seen in
+        ``HELLO_STRIKE_FAILS`` of them is struck, and the kernel drops its flood."""
+        tag = hello_admit_tag(data)
+        if tag is None or tag not in self.admit_tags or tag in self.struck:
+            return
+        self._tag_fails[tag] += 1
+        if self._tag_fails[tag] < HELLO_STRIKE_FAILS:
+            return
+        self.struck.add(tag)
+        self.counters["hello_tags_struck"] += 1
+        self._refilter_hellos()
+        now = time.monotonic()
+        if now - self._strike_warned_s >= STRIKE_WARN_EVERY_S:
+            self._strike_warned_s = now
+            log.warning(
+                "an admission tag was copied from the path and flooded (%d failed HELLOs): "
+                "struck, %d so far; the kernel drops its HELLOs",
+                HELLO_STRIKE_FAILS, self.counters["hello_tags_struck"],
+            )  # fmt: skip
 
     def _rotate_tags(self) -> None:
         """At each window's start: the HELLO socket's filter takes the new window's tag
@@ -278,7 +324,7 @@ class Gateway(asyncio.DatagramProtocol):
     def _refilter_hellos(self) -> None:
         if self._hello_transport is not None:
             sock = self._hello_transport.get_extra_info("socket")
-            tagged = kfilter.hello_program(tags=self.admit_tags)
+            tagged = kfilter.hello_program(tags=self.open_tags)
             kfilter.attach_or_loosen(sock, tagged, kfilter.hello_program())  # never stale tags
         elif self._filtered is not None:
             self._refilter()
@@ -294,7 +340,7 @@ class Gateway(asyncio.DatagramProtocol):
         ids = list(self.sessions)
         if self._hello_transport is None:
             self._admission(time.time())
-            tags = self.admit_tags
+            tags = self.open_tags
             return kfilter.attach_or_loosen(
                 sock,
                 kfilter.gateway_program(ids, tags=tags),
@@ -399,8 +445,30 @@ class Gateway(asyncio.DatagramProtocol):
                 return None
             self._hello(data, cid, addr)
             return None
+        if kind == wire.HELLO and not self._hello_again(session, data, cid, addr):
+            return None
         session.receive(data, addr, at)
         return session
+
+    def _hello_again(self, session: Session, data: bytes, cid: bytes, addr: tuple) -> bool:
+        """A HELLO naming a session (its client did not hear the WELCOME): whether it is
+        to be answered. A client dates each HELLO anew, so one dated no later than the
+        session's newest is a copy (a replay flood would cost an AEAD check and a WELCOME
+        each): dropped before the check, and its tag counted towards a strike."""
+        sent_s = hello_sent_s(data)
+        newest = self._hello_dates.get(cid)
+        if sent_s is None or newest is None or sent_s <= newest:
+            self.counters["dropped_replay"] += 1
+            self._hello_failed(data)
+            return False
+        before = session.conn.stats.dropped_auth + session.conn.stats.dropped_malformed
+        session.receive(data, addr)
+        if session.conn.stats.dropped_auth + session.conn.stats.dropped_malformed == before:
+            self._hello_dates[cid] = sent_s
+        else:
+            self._hello_failed(data)
+        session.transmit()
+        return False
 
     def _hello(self, data: bytes, cid: bytes, addr: tuple) -> None:
         """A HELLO naming no session: a new session if it is authentic, else one drop.
@@ -413,6 +481,7 @@ class Gateway(asyncio.DatagramProtocol):
         refused = self.hellos.refuse(cid, sent_s, wall_s)
         if refused is not None:  # before the AEAD check: a replay costs no more than a parse
             self.counters["dropped_" + refused] += 1
+            self._hello_failed(data)
             if sent_s is not None and refused == "auth" and wall_s >= self._clock_warned_s:
                 self._clock_warned_s = wall_s + CLOCK_WARN_EVERY_S  # unauthenticated: rate-bound
                 log.warning(
@@ -423,7 +492,9 @@ class Gateway(asyncio.DatagramProtocol):
             return
         if self._admission(wall_s):  # a new window (the timer may be late): the kernel too
             self._refilter_hellos()
-        if hello_admit_tag(data) not in self.admit_tags:  # no key, or another version
+        # no key, or another version; a struck tag still passes here: its HELLOs queued
+        # before the strike include the one it was copied from
+        if hello_admit_tag(data) not in self.admit_tags:
             self.counters["dropped_auth"] += 1
             return
         conn = self._spare or RelayConnection(self.key, is_client=False, config=self.config)
@@ -437,6 +508,7 @@ class Gateway(asyncio.DatagramProtocol):
         if not conn.established:
             self._spare = conn
             self.counters["dropped_auth"] += 1
+            self._hello_failed(data)
             return
         # the forged HELLOs this spare connection rejected are counted above, not twice
         conn.stats.dropped_auth -= before[0]
@@ -446,6 +518,7 @@ class Gateway(asyncio.DatagramProtocol):
             conn.use_prior(prior)
         assert sent_s is not None  # refuse() took the undated
         self.hellos.admit(cid, sent_s, wall_s)
+        self._hello_dates[cid] = sent_s
         session = Session(conn, self.transport, self._on_event)  # type: ignore[arg-type]
         self.sessions[cid] = session
         self._refilter()  # its DATA passes the kernel's filter before its WELCOME leaves
@@ -477,6 +550,7 @@ class Gateway(asyncio.DatagramProtocol):
                 self.counters["sessions_ended"] += 1
                 self._refilter()
             self.started.pop(cid, None)
+            self._hello_dates.pop(cid, None)
             session.close()
             for key in [k for k in self._streams if k[0] == cid]:
                 pipe = self._streams.pop(key).pipe
@@ -670,7 +744,10 @@ class Gateway(asyncio.DatagramProtocol):
         total["dropped_kernel"] = self.kernel_drops()
         out = {key: total[key] for key in sorted({*STAT_NAMES, *total})}
         out["destinations_refused"] = self.counters["refused"] + self.counters["udp_refused"]
-        for key in ("sessions_opened", "sessions_ended", "sessions_refused", "connected"):
+        for key in (
+            "sessions_opened", "sessions_ended", "sessions_refused", "connected",
+            "hello_tags_struck",
+        ):  # fmt: skip
             out[key] = self.counters[key]
         udp = {k: v for k, v in self.counters.items() if k.startswith("udp_")}
         return {**out, **dict(sorted(udp.items()))}

@@ -22,7 +22,8 @@ of the datagram's arrival, on loopback the sender's own system call):
   :func:`hello_program`) and DATA naming a session in use. Random bytes, unknown ids, WELCOMEs,
   short datagrams are dropped. Past :data:`MAX_FILTER_IDS` ids the id chain is left out.
 * :func:`client_program`, on the client's (connected) socket: WELCOME or DATA naming
-  one of the client's session ids.
+  one of the client's session ids, with a packet number its sessions can have reached (a
+  forgery's random 64-bit number is dropped: four instructions).
 
 What passes is checked as before (header parse, AEAD): the programs only decide what
 is worth reading, and never drop a datagram the gateway could have accepted — a
@@ -77,7 +78,7 @@ DROP = 0
 # linux/filter.h opcodes (classic BPF)
 LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_LEN = 0x20, 0x28, 0x30, 0x80
 NET = 0xFFF00000  # SKF_NET_OFF (-0x100000): loads relative to the IP header
-JA, JEQ, JGE = 0x05, 0x15, 0x35
+JA, JEQ, JGT, JGE = 0x05, 0x15, 0x25, 0x35
 RET_K, RET_A = 0x06, 0x16
 
 _INSN = struct.Struct("=HBBI")
@@ -114,13 +115,17 @@ def gateway_program(
     # A: type. HELLO: its own checks; DATA: its id; anything else: drop
     hello = hello_program(base, tags)
     prog += [(JEQ, 0, 1, wire.DATA), (JA, 0, 0, len(hello)), *hello]
-    prog += _ids_chain(ids, base, loose)
+    room = (BPF_MAXINSNS - len(prog) - 1) // 5  # the tags' chain shares the program
+    prog += _ids_chain(ids, base, loose, min(room, MAX_FILTER_IDS))
     return prog
 
 
-def _ids_chain(ids: list[bytes], base: int, loose: bool = False) -> list[Insn]:
-    """From a DATA datagram: accept if its id is one of ``ids`` (any, ``loose``), else drop."""
-    return _words_chain(ids, base + 1, -1 if loose else MAX_FILTER_IDS)
+def _ids_chain(
+    ids: list[bytes], base: int, loose: bool = False, most: int = MAX_FILTER_IDS
+) -> list[Insn]:
+    """From a DATA datagram: accept if its id is one of ``ids`` (any, ``loose``, or past
+    ``most`` of them), else drop."""
+    return _words_chain(ids, base + 1, -1 if loose else most)
 
 
 def _words_chain(values: list[bytes], at: int, most: int) -> list[Insn]:
@@ -231,11 +236,23 @@ def moved_program(
     return prog + _ids_chain(sorted(set(ids)), base, loose)
 
 
-def client_program(ids: Iterable[bytes], base: int = UDP_HEADER_BYTES) -> list[Insn]:
-    """The client's socket: WELCOME or DATA naming one of ``ids`` (its session ids)."""
+def client_program(
+    ids: Iterable[bytes], base: int = UDP_HEADER_BYTES, pn_high: int = 0
+) -> list[Insn]:
+    """The client's socket: WELCOME or DATA naming one of ``ids`` (its session ids),
+    a DATA's packet number below ``(pn_high + 2) << 32`` (``pn_high``: the highest word of
+    the largest number its sessions have received; a session's numbers start at 0 and
+    grow by one a packet, so a forgery with a random 64-bit number — a live id copied, a
+    bad tag — is dropped here, with odds 1 in 2^31 of passing)."""
     ids = sorted(set(ids))
     prog = _shape(base)
-    prog += [(JEQ, 2, 0, wire.WELCOME), (JEQ, 1, 0, wire.DATA), _ret(DROP)]
+    prog += [
+        (JEQ, 4, 0, wire.WELCOME),  # to the ids
+        (JEQ, 0, 2, wire.DATA),
+        (LD_W_ABS, 0, 0, base + 1 + 8),  # the packet number's high word
+        (JGT, 0, 1, pn_high + 1),  # not above: to the ids
+        _ret(DROP),
+    ]
     prog += _ids_chain(ids, base)
     return prog
 

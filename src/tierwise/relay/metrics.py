@@ -42,6 +42,10 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "sessions_opened": ("sessions_opened", "Sessions established (authentic HELLOs)"),
     "sessions_ended": ("sessions_ended", "Sessions ended (closed, idle or failed)"),
     "sessions_refused": ("sessions_refused", "HELLOs dropped while max_sessions were open"),
+    "hello_tags_struck": (
+        "hello_tags_struck",
+        "Admission tags struck from the kernel's list: copied from the path and flooded",
+    ),
     "streams_opened": ("streams_opened", "Streams opened by clients"),
     "streams_refused": ("streams_refused", "Streams refused beyond max_streams"),
     "destinations_refused": (

@@ -111,6 +111,9 @@ def serve(
         router.app,
         log_level="warning",
         access_log=False,
+        # nothing reads the client's address, so no X-Forwarded-* is trusted or parsed
+        # (uvicorn's default wraps every request in its proxy-headers middleware)
+        proxy_headers=False,
         http=guarded_protocol(*limits),
         timeout_keep_alive=math.ceil(g.header_timeout) + 1,
     )

@@ -47,8 +47,17 @@ if TYPE_CHECKING:
 
     from tierwise.route.config import Gateway
 
-__all__ = ["Gate", "check_exposure", "guarded_protocol", "read_body", "rejection"]
+__all__ = [
+    "DEPARTURE",
+    "Departure",
+    "Gate",
+    "check_exposure",
+    "guarded_protocol",
+    "read_body",
+    "rejection",
+]
 
+DEPARTURE = "tierwise.departure"  # the scope's extension holding the request's Departure
 KEYS_CHECK_S = 1.0  # the keys file is looked at (one stat) at most this often
 LINGER_S = 1.0  # after a refusal, read and drop what the client still sends this long
 _KINDS = {401: "authentication_error", 429: "rate_limit_error", 404: "not_found_error"}
@@ -255,6 +264,37 @@ def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None
 # ------------------------------------------------------------------ the connection
 
 
+class Departure:
+    """Whether a request's client has gone (its connection lost, or refused mid-request),
+    and what to call when it goes — set by :func:`guarded_protocol` in the request's
+    ``scope["extensions"][DEPARTURE]``, so an app learns of a departure without a task
+    of its own awaiting ASGI's ``http.disconnect``."""
+
+    __slots__ = ("callbacks", "gone")
+
+    def __init__(self) -> None:
+        self.gone = False
+        self.callbacks: list[Any] = []
+
+    def watch(self, callback: Any) -> None:
+        """Call ``callback()`` when the client goes (at once if it has)."""
+        if self.gone:
+            callback()
+        else:
+            self.callbacks.append(callback)
+
+    def unwatch(self, callback: Any) -> None:
+        with contextlib.suppress(ValueError):
+            self.callbacks.remove(callback)
+
+    def left(self) -> None:
+        if not self.gone:
+            self.gone = True
+            callbacks, self.callbacks = self.callbacks, []
+            for callback in callbacks:
+                callback()
+
+
 def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) -> type:
     """uvicorn's httptools protocol (writing through
     :func:`~tierwise.route.coalesce.coalescing_protocol`'s head holder) with the
@@ -285,7 +325,11 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._timer.cancel()
+            cycle = self.cycle
+            running = cycle is not None and not cycle.response_complete
             super().connection_lost(exc)
+            if running:  # as uvicorn tells the cycle it marks disconnected
+                _left(cycle)
 
         def data_received(self, data: bytes) -> None:
             if self._dropping:
@@ -316,6 +360,7 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
                 self._refusal = _too_large(max_body)
                 raise _Refused
             self._phase, self._since, self._body = "body", self.loop.time(), 0
+            self.scope.setdefault("extensions", {})[DEPARTURE] = Departure()
             super().on_headers_complete()
 
         def _head_size(self) -> int:
@@ -377,6 +422,7 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
             if running:  # the app is reading this body: it sees a disconnect
                 cycle.disconnected = True
                 cycle.message_event.set()
+                _left(cycle)
             if not running or not cycle.response_started:
                 content = json.dumps(exc.body()).encode()
                 head = [
@@ -394,6 +440,13 @@ def guarded_protocol(max_body: int, max_header: int, header_timeout_s: float) ->
             self.loop.call_later(LINGER_S, self.transport.close)
 
     return GuardedHttpToolsProtocol
+
+
+def _left(cycle: Any) -> None:
+    """The client of ``cycle``'s request has gone: its :class:`Departure` says so."""
+    departure = cycle.scope.get("extensions", {}).get(DEPARTURE)
+    if departure is not None:
+        departure.left()
 
 
 def _header_too_large(limit: int) -> RequestRejected:

@@ -138,13 +138,17 @@ class Adaptive:
     new level (:class:`~tierwise.route.forecast.Level`: its forecast is then used).
 
     Before any sample the ``prior`` (the config's value) is the estimate, with
-    ``prior_rel_sd`` relative uncertainty. ``value``, ``sd`` and ``chosen`` are read
+    ``prior_rel_sd`` relative uncertainty. Every quantity estimated here (times, rates,
+    factors, shares, sizes, counts) is at least ``floor`` (0): a trend filter (Holt,
+    ARIMA) extrapolates a falling series below it, so a forecast is taken — and scored —
+    at no less than ``floor``. ``value``, ``sd`` and ``chosen`` are read
     many times per request (every site's prediction) and change only with a sample,
     so they are worked out then (:meth:`_refresh`), not on each read.
     """
 
     prior: float
     prior_rel_sd: float = 0.5
+    floor: float = 0.0  # no quantity estimated here is below this
     ewma: Ewma = field(default_factory=Ewma)
     kalman: Kalman = field(default_factory=Kalman)
     holt: Holt = field(default_factory=Holt)  # trends (tierwise.route.forecast)
@@ -172,7 +176,7 @@ class Adaptive:
         if f.mean is None:
             self.value, self.sd = self.prior, abs(self.prior) * self.prior_rel_sd
         else:
-            self.value, self.sd = f.mean, f.sd
+            self.value, self.sd = max(f.mean, self.floor), f.sd
 
     def update(self, z: float) -> None:
         """Score each filter's prediction of ``z``, then feed it to all; on a level shift
@@ -189,7 +193,7 @@ class Adaptive:
         filters = (self.level, self.kalman, self.ewma, self.holt, self.arima)
         for name, f in zip(FILTERS, filters, strict=True):
             if (mean := f.mean) is not None:
-                rel = abs(z - mean) / max(abs(z), 1e-12)
+                rel = abs(z - max(mean, self.floor)) / max(abs(z), 1e-12)
                 self.errors[name] = (1 - SCORE_WEIGHT) * self.errors[name] + SCORE_WEIGHT * min(
                     rel, SCORE_CAP
                 )

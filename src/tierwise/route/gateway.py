@@ -1,6 +1,11 @@
 """The gateway: an OpenAI-compatible front that predicts, chooses, forwards and learns.
 
-starlette + uvicorn in front, one warm ``httpx.AsyncClient`` per site behind. For
+uvicorn in front, one warm pool per site behind (:class:`~tierwise.route.h1.H1Transport`).
+The completions are served as plain ASGI — the request's headers read from the scope
+once, the answer sent as two ASGI messages, its upstream request and answer as raw
+bytes and header pairs (no starlette ``Request``/``Response`` nor httpx model objects on
+that path); starlette routes the rest (``/metrics``, the pass-through, 404s) and the
+probes use ``httpx.AsyncClient`` over the same pool. For
 ``/v1/chat/completions`` and ``/v1/completions`` it predicts each site's whole-task
 time (:mod:`tierwise.route.predict`), tries the chosen site and fails over — on a
 timeout, a connection error or a 5xx, within the request's deadline — to the next;
@@ -26,7 +31,6 @@ from typing import Any
 
 import httpx
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -34,10 +38,10 @@ from starlette.routing import Route
 from tierwise.errors import ScenarioError
 from tierwise.openai_api import RequestRejected, error_body, parse_request
 from tierwise.route.config import RouteConfig
-from tierwise.route.edge import Gate, read_body, refuse, rejection
+from tierwise.route.edge import DEPARTURE, Gate, read_body, refuse, rejection
 from tierwise.route.estimate import Adaptive
 from tierwise.route.fleet import apply_kind
-from tierwise.route.h1 import KEEPALIVE_EXPIRY_S, H1Transport
+from tierwise.route.h1 import KEEPALIVE_EXPIRY_S, Answer, H1Transport, Origin
 from tierwise.route.learn import Timing, parse_server_timing
 from tierwise.route.metrics import Metrics
 from tierwise.route.netio import AsyncioBackend
@@ -89,6 +93,8 @@ HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-e
 DROP_REQUEST = HOP_HEADERS | {"accept-encoding", DEADLINE_HEADER, RESIDENCY_HEADER, SITE_HEADER,
                               WEIGHTS_HEADER, TASK_HEADER}  # fmt: skip
 DROP_RESPONSE = HOP_HEADERS | {"content-encoding", "date", "server"}  # uvicorn sets its own
+_DROP_REQUEST_RAW = frozenset(h.encode() for h in DROP_REQUEST)
+_DROP_RESPONSE_RAW = frozenset(h.encode() for h in DROP_RESPONSE)
 MAX_BENCH_S = 60.0
 MAX_CONNECTIONS = 1000  # per site: httpx's pool default is 100; streams hold one each
 MAX_KEEPALIVE = 256  # idle connections kept per site
@@ -143,20 +149,23 @@ class SiteState:
     model: SiteModel
     client: httpx.AsyncClient
     breaker: Breaker
-    transport: httpx.AsyncBaseTransport
+    transport: H1Transport
     headers: dict[str, str]
     last_used: float = 0.0
     quiet_until: float = 0.0  # a dropped upload's bytes still queue on the path until then
     suspect_at: float = math.inf  # the next quick probe of a failing site (inf: not suspect)
     suspect_gap_s: float = SUSPECT_PROBE_S
     probing: bool = False
-    urls: dict[str, httpx.URL] = field(default_factory=dict)
+    targets: dict[str, tuple[Origin, bytes]] = field(default_factory=dict)
+    raw_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # ``headers``, raw
 
-    def url(self, path: str) -> httpx.URL:
-        """The site's URL for ``path`` (cached: the same few paths over and over)."""
-        if (url := self.urls.get(path)) is None:
-            url = self.urls[path] = self.client.base_url.join(path.lstrip("/"))
-        return url
+    def target(self, path: str) -> tuple[Origin, bytes]:
+        """Where ``path`` goes at this site: its origin and request target (cached: the
+        same few paths over and over)."""
+        if (found := self.targets.get(path)) is None:
+            url = self.client.base_url.join(path.lstrip("/"))
+            found = self.targets[path] = (Origin.of(url), url.raw_path)
+        return found
 
 
 @dataclass
@@ -164,7 +173,7 @@ class Attempt:
     site: str
     outcome: str  # "ok", "5xx 500", "timeout", "connect error", ...
     time_s: float
-    response: httpx.Response | None = None
+    response: Answer | None = None
     timing: Timing = field(default_factory=Timing)
     sent_at: float = 0.0
     started: float = 0.0  # time.monotonic() when it was sent
@@ -242,7 +251,7 @@ class Router:
             scope["headers"] = [h for h in scope["headers"] if h[0] != b"authorization"]
         try:
             if scope["method"] == "POST" and scope["path"] in _HOT:
-                response = await self.complete(Request(scope, receive), client)
+                response = await self.complete(_Incoming(scope, receive), client)
                 await response(scope, receive, send)
             else:
                 await self.other(scope, receive, send)
@@ -266,7 +275,8 @@ class Router:
             transport = _transport(site, self.metrics.resent.labels(name).inc)
             client = httpx.AsyncClient(base_url=site.url, headers=headers, transport=transport)
             breaker = Breaker(g.failures_to_bench, g.bench)
-            self.sites[name] = SiteState(m, client, breaker, transport, headers)
+            self.sites[name] = st = SiteState(m, client, breaker, transport, headers)
+            st.raw_headers = [(k.encode(), v.encode("latin-1")) for k, v in headers.items()]
         log = g.decisions_log.replace("{replica}", self.replica.replace(":", "-"))
         self.log = open(log, "a", encoding="utf-8")
         if g.state is not None:
@@ -332,7 +342,7 @@ class Router:
 
     # ------------------------------------------------------------------ completions
 
-    async def complete(self, request: Request, client=None) -> Response:
+    async def complete(self, request: _Incoming, client=None) -> Any:
         """Check the request at the edge; predict, choose, forward with failover; stream
         or return the answer."""
         marks = Marks(time.perf_counter())
@@ -391,30 +401,19 @@ class Router:
             return None
         return json.dumps({**data, "stream": True}, separators=(",", ":")).encode()
 
-    async def _unless_gone(self, request: Request, work, record, t0: float) -> Response:
+    async def _unless_gone(self, request: _Incoming, work, record, t0: float) -> Any:
         """Await a whole answer unless the client leaves first: then the work is cancelled,
         and with it the site's request (its connection closed: a server that watches it
         stops; one asked for a stream, ``whole_as_stream``, stops between tokens)."""
-        me = asyncio.current_task()
-        assert me is not None
-        fired: list[bool] = []
-
-        async def watch() -> None:
-            await _disconnected(request.receive)
-            fired.append(True)
-            me.cancel()
-
         # the work runs in this task, not a new one: up to its first wait it is what it
         # was (it joins a site's line before the next request is predicted)
-        gone = asyncio.create_task(watch())
-        try:
-            return await work
-        except asyncio.CancelledError:
-            if not fired:
-                raise
-            me.uncancel()
-        finally:
-            gone.cancel()
+        with _OnDeparture(request.scope, request.receive) as leaving:
+            try:
+                return await work
+            except asyncio.CancelledError:
+                if not leaving.fired:
+                    raise
+                leaving.me.uncancel()
         if "outcome" not in record:
             record["outcome"] = "client gone"
             record["total_s"] = time.perf_counter() - t0
@@ -462,7 +461,7 @@ class Router:
         order = ([choice] if choice else []) + [p.site for p in feasible if p.site != choice]
         return order, reason, front
 
-    async def _checked(self, request: Request, marks: Marks) -> tuple[bytes, dict[str, Any]]:
+    async def _checked(self, request: _Incoming, marks: Marks) -> tuple[bytes, dict[str, Any]]:
         """The body (read within ``gateway.max_body``) and its JSON, parsed once and
         checked against OpenAI's schema; the ``x-tierwise-residency`` header checked."""
         g = self.cfg.gateway
@@ -481,9 +480,9 @@ class Router:
             )  # fmt: skip
         return body, data
 
-    def _shape(self, request: Request, body: bytes, data: dict[str, Any] | None = None):
+    def _shape(self, request: _Incoming, body: bytes, data: dict[str, Any] | None = None):
         data = body_json(body) if data is None else data
-        path = request.scope["path"]  # not request.url: that builds a URL object
+        path = request.scope["path"]
         deadline = parse_deadline(request.headers.get(DEADLINE_HEADER))
         cap = requested_output_tokens(data)
         learned = self.output_tokens.get(path)
@@ -522,7 +521,7 @@ class Router:
         can still win, and a stalled one costs no more than its patience.
         """
         by_site = {p.site: p for p in preds}
-        headers = _forward_headers(request)
+        headers = _forward_raw(request.scope)
         attempts: list[Attempt] = []
         queue = order[: self.cfg.decision.max_attempts]
         if len(queue) == 1 or not self.predicted_attempts:  # nothing to hedge
@@ -575,7 +574,7 @@ class Router:
     ) -> Response:
         """The sites one after another, each awaited in this task — when there is nothing
         to hedge (one candidate, or the common router): no task per attempt."""
-        headers = _forward_headers(request)
+        headers = _forward_raw(request.scope)
         attempts: list[Attempt] = []
         for name in queue:
             budget_s = self._budget_s(shape, t0)
@@ -775,14 +774,15 @@ class Router:
         token = CONNECTS.set(connects)
         sent = time.perf_counter()
         if (trace := _TRACE.get()) is not None:  # the attempt's span is the upstream parent
-            headers = {**headers, **trace.attempt(name, sent)}
-        req = httpx.Request(
-            "POST", st.url(path), content=body, headers={**st.headers, **headers},
-            extensions={"timeout": _timeout(timeout)},
-        )  # fmt: skip
+            headers = _with_headers(headers, trace.attempt(name, sent))
+        if st.raw_headers:  # the site's own (its API key), unless the client sent that header
+            names = {k for k, _ in headers}
+            headers = [h for h in st.raw_headers if h[0] not in names] + headers
+        origin, target = st.target(path)
+        send = st.transport.send(origin, b"POST", target, headers, body, _timeout(timeout))
         t.build_s = time.perf_counter() - sent
         try:
-            resp = await self._send(st, req, timeout, watch)
+            resp = await self._send(send, timeout, watch)
         except SlowUpload as slow:
             return self._slow_upload(st, name, slow, sent)
         except (httpx.TimeoutException, TimeoutError):
@@ -796,17 +796,16 @@ class Router:
         if resp.status_code >= 500:
             await resp.aclose()
             return self._failed(st, name, f"{resp.status_code} from site", sent)
-        t.server = parse_server_timing(resp.headers.get("server-timing"))
+        timing = resp.header(b"server-timing")
+        t.server = parse_server_timing(timing.decode("latin-1") if timing is not None else None)
         started = time.monotonic() - (time.perf_counter() - sent)
         return Attempt(name, "ok", t.headers_s, resp, t, sent, started)
 
-    async def _send(
-        self, st: SiteState, req: httpx.Request, timeout: float, watch: UploadWatch | None
-    ) -> httpx.Response:
-        """Send through the pool's transport itself (no cookies, auth, redirects or hooks to
-        run per request). The common router's fixed timeout bounds the whole attempt up to
-        the answer's headers; a predicted attempt is bounded by its patience instead."""
-        send = st.transport.handle_async_request(req)
+    async def _send(self, send, timeout: float, watch: UploadWatch | None) -> Answer:
+        """Await ``send`` (:meth:`H1Transport.send`: the pool's transport itself, no
+        cookies, auth, redirects or hooks to run per request). The common router's fixed
+        timeout bounds the whole attempt up to the answer's headers; a predicted attempt is
+        bounded by its patience instead."""
         if watch is not None:
             return await watch.run(send)
         if self.predicted_attempts:
@@ -837,15 +836,15 @@ class Router:
         self.metrics.requests.labels(name, "failed").inc()
         return Attempt(name, outcome, time.perf_counter() - sent)
 
-    async def _answer(self, a: Attempt, shape, pred, record, attempts, t0) -> Response:
+    async def _answer(self, a: Attempt, shape, pred, record, attempts, t0) -> Any:
         resp = a.response
         assert resp is not None
-        headers = {k: v for k, v in resp.headers.items() if k.lower() not in DROP_RESPONSE}
-        headers["x-tierwise-site"] = a.site
-        headers["x-tierwise-predicted-s"] = f"{pred.option.time_s:.4f}"
+        headers = [(k, v) for k, v in _lower(resp.headers) if k not in _DROP_RESPONSE_RAW]
+        headers += [(b"x-tierwise-site", a.site.encode()),
+                    (b"x-tierwise-predicted-s", b"%.4f" % pred.option.time_s)]  # fmt: skip
         if shape.stream and resp.status_code < 400:
             gen = self._relay_stream(a, shape, pred, record, attempts, t0)
-            return StreamingResponse(gen, status_code=resp.status_code, headers=headers)
+            return _Streamed(resp.status_code, headers, gen)
         if a.as_stream and resp.status_code < 400:
             return await self._assemble(a, shape, pred, record, attempts, t0, headers)
         try:
@@ -862,10 +861,10 @@ class Router:
         a.timing.tokens_out, a.timing.prompt_tokens = _usage_tokens(content)
         a.work.usage_s = time.perf_counter() - parsing
         a.timing.tokens_from = "usage"
-        finish = BackgroundTask(self._finish_later, a, shape, pred, record, attempts, t0)
-        return Response(content, status_code=resp.status_code, headers=headers, background=finish)
+        finish = functools.partial(self._finish, a, shape, pred, record, attempts, t0)
+        return _Whole(resp.status_code, headers, content, finish)
 
-    async def _assemble(self, a: Attempt, shape, pred, record, attempts, t0, headers) -> Response:
+    async def _assemble(self, a: Attempt, shape, pred, record, attempts, t0, headers) -> Any:
         """A whole answer asked of the site as a stream (``whole_as_stream``): its events
         read and timed as a stream's (first token, pace: learned as a stream), then put
         together as the whole answer (:func:`~tierwise.route.sse.whole_answer`) with
@@ -908,11 +907,11 @@ class Router:
         chat = shape.path.endswith("/chat/completions")
         content = json.dumps(whole_answer(scan, chat, usage)).encode()
         t.bytes_down = max(t.bytes_down, len(content))
-        headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        headers = [h for h in headers if h[0] != b"content-type"]
+        headers.append((b"content-type", b"application/json"))
         streamed = dc_replace(shape, stream=True)  # learned as the stream it was
-        finish = BackgroundTask(self._finish_later, a, streamed, pred, record, attempts, t0)
-        return Response(content, resp.status_code, headers=headers,
-                        media_type="application/json", background=finish)  # fmt: skip
+        finish = functools.partial(self._finish, a, streamed, pred, record, attempts, t0)
+        return _Whole(resp.status_code, headers, content, finish)
 
     async def _relay_stream(self, a: Attempt, shape, pred, record, attempts, t0):
         """Pass the upstream bytes through unchanged, timing each token event on the way.
@@ -980,11 +979,6 @@ class Router:
         else:
             t.tokens_out, t.tokens_from = scan.tokens, "events"
 
-    async def _finish_later(self, *args: Any) -> None:
-        """:meth:`_finish` once the answer is sent: learning and logging are not on the
-        client's clock (async, so starlette runs it on the loop, not in a thread)."""
-        self._finish(*args)
-
     def _finish(self, a: Attempt, shape, pred: Prediction, record, attempts, t0) -> None:
         done = time.perf_counter()  # the answer is handed over: what follows is not its time
         st = self.sites[a.site]
@@ -1049,7 +1043,7 @@ class Router:
         if isinstance(reason := record.get("reason"), Reason):
             record["reason"] = str(reason)
         if self.log is not None:
-            self.log.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self.log.write(_LOG_JSON.encode(record) + "\n")
             self.log.flush()
 
     # ------------------------------------------------------------- other endpoints
@@ -1220,6 +1214,7 @@ def _transport(site, on_resend=None) -> H1Transport:
 
 
 _HOT = frozenset(COMPLETION_PATHS)
+_LOG_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps makes one per call
 # The request's trace (tierwise.route.otel.RequestTrace) while tracing is on: attempts,
 # hedges among them run as tasks of their own, and find it here to name their parent.
 _TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("tierwise_route_trace", default=None)
@@ -1286,6 +1281,127 @@ def _behind_backlog(pred: Prediction, wait_s: float) -> Prediction:
 
 def _forward_headers(request: Request) -> dict[str, str]:
     return {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
+
+
+def _forward_raw(scope: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+    """The client's headers to pass upstream, as the ASGI scope holds them (names in lower
+    case, a repeated header repeated)."""
+    return [h for h in scope["headers"] if h[0] not in _DROP_REQUEST_RAW]
+
+
+def _with_headers(
+    headers: list[tuple[bytes, bytes]], more: dict[str, str]
+) -> list[tuple[bytes, bytes]]:
+    """``headers`` with ``more`` (lower-case names) in place of any of the same name."""
+    extra = [(k.encode(), v.encode("latin-1")) for k, v in more.items()]
+    names = {k for k, _ in extra}
+    return [h for h in headers if h[0] not in names] + extra
+
+
+def _lower(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower(), v) for k, v in headers]
+
+
+class _Incoming:
+    """A completion request as the hot path reads it: the ASGI scope and ``receive``, and
+    its headers as a dict built once (names in lower case; of a repeated header the first
+    value, as starlette's ``Headers.get`` answers)."""
+
+    __slots__ = ("headers", "receive", "scope")
+
+    def __init__(self, scope: dict[str, Any], receive: Any) -> None:
+        self.scope, self.receive = scope, receive
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        self.headers = headers
+
+
+class _OnDeparture:
+    """The current task cancelled when the request's client leaves — told by the guarded
+    protocol's :class:`~tierwise.route.edge.Departure`, or else (another server) by a task
+    awaiting ASGI's ``http.disconnect`` through ``receive``. ``fired``: it was (so a
+    ``CancelledError`` is the departure's, to be uncancelled, not the server's)."""
+
+    def __init__(self, scope: dict[str, Any], receive: Any = None) -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        self.me, self.fired, self.receive = me, False, receive
+        self.departure = scope.get("extensions", {}).get(DEPARTURE)
+        self.task: asyncio.Task | None = None
+
+    def _left(self) -> None:
+        self.fired = True
+        self.me.cancel()
+
+    async def _watch(self) -> None:
+        await _disconnected(self.receive)
+        self._left()
+
+    def __enter__(self) -> _OnDeparture:
+        if self.departure is not None:
+            self.departure.watch(self._left)
+        elif self.receive is not None:
+            self.task = asyncio.create_task(self._watch())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        elif self.departure is not None:
+            self.departure.unwatch(self._left)
+
+
+class _Streamed:
+    """A stream as ASGI messages, each piece as it comes; a client that leaves ends it
+    (the relaying generator is cancelled where it waits, then closed). Under the guarded
+    protocol its :class:`~tierwise.route.edge.Departure` says so; under another server
+    starlette's ``StreamingResponse`` listens for ``http.disconnect`` (a task group per
+    stream)."""
+
+    __slots__ = ("gen", "headers", "status")
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], gen: Any) -> None:
+        self.status, self.headers, self.gen = status, headers, gen
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if DEPARTURE not in scope.get("extensions", {}):
+            streaming = StreamingResponse(self.gen, status_code=self.status)
+            streaming.raw_headers = self.headers  # as they came (repeats stay repeated)
+            await streaming(scope, receive, send)
+            return
+        with _OnDeparture(scope) as leaving:
+            try:
+                await send({"type": "http.response.start", "status": self.status,
+                            "headers": self.headers})  # fmt: skip
+                async for chunk in self.gen:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            except asyncio.CancelledError:
+                if not leaving.fired:
+                    raise
+                leaving.me.uncancel()
+            finally:
+                await self.gen.aclose()  # cancelled while sending: the generator ends here
+
+
+class _Whole:
+    """A whole answer as two ASGI messages (head with its ``content-length``, then the
+    body), then ``after`` — the learning and the log, off the client's clock."""
+
+    __slots__ = ("after", "body", "headers", "status")
+
+    def __init__(
+        self, status: int, headers: list[tuple[bytes, bytes]], body: bytes, after: Any = None
+    ) -> None:
+        self.status, self.headers, self.body, self.after = status, headers, body, after
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.headers.append((b"content-length", b"%d" % len(self.body)))
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
+        if self.after is not None:
+            self.after()
 
 
 def _reasons(preds: list[Prediction], name: str) -> list[str]:

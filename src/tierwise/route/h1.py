@@ -7,12 +7,15 @@ scopes and async generators. Measured on the gateway's hot path (one small
 completion, loopback, 2-vCPU guest) that client side cost ~1.1 ms of CPU per
 request, against ~0.1 ms for the same bytes written and read by hand — most of what
 the gateway added to a request. :class:`H1Transport` is the same contract for
-every site: httpx builds the request and the response objects as before (the
-gateway, the probes and the pass-through still talk to ``httpx.AsyncClient``), the
-bytes go over httpcore's network-backend interface (the gateway's
-:mod:`tierwise.route.netio` backend under the upload watch, unchanged), and the
-response is parsed by httptools — llhttp, the parser uvicorn already uses on the
-gateway's own side.
+every site, spoken two ways over one pool: as an httpx transport (the probes and the
+pass-through talk to ``httpx.AsyncClient``), and directly (:meth:`H1Transport.send`:
+the gateway's completions give the method, target, raw header pairs and body bytes and
+read an :class:`Answer` — status, raw headers, body — with none of httpx's
+``Request``/``Response``/``Headers``/``URL`` objects built per request, which cost the
+hot path more than the bytes themselves). Either way the bytes go over httpcore's
+network-backend interface (the gateway's :mod:`tierwise.route.netio` backend under
+the upload watch, unchanged), and the response is parsed by httptools — llhttp, the
+parser uvicorn already uses on the gateway's own side.
 
 What it keeps from httpcore: a warm keep-alive pool per origin (``max_connections``
 bound, idle connections expire after ``keepalive_expiry`` and are checked for a FIN
@@ -41,14 +44,17 @@ import contextlib
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpcore
 import httptools
 import httpx
 
-__all__ = ["KEEPALIVE_EXPIRY_S", "H1Transport", "socks5_connect"]
+from tierwise.route.coalesce import JOIN_BYTES
+
+__all__ = ["KEEPALIVE_EXPIRY_S", "Answer", "H1Transport", "Origin", "socks5_connect"]
 
 READ_BYTES = 64 * 1024
 # An idle connection is dropped before the usual server side keep-alive timeout (5 s in
@@ -127,7 +133,7 @@ class _Body(httpx.AsyncByteStream):
         key: Any,
         conn: _Connection,
         p: _Parser,
-        request: httpx.Request,
+        request: httpx.Request | None,
         read_timeout: float | None,
         no_body: bool,
     ) -> None:
@@ -163,6 +169,17 @@ class _Body(httpx.AsyncByteStream):
             raise
         await self.aclose()
 
+    async def read_all(self) -> bytes:
+        """The whole body; an answer already parsed whole (a small one: one read) is
+        joined at once, without the iterator."""
+        p = self.p
+        if not (self.done or p.complete):
+            return b"".join([chunk async for chunk in self])
+        chunks, p.body = p.body, []
+        self.done = True
+        await self.aclose()
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
     async def aclose(self) -> None:
         if self.closed:
             return
@@ -187,7 +204,7 @@ def _until_close(p: _Parser) -> bool:
     return b"content-length" not in names and b"transfer-encoding" not in names
 
 
-def _feed(p: _Parser, data: bytes, request: httpx.Request) -> None:
+def _feed(p: _Parser, data: bytes, request: httpx.Request | None) -> None:
     p.fed = True
     try:
         p.parser.feed_data(data)
@@ -202,6 +219,94 @@ async def _read(stream: httpcore.AsyncNetworkStream, timeout: float | None, requ
         return await stream.read(READ_BYTES, timeout)
     except tuple(_ERRORS) as exc:
         raise _ERRORS[type(exc)](str(exc), request=request) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where :meth:`H1Transport.send` goes: the pool's key and the ``Host`` header."""
+
+    key: tuple[str, str, int]  # scheme, host, port: the pool httpx requests share
+    host_header: bytes
+
+    @classmethod
+    def of(cls, url: httpx.URL) -> Origin:
+        if url.scheme not in _DEFAULT_PORTS:
+            raise httpx.UnsupportedProtocol(f"{url.scheme}: this transport speaks http and https")
+        key = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
+        return cls(key, url.netloc)
+
+
+class Answer:
+    """An upstream answer without httpx's model: the status, the header pairs as the
+    server sent them, and the body — read whole (:meth:`aread`) or as it arrives
+    (:meth:`aiter_raw`); the connection goes back to the pool at its end, or is closed
+    by :meth:`aclose` before it."""
+
+    __slots__ = ("_body", "headers", "status_code")
+
+    def __init__(self, status_code: int, headers: list[tuple[bytes, bytes]], body: _Body):
+        self.status_code = status_code
+        self.headers = headers
+        self._body = body
+
+    def header(self, name: bytes) -> bytes | None:
+        """The first value of header ``name`` (given in lower case), or None."""
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    async def aread(self) -> bytes:
+        return await self._body.read_all()
+
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        return self._body.__aiter__()
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+class _Out:
+    """A request as the wire carries it: its head, its body (bytes or, from httpx, a
+    stream of pieces), whether the pieces go chunked, whether it can be sent again."""
+
+    __slots__ = ("body", "chunked", "head", "replayable", "request")
+
+    def __init__(
+        self,
+        head: bytes,
+        body: bytes | AsyncIterable[bytes],
+        chunked: bool = False,
+        replayable: bool = True,
+        request: httpx.Request | None = None,
+    ) -> None:
+        self.head, self.body, self.chunked = head, body, chunked
+        self.replayable, self.request = replayable, request
+
+
+async def _send(stream, out: _Out, timeout: float | None) -> None:
+    """Write ``out``: a small body joined to its head (one write), a larger one after it."""
+    body = out.body
+    try:
+        if isinstance(body, bytes):
+            if len(body) <= JOIN_BYTES:
+                await stream.write(out.head + body, timeout)
+            else:
+                await stream.write(out.head, timeout)
+                await stream.write(body, timeout)
+            return
+        chunked = out.chunked
+        await stream.write(out.head, timeout)  # the backend joins a small body to it
+        async for chunk in body:
+            if chunk:
+                data = b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk
+                await stream.write(data, timeout)
+        if chunked:
+            await stream.write(b"0\r\n\r\n", timeout)
+        else:
+            await stream.write(b"", timeout)  # sends a head still held for a body
+    except tuple(_ERRORS) as exc:
+        raise _ERRORS[type(exc)](str(exc), request=out.request) from exc
 
 
 class H1Transport(httpx.AsyncBaseTransport):
@@ -234,25 +339,21 @@ class H1Transport(httpx.AsyncBaseTransport):
         self.resent = 0  # requests sent again after a reused connection's server closed it
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """httpx's transport contract: ``request`` sent, its answer as an httpx response."""
         url = request.url
         if url.scheme not in _DEFAULT_PORTS:
             raise httpx.UnsupportedProtocol(f"{url.scheme}: this transport speaks http and https")
         t = request.extensions.get("timeout") or {}
         key = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
-        conn = await self._acquire(key, request, t.get("connect"), t.get("pool"))
-        p = _Parser()
-        try:
-            await self._exchange(key, conn, p, request, t)
-        except _GONE:
-            if not conn.reused or p.fed or not _replayable(request):
-                raise
-            # closed by the server as it was reused, never answered: once more, on a new one
-            self.resent += 1
-            if self.on_resend is not None:
-                self.on_resend()
-            conn = await self._acquire(key, request, t.get("connect"), t.get("pool"), new=True)
-            p = _Parser()
-            await self._exchange(key, conn, p, request, t)
+        head = [request.method.encode(), b" ", url.raw_path, b" HTTP/1.1\r\n"]
+        for name, value in request.headers.raw:
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"\r\n")
+        chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
+        replayable = _replayable(request)
+        body = request.content if replayable and not chunked else request.stream
+        out = _Out(b"".join(head), body, chunked, replayable, request)
+        conn, p = await self._roundtrip(key, out, t)
         status = p.parser.get_status_code()
         no_body = request.method == "HEAD" or status in (204, 304)
         body = _Body(self, key, conn, p, request, t.get("read"), no_body)
@@ -263,11 +364,55 @@ class H1Transport(httpx.AsyncBaseTransport):
             extensions={"http_version": b"HTTP/1.1", "network_stream": conn.stream},
         )
 
-    async def _exchange(self, key, conn: _Connection, p: _Parser, request, t) -> None:
-        """Send ``request`` on ``conn`` and read its answer's head into ``p``; the
-        connection is closed on any failure."""
+    async def send(
+        self,
+        origin: Origin,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        timeout: Mapping[str, float | None],
+    ) -> Answer:
+        """``method target`` with ``headers`` (raw pairs, sent as they are after ``Host``)
+        and ``body`` (its ``Content-Length`` added) to ``origin``; its answer's head read.
+        ``timeout``: httpcore's ``connect``/``read``/``write``/``pool`` seconds. Errors
+        are httpx's exception types, as from :meth:`handle_async_request`."""
+        head = [method, b" ", target, b" HTTP/1.1\r\nhost: ", origin.host_header, b"\r\n"]
+        for name, value in headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [b"content-length: ", b"%d" % len(body), b"\r\n\r\n"]
+        conn, p = await self._roundtrip(origin.key, _Out(b"".join(head), body), timeout)
+        status = p.parser.get_status_code()
+        no_body = method == b"HEAD" or status in (204, 304)
+        return Answer(status, p.headers, _Body(self, origin.key, conn, p, None,
+                                               timeout.get("read"), no_body))  # fmt: skip
+
+    async def _roundtrip(self, key, out: _Out, t: Mapping[str, Any]) -> tuple[_Connection, _Parser]:
+        """``out`` sent on a pooled (or new) connection and its answer's head parsed:
+        once more on a new connection if a reused one was closed unanswered."""
+        request = out.request
+        conn = await self._acquire(key, request, t.get("connect"), t.get("pool"))
+        p = _Parser()
         try:
-            await self._send(conn.stream, request, t.get("write"))
+            await self._exchange(key, conn, p, out, t)
+        except _GONE:
+            if not conn.reused or p.fed or not out.replayable:
+                raise
+            # closed by the server as it was reused, never answered: once more, on a new one
+            self.resent += 1
+            if self.on_resend is not None:
+                self.on_resend()
+            conn = await self._acquire(key, request, t.get("connect"), t.get("pool"), new=True)
+            p = _Parser()
+            await self._exchange(key, conn, p, out, t)
+        return conn, p
+
+    async def _exchange(self, key, conn: _Connection, p: _Parser, out: _Out, t) -> None:
+        """Send ``out`` on ``conn`` and read its answer's head into ``p``; the
+        connection is closed on any failure."""
+        request = out.request
+        try:
+            await _send(conn.stream, out, t.get("write"))
             while not p.headers_done:
                 data = await _read(conn.stream, t.get("read"), request)
                 if not data:
@@ -278,26 +423,6 @@ class H1Transport(httpx.AsyncBaseTransport):
         except BaseException:
             await self._close(key, conn)
             raise
-
-    async def _send(self, stream, request: httpx.Request, timeout: float | None) -> None:
-        target = request.url.raw_path
-        head = [request.method.encode(), b" ", target, b" HTTP/1.1\r\n"]
-        for name, value in request.headers.raw:
-            head += [name, b": ", value, b"\r\n"]
-        head.append(b"\r\n")
-        chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
-        try:
-            await stream.write(b"".join(head), timeout)  # the backend joins a small body to it
-            async for chunk in request.stream:
-                if chunk:
-                    data = b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk
-                    await stream.write(data, timeout)
-            if chunked:
-                await stream.write(b"0\r\n\r\n", timeout)
-            else:
-                await stream.write(b"", timeout)  # sends a head still held for a body
-        except tuple(_ERRORS) as exc:
-            raise _ERRORS[type(exc)](str(exc), request=request) from exc
 
     async def _acquire(
         self, key, request, connect_timeout, pool_timeout, new: bool = False

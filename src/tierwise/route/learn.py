@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tierwise.route.estimate import Adaptive
 from tierwise.route.predict import (
+    ANSWER_HEAD_BYTES,
     SMALL_BYTES,
     RequestShape,
     SiteModel,
@@ -106,7 +107,8 @@ def learn(m: SiteModel, req: RequestShape, t: Timing) -> None:
         step_s, our_clock = step
         _sample(m.decode_factor, step_s / m.step_bound_s, t.overlap if our_clock else 0, False)
     if t.tokens_out > 0:
-        m.down_bytes_per_token.update(max(t.bytes_down - 400, 0) / t.tokens_out)
+        per_token = m.stream_bytes_per_token if req.stream else m.down_bytes_per_token
+        per_token.update(max(t.bytes_down - ANSWER_HEAD_BYTES, 0) / t.tokens_out)
     if not srv:
         learn_service(m, req, t)
     if not m.site.remote:
@@ -170,7 +172,11 @@ def learn_service(m: SiteModel, req: RequestShape, t: Timing) -> None:
     if t.tokens_out <= 0:
         return
     first, rest = service_features(n, t.tokens_out)
-    down_s = max(t.bytes_down - 400, 0) / max(m.down_rate.value, 1.0) if m.site.remote else 0.0
+    down_s = (
+        max(t.bytes_down - ANSWER_HEAD_BYTES, 0) / max(m.down_rate.value, 1.0)
+        if m.site.remote
+        else 0.0
+    )
     whole = [a + b for a, b in zip(first, rest, strict=True)]
     m.service.update(whole, t.end_s - start_s - down_s)
 

@@ -26,6 +26,9 @@ class Metrics:
 
     def __init__(self, replica: str | None = None) -> None:
         self.replica = replica  # every sample carries replica="…" when set (a fleet)
+        # each labelled child looked up once (``labels()`` takes a lock and checks its
+        # values every call); as many as sites × (outcomes, quantities, stages) at most
+        self._children: dict[tuple[Any, ...], Any] = {}
         r = self.registry = CollectorRegistry()
         p = "tierwise_route_"
         self.requests = Counter(
@@ -95,22 +98,32 @@ class Metrics:
     def observe(
         self, site: str, record: dict[str, Any], pred: Any, model: Any, breaker: Any
     ) -> None:
-        """Account one answered request."""
-        self.requests.labels(site, record["outcome"].split()[0]).inc()
+        """Account one answered request (the site's estimates: the record's, if it has
+        them, else the model's)."""
+        child = self._child
+        child(self.requests, site, record["outcome"].split()[0]).inc()
         actual = record["actual_s"]
-        self.seconds.labels(site).observe(actual)
-        self.predicted.labels(site).set(pred.option.time_s)
+        child(self.seconds, site).observe(actual)
+        child(self.predicted, site).set(pred.option.time_s)
         if actual > 0:
-            self.error.labels(site).observe(abs(actual - pred.option.time_s) / actual)
-        for name, est in model.estimates().items():
-            self.estimate.labels(site, name).set(est["value"])
+            child(self.error, site).observe(abs(actual - pred.option.time_s) / actual)
+        estimates = record.get("estimates", {}).get(site) or model.estimates()
+        for name, est in estimates.items():
+            child(self.estimate, site, name).set(est["value"])
         d = record.get("decomposition")
         if d:
             for term, value in d["terms_s"].items():
                 if value > 0:
-                    self.stage.labels(site, term).inc(value)
+                    child(self.stage, site, term).inc(value)
             if d["residual_s"] > 0:  # a counter only grows: a negative residual is not summed
-                self.stage.labels(site, "residual").inc(d["residual_s"])
+                child(self.stage, site, "residual").inc(d["residual_s"])
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once."""
+        key = (metric, *labels)
+        if (found := self._children.get(key)) is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type."""

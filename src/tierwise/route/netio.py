@@ -44,7 +44,7 @@ class _Protocol(asyncio.Protocol):
         self.buffered = 0
         self.eof = False
         self.error: BaseException | None = None
-        self.waiter: asyncio.Future[None] | None = None
+        self.waiter: asyncio.Future[bool] | None = None
         self.paused_writing = False
         self.paused_reading = False
 
@@ -77,22 +77,26 @@ class _Protocol(asyncio.Protocol):
 
     def _wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+            self.waiter.set_result(True)
 
     async def wait(self, timeout: float | None) -> bool:
-        """Wait for the next event; False if ``timeout`` passed first."""
-        self.waiter = asyncio.get_running_loop().create_future()
+        """Wait for the next event; False if ``timeout`` passed first. The timeout is one
+        timer that settles the waiter (not ``asyncio.timeout``'s context manager, which
+        cancels and uncancels the task: twice the work, on every read of every answer)."""
+        loop = asyncio.get_running_loop()
+        waiter = self.waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
         try:
-            if timeout is None:
-                await self.waiter
-                return True
-            async with asyncio.timeout(timeout):
-                await self.waiter
-            return True
-        except TimeoutError:
-            return False
+            return await waiter
         finally:
             self.waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 class _Stream(httpcore.AsyncNetworkStream):

@@ -96,7 +96,7 @@ def quality_of(site: Any, task: str | None) -> float:
 def request_cost(model: Any, req: Any, time_s: float) -> float:
     """The request's cost at the site (its prices; 0 for a site without any)."""
     n_out = req.output_tokens
-    down = 400 + n_out * model.down_bytes_per_token.value
+    down = model.answer_bytes(n_out, req.stream)
     return float(session_cost(model.site, time_s, req.prompt_tokens, n_out, down))
 
 

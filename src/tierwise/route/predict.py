@@ -32,6 +32,7 @@ __all__ = ["Prediction", "RequestShape", "SiteModel", "pick", "site_model"]
 PREFILL_REFERENCE_TOKENS = 1000
 DEFAULT_OUTPUT_TOKENS = 256
 SMALL_BYTES = 16_000  # below this an upload's time is lost in the RTT; above it, rate counts
+ANSWER_HEAD_BYTES = 400  # an answer's status line, headers and JSON frame around its tokens
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,10 @@ class SiteModel:
     queue_s: Adaptive
     prefill_factor: Adaptive
     decode_factor: Adaptive
-    down_bytes_per_token: Adaptive
+    down_bytes_per_token: Adaptive  # a whole answer's bytes per output token
+    # A stream's: each token its own server-sent event (~150–250 B of JSON), a whole
+    # answer a few bytes of text — two quantities, not one noisy one.
+    stream_bytes_per_token: Adaptive = field(default_factory=lambda: Adaptive(200.0))
     error_rel: Adaptive = field(default_factory=lambda: Adaptive(0.2))
     # random loss each way (the path's, not congestion): the site's priors, then what a
     # relay client measures on the path (tierwise.route.relaypath); a direct route's TCP
@@ -122,6 +126,12 @@ class SiteModel:
         if memo.get("scenario") is None:
             memo["scenario"] = _evolve_model(_SCENARIO, task=memo["task"], site=[memo["site"]])
         return memo["scenario"]
+
+    def answer_bytes(self, output_tokens: int, stream: bool) -> float:
+        """An answer's expected size in bytes: headers and framing, and per output token
+        what this site's answers of the same kind (stream or whole) carried."""
+        per_token = self.stream_bytes_per_token if stream else self.down_bytes_per_token
+        return ANSWER_HEAD_BYTES + output_tokens * per_token.value
 
     def estimates(self) -> dict[str, Any]:
         """The live estimates with their uncertainty and the filter each uses (for logs)."""
@@ -327,7 +337,7 @@ def predict(
     what the line ahead still needs at ``now`` (monotonic clock)."""
     s = m.site
     n_out = req.output_tokens
-    bytes_down = 400 + n_out * m.down_bytes_per_token.value
+    bytes_down = m.answer_bytes(n_out, req.stream)
     scn = m.planner_inputs(req, bytes_down)
     n_in = m.prompt_tokens(req.prompt_tokens)
     if m.learned_service():

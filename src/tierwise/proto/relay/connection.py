@@ -38,6 +38,7 @@ from tierwise.errors import LocalProtocolError
 from tierwise.proto.rangeset import RangeSet
 from tierwise.proto.relay import wire
 from tierwise.proto.relay.crypto import (
+    ADMIT_SLOTS,
     ADMIT_TAG_BYTES,
     ROTATE_PACKETS,
     DirectionKeys,
@@ -466,6 +467,11 @@ class RelayConnection:
     def established(self) -> bool:
         return self.state is State.ESTABLISHED
 
+    @property
+    def largest_received_pn(self) -> int:
+        """The largest packet number accepted from the peer (-1: none yet)."""
+        return self._replay.largest
+
     def connect(self, addr: Addr, now: float, wall_s: float | None = None) -> None:
         """Client: start the handshake towards the gateway at ``addr``. ``wall_s``, the
         Unix time at ``now``, dates each HELLO (a gateway refuses an undated one, or one
@@ -874,7 +880,11 @@ class RelayConnection:
         body += _HELLO_TIME.pack(max(sent_ns, 0))
         if self._admit_key is None:
             self._admit_key = admission_key(self._psk)
-        body += bytes([wire.HELLO_VERSION]) + admission_tag(self._admit_key, sent_ns / 1e9)
+        # a slot drawn for each HELLO: a tag the gateway struck (copied by an on-path
+        # flooder) shuts out one HELLO, not the client (crypto.ADMIT_SLOTS)
+        slot = random_bytes(1)[0] % ADMIT_SLOTS
+        tag = admission_tag(self._admit_key, sent_ns / 1e9, slot)
+        body += bytes([wire.HELLO_VERSION]) + tag
         head = wire.HEADER.pack(wire.HELLO, self.connection_id, 0) + body
         head += bytes(wire.HELLO_BYTES - len(head) - wire.TAG_BYTES)
         return head + self._hs.encrypt(self._random[:12], b"", head)

@@ -8,7 +8,8 @@ for every session (RFC 5869 HKDF-SHA256)::
     key[dir, 0] = HKDF(PSK, salt=client random ‖ gateway random, info="… c2s" | "… s2c")
     key[dir, e+1] = HKDF(key[dir, e], info="tierwise relay v1 key update")
     admission = HKDF(PSK, salt="", info="tierwise relay v1 admission")
-    tag[w] = HMAC-SHA256(admission, w as u64)[:8]   (w = ⌊Unix time / ADMIT_WINDOW_S⌋)
+    tag[w, 0] = HMAC-SHA256(admission, w as u64)[:8]   (w = ⌊Unix time / ADMIT_WINDOW_S⌋)
+    tag[w, s] = HMAC-SHA256(admission, w as u64 ‖ s as u8)[:8]   (slot s = 1 … ADMIT_SLOTS − 1)
 
 ChaCha20-Poly1305 (RFC 8439) with a 96-bit nonce = 0⁴ ‖ packet number (u64):
 each direction has its own key and packet numbers only grow, so no nonce is
@@ -18,13 +19,16 @@ than one epoch are forgotten. :class:`ReplayWindow` rejects a packet number
 seen before or older than the window. A datagram that fails any check is
 dropped without an answer (no oracle, no amplification).
 
-A HELLO also carries an *admission tag*, ``tag[w]`` of the window its send time falls
-in: a value that only holders of the PSK can compute and that anything — the gateway's
-kernel socket filter included, which can compare bytes but not compute a MAC — can
-check against the few tags of the windows near its clock (:func:`admission_tags`).
-It is not a MAC of the HELLO (the AEAD is): one tag serves every HELLO of its window,
-so an on-path observer can reuse it until the window leaves the gateway's clock
-tolerance; an off-path flooder cannot make one.
+A HELLO also carries an *admission tag*, ``tag[w, s]`` of the window its send time falls
+in and a slot its client picks at random for each HELLO: a value that only holders of
+the PSK can compute and that anything — the gateway's kernel socket filter included,
+which can compare bytes but not compute a MAC — can check against the few tags of the
+windows near its clock (:func:`admission_tags`). It is not a MAC of the HELLO (the AEAD
+is): one tag serves every HELLO of its window and slot, so an on-path observer can copy
+it; an off-path flooder cannot make one. The slots let a gateway strike a copied tag
+from its list (a tag seen in failed HELLOs) and still admit the window's other HELLOs:
+a client whose HELLO drew a struck slot draws another with its next HELLO. Slot 0 is
+the tag of a HELLO from before the slots (one per window), so either client is admitted.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from tierwise.errors import LocalProtocolError
 from tierwise.proto.rangeset import RangeSet
 
 __all__ = [
+    "ADMIT_SLOTS",
     "ADMIT_TAG_BYTES",
     "ADMIT_WINDOW_S",
     "KEY_BYTES",
@@ -66,6 +71,10 @@ ADMIT_TAG_BYTES = 8  # two 32-bit words for a classic BPF compare; 2^-64 for a g
 # A tag's window. The gateway accepts the windows its clock tolerance covers, so this sets
 # how many tags it lists (2 × 120 s / 30 s + 1 = 9), not how long a tag is good for.
 ADMIT_WINDOW_S = 30.0
+# Tags per window: a copied tag struck from the gateway's list shuts out a client's HELLO
+# with odds 1 in ADMIT_SLOTS (it draws again with its next); the gateway's kernel lists
+# 9 windows × 16 = 144 tags, 720 instructions (kfilter: five a tag).
+ADMIT_SLOTS = 16
 _WINDOW = struct.Struct(">Q")
 
 
@@ -113,19 +122,30 @@ def admission_key(psk: bytes) -> bytes:
     return _hkdf(check_key(psk), None, b"tierwise relay v1 admission")
 
 
-def admission_tag(key: bytes, wall_s: float) -> bytes:
-    """The admission tag of the window ``wall_s`` (Unix time) falls in (``key``:
-    :func:`admission_key`)."""
-    window = max(0, math.floor(wall_s / ADMIT_WINDOW_S))
-    return hmac.digest(key, _WINDOW.pack(window), hashlib.sha256)[:ADMIT_TAG_BYTES]
+def admission_tag(key: bytes, wall_s: float, slot: int = 0) -> bytes:
+    """The admission tag of the window ``wall_s`` (Unix time) falls in and of ``slot``
+    (``key``: :func:`admission_key`; slot 0: the tag from before the slots)."""
+    if not 0 <= slot < ADMIT_SLOTS:
+        raise LocalProtocolError(f"admission slot {slot} is outside 0 … {ADMIT_SLOTS - 1}")
+    message = _WINDOW.pack(max(0, math.floor(wall_s / ADMIT_WINDOW_S)))
+    if slot:
+        message += bytes([slot])
+    return hmac.digest(key, message, hashlib.sha256)[:ADMIT_TAG_BYTES]
 
 
-def admission_tags(key: bytes, wall_s: float, skew_s: float) -> list[bytes]:
-    """The tags of every window that meets ``[wall_s - skew_s, wall_s + skew_s]``: what a
-    HELLO sent by a client whose clock is within ``skew_s`` of ``wall_s`` carries."""
+def admission_tags(
+    key: bytes, wall_s: float, skew_s: float, slots: int = ADMIT_SLOTS
+) -> list[bytes]:
+    """The tags of every window that meets ``[wall_s - skew_s, wall_s + skew_s]``, each
+    slot's: what a HELLO sent by a client whose clock is within ``skew_s`` of ``wall_s``
+    carries."""
     first = math.floor((wall_s - skew_s) / ADMIT_WINDOW_S)
     last = math.floor((wall_s + skew_s) / ADMIT_WINDOW_S)
-    return [admission_tag(key, w * ADMIT_WINDOW_S) for w in range(first, last + 1)]
+    return [
+        admission_tag(key, w * ADMIT_WINDOW_S, slot)
+        for w in range(first, last + 1)
+        for slot in range(slots)
+    ]
 
 
 class DirectionKeys:

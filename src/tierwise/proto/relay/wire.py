@@ -18,9 +18,11 @@ A HELLO is padded to :data:`HELLO_BYTES` so the WELCOME it earns is smaller
 later (a second session for nobody). Its version byte says how the rest is laid out
 (:data:`HELLO_VERSION`; a gateway drops another version unanswered, as malformed — a
 client that needs a version the gateway does not speak sees no WELCOME). Its admission
-tag (:func:`~tierwise.proto.relay.crypto.admission_tag`, the window of its send time)
-lets a gateway's kernel drop HELLO-shaped floods from anyone without the key before
-they queue. Frames inside a DATA packet::
+tag (:func:`~tierwise.proto.relay.crypto.admission_tag`, the window of its send time and
+a slot drawn for each HELLO; slot 0 is the one tag a window of the first version 1
+clients) lets a gateway's kernel drop HELLO-shaped floods from anyone without the key
+before they queue, and a tag copied from the path once it is seen flooded. Frames
+inside a DATA packet::
 
     PADDING          0x00  (the rest of the packet)
     PING             0x01
