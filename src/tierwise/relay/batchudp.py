@@ -161,9 +161,20 @@ class BatchTransport(asyncio.DatagramTransport):
                 self._protocol.error_received(exc)
                 break
             self.reads += 1
-            at, segment = _ancillary(anc, offset, now)
-            if len(anc) > self.stamps + (segment > 0):  # more than stamp and GRO: the drops
-                self.kernel_drops = max(self.kernel_drops, _overflow(anc))
+            if len(anc) == 1 and anc[0][1] == SO_TIMESTAMPNS and anc[0][0] == socket.SOL_SOCKET:
+                # the usual read: one datagram with its stamp (no GRO run, no drops), taken
+                # here rather than through _ancillary (a call and a loop per datagram)
+                stamp = anc[0][2]
+                at, segment = now, 0
+                if len(stamp) >= _TIMESPEC.size:
+                    sec, nsec = _TIMESPEC.unpack_from(stamp)
+                    at = sec + nsec * 1e-9 - offset
+                    if at > now:
+                        at = now
+            else:
+                at, segment = _ancillary(anc, offset, now)
+                if len(anc) > self.stamps + (segment > 0):  # more than stamp and GRO: drops
+                    self.kernel_drops = max(self.kernel_drops, _overflow(anc))
             if segment and n > segment:  # a GRO run: one sender's datagrams, back to back
                 view = self._view
                 for start in range(0, n, segment):
