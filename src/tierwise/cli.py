@@ -260,7 +260,7 @@ def catalog_add_model(
     from tierwise.report.architecture_view import model_entry
     from tierwise.report.jsonout import dumps
 
-    text, summary = model_entry(model_id, config, load_catalog())
+    text, summary = model_entry(model_id, config, load_catalog(), catalog_file=out_file)
     if out_file is not None:
         _append_entry(out_file, model_id, text)
     if as_json:

@@ -85,6 +85,22 @@ def test_cli_add_model_prints_and_appends(tmp_path: Path) -> None:
     assert again.code == 2 and "already exists" in again.stderr
 
 
+def test_cli_add_model_out_names_config_beside_it(tmp_path: Path) -> None:
+    """--out names a config in its folder relatively: the pair plans after a move elsewhere."""
+    home = tmp_path / "here"
+    (home / "configs").mkdir(parents=True)
+    (home / "configs" / "llama.json").write_bytes(LLAMA.read_bytes())
+    out = home / "mine.toml"
+    run = run_cli("catalog", "add-model", str(home / "configs/llama.json"), "--id", "l8",
+                  "--out", str(out))  # fmt: skip
+    assert run.code == 0, run.stderr
+    assert 'architecture = "configs/llama.json"' in out.read_text()
+    moved = home.rename(tmp_path / "there")
+    listed = run_cli("catalog", "--catalog", str(moved / "mine.toml"), "--json")
+    assert listed.code == 0, listed.stderr
+    assert json.loads(listed.stdout)["model"]["l8"]["parameters"] == 8_030_261_248
+
+
 def test_cli_add_model_bad_config(tmp_path: Path) -> None:
     """A config without hidden_size: one line naming the file and the key, status 2."""
     bad = tmp_path / "config.json"

@@ -58,3 +58,21 @@ def test_strategy_is_validated(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as err:
         load_route(bad)
     assert err.value.path == "decision.strategy"
+
+
+def test_files_the_config_names_are_read_beside_it(tmp_path: Path) -> None:
+    """A relative keys_file, state password, state CA and site CA are beside the config
+    file, wherever the gateway is started from; an absolute one is kept."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    text = EXAMPLE.read_text().replace(
+        "[gateway]\n",
+        '[gateway]\nkeys_file = "keys.toml"\nstate = "redis://127.0.0.1:6379/0"\n'
+        'state_password_file = "redis.pass"\nstate_ca_file = "/etc/ssl/ca.pem"\n',
+        1,
+    )
+    (conf / "route.toml").write_text(text)
+    g = load_route(conf / "route.toml").gateway
+    assert g.keys_file == str(conf / "keys.toml")
+    assert g.state_password_file == str(conf / "redis.pass")
+    assert g.state_ca_file == "/etc/ssl/ca.pem"

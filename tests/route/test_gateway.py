@@ -165,3 +165,61 @@ def _until(condition, timeout_s: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.05)
+
+
+def test_a_fault_inside_the_gateway_is_openai_shaped_and_told_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A fault of the gateway's own (here injected into prediction; once it was a
+    negative answer size from a forecast) answers OpenAI's 500 with ``server_error`` —
+    not a bare "Internal Server Error" — prints its traceback once per place, counts
+    every one, and the next request is served."""
+    import tierwise.route.gateway as gw_module
+
+    real = gw_module.predict
+    faulty = {"on": True}
+
+    def predict(*args, **kwargs):
+        if faulty["on"]:
+            raise ValueError("a fault injected into prediction")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gw_module, "predict", predict)
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    with model_servers(("--decode-step", "1 ms")) as (url,):
+        router, port = gateway([site("only", url, "1 ms")], tmp_path, probe_interval="1 h")
+        with served(router.app, port) as gw, httpx.Client(base_url=gw, timeout=30) as c:
+            bad = [c.post("/v1/chat/completions", json=body) for _ in range(3)]
+            faulty["on"] = False
+            ok = c.post("/v1/chat/completions", json=body)
+            metrics = c.get("/metrics").text
+    for r in bad:
+        assert r.status_code == 500
+        err = r.json()["error"]
+        assert err["type"] == "server_error" and "ValueError" in err["message"]
+        assert set(err) == {"message", "type", "param", "code"}
+    assert ok.status_code == 200
+    assert "tierwise_route_internal_errors_total 3.0" in metrics
+    err_text = capfd.readouterr().err
+    assert err_text.count("ValueError: a fault injected into prediction") == 1
+    assert "Traceback" in err_text
+
+
+def test_a_site_whose_prior_is_too_slow_is_tried_once_and_then_learned(tmp_path: Path) -> None:
+    """A site's prior says 14 ms a token, its server takes 1 ms: never chosen on its
+    prior, it would never be learned. It is tried once (its prior less one standard
+    deviation beats the other site), then chosen on what it answered; a site whose
+    prior, even so, is far slower (the device) is never tried."""
+    args = [("--decode-step", d, "--prefill-per-token", "0 s") for d in ("1 ms", "8 ms", "1 ms")]
+    with model_servers(*args) as (hidden, known, far):
+        sites = [site("hidden", hidden, "14 ms"), site("known", known, "8 ms"),
+                 site("far", far, "200 ms")]  # fmt: skip
+        router, port = gateway(sites, tmp_path, probe_interval="1 h")
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}
+        with served(router.app, port) as gw, httpx.Client(base_url=gw, timeout=60) as c:
+            chosen = [c.post("/v1/chat/completions", json=body).headers["x-tierwise-site"]
+                      for _ in range(6)]  # fmt: skip
+    assert "hidden" in chosen[:3] and chosen[-3:] == ["hidden"] * 3, chosen
+    assert "far" not in chosen
+    reasons = [r["reason"] for r in read_log(tmp_path / "d.jsonl")]
+    assert sum(r.startswith("trial of hidden") for r in reasons) == 1, reasons

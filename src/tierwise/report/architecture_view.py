@@ -36,8 +36,15 @@ def model_summary(spec: ModelSpec, catalog: Catalog) -> dict[str, Any]:
     return out
 
 
-def model_entry(model_id: str, config_path: Path, catalog: Catalog) -> tuple[str, dict]:
-    """TOML text of a ``[model.ID]`` entry for ``config_path``, and its derived summary."""
+def model_entry(
+    model_id: str, config_path: Path, catalog: Catalog, *, catalog_file: Path | None = None
+) -> tuple[str, dict]:
+    """TOML text of a ``[model.ID]`` entry for ``config_path``, and its derived summary.
+
+    The entry names the config by its absolute path or, for an entry bound for
+    ``catalog_file`` whose folder holds the config, relative to that folder (as the loader
+    reads it), so that the catalog and the config move together to another machine.
+    """
     if not _ID.match(model_id):
         raise CatalogError(f"--id {model_id!r}: expected letters, digits, '.', '_' or '-'")
     config = read_config(config_path)
@@ -46,7 +53,7 @@ def model_entry(model_id: str, config_path: Path, catalog: Catalog) -> tuple[str
     lines = [
         f"[model.{model_id}]",
         f'name = "{model_id}"',
-        f"architecture = {json.dumps(str(config_path.resolve()))}",
+        f"architecture = {json.dumps(_config_ref(config_path, catalog_file))}",
         f"# parameters {summary['parameters']:,.0f}, active {summary['active_parameters']:,.0f}",
         f"# KV {summary['kv_bytes_per_token']:,.0f} B per token (BF16), prefill "
         f"{summary['prefill_reference_tokens']} tokens {summary['prefill_flops'] / 1e12:.1f} TFLOP",
@@ -54,3 +61,11 @@ def model_entry(model_id: str, config_path: Path, catalog: Catalog) -> tuple[str
     for fmt, size in summary["decode_step_bytes_by_format"].items():
         lines.append(f"# decode step reads {size:,.0f} B in {fmt}")
     return "\n".join(lines) + "\n", summary
+
+
+def _config_ref(config_path: Path, catalog_file: Path | None) -> str:
+    """How an entry names its config: relative to ``catalog_file``'s folder if inside it."""
+    config = config_path.resolve()
+    if catalog_file is not None and config.is_relative_to(catalog_file.resolve().parent):
+        return config.relative_to(catalog_file.resolve().parent).as_posix()
+    return str(config)

@@ -190,7 +190,8 @@ class Gateway(_Strict):
         None,
         description="client keys (tierwise route keys add NAME --keys-file F): a request "
         "then needs Authorization: Bearer <key> (401 without); the file holds SHA-256 "
-        "digests and names, mode 0600; read again when it changes or on SIGHUP",
+        "digests and names, mode 0600; read again when it changes or on SIGHUP; a relative "
+        "path is beside the config file",
     )
     public_without_keys: bool = Field(
         False, description="serve beyond loopback without keys (refused unless set)"
@@ -312,9 +313,9 @@ def load_route(path: str | Path) -> RouteConfig:
     source = str(path)
     data = read_toml(path)
     cfg = validate(data, source, schema_model=RouteConfig)
-    here = Path(path).parent  # a relative ca_file is read beside the config
+    here = Path(path).parent  # a file the config names by a relative path is beside it
     g = cfg.gateway
-    files = {k: str(here / v) for k in ("state_password_file", "state_ca_file")
+    files = {k: str(here / v) for k in ("keys_file", "state_password_file", "state_ca_file")
              if (v := getattr(g, k)) and not Path(v).is_absolute()}  # fmt: skip
     if files:
         cfg = cfg.model_copy(update={"gateway": g.model_copy(update=files)})

@@ -38,6 +38,11 @@ class Metrics:
             p + "failovers", "Attempts that failed over to another site", registry=r
         )
         self.no_site = Counter(p + "no_site", "Requests no site could answer", registry=r)
+        self.internal_errors = Counter(
+            p + "internal_errors",
+            "Requests answered 500 for a fault inside the gateway (its traceback on stderr)",
+            registry=r,
+        )
         self.resent = Counter(
             p + "upstream_resent",
             "Requests sent again on a new connection: a reused one closed before any answer",

@@ -172,6 +172,16 @@ class SiteModel:
             return estimated
         return max(round(self.prompt_map.predict(prompt_map_features(estimated))), 1)
 
+    def heard_from(self) -> bool:
+        """Whether any answer of this site's server has been learned (here, or at another
+        replica of the fleet): until then its server time is the config's prior."""
+        return (
+            self.error_rel.updates > 0
+            or self.learned_service()
+            or self.decode_factor.updates > 0
+            or self.queue_s.updates > 0
+        )
+
     def learned_service(self) -> bool:
         """Whether the server's time comes from :attr:`service` (it has samples)."""
         return self.service is not None and self.service.n > 0

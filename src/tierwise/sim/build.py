@@ -93,7 +93,8 @@ def build(*, quiet: bool = True, opt_level: str = "3") -> None:
     with tempfile.TemporaryDirectory(prefix="tierwise-build-") as tmp:
         setup = _SETUP.format(group=GROUP, opt=opt_level)
         cmd = [sys.executable, "-c", setup, *paths, tmp]
-        out = subprocess.run(cmd, cwd=root, capture_output=quiet, text=True, check=False)
+        env = {**os.environ, "MYPY_CACHE_DIR": os.path.join(tmp, "mypy")}  # not 13 MB in root
+        out = subprocess.run(cmd, cwd=root, env=env, capture_output=quiet, text=True, check=False)
     if out.returncode != 0:
         tail = (out.stderr or out.stdout or "").strip().splitlines()[-3:] if quiet else []
         clean()
