@@ -12,7 +12,8 @@ processes on 127.0.0.1 in front of a local target, and each variant moves, in tu
 and reports per process CPU seconds per GB (``/proc/<pid>/stat``, user + system, over
 that phase only, and the kernel's share of it), UDP datagrams per MB (the relay
 client's own counters: what it sent and what it received) and system calls per MB
-(``perf stat`` on each process: all calls, the send and receive calls, ``epoll_wait``; skipped with a note where ``perf`` cannot
+(``perf stat`` on each process: all calls, the send and receive calls, ``epoll_wait``;
+skipped with a note where ``perf`` cannot
 attach). The variants run alternately, repeat by repeat, in one go:
 
 - ``relay``: this source tree;
