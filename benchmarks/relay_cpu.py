@@ -10,9 +10,10 @@ processes on 127.0.0.1 in front of a local target, and each variant moves, in tu
   (the issue's request, without the path's delay),
 
 and reports per process CPU seconds per GB (``/proc/<pid>/stat``, user + system, over
-that phase only), UDP datagrams per MB (the relay client's own counters: what it sent
-and received) and system calls per MB (``perf stat`` on each process: all calls, the
-send and receive calls, ``epoll_wait``; skipped with a note where ``perf`` cannot
+that phase only, and the kernel's share of it), UDP datagrams per MB (the relay
+client's own counters: what it sent and what it received) and system calls per MB
+(``perf stat`` on each process: all calls, the send and receive calls, ``epoll_wait``;
+skipped with a note where ``perf`` cannot
 attach). The variants run alternately, repeat by repeat, in one go:
 
 - ``relay``: this source tree;
@@ -21,8 +22,14 @@ attach). The variants run alternately, repeat by repeat, in one go:
 - ``kcptun``: Debian's ``kcptun-client`` / ``kcptun-server`` at the lab's settings for a
   333 Mbit/s, 200 ms path (skipped cleanly where absent).
 
+``--profile DIR`` runs each relay process under cProfile (the interpreter's view: a
+compiled function shows as one call, its callees inside it) and prints, per variant and
+process, the functions with the most time of their own; the profiles stay in ``DIR``
+(``VARIANT-ROLE.prof``, for ``python -m pstats``). It covers the processes' whole life,
+so choose one phase (``--phases download``); cProfile's own cost inflates the CPU figures.
+
     python benchmarks/relay_cpu.py [--mb 50] [--requests 20] [--repeats 2] \\
-        [--base-src PEER/src] [--no-kcptun]
+        [--base-src PEER/src] [--no-kcptun] [--phases download --profile DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
+import shutil
 import signal
 import socket
 import statistics
@@ -131,7 +140,14 @@ def download(port: int, nbytes: int) -> None:
 class Variant:
     """One transport's two processes and the local port that reaches the target."""
 
-    def __init__(self, name: str, tmp: Path, target_port: int, base_src: str | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        tmp: Path,
+        target_port: int,
+        base_src: str | None,
+        profile: Path | None = None,
+    ) -> None:
         self.name, self.socks = name, None
         self.port = free_port()
         udp = free_port(socket.SOCK_DGRAM)
@@ -159,6 +175,13 @@ class Variant:
                  "--forward", f"127.0.0.1:{self.port}={dest}"],
             ]  # fmt: skip
             argvs = [argv + common for argv in argvs]
+            if profile is not None:  # the console script run under cProfile, in this Python
+                script = shutil.which("tierwise") or "tierwise"
+                argvs = [
+                    [sys.executable, "-m", "cProfile", "-o", str(profile / f"{name}-{role}.prof"),
+                     script, *argv[1:]]
+                    for role, argv in zip(("gateway", "client"), argvs, strict=True)
+                ]  # fmt: skip
         self.procs = {
             role: subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
             for role, argv in zip(("gateway", "client"), argvs, strict=True)
@@ -174,7 +197,7 @@ class Variant:
                 time.sleep(0.2)
         upload(self.port, 1000)  # the session is open and warm before timing
 
-    def datagrams(self) -> int | None:
+    def datagrams(self) -> tuple[int, int] | None:
         """Datagrams the relay client has sent and received so far (None for kcptun)."""
         if self.socks is None:
             return None
@@ -184,13 +207,23 @@ class Variant:
             while data := s.recv(65536):
                 raw += data
         stats = json.loads(raw.partition(b"\r\n\r\n")[2])
-        return int(stats["packets_sent"]) + int(stats["packets_received"])
+        return int(stats["packets_sent"]), int(stats["packets_received"])
 
     def stop(self) -> None:
         for p in self.procs.values():
             p.terminate()
         for p in self.procs.values():
             p.wait(timeout=10)
+
+
+def system_cpu_s(pid: int) -> float:
+    """System (kernel) CPU seconds of process ``pid`` so far (``/proc/<pid>/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
 def perf_start(pid: int, out: Path) -> subprocess.Popen | None:
@@ -227,6 +260,7 @@ def perf_stop(proc: subprocess.Popen | None, out: Path) -> dict[str, int] | None
 def measure(variant: Variant, phase: str, args: argparse.Namespace, tmp: Path) -> dict:
     nbytes = int(args.mb * 1e6) if phase != "requests" else REQUEST_BYTES * args.requests
     cpu0 = {role: process_cpu_s(p.pid) for role, p in variant.procs.items()}
+    sys0 = {role: system_cpu_s(p.pid) for role, p in variant.procs.items()}
     outs = {role: tmp / f"perf-{role}.txt" for role in variant.procs}
     perfs = {role: perf_start(p.pid, outs[role]) for role, p in variant.procs.items()}
     time.sleep(0.3)  # perf attached
@@ -246,11 +280,15 @@ def measure(variant: Variant, phase: str, args: argparse.Namespace, tmp: Path) -
     dgrams1 = variant.datagrams()
     calls = {role: perf_stop(perfs[role], outs[role]) for role in variant.procs}
     cpu = {role: process_cpu_s(p.pid) - cpu0[role] for role, p in variant.procs.items()}
+    kernel = {role: system_cpu_s(p.pid) - sys0[role] for role, p in variant.procs.items()}
     mb = nbytes / 1e6
     return {
         "mbit_s": nbytes * 8 / seconds / 1e6,
         "cpu_gb": {role: c / (mb / 1e3) for role, c in cpu.items()},
-        "dgrams_mb": None if dgrams0 is None else (dgrams1 - dgrams0) / mb,
+        "sys_share": {role: kernel[role] / c if c > 0 else 0.0 for role, c in cpu.items()},
+        "dgrams_mb": None
+        if dgrams0 is None or dgrams1 is None
+        else [(b - a) / mb for a, b in zip(dgrams0, dgrams1, strict=True)],
         "calls_mb": {
             role: None if c is None else {k: v / mb for k, v in c.items()}
             for role, c in calls.items()
@@ -273,12 +311,20 @@ def main() -> None:
     parser.add_argument("--base-src", help="a source tree (its src/) to run side by side")
     parser.add_argument("--no-kcptun", action="store_true")
     parser.add_argument(
+        "--profile", type=Path, help="cProfile each relay process into this directory"
+    )
+    parser.add_argument("--top", type=positive_int, default=25, help="functions per profile shown")
+    parser.add_argument(
         "--phases",
         type=choices_list(("upload", "download", "requests")),
         default="upload,download,requests",
     )
     args = parser.parse_args()
     names = ["relay"] + (["base"] if args.base_src else [])
+    if args.profile is not None:
+        if not args.profile.is_dir():
+            parser.error(f"--profile {args.profile}: expected an existing directory")
+        args.no_kcptun = True  # nothing of it to profile
     reason = kcptun_unavailable_reason()
     if not args.no_kcptun and reason is None:
         names.append("kcptun")
@@ -292,7 +338,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             for name in names:
-                variant = Variant(name, Path(tmp), server.getsockname()[1], args.base_src)
+                variant = Variant(
+                    name, Path(tmp), server.getsockname()[1], args.base_src, args.profile
+                )
                 try:
                     for phase in phases:
                         row = measure(variant, phase, args, Path(tmp))
@@ -308,10 +356,11 @@ def main() -> None:
         f"{min(load):.2f}–{max(load):.2f}; Python {sys.version.split()[0]}"
     )
     print(
-        "| variant | phase | Mbit/s | CPU s/GB client / gateway | datagrams/MB "
+        "| variant | phase | Mbit/s | CPU s/GB client / gateway | of it in the kernel "
+        "| datagrams/MB client sent / received "
         "| syscalls/MB client (send / recv / epoll) | syscalls/MB gateway | request ms |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (name, phase), rows in results.items():
 
         def med(key, rows=rows):  # type: ignore[no-untyped-def]
@@ -321,19 +370,32 @@ def main() -> None:
             return statistics.median(values)
 
         cpu = [med(lambda r, role=role: r["cpu_gb"][role]) for role in ("client", "gateway")]
+        kernel = [med(lambda r, role=role: r["sys_share"][role]) for role in ("client", "gateway")]
         calls = {
             role: None
             if any(r["calls_mb"][role] is None for r in rows)
             else {k: med(lambda r, role=role, k=k: r["calls_mb"][role][k]) for k in EVENTS}
             for role in ("client", "gateway")
         }
-        dgrams = med(lambda r: r["dgrams_mb"])
+        dgrams = (
+            None
+            if rows[0]["dgrams_mb"] is None
+            else [med(lambda r, i=i: r["dgrams_mb"][i]) for i in (0, 1)]
+        )
         req = med(lambda r: r["request_ms"])
         print(
             f"| {name} | {phase} | {med(lambda r: r['mbit_s']):.0f} | {cpu[0]:.1f} / {cpu[1]:.1f} "
-            f"| {'—' if dgrams is None else f'{dgrams:.0f}'} | {fmt_calls(calls['client'])} "
+            f"| {kernel[0]:.0%} / {kernel[1]:.0%} "
+            f"| {'—' if dgrams is None else f'{dgrams[0]:.0f} / {dgrams[1]:.0f}'} "
+            f"| {fmt_calls(calls['client'])} "
             f"| {fmt_calls(calls['gateway'])} | {'—' if req is None else f'{req:.1f}'} |"
         )
+    if args.profile is not None:
+        for name in names:
+            for role in ("client", "gateway"):
+                path = args.profile / f"{name}-{role}.prof"
+                print(f"\n## {name} {role} (the last repeat; {path.name}), by own time")
+                pstats.Stats(str(path)).sort_stats("tottime").print_stats(args.top)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ HOT_MODULES = (
     "tierwise.proto.relay.crypto",
     "tierwise.proto.relay.streams",
     "tierwise.proto.relay.meter",
+    "tierwise.proto.relay.police",  # per acknowledged packet (PolicingDetector.on_resolved)
     "tierwise.proto.relay.rate",
     "tierwise.proto.relay.fec",
     "tierwise.proto.relay.connection",

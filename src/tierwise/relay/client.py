@@ -49,7 +49,7 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 from tierwise.relay import kfilter, trace
-from tierwise.relay.batchudp import open_batch_endpoint
+from tierwise.relay.batchudp import BULK_READ_PAUSE_S, MAX_BATCH, open_batch_endpoint
 from tierwise.relay.pathmemory import SAVE_EVERY_S, PathMemory
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
@@ -80,6 +80,10 @@ _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id
 class _Dialer(asyncio.DatagramProtocol):
     def __init__(self, owner: Client) -> None:
         self.owner = owner
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
 
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         self.datagrams_received([(data, addr)])
@@ -95,16 +99,20 @@ class _Dialer(asyncio.DatagramProtocol):
             trace.event("rxb", len(batch), f"{arrivals[0]:.6f}", f"{arrivals[-1]:.6f}")
         lingering = owner.lingering
         others: dict[int, Session] = {}
-        current = False  # a datagram for the current session (the watchdog's clock)
-        for i, (data, addr) in enumerate(batch):
-            target = session
-            if lingering and data[_CID] != session.conn.connection_id:  # an older session's
-                target = lingering.get(data[_CID], session)
-            if target is session:
-                current = True
-            else:
-                others[id(target)] = target
-            target.receive(data, addr, arrivals[i] if arrivals else None)
+        if lingering:
+            current = False  # a datagram for the current session (the watchdog's clock)
+            for i, (data, addr) in enumerate(batch):
+                target = session
+                if data[_CID] != session.conn.connection_id:  # an older session's
+                    target = lingering.get(data[_CID], session)
+                if target is session:
+                    current = True
+                else:
+                    others[id(target)] = target
+                target.receive(data, addr, arrivals[i] if arrivals else None)
+        else:  # (the usual case) every datagram is the current session's
+            session.receive_batch(batch, arrivals)
+            current = bool(batch)
         if current:
             owner.last_rx_s = session.now()
             if session.conn.largest_received_pn >> 32 > owner.pn_high:  # every 2^32 packets
@@ -112,6 +120,13 @@ class _Dialer(asyncio.DatagramProtocol):
         session.transmit()
         for other in others.values():
             other.transmit()
+        if len(batch) < MAX_BATCH and not others and session.read_delay_s >= BULK_READ_PAUSE_S:
+            # a bulk flight arriving (or ACKs while one leaves): what comes next is read in
+            # a millisecond at once, or with the pacing timer if that fires sooner
+            pause = getattr(self.transport, "pause_reading_until", None)
+            if pause is not None:
+                at = session.timer_at
+                pause(BULK_READ_PAUSE_S if at is None else at, BULK_READ_PAUSE_S)
 
     def error_received(self, exc: Exception) -> None:
         """An ICMP error on the connected socket: port unreachable means no gateway

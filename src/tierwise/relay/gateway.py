@@ -69,7 +69,7 @@ from tierwise.proto.relay import (
 from tierwise.proto.relay.connection import hello_admit_tag, hello_sent_s
 from tierwise.proto.relay.crypto import ADMIT_WINDOW_S, admission_key, admission_tags
 from tierwise.relay import kfilter, trace
-from tierwise.relay.batchudp import BatchTransport, kernel_drops
+from tierwise.relay.batchudp import BULK_READ_PAUSE_S, MAX_BATCH, BatchTransport, kernel_drops
 from tierwise.relay.pathmemory import SAVE_EVERY_S, PathMemory
 from tierwise.relay.pipe import NOT_ALLOWED, OK, REFUSED, UNREACHABLE, Pipe, parse_target
 from tierwise.relay.reset import abort_with_rst
@@ -415,6 +415,18 @@ class Gateway(asyncio.DatagramProtocol):
                 busy[id(session)] = session
         for session in busy.values():
             session.transmit()
+        # every session this batch fed is receiving a bulk flight or pacing one out: what
+        # comes next is read in a millisecond at once, or with the first pacing timer if that
+        # fires sooner (a request of another session waits that long at most)
+        if (
+            busy
+            and len(batch) < MAX_BATCH
+            and all(s.read_delay_s >= BULK_READ_PAUSE_S for s in busy.values())
+        ):
+            pause = getattr(self.transport, "pause_reading_until", None)
+            if pause is not None:
+                timers = [t for s in busy.values() if (t := s.timer_at) is not None]
+                pause(min(timers) if timers else 0.0, BULK_READ_PAUSE_S)
 
     def _receive(self, data: bytes, addr: tuple, at: float | None = None) -> Session | None:
         """One datagram; the session it fed, if it still has to transmit."""

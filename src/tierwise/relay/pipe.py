@@ -63,7 +63,7 @@ class Pipe:
         session.conn.hold(stream_id)  # this pipe reports what its socket consumed
         linger_zero(writer.get_extra_info("socket"), True)  # an RST if this process dies
         self.closed = asyncio.Event()
-        self._out = bytearray()
+        self._out: list[bytes] = []  # delivered this turn, not yet written (joined once)
         self._eof = self._flush_due = False
         self._written = 0  # written to the socket, not yet reported as consumed
         self._written_conn: object = None  # the connection those bytes came from
@@ -115,7 +115,8 @@ class Pipe:
         if self.writer.is_closing():
             self._gone(data, end_stream)
             return
-        self._out += data
+        if data:
+            self._out.append(data)
         self._eof = self._eof or end_stream
         if not self._flush_due:
             self._flush_due = True
@@ -124,7 +125,8 @@ class Pipe:
     def _flush(self) -> None:
         """Write what the batch delivered; a socket that is gone resets the stream."""
         self._flush_due = False
-        data, self._out = bytes(self._out), bytearray()
+        out, self._out = self._out, []
+        data = out[0] if len(out) == 1 else b"".join(out)  # one event a batch: no copy
         if self.writer.is_closing():
             self._gone(data, self._eof)
             return
@@ -224,7 +226,7 @@ class Pipe:
 
     def abort(self) -> None:
         if self._out:  # delivered but never written: its window is freed all the same
-            dropped = len(self._out)
+            dropped = sum(len(data) for data in self._out)
             self._out.clear()
             self.session.consumed(self.stream_id, dropped)
         self.writer.transport.abort()

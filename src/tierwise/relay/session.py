@@ -92,6 +92,34 @@ class Session:
         if self._trace:
             trace.event("rx", len(data))
 
+    def receive_batch(self, batch: list[tuple[bytes, Any]], arrivals: list[float] | None) -> None:
+        """Feed a whole batch (all this session's) without sending: :meth:`receive` for each,
+        with the loop's clock read once (a batch is read in one go)."""
+        if self._trace:
+            for i, (data, addr) in enumerate(batch):
+                self.receive(data, addr, arrivals[i] if arrivals else None)
+            return
+        now = self.now()
+        take = self.conn.receive_datagram
+        if arrivals:
+            for (data, addr), at in zip(batch, arrivals, strict=True):
+                take(data, addr, at if at < now else now)
+        else:
+            for data, addr in batch:
+                take(data, addr, now)
+
+    @property
+    def read_delay_s(self) -> float:
+        """How long what arrives for this session may wait unread: a bulk flight arriving,
+        or ACKs while it paces one out (0: read at once)."""
+        conn = self.conn
+        return max(conn.bulk_read_delay_s, conn.ack_read_delay_s)
+
+    @property
+    def timer_at(self) -> float | None:
+        """When the session's timer fires next (the loop's clock), if armed."""
+        return self._timer_at if self._timer is not None else None
+
     def transmit(self) -> None:
         """Send what is due (as one batch where the transport can), deliver events, re-arm."""
         self._send_due()
