@@ -73,3 +73,21 @@ def test_server_answers_streams_and_injects_faults() -> None:
         assert httpx.post(url + "/v1/completions", json={"prompt": "x"}).status_code == 503
         bad = httpx.post(url + "/admin/behaviour", json={"slots": "many"})
         assert bad.status_code == 400 and "slots" in bad.json()["error"]["message"]
+
+
+def test_a_stream_takes_its_decode_steps_below_the_timer_grain() -> None:
+    """Sub-millisecond decode steps (a small engine measured by --like: 0.35 ms) pace a
+    stream as they pace a whole answer. uvicorn runs uvloop, which rounds every sleep to
+    whole ms: a sleep per token streamed 200 such tokens in about 1 ms."""
+    n, step_s = 200, 0.0003
+    with model_server("--decode-step", "0.3 ms", "--prefill-per-token", "0 s") as url:
+        body = {"messages": HI, "max_tokens": n, "stream": True}
+        with httpx.Client(timeout=30) as client:
+            client.post(url + "/v1/chat/completions", json={"messages": HI, "max_tokens": 1})
+            t0 = time.perf_counter()
+            text = client.post(url + "/v1/chat/completions", json=body).text
+            took_s = time.perf_counter() - t0
+    assert text.count('"content"') == n
+    # n - 1 steps between the tokens; the last sleep may be rounded down by half a ms
+    assert took_s >= (n - 1) * step_s - 0.001, took_s
+    assert took_s < 10.0  # a hang guard
