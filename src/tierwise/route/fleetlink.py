@@ -301,7 +301,7 @@ class FleetLink:
         stay quiet until Redis is back — and carry on."""
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
-        reason = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+        reason = f"{type(exc).__name__}: {exc}".strip().rstrip(":.")
         if "auth" in reason.lower() or "WRONGPASS" in reason or "NOAUTH" in reason:
             reason = f"refused the password ({reason})"
         self.others_inflight = {}
