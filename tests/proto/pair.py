@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from tierwise.proto import Ack, Receiver, Segment, Sender
 from tierwise.proto.congestion import CongestionController, RateSample
+from tierwise.proto.relay import RelayConnection
 
 MSS = 1000
 HEADER = 40
@@ -86,3 +87,17 @@ class Recorder(CongestionController):
 
     def events(self, kind: str) -> list[dict]:
         return [kw for name, kw in self.calls if name == kind]
+
+
+def drain(conn: RelayConnection, now: float) -> list[tuple[bytes, object]]:
+    """Every datagram a relay connection has due at ``now``: calls again while its timer
+    says "now" (a request's datagrams come a few per call), as the relay's event loop
+    does."""
+    out = conn.datagrams_to_send(now)
+    while (
+        (due := conn.get_timer()) is not None
+        and due <= now
+        and (more := conn.datagrams_to_send(now))
+    ):
+        out += more
+    return out

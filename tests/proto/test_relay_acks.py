@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.proto.pair import drain
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.sim.relay import CLIENT, Net, OneWayPath, payload
 
@@ -25,14 +26,7 @@ def _flight(client: RelayConnection, now: float, bulk: bool) -> list[tuple[bytes
     client.rate.startup = not bulk  # (False as after a queued ACK train ended start-up)
     sid = client.open_stream()
     client.send(sid, payload("bulk", 4_000_000))
-    out = client.datagrams_to_send(now)  # a request's first MB comes a few per call: all due now
-    while (
-        (due := client.get_timer()) is not None
-        and due <= now
-        and (more := client.datagrams_to_send(now))
-    ):
-        out += more
-    return out
+    return drain(client, now)  # a request's first MB comes a few per call: all due now
 
 
 def _bulk_datagrams(client: RelayConnection, now: float, count: int) -> list[bytes]:

@@ -13,6 +13,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.proto.pair import drain
 from tierwise.proto.relay import (
     RelayConnection,
     StreamDataReceived,
@@ -40,16 +41,7 @@ def _events(conn: RelayConnection) -> list:
 
 
 def _client_datagrams(net: Net) -> list[bytes]:
-    """What the client sends now: a request's datagrams come a few per call, the rest
-    due at once (its timer), so every call due now is taken."""
-    client, now = net.client, net.now
-    out = [d for d, _ in client.datagrams_to_send(now)]
-    while (due := client.get_timer()) is not None and due <= now:
-        more = [d for d, _ in client.datagrams_to_send(now)]
-        if not more:
-            break
-        out += more
-    return out
+    return [d for d, _ in drain(net.client, net.now)]
 
 
 def test_a_batch_of_one_streams_datagrams_is_one_event() -> None:

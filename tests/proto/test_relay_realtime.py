@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.proto.pair import drain
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.proto.relay.connection import (
     BURST_CALL_PACKETS,
@@ -27,19 +28,6 @@ def allowance(conn: RelayConnection, size: int) -> float:
     """Packets the pacer lets leave at once after a pause (its burst allowance)."""
     rate = conn.rate.pacing_rate_bytes_per_s
     return max(conn.config.pacing_quantum_s * rate / size, BURST_PACKETS) + 1
-
-
-def drain(conn: RelayConnection, now: float) -> list[tuple[bytes, object]]:
-    """Every datagram due at ``now``: calls again while the timer says "now" (an unpaced
-    flight comes a few datagrams per call), as the relay's event loop does."""
-    out = conn.datagrams_to_send(now)
-    while (
-        (due := conn.get_timer()) is not None
-        and due <= now
-        and (more := conn.datagrams_to_send(now))
-    ):
-        out += more
-    return out
 
 
 def established(config: RelayConfig | None = None) -> tuple[RelayConnection, RelayConnection]:
