@@ -8,11 +8,13 @@ A guarded gateway and clients in this process on loopback; forgeries from a plai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,22 @@ async def _connected(addr: tuple[str, int]) -> tuple[Client, float]:
     await client.start()
     await asyncio.wait_for(client.ready.wait(), 10)
     return client, time.perf_counter() - t0
+
+
+@contextlib.asynccontextmanager
+async def _session() -> AsyncIterator[tuple[Gateway, tuple[str, int], Client]]:
+    """A guarded gateway and a client whose session is up; both closed after."""
+    gateway, transport, addr = await _guarded()
+    client = None
+    try:
+        client, _ = await _connected(addr)
+        assert client.session is not None
+        yield gateway, addr, client
+    finally:
+        if client is not None:
+            client.close()
+        gateway.close()
+        transport.close()
 
 
 def _copies(hello: bytes, n: int) -> list[bytes]:
@@ -111,10 +129,7 @@ def test_a_replayed_hello_naming_a_session_is_dropped_before_its_check() -> None
     check and no WELCOME, counted as replays until their tag is struck, then the kernel's."""
 
     async def run() -> None:
-        gateway, transport, addr = await _guarded()
-        client = None
-        try:
-            client, _ = await _connected(addr)
+        async with _session() as (gateway, addr, client):
             assert client.session is not None
             cid = client.session.conn.connection_id
             recorded = _hello(client)  # dated after the one admitted: answered once
@@ -130,11 +145,6 @@ def test_a_replayed_hello_naming_a_session_is_dropped_before_its_check() -> None
             assert replays + gateway.kernel_drops() - kernel == 199
             assert conn.stats.dropped_auth == 0 and hello_admit_tag(recorded) in gateway.struck
             assert conn.stats.packets_sent - sent <= 2  # its one WELCOME (and an ACK)
-        finally:
-            if client is not None:
-                client.close()
-            gateway.close()
-            transport.close()
 
     asyncio.run(run())
 
@@ -187,10 +197,7 @@ def test_forged_data_at_the_client_is_dropped_by_its_kernel() -> None:
     a random packet number: the client's kernel drops them; the session carries on."""
 
     async def run() -> None:
-        gateway, transport, addr = await _guarded()
-        client = None
-        try:
-            client, _ = await _connected(addr)
+        async with _session() as (_gateway, addr, client):
             assert client.session is not None and client._transport is not None
             cid = client.session.conn.connection_id
             sock = client._transport.get_extra_info("socket")
@@ -217,11 +224,6 @@ def test_forged_data_at_the_client_is_dropped_by_its_kernel() -> None:
                 raw.sendto(_ip_udp(addr, ("127.0.0.1", port), forged), ("127.0.0.1", 0))
             await asyncio.sleep(0.1)
             assert client.session.conn.stats.dropped_auth == auth + 1
-        finally:
-            if client is not None:
-                client.close()
-            gateway.close()
-            transport.close()
 
     asyncio.run(run())
 
