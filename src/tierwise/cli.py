@@ -687,6 +687,36 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _on_unraisable(unraisable: Any) -> None:
+    """A signal's exception raised inside a finaliser or a weakref callback (an import's
+    module lock has one) is lost there: the interpreter prints it as "ignored" and carries
+    on. Send the signal again a moment later, from a thread, so that it is raised where it
+    unwinds the program (sent from here, its handler would run at once and be lost again;
+    so would one that waited here for a thread to start)."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+        return
+    import _thread
+
+    signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+    _TERMINATED.clear()
+    _thread.start_new_thread(_signal_later, (signum,))
+
+
+def _signal_later(signum: int) -> None:
+    import time
+
+    time.sleep(0.005)
+    os.kill(os.getpid(), signum)
+
+
+def install_signals() -> None:
+    """SIGTERM unwinds like Ctrl-C; neither is lost in a finaliser or weakref callback."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    sys.unraisablehook = _on_unraisable
+
+
 def _interrupted() -> NoReturn:
     """Say why we stop, on stderr, and exit 128 + the signal."""
     if _TERMINATED:
@@ -703,7 +733,7 @@ def main() -> None:
     finished (tierwise.console): an error drops it, an unwritable stdout is one line.
     Ctrl-C exits 130 and SIGTERM 143 (128 + the signal), each after cleaning up.
     """
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    install_signals()
     whole = None if _writes_live(sys.argv[1:]) else WholeStdout.install()
     try:
         _run()

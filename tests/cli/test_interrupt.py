@@ -144,3 +144,37 @@ def test_the_entry_module_loads_nothing_of_ours() -> None:
     assert run.returncode == 0, run.stderr
     loaded = json.loads(run.stdout)
     assert [m for m in loaded if m == "tierwise" or m.startswith("tierwise.")] == []
+
+
+LOST_IN_A_CALLBACK = """\
+import os, signal, sys, time, weakref
+from tierwise.cli import Terminated, install_signals
+install_signals()
+class Thing:
+    pass
+def callback(_ref):
+    os.kill(os.getpid(), {signum})
+    for _ in range(100_000):  # the handler runs in here, where its exception is lost
+        pass
+thing = Thing()
+ref = weakref.ref(thing, callback)
+try:
+    del thing
+    time.sleep(5)
+    print("carried on")
+except KeyboardInterrupt as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "raised"), [(signal.SIGINT, "KeyboardInterrupt"), (signal.SIGTERM, "Terminated")]
+)
+def test_a_signal_inside_a_weakref_callback_still_unwinds(signum: int, raised: str) -> None:
+    """A signal whose exception is raised inside a weakref callback (as an import's module
+    lock has) is not lost there: it is raised again in the program, which unwinds."""
+    run = subprocess.run(
+        [sys.executable, "-c", LOST_IN_A_CALLBACK.format(signum=int(signum))],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert run.stdout == f"{raised}\n" and "ignored" not in run.stderr, run

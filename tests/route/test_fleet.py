@@ -3,6 +3,7 @@ in-flight, and carrying on through Redis killed, stopped, wrong, or refusing the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -249,3 +250,39 @@ def test_a_replica_starting_while_redis_is_stopped(tmp_path: Path) -> None:
                 assert httpx.post(gw_b + "/v1/chat/completions", json=BODY).status_code == 200
                 redis.resume()
                 until(lambda: b.link.up and b.fleet.received >= 4, 5.0)
+
+
+def test_a_stop_that_meets_a_failing_child_ends_the_link(
+    tmp_path: Path, capfd, monkeypatch
+) -> None:
+    """A stop whose cancel meets a child's failure (a Redis call failing as it is torn
+    down): Python 3.11's TaskGroup then raises the failure alone. The link must still end
+    at once — not carry on retrying, logging outages, and holding the gateway's shutdown."""
+    from tierwise.route.fleetlink import FleetLink
+
+    running = threading.Event()
+
+    async def fails_when_cancelled(self, client) -> None:
+        running.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise ConnectionError("connection closed under a stop") from None
+
+    monkeypatch.setattr(FleetLink, "_writer", fails_when_cancelled)
+
+    async def run(router: Router) -> None:
+        await router.start()
+        async with asyncio.timeout(5):
+            while not running.is_set():
+                await asyncio.sleep(0.01)
+        await router.stop()  # a swallowed stop waits here for ever
+        assert router.link._task.done()
+
+    with model_servers(FAST) as (url,), redis_server() as redis:
+        router, _ = replica("a", [site("edge", url, "1 ms")], tmp_path, redis.url)
+        thread = threading.Thread(target=asyncio.run, args=(run(router),), daemon=True)
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive(), "the link's stop did not end it"
+    assert "unavailable" not in capfd.readouterr().err

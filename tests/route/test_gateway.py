@@ -50,6 +50,7 @@ def served(app, port: int, config: uvicorn.Config | None = None) -> Iterator[str
     finally:
         server.should_exit = True
         thread.join(10)
+        assert not thread.is_alive(), "the server did not stop within 10 s (a hung shutdown)"
 
 
 def gateway(

@@ -78,6 +78,7 @@ class FleetLink:
         self.published = self.dropped = self.malformed = 0
         self.ever_up = False
         self._task: asyncio.Task | None = None
+        self._closing = False
 
     # ----------------------------------------------------------- the request path
 
@@ -116,6 +117,7 @@ class FleetLink:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -173,6 +175,12 @@ class FleetLink:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                # Python 3.11's TaskGroup answers a cancel that meets a child's failure
+                # with the failure alone (and its own cancel count is not to be trusted):
+                # a stop swallowed would keep this loop, and its logging, alive after the
+                # gateway stopped, and hold up the gateway's shutdown.
+                if self._closing:
+                    raise asyncio.CancelledError from exc
                 self._down(exc)
             finally:
                 with contextlib.suppress(Exception):
