@@ -42,7 +42,7 @@ def test_a_hello_carries_the_version_and_its_window_tag() -> None:
     key-dependent."""
     data = hello_at(WALL_S)
     assert len(data) == wire.HELLO_BYTES
-    assert data[wire.HELLO_VERSION_AT] == wire.HELLO_VERSION == 1
+    assert data[wire.HELLO_VERSION_AT] == wire.HELLO_VERSION == 2
     tag = hello_admit_tag(data)
     assert tag in _slot_tags(KEY, WALL_S) and len(tag) == ADMIT_TAG_BYTES
     assert tag not in _slot_tags(OTHER, WALL_S)

@@ -119,9 +119,14 @@ def test_forged_truncated_flipped_replayed_datagrams_are_dropped() -> None:
     net.inject("up", moved[:-1] + bytes([moved[-1] ^ 1]), now + 0.002)  # bit flipped
     net.inject("up", moved[:17] + bytes(len(victim) - 17), now + 0.003)  # forged body
     net.inject("up", b"\x07" + victim[1:], now + 0.004)  # unknown type
+    # the number's own token (as read off the path once it is sent), a forged body
+    token = net.gateway._recv_keys.tokens.token(10**5)
+    net.inject("up", moved[:17] + token + bytes(len(victim) - 21), now + 0.005)
     net.run(now + 0.01)
     stats = net.gateway.stats
-    assert (stats.dropped_replay, stats.dropped_auth, stats.dropped_malformed) == (1, 3, 2)
+    # the moved number without its token: dropped before the AEAD (dropped_token)
+    drops = (stats.dropped_replay, stats.dropped_auth, stats.dropped_token)
+    assert drops == (1, 1, 3) and stats.dropped_malformed == 2
     assert net.gateway.stats.packets_sent == sent_before
 
 
@@ -278,8 +283,8 @@ ATTACKER = ("10.6.6.6", 6666)
 def frames_of(reader: RelayConnection, datagram: bytes) -> list[wire.Frame]:
     """The frames of a DATA datagram, opened with ``reader``'s keys (without taking it)."""
     _, _, pn = wire.parse_header(datagram)
-    header = datagram[: wire.HEADER_BYTES]
-    plain = reader._recv_keys.open(pn, header, datagram[wire.HEADER_BYTES :])
+    header = datagram[: wire.DATA_HEADER_BYTES]
+    plain = reader._recv_keys.open(pn, header, datagram[wire.DATA_HEADER_BYTES :])
     assert plain is not None
     return wire.parse_frames(plain)
 
@@ -435,9 +440,11 @@ def test_forged_packet_numbers_ahead_do_not_move_the_keys_on() -> None:
     net.run(net.now + 2, all_done(net, first))
     cid, rotate = net.client.connection_id, net.client.config.rotate_packets
     for epoch in (1, 2, 3):
-        header = wire.HEADER.pack(wire.DATA, cid, epoch * rotate)
-        net.inject("up", header + bytes(64), net.now + 0.001)
-        net.inject("down", header + bytes(64), net.now + 0.001)
+        pn = epoch * rotate  # each with its number's token: the AEAD is what refuses them
+        up = wire.DATA_HEADER.pack(wire.DATA, cid, pn, net.gateway._recv_keys.tokens.token(pn))
+        down = wire.DATA_HEADER.pack(wire.DATA, cid, pn, net.client._recv_keys.tokens.token(pn))
+        net.inject("up", up + bytes(64), net.now + 0.001)
+        net.inject("down", down + bytes(64), net.now + 0.001)
     net.run(net.now + 0.1)
     assert net.gateway.stats.dropped_auth >= 3 and net.client.stats.dropped_auth >= 3
     net.on_gateway_stream = None

@@ -174,7 +174,7 @@ LATE_WAKE_CREDIT_S = 0.010
 AMPLIFICATION_FACTOR = 3
 PATH_CHALLENGES = 4
 PATH_TOKENS_KEPT = 4  # a late response to an earlier challenge of the same probe still counts
-CHALLENGE_BYTES = wire.HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES  # its datagram
+CHALLENGE_BYTES = wire.DATA_HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES  # its datagram
 
 
 # Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
@@ -267,6 +267,7 @@ class RelayStats:
     dropped_malformed: int = 0
     dropped_auth: int = 0
     dropped_replay: int = 0
+    dropped_token: int = 0  # DATA without its packet number's token (before the AEAD)
     dropped_flow_control: int = 0
     packets_lost: int = 0
     retransmitted_bytes: int = 0
@@ -978,8 +979,12 @@ class RelayConnection:
         if not self._replay.fresh(pn):
             self.stats.dropped_replay += 1
             return
-        header = data[: wire.HEADER_BYTES]
-        plain = self._recv_keys.open(pn, header, data[wire.HEADER_BYTES :])
+        header = data[: wire.DATA_HEADER_BYTES]
+        if header[wire.PN_TOKEN_AT :] != self._recv_keys.tokens.token(pn):
+            # not this number's token (a forgery, or a version 1 peer's DATA): no AEAD
+            self.stats.dropped_token += 1
+            return
+        plain = self._recv_keys.open(pn, header, data[wire.DATA_HEADER_BYTES :])
         if plain is None:
             self.stats.dropped_auth += 1
             return
@@ -1729,7 +1734,7 @@ class RelayConnection:
                 return self._emit(self._ack_frames(now, 32), now, eliciting=False)
             return None
         frames: list[Frame] = []
-        budget = self._pmtu.datagram_bytes - wire.HEADER_BYTES - wire.TAG_BYTES
+        budget = self._pmtu.datagram_bytes - wire.DATA_HEADER_BYTES - wire.TAG_BYTES
         control_ok = paced or not self._control
         if control_ok and self._control:
             frames += self._control[:8]
@@ -1766,7 +1771,7 @@ class RelayConnection:
 
     def _pmtu_probe(self, size: int, now: float) -> bytes:
         """A PING padded to ``size`` bytes: outside FEC, its loss is no data loss (:mod:`.pmtu`)."""
-        pad = bytearray(size - wire.HEADER_BYTES - wire.TAG_BYTES - 1)  # PADDING to the end
+        pad = bytearray(size - wire.DATA_HEADER_BYTES - wire.TAG_BYTES - 1)  # PADDING to the end
         datagram = self._emit([Ping()], now, eliciting=True, tail=pad, probe=True)
         self._sent[self._pn - 1].protect_until = None  # in no FEC block: lost by the RFC rule
         self._pmtu.on_sent(self._pn - 1, len(datagram))
@@ -1920,7 +1925,9 @@ class RelayConnection:
         assert self._send_keys is not None
         pn = self._pn
         self._pn += 1
-        header = wire.HEADER.pack(wire.DATA, self.connection_id, pn)
+        header = wire.DATA_HEADER.pack(
+            wire.DATA, self.connection_id, pn, self._send_keys.tokens.token(pn)
+        )
         payload = bytearray()
         repair: Repair | None = None
         for f in frames:
