@@ -61,11 +61,11 @@ from tierwise.proto.relay import wire
 
 __all__ = [
     "MAX_FILTER_IDS",
+    "TokenWindow",
     "attach",
     "attach_or_loosen",
     "attach_raw",
     "attach_steering",
-    "TokenWindow",
     "client_program",
     "client_window_program",
     "gateway_program",
