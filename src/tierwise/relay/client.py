@@ -75,6 +75,13 @@ SESSION_FIELDS = (  # the tunables `relay stats` shows (the [session] keys, tuni
 )
 SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
 _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id, number)
+# The socket filter's token window (kfilter.client_window_program): the established
+# session's next TOKEN_WINDOW packet numbers, TOKEN_BEHIND of them at most before the
+# next expected (reordering), rebuilt once half of those ahead are received: every
+# ~480 packets, some 30 times a second at 180 Mbit/s (~0.3 ms each: docs/benchmarks.md)
+TOKEN_WINDOW = 1024
+TOKEN_BEHIND = 64
+_windows: dict[int, kfilter.TokenWindow] = {}  # templates, by size (built once)
 
 
 class _Dialer(asyncio.DatagramProtocol):
@@ -115,8 +122,11 @@ class _Dialer(asyncio.DatagramProtocol):
             current = bool(batch)
         if current:
             owner.last_rx_s = session.now()
-            if session.conn.largest_received_pn >> 32 > owner.pn_high:  # every 2^32 packets
+            conn = session.conn
+            if conn.largest_received_pn >> 32 > owner.pn_high:  # every 2^32 packets
                 owner.refilter()
+            elif conn.largest_received_pn >= owner.reload_at and conn.established:
+                owner.refilter()  # the token window: at the WELCOME, then half-way through
         session.transmit()
         for other in others.values():
             other.transmit()
@@ -170,6 +180,9 @@ class Client:
         self.udp_buffer_bytes = udp_buffer_bytes
         self.last_rx_s = self._probed_s = 0.0
         self.pn_high = 0  # the socket filter's packet-number bound (kfilter.client_program)
+        self.reload_at = -1  # the current session's number that moves its token window on
+        self.token_window = TOKEN_WINDOW  # 0: no token window (the kernel refused one)
+        self.reloads = 0
         self._watchdog: asyncio.Task | None = None
         self._closed = False
         self.counters: Counter[str] = Counter()
@@ -233,6 +246,28 @@ class Client:
         ids = [s.conn.connection_id for s in sessions]
         highs = (s.conn.largest_received_pn >> 32 for s in sessions)  # none yet: -1 >> 32
         self.pn_high = max([0, *highs])
+        current = self.session
+        size = self.token_window
+        accept = current.conn.accept_window(size, TOKEN_BEHIND) if current and size else None
+        if accept is not None:  # the established session: its next numbers and their tokens
+            assert current is not None
+            first, tokens, skip = accept
+            window = _windows.get(size) or _windows.setdefault(size, kfilter.TokenWindow(size))
+            block = window.block(first, tokens, skip)
+            cid = current.conn.connection_id
+            raw = kfilter.client_window_program(ids, [(cid, block)], pn_high=self.pn_high)
+            if kfilter.attach_raw(sock, raw):
+                self.reload_at = first + TOKEN_BEHIND + (size - TOKEN_BEHIND) // 2
+                self.reloads += 1
+                return
+            log.warning(
+                "the kernel refused the socket filter's token window (%d numbers, %d "
+                "instructions; net.core.optmem_max?): packet numbers bounded only",
+                size, len(raw) // 8,
+            )  # fmt: skip
+            self.token_window = 0
+        # before the WELCOME: built at once when it comes; refused: never again
+        self.reload_at = -1 if self.token_window and current is not None else 1 << 64
         kfilter.attach(sock, kfilter.client_program(ids, pn_high=self.pn_high))
 
     def refilter(self) -> None:

@@ -485,6 +485,20 @@ class RelayConnection:
         """The largest packet number accepted from the peer (-1: none yet)."""
         return self._replay.largest
 
+    def accept_window(self, size: int, behind: int = 0) -> tuple[int, bytes, list[int]] | None:
+        """The packet numbers this end would accept next, for a filter in front of it
+        (:func:`tierwise.relay.kfilter.client_window_program`): ``(first, tokens, skip)``
+        — ``size`` numbers from ``first`` (``behind`` at most before the next one, for
+        reordering), their tokens (4 bytes each), and the offsets of those received
+        already; None before the session's keys."""
+        if self._recv_keys is None:
+            return None
+        largest = self._replay.largest
+        first = max(0, largest + 1 - behind)
+        seen = self._replay.seen.contains
+        skip = [pn - first for pn in range(first, largest + 1) if seen(pn)]
+        return first, self._recv_keys.tokens.tokens(first, size), skip
+
     def connect(self, addr: Addr, now: float, wall_s: float | None = None) -> None:
         """Client: start the handshake towards the gateway at ``addr``. ``wall_s``, the
         Unix time at ``now``, dates each HELLO (a gateway refuses an undated one, or one
