@@ -94,6 +94,24 @@ def forged(net: Net) -> None:
     net.inject("up", b"\x03" + b"\x00" * 60, 0.05)
 
 
+def test_a_version_1_data_without_its_token_is_dropped_before_the_aead() -> None:
+    """DATA laid out as version 1 (no packet-number token), sealed with the session's own
+    key: refused before the AEAD (``dropped_token``); the session goes on."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    keys, pn = net.client._send_keys, 10_000
+    assert keys is not None
+    header = wire.HEADER.pack(wire.DATA, net.client.connection_id, pn)
+    old = header + keys.seal(pn, header, wire.encode_frame(wire.Ping()))
+    net.inject("up", old, net.now + 0.001)
+    net.run(net.now + 0.01)
+    stats = net.gateway.stats
+    assert (stats.dropped_token, stats.dropped_auth, stats.packets_received) == (1, 0, 0)
+    expected = request_response(net, [(5000, 5000)])
+    net.run(net.now + 5, all_done(net, expected))
+    assert exact(net, expected)
+
+
 def test_forged_truncated_flipped_replayed_datagrams_are_dropped() -> None:
     """Bad datagrams are counted, never answered, and never disturb the streams."""
     net = Net()
