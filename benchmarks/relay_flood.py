@@ -15,7 +15,9 @@ with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floo
 * the client's UDP port, spoofed from the gateway's address: ``client-random``,
   ``client-unknown``, ``client-badtag`` (the client's session id, random packet numbers),
   ``client-badtag-pn`` (the same with the packet numbers the gateway is about to send,
-  as an on-path attacker could read them).
+  as an on-path attacker could read them, without their tokens), ``client-replay``
+  (authentic datagrams of the gateway to the client, captured off loopback and replayed:
+  root).
 
 ``spin`` sends nothing and keeps one core busy: the control, what losing a core to a
 flooder costs on this host whatever it sends (on loopback the kernel's work on a
@@ -77,7 +79,9 @@ GATEWAY_CLASSES = (
     "spin", "random", "unknown", "hello", "hello-observed", "hello-observed-spoofed", "replay",
     "badtag", "spoofed",
 )  # fmt: skip
-CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag", "client-badtag-pn")
+CLIENT_CLASSES = (
+    "client-random", "client-unknown", "client-badtag", "client-badtag-pn", "client-replay",
+)  # fmt: skip
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -162,6 +166,48 @@ class Recorder:
         self.loop.call_soon_threadsafe(self.client.close)
 
 
+class Capture:
+    """The UDP payloads from port ``src`` to port ``dst`` on loopback (the first 2,000), read
+    off ``lo`` with a packet socket while the block runs (root; elsewhere none)."""
+
+    def __init__(self, src: int, dst: int) -> None:
+        self.src, self.dst = src, dst
+        self.datagrams: list[bytes] = []
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Capture:
+        if os.geteuid() == 0:
+            self._thread = threading.Thread(target=self._read, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _read(self) -> None:
+        eth_p_ip = 0x0800
+        with socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(eth_p_ip)) as s:
+            s.bind(("lo", 0))
+            s.settimeout(0.1)
+            while not self._done.is_set() and len(self.datagrams) < 2000:
+                try:
+                    packet, addr = s.recvfrom(65535)
+                except TimeoutError:
+                    continue
+                if addr[2] == socket.PACKET_OUTGOING or packet[9] != socket.IPPROTO_UDP:
+                    continue  # each loopback packet is seen going out and coming in
+                ihl = (packet[0] & 0x0F) * 4
+                sport, dport = (
+                    int.from_bytes(packet[ihl : ihl + 2], "big"),
+                    int.from_bytes(packet[ihl + 2 : ihl + 4], "big"),
+                )
+                if (sport, dport) == (self.src, self.dst):
+                    self.datagrams.append(packet[ihl + 8 :])
+
+
 def new_session_s(psk: bytes, gw: tuple[str, int]) -> float:
     """Seconds from a new client's start to its session being up (or 10 s: never)."""
 
@@ -215,6 +261,10 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
         return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"]]
     if kind == "spoofed":
         return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"], "--spoof", "random:0"]
+    if kind == "client-replay":  # what the gateway sent the client, as captured off the path
+        path = tmp / "client-replay.hex"
+        path.write_text("\n".join(d.hex() for d in ctx["to_client"]))
+        return [*cmd, cl_to, "--kind", "file", "--payloads", str(path), spoof_gw]
     if kind == "client-badtag":
         return [*cmd, cl_to, "--kind", "badtag", "--cid", ctx["client_cid"], spoof_gw]
     if kind == "client-badtag-pn":  # the numbers the gateway sends next, as read off the path
@@ -300,7 +350,9 @@ def main() -> None:
                 "recorded": recorder.sent,
                 "tag": admission_tag(admission_key(psk), time.time()).hex(),
             }
-            fetch(fwd, int(args.mb * 1e6))  # warm
+            with Capture(gw_port, ctx["client_port"]) as captured:
+                fetch(fwd, int(args.mb * 1e6))  # warm
+            ctx["to_client"] = captured.datagrams
 
             def quiet() -> dict:
                 if not args.pin:
