@@ -298,7 +298,15 @@ def main() -> None:
         action="store_true",
         help="no floods: a copied-tag HELLO's cost to the gateway against a cookie reply's",
     )
+    parser.add_argument(
+        "--token-cost",
+        action="store_true",
+        help="no floods: the packet-number tokens' cost a datagram and the window's reloads",
+    )
     args = parser.parse_args()
+    if args.token_cost:
+        token_cost(args)
+        return
     if args.kernel_cost:
         kernel_cost(args)
         return
@@ -593,6 +601,64 @@ def kernel_cost(args: argparse.Namespace) -> None:
     print(f"send + read of a 1,200 B datagram: plain {plain_ns:.0f} ns, steered "
           f"({args.sessions} sessions) {steered_ns:.0f} ns: +{steered_ns - plain_ns:.0f} ns "
           f"(medians of {args.rounds}); load {os.getloadavg()[0]:.2f}")  # fmt: skip
+
+
+def token_cost(args: argparse.Namespace) -> None:
+    """At rest, what the client's token window costs: a token in Python (the sender's per
+    packet, and the receiver's check before the AEAD), a window reload (the block's
+    tokens, the program, ``SO_ATTACH_FILTER`` on a real socket), and the kernel's run of
+    the program per datagram (1,200-byte DATA sent and read back over loopback into a
+    plain socket and one with the window, alternately); ``--rounds`` rounds each."""
+    from tierwise.proto.relay.crypto import PacketTokens
+    from tierwise.relay.client import RELOAD_AT, TOKEN_BEHIND, TOKEN_WINDOW
+
+    tokens, cid = PacketTokens(os.urandom(32)), os.urandom(8)
+    window = kfilter.TokenWindow(TOKEN_WINDOW)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    plain, windowed = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+    for sock in (plain, windowed):
+        sock.bind(("127.0.0.1", 0))
+
+    def reload(first: int) -> None:
+        block = window.block(first, tokens.tokens(first, TOKEN_WINDOW), range(TOKEN_BEHIND))
+        if not kfilter.attach_raw(windowed, kfilter.client_window_program([cid], [(cid, block)])):
+            raise SystemExit("the kernel refused the token window")
+
+    every = RELOAD_AT * (TOKEN_WINDOW - TOKEN_BEHIND) // 4  # packets between reloads
+    per: dict[str, list[float]] = {"token": [], "reload": [], "plain": [], "windowed": []}
+    for r in range(args.rounds):
+        first = r * 100_000
+        t0 = time.perf_counter_ns()
+        for pn in range(first, first + 100_000):
+            tokens.token(pn)
+        per["token"].append((time.perf_counter_ns() - t0) / 100_000)
+        t0 = time.perf_counter_ns()
+        for i in range(100):
+            reload(first + i * every)
+        per["reload"].append((time.perf_counter_ns() - t0) / 100)
+        reload(first)
+        # the middle of the window: log2(1024) compares down the tree
+        datagram = wire.DATA_HEADER.pack(wire.DATA, cid, first + 600, tokens.token(first + 600))
+        datagram += os.urandom(1200 - len(datagram))
+        for name in ("plain", "windowed") if r % 2 == 0 else ("windowed", "plain"):
+            rx = plain if name == "plain" else windowed
+            to = rx.getsockname()
+            t0 = time.perf_counter_ns()
+            for _ in range(20_000 // 32):
+                for _ in range(32):
+                    tx.sendto(datagram, to)
+                for _ in range(32):
+                    rx.recv(2048)
+            per[name].append((time.perf_counter_ns() - t0) / 20_000)
+    med = {name: statistics.median(v) for name, v in per.items()}
+    print(f"window {TOKEN_WINDOW} numbers ({window.insns} instructions), medians of "
+          f"{args.rounds} rounds; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"  token (sender per packet; receiver's check alike): {med['token']:.0f} ns")
+    print(f"  reload (tokens, program, attach): {med['reload'] / 1e3:.0f} µs; at 20,000 "
+          f"packets/s (one every {every}): {med['reload'] * 20_000 / every / 1e7:.2f} % "
+          f"of a core")  # fmt: skip
+    print(f"  send + read of 1,200 B: plain {med['plain']:.0f} ns, windowed "
+          f"{med['windowed']:.0f} ns: +{med['windowed'] - med['plain']:.0f} ns")  # fmt: skip
 
 
 def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:

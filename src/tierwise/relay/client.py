@@ -77,10 +77,12 @@ SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the sess
 _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id, number)
 # The socket filter's token window (kfilter.client_window_program): the established
 # session's next TOKEN_WINDOW packet numbers, TOKEN_BEHIND of them at most before the
-# next expected (reordering), rebuilt once half of those ahead are received: every
-# ~480 packets, some 30 times a second at 180 Mbit/s (~0.3 ms each: docs/benchmarks.md)
+# next expected (reordering), rebuilt once RELOAD_AT quarters of those ahead are
+# received: every 720 packets, some 23 times a second at 180 Mbit/s (~0.45 ms each, most
+# of it the kernel's check and JIT of 3,090 instructions: docs/benchmarks.md)
 TOKEN_WINDOW = 1024
 TOKEN_BEHIND = 64
+RELOAD_AT = 3
 _windows: dict[int, kfilter.TokenWindow] = {}  # templates, by size (built once)
 
 
@@ -257,7 +259,7 @@ class Client:
             cid = current.conn.connection_id
             raw = kfilter.client_window_program(ids, [(cid, block)], pn_high=self.pn_high)
             if kfilter.attach_raw(sock, raw):
-                self.reload_at = first + TOKEN_BEHIND + (size - TOKEN_BEHIND) // 2
+                self.reload_at = first + TOKEN_BEHIND + RELOAD_AT * (size - TOKEN_BEHIND) // 4
                 self.reloads += 1
                 return
             log.warning(
