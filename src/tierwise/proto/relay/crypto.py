@@ -166,11 +166,10 @@ class PacketTokens:
     """The packet-number tokens of one direction (see the module): 4 bytes a number, 16
     numbers a BLAKE2b call; the last block's digest is kept (packets come in order)."""
 
-    __slots__ = ("_block", "_digest", "_key")
-
     def __init__(self, key: bytes) -> None:
         self._key = key
-        self._block, self._digest = -1, b""
+        self._block = -1
+        self._digest = b""
 
     def _hash(self, block: int) -> bytes:
         return hashlib.blake2b(_WINDOW.pack(block), key=self._key, digest_size=64).digest()
