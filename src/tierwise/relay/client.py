@@ -83,6 +83,7 @@ _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id
 TOKEN_WINDOW = 1024
 TOKEN_BEHIND = 64
 RELOAD_AT = 3
+MIN_TOKEN_WINDOW = 256  # refused at this size: no window (a smaller one reloads too often)
 _windows: dict[int, kfilter.TokenWindow] = {}  # templates, by size (built once)
 
 
@@ -262,12 +263,16 @@ class Client:
                 self.reload_at = first + TOKEN_BEHIND + RELOAD_AT * (size - TOKEN_BEHIND) // 4
                 self.reloads += 1
                 return
+            smaller = size // 4 if size > MIN_TOKEN_WINDOW else 0  # 1,024, 256, then none
             log.warning(
                 "the kernel refused the socket filter's token window (%d numbers, %d "
-                "instructions; net.core.optmem_max?): packet numbers bounded only",
-                size, len(raw) // 8,
+                "instructions; net.core.optmem_max?): %s", size, len(raw) // 8,
+                f"{smaller} numbers" if smaller else "packet numbers bounded only",
             )  # fmt: skip
-            self.token_window = 0
+            self.token_window = smaller
+            if smaller:
+                self._refilter(transport)
+                return
         # before the WELCOME: built at once when it comes; refused: never again
         self.reload_at = -1 if self.token_window and current is not None else 1 << 64
         kfilter.attach(sock, kfilter.client_program(ids, pn_high=self.pn_high))
