@@ -78,12 +78,12 @@ _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id
 # The socket filter's token window (kfilter.client_window_program): the established
 # session's next TOKEN_WINDOW packet numbers, TOKEN_BEHIND of them at most before the
 # next expected (reordering), rebuilt once RELOAD_AT quarters of those ahead are
-# received: every 720 packets, some 23 times a second at 180 Mbit/s (~0.45 ms each, most
-# of it the kernel's check and JIT of 3,090 instructions: docs/benchmarks.md)
-TOKEN_WINDOW = 1024
+# received: every 1,488 packets, some 11 times a second at 180 Mbit/s (~0.4 ms each,
+# most of it the kernel's check and JIT of 2,575 instructions: docs/benchmarks.md)
+TOKEN_WINDOW = 2048
 TOKEN_BEHIND = 64
 RELOAD_AT = 3
-MIN_TOKEN_WINDOW = 256  # refused at this size: no window (a smaller one reloads too often)
+MIN_TOKEN_WINDOW = 512  # refused at 2,048: 512; refused at 512: none (too many reloads)
 _windows: dict[int, kfilter.TokenWindow] = {}  # templates, by size (built once)
 
 
@@ -263,7 +263,7 @@ class Client:
                 self.reload_at = first + TOKEN_BEHIND + RELOAD_AT * (size - TOKEN_BEHIND) // 4
                 self.reloads += 1
                 return
-            smaller = size // 4 if size > MIN_TOKEN_WINDOW else 0  # 1,024, 256, then none
+            smaller = size // 4 if size // 4 >= MIN_TOKEN_WINDOW else 0
             log.warning(
                 "the kernel refused the socket filter's token window (%d numbers, %d "
                 "instructions; net.core.optmem_max?): %s", size, len(raw) // 8,
