@@ -28,6 +28,7 @@ from tierwise.proto.relay import wire
 from tierwise.proto.relay.crypto import PacketTokens
 from tierwise.relay import kfilter
 from tierwise.relay.batchudp import kernel_drops
+from tierwise.relay import client as client_module
 from tierwise.relay.client import TOKEN_WINDOW
 from tierwise.relay.udp import encode_addr
 
@@ -147,7 +148,7 @@ def test_tokens_are_consecutive_slices_of_one_hash_per_sixteen() -> None:
     assert len({tokens.token(pn) for pn in range(4096)}) > 4090  # 32-bit values, few collide
 
 
-SOURCE_BYTES = 8_000_000  # ~6,000 packets: a dozen window reloads
+SOURCE_BYTES = 8_000_000  # ~6,000 packets: a few window reloads
 
 
 def _source(stop: threading.Event) -> contextlib.AbstractContextManager[int]:
@@ -171,13 +172,17 @@ async def _download(socks: int, target: int) -> bytes:
 
 
 def test_a_download_stays_byte_exact_across_window_reloads() -> None:
-    """8 MB through a real gateway and client: the client's window is rebuilt a dozen
-    times under it, nothing authentic is dropped for want of a token, the bytes are whole."""
+    """8 MB through a real gateway and client, the token window armed: it is rebuilt
+    under the download, nothing authentic is dropped for want of a token, the bytes are
+    whole. Unarmed (at rest), the same download rebuilds nothing."""
     stop = threading.Event()
 
     async def run() -> None:
         with _source(stop) as port:
             async with relay_pair({("127.0.0.1", port)}) as (_gateway, client, socks):
+                assert await _download(socks, port) == random.Random(7).randbytes(SOURCE_BYTES)
+                assert client.reloads == 0 and not client.armed
+                client.arm()
                 assert client.token_window, "the kernel refused the token window"
                 got = await _download(socks, port)
                 assert got == random.Random(7).randbytes(SOURCE_BYTES)
@@ -185,7 +190,7 @@ def test_a_download_stays_byte_exact_across_window_reloads() -> None:
                 stats = client.session.conn.stats
                 assert stats.dropped_token == stats.dropped_auth == 0
                 largest = client.session.conn.largest_received_pn
-                assert client.reloads >= largest // TOKEN_WINDOW >= 5
+                assert client.reloads >= largest // (2 * TOKEN_WINDOW) >= 1
                 assert client.reload_at > largest
 
     asyncio.run(run())
@@ -193,11 +198,12 @@ def test_a_download_stays_byte_exact_across_window_reloads() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="spoofing the gateway's address needs a raw socket")
 def test_forged_coming_numbers_never_reach_the_clients_python() -> None:
-    """client-badtag-pn: 5,000 DATA datagrams from the gateway's address with the client's
-    session id and its next packet numbers, without their tokens: the kernel drops every
-    one (the client's counters stay put); one with the right token (as if read off the
-    path) reaches Python and fails the AEAD; a replay of a received number is dropped by the
-    kernel once the window is rebuilt."""
+    """client-badtag-pn: DATA datagrams from the gateway's address with the client's
+    session id and its next packet numbers, without their tokens. The first 16 fail
+    Python's token check (no AEAD) and arm the token window; the kernel drops every one of
+    the next 5,000 (the client's counters stay put); one with the right token (as if read
+    off the path) reaches Python and fails the AEAD; a replay of a received number is
+    dropped by the kernel once the window is rebuilt."""
 
     async def run() -> None:
         async with _session() as (_gateway, addr, client):
@@ -217,6 +223,11 @@ def test_forged_coming_numbers_never_reach_the_clients_python() -> None:
                 raw.sendto(_ip_udp(addr, ("127.0.0.1", port), forged), ("127.0.0.1", 0))
 
             tokens = conn._recv_keys.tokens  # what the gateway sends; the attacker has none
+            for i in range(client_module.ARM_DROPS):
+                forge(next_pn + 1000 + i, bytes(4))
+            await asyncio.sleep(0.1)
+            assert client.armed and conn.stats.dropped_token == client_module.ARM_DROPS
+            before = (conn.stats.dropped_auth, conn.stats.dropped_token, kernel_drops(sock))
             for i in range(5000):
                 pn = next_pn + i % 500
                 token = os.urandom(4)
@@ -238,5 +249,30 @@ def test_forged_coming_numbers_never_reach_the_clients_python() -> None:
             await asyncio.sleep(0.1)
             assert conn.stats.packets_received > received
             raw.close()
+
+    asyncio.run(run())
+
+
+def test_the_window_is_armed_by_forgeries_and_disarmed_after_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At rest the client's filter is the packet-number bound alone; forgeries that fail
+    Python's token check arm the window, the kernel's drops keep it armed, and it is off
+    again ``ARM_S`` after they stop."""
+    monkeypatch.setattr(client_module, "ARM_S", 0.6)
+
+    async def run() -> None:
+        async with _session() as (_gateway, _addr, client):
+            assert client.session is not None and not client.armed
+            conn, sock = client.session.conn, client._transport.get_extra_info("socket")
+            sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sender.connect(sock.getsockname())  # not the gateway's address: the kernel's drop
+            assert kernel_drops(sock) == 0
+            client.armed_until = 0.0
+            client.arm()
+            assert client.armed and client.reloads == 1
+            await asyncio.sleep(1.2)  # no drops: disarmed
+            assert not client.armed and client.counters["token_window_disarmed"] == 1
+            sender.close()
 
     asyncio.run(run())

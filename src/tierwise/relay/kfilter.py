@@ -296,7 +296,8 @@ class TokenWindow:
         self.size = size
         head: list[Insn] = [
             (LD_W_ABS, 0, 0, base + 9),  # the packet number's high word
-            (JEQ, 1, 0, 0),  # first's (set by block)
+            (JEQ, 2, 0, 0),  # first's (set by block)
+            (JEQ, 1, 0, 0),  # the last's (set by block: the next where the window straddles)
             _ret(DROP),
             (LD_W_ABS, 0, 0, base + wire.PN_TOKEN_AT),
             (TAX, 0, 0, 0),  # X: the datagram's token
@@ -332,7 +333,8 @@ class TokenWindow:
         ``size`` of them), leaving out offsets ``skip`` (numbers received already)."""
         prog = array("I", self._template)
         prog[3] = first >> 32  # the k of instruction 1
-        prog[13] = first & 0xFFFFFFFF  # the k of instruction 6
+        prog[5] = (first + self.size - 1) >> 32  # of instruction 2
+        prog[15] = first & 0xFFFFFFFF  # of instruction 7 (the offset: mod 2^32 across)
         toks = array("I", tokens[: 4 * self.size])
         if sys.byteorder == "little":
             toks.byteswap()  # a load compares the bytes as a big-endian word
