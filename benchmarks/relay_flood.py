@@ -166,6 +166,16 @@ class Recorder:
         self.loop.call_soon_threadsafe(self.client.close)
 
 
+def udp_drops(port: int) -> int:
+    """The kernel's drops for the UDP socket bound to ``port`` (``/proc/net/udp``: its
+    queue's overflows and its socket filter's drops)."""
+    for line in Path("/proc/net/udp").read_text().splitlines()[1:]:
+        cols = line.split()
+        if int(cols[1].split(":")[1], 16) == port:
+            return int(cols[-1])
+    return 0
+
+
 class Capture:
     """The UDP payloads from port ``src`` to port ``dst`` on loopback (the first 2,000), read
     off ``lo`` with a packet socket while the block runs (root; elsewhere none)."""
@@ -378,6 +388,7 @@ def main() -> None:
             rows = [("quiet", quiet(), 0, 0.0)]
             for kind in classes:
                 before = stats(stats_port)["totals"]
+                client_drops = udp_drops(ctx["client_port"])
                 cpu0 = cpu_s(gwp.pid)
                 flood = subprocess.Popen(flooder(kind, args, ctx, tmp), stdout=subprocess.PIPE,
                                          text=True, preexec_fn=_on_cpus(flood_cpu))  # fmt: skip
@@ -394,6 +405,7 @@ def main() -> None:
                     for k in after
                     if k.startswith("dropped_") or k == "hello_tags_struck"
                 }
+                drops["client_kernel"] = udp_drops(ctx["client_port"]) - client_drops
                 row["drops"] = {k: v for k, v in drops.items() if v}
                 rows.append((kind, row, sent, cpu_s(gwp.pid) - cpu0))
                 rows.append(("quiet", quiet(), 0, 0.0))
