@@ -139,6 +139,10 @@ _WINDOWS = struct.Struct(">QQ")
 # inside the authenticated bytes: a gateway refuses a recorded HELLO replayed later.
 _HELLO_TIME = struct.Struct(">Q")
 _HELLO_TIME_AT = wire.HELLO_TIME_AT
+_DATA_HEADER = wire.DATA_HEADER  # the per-packet paths read these as module globals
+_DATA_HEADER_BYTES = wire.DATA_HEADER_BYTES
+_PN_TOKEN_AT = wire.PN_TOKEN_AT
+_DATA = wire.DATA
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
@@ -993,8 +997,10 @@ class RelayConnection:
         if not self._replay.fresh(pn):
             self.stats.dropped_replay += 1
             return
-        header = data[: wire.DATA_HEADER_BYTES]
-        if header[wire.PN_TOKEN_AT :] != self._recv_keys.tokens.token(pn):
+        header = data[:_DATA_HEADER_BYTES]
+        tokens = self._recv_keys.tokens  # the number's token, inline (no call in order)
+        listed = tokens.listed if pn >> 4 == tokens.block else tokens.load(pn >> 4)
+        if header[_PN_TOKEN_AT:] != listed[pn & 15]:
             # not this number's token (a forgery, or a version 1 peer's DATA): no AEAD
             self.stats.dropped_token += 1
             return
@@ -1939,9 +1945,9 @@ class RelayConnection:
         assert self._send_keys is not None
         pn = self._pn
         self._pn += 1
-        header = wire.DATA_HEADER.pack(
-            wire.DATA, self.connection_id, pn, self._send_keys.tokens.token(pn)
-        )
+        tokens = self._send_keys.tokens  # its token, inline (per packet: no call)
+        listed = tokens.listed if pn >> 4 == tokens.block else tokens.load(pn >> 4)
+        header = _DATA_HEADER.pack(_DATA, self.connection_id, pn, listed[pn & 15])
         payload = bytearray()
         repair: Repair | None = None
         for f in frames:

@@ -168,19 +168,24 @@ class PacketTokens:
 
     def __init__(self, key: bytes) -> None:
         self._key = key
-        self._block = -1
-        self._digest = b""
+        self.block = -1  # the block of 16 numbers whose tokens ``listed`` holds
+        self.listed: list[bytes] = []
 
     def _hash(self, block: int) -> bytes:
         return hashlib.blake2b(_WINDOW.pack(block), key=self._key, digest_size=64).digest()
 
+    def load(self, block: int) -> list[bytes]:
+        """The tokens of numbers ``16 × block …``, kept as ``listed`` (a hot path reads
+        ``listed[pn & 15]`` while ``block == pn >> 4``, without a call)."""
+        digest = self._hash(block)
+        self.block, self.listed = block, [digest[i : i + 4] for i in range(0, 64, 4)]
+        return self.listed
+
     def token(self, pn: int) -> bytes:
         """The 4-byte token of packet number ``pn``."""
-        block = pn >> 4
-        if block != self._block:
-            self._block, self._digest = block, self._hash(block)
-        at = (pn & 15) << 2
-        return self._digest[at : at + 4]
+        if pn >> 4 != self.block:
+            self.load(pn >> 4)
+        return self.listed[pn & 15]
 
     def tokens(self, first: int, count: int) -> bytes:
         """The tokens of ``first … first + count − 1``, 4 bytes each, concatenated."""
