@@ -83,8 +83,8 @@ _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id
 # The socket filter's token window (kfilter.client_window_program): the established
 # session's next TOKEN_WINDOW packet numbers, TOKEN_BEHIND of them at most before the
 # next expected (reordering), rebuilt once RELOAD_AT quarters of those ahead are
-# received: every 1,488 packets, some 11 times a second at 180 Mbit/s (~0.4 ms each,
-# most of it the kernel's check and JIT of 2,575 instructions: docs/benchmarks.md)
+# received: every 1,488 packets, some 11 times a second at 180 Mbit/s (~0.85 ms each,
+# most of it the kernel's check and JIT of 2,576 instructions: docs/benchmarks.md)
 TOKEN_WINDOW = 2048
 TOKEN_BEHIND = 64
 RELOAD_AT = 3
@@ -320,6 +320,8 @@ class Client:
     def arm(self) -> None:
         """The token window on, now (forgeries with plausible packet numbers)."""
         self.armed, self.armed_until = True, time.monotonic() + ARM_S
+        sock = self._transport.get_extra_info("socket") if self._transport else None
+        self._kernel_mark = kernel_drops(sock) if sock is not None else 0
         self.counters["token_window_armed"] += 1
         self._refilter()
 
