@@ -149,9 +149,11 @@ def test_a_hold_below_the_ceiling_loses_nothing_and_stays() -> None:
 
 def test_a_bucket_that_passes_a_probe_makes_the_probes_longer() -> None:
     """A deep bucket passes a whole probe: the hold ends, the same ceiling is found again,
-    and from then on the probes last twice as long and the hold stays."""
+    and from then on the probes last twice as long and the hold stays. (The bucket holds
+    more than a probe's excess, 0.15 × C for 3 rounds; one that holds a little less drops
+    in the probe's last round, which keeps the hold.)"""
     path = Rounds(C, 0.0)
-    path.policer = Policer(C, 0.35 * C * RTT_S)
+    path.policer = Policer(C, 0.5 * C * RTT_S)
     path.cycle(2 * C, 2)
     first = path.detector.probe_rounds
     _hold(path, 40)

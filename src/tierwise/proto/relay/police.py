@@ -35,7 +35,8 @@ policed rate). While policed the sender holds just below the ceiling
 (:mod:`.rate`) and probes above it for :data:`PROBE_ROUNDS` rounds in
 :data:`~.rate.HOLD_PROBE_ROUNDS`; the path is released when a probe delivered
 :data:`RELEASE_GROWTH` × the ceiling with less than :data:`MIN_LOSS` lost (beyond the
-hold's own loss): the policer was lifted or raised. A bucket deep enough to pass a whole
+hold's own loss), its last round less than :data:`LAST_PROBE_LOSS`: the policer was
+lifted or raised. A bucket deep enough to pass a whole
 probe releases it too; the next cycles find it again, and when the ceiling found is the
 one released (within :data:`SAME_CEILING`), the probes from then on last twice as long
 (up to :data:`MAX_PROBE_ROUNDS`), until one outlasts the bucket. A probe that delivered
@@ -45,6 +46,23 @@ did at its best is released too: the policer was lowered. Linux's BBR detects po
 from loss and a flat delivery rate over two intervals (``lt_bw``, Cardwell et al.
 2017) but pins the rate on random loss of 20 % and more too; the elasticity test
 does not, since random loss keeps delivery proportional to the send rate.
+
+**The first rounds.** A new session's first packet train passes a policer's full bucket
+at the link's rate, so start-up measures the link and sends at it, and the rounds above
+need two settled rounds and a spread of send rates: the policer was declared at round 7,
+after five rounds at the link's rate lost about 80 % (20 on a 100 Mbit/s path). While
+:attr:`PolicingDetector.early` is armed (the rate controller keeps it so for a session's
+first :data:`EARLY_ROUNDS` rounds of bulk), every in-order acknowledgement is also
+judged at once, mid-round: over the last :data:`EARLY_ACKED` packets acknowledged, the
+packet numbers between them that were not (sent, so dropped or still missing) make up at
+least :data:`EARLY_LOSS` of each half of the window, and no RTT in it showed a queue — a
+drop rate that a few per cent of random loss never reaches (at 40 % random loss a half
+that loses 60 % is 4.5 standard deviations out) and a tail-drop queue's overflow would
+delay. Sent faster than the bucket refills, what such a window delivered per second of
+its sending is the policed rate (the bucket's burst comes first and is past once both
+halves lose): the path is policed from that packet on. The hold's loss starts at 0 (the
+loss before it was the policer's answer to the overdrive, which FEC need not repair) and
+becomes what the hold's own rounds lose once they settle.
 """
 
 from __future__ import annotations
@@ -78,12 +96,24 @@ RELEASE_GROWTH = 1.07
 PROBE_ROUNDS = 3  # a probe above a policed ceiling lasts this many rounds at first …
 MAX_PROBE_ROUNDS = 24  # … doubled each time the same ceiling is found again after it
 SAME_CEILING = 0.1
+# … and its last round lost less than this above the hold's floor: a bucket about as deep
+# as a probe's excess (96 kB against 1.15 × 20 Mbit/s for 3 rounds of 100 ms) passes the
+# first rounds whole and drops only in the last, a few per cent of the whole probe; such
+# a release cost ≈ 100 datagrams and several rounds below the ceiling before the same
+# policer was found again
+LAST_PROBE_LOSS = 0.025
 KEEP_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS + 2
 # A round whose RTT showed a queue (the rate controller's brake) is a tail-drop queue's
 # loss, not a policer's, which drops without queueing: no detection from the window it is
 # in, and a hold it stands through is released. (In the lab a start-up overshoot into the
 # emulator's 120 ms queue read as a policer at 150 of 100 Mbit/s, held for the session.)
 QUEUED_QUIET_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS
+# The first rounds (see the module's text): a window of this many in-order acknowledged
+# packets whose halves each lost at least EARLY_LOSS of the numbers they span, with no
+# queue, declares the policer at what it delivered per second of sending.
+EARLY_ACKED = 48
+EARLY_LOSS = 0.6
+EARLY_ROUNDS = 8  # the rate controller's: rounds of bulk the early judgement stays armed
 
 
 class _Round:
@@ -127,8 +157,9 @@ class PolicingDetector:
         self.ceiling_bytes_per_s: float | None = None
         self.elasticity: float | None = None  # the last judgement's, for traces and tests
         self.detections = 0
-        # the raw loss of the hold's last settled rounds (None: none yet): what FEC should
-        # size for while policed, rather than the loss the overdrive before it caused
+        # the raw loss of the hold's last settled rounds (0 until they settle; None: not
+        # policed): what FEC should size for while policed, rather than the loss the
+        # overdrive before it caused
         self.hold_loss: float | None = None
         # a bucket deep enough to pass a whole probe released the hold, and the same ceiling
         # was found again: the next probes last longer
@@ -139,6 +170,13 @@ class PolicingDetector:
         # rates to judge by: the rate controller moves on to its probe and drain rounds
         self.needs_spread = False
         self._since_queue = QUEUED_QUIET_ROUNDS  # rounds since one whose RTT showed a queue
+        # judge each in-order acknowledgement as it comes (a session's first rounds of
+        # bulk; the rate controller disarms it), over the last EARLY_ACKED ones
+        self.early = True
+        self.early_detected = False  # the hold came from the first rounds' judgement
+        self._early: deque[tuple[int, int, float]] = deque(maxlen=EARLY_ACKED)
+        # the newest RTT sample showed a queue (the rate controller's, while early is armed)
+        self.queued_now = False
 
     def on_round_start(self, next_pn: int, probe: bool = False, queued: bool = False) -> None:
         """A new round trip begins with packet number ``next_pn`` (``probe``: sent above the
@@ -170,6 +208,37 @@ class PolicingDetector:
             r.first_s = sent_s
         if sent_s > r.last_s:
             r.last_s = sent_s
+        if self.early and not lost and not app_limited and not self.policed:
+            self._judge_early(pn, size, sent_s)
+
+    def _judge_early(self, pn: int, size: int, sent_s: float) -> None:
+        """One more packet acknowledged in order in the first rounds: is the window of the
+        last :data:`EARLY_ACKED` such packets a policer's (see the module's text)?"""
+        w = self._early
+        if w and pn <= w[-1][0]:
+            return  # acknowledged out of order: its number says nothing of the gaps
+        w.append((pn, size, sent_s))
+        if self.queued_now:
+            w.clear()  # a queue stood: a tail drop's loss, not a policer's
+            return
+        n = len(w)
+        if n < EARLY_ACKED:
+            return
+        half = n // 2
+        first_pn = w[0][0]
+        mid_pn = w[half][0]
+        # the first half's packets are numbered first_pn .. mid_pn − 1 with the gaps, the
+        # second's mid_pn .. pn
+        lost_first = 1 - half / (mid_pn - first_pn)
+        lost_second = 1 - (n - half) / (pn - mid_pn + 1)
+        mid_s = w[half][2]
+        if min(lost_first, lost_second) < EARLY_LOSS or sent_s <= mid_s:
+            return
+        # the rate from the second half alone: the first may still hold the tail of the
+        # bucket's burst (up to 15 of its 24 packets, passed whole, at 60 % lost)
+        delivered = sum(w[i][1] for i in range(half + 1, n))  # sent after w[half]
+        self.early, self.early_detected = False, True
+        self._declare(delivered / (sent_s - mid_s))
 
     def _settled(self) -> list[_Round]:
         rounds = list(self._rounds)
@@ -218,14 +287,21 @@ class PolicingDetector:
         flat = flat and z >= (LOSS_RISE_Z if few else FLAT_RISE_Z)
         rising = rising and z >= LOSS_RISE_Z
         if loss_hi >= MIN_LOSS and (flat or rising):
-            self.detections += 1
-            self.policed, self.hold_loss, self._hold_floor = True, None, None
-            self.ceiling_bytes_per_s = c = _ceiling(rounds)
-            last = self._released_ceiling
-            if last is not None and abs(c / last - 1) < SAME_CEILING:
-                self.probe_rounds = min(2 * self.probe_rounds, MAX_PROBE_ROUNDS)
-            for r in self._rounds:  # sent before the hold, settled or not
-                r.judged = True
+            self._declare(_ceiling(rounds))
+
+    def _declare(self, ceiling: float) -> None:
+        """Policed at ``ceiling`` bytes/s from now on: the hold begins."""
+        self.detections += 1
+        self.early = False
+        # FEC sizes for the hold's own loss: none until its rounds settle (what was lost
+        # before was the policer's answer to the overdrive, which the hold ends)
+        self.policed, self.hold_loss, self._hold_floor = True, 0.0, None
+        self.ceiling_bytes_per_s = ceiling
+        last = self._released_ceiling
+        if last is not None and abs(ceiling / last - 1) < SAME_CEILING:
+            self.probe_rounds = min(2 * self.probe_rounds, MAX_PROBE_ROUNDS)
+        for r in self._rounds:  # sent before the hold, settled or not
+            r.judged = True
 
     def _judge_probes(self, rounds: list[_Round]) -> None:
         ceiling = self.ceiling_bytes_per_s or 0.0
@@ -247,7 +323,13 @@ class PolicingDetector:
         g, floor = _group(probes), self._hold_floor or 0.0
         if g is None:
             return
-        if g[2] < floor + MIN_LOSS and g[1] >= RELEASE_GROWTH * ceiling * (1 - floor):
+        last = probes[-1]
+        last_loss = last.lost / max(1, last.acked + last.lost)
+        if (
+            g[2] < floor + MIN_LOSS
+            and g[1] >= RELEASE_GROWTH * ceiling * (1 - floor)
+            and last_loss < floor + LAST_PROBE_LOSS
+        ):
             self._release()
             return
         hold = [r for r in rounds if not r.probe]
