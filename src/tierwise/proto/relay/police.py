@@ -55,14 +55,19 @@ after five rounds at the link's rate lost about 80 % (20 on a 100 Mbit/s path). 
 first :data:`EARLY_ROUNDS` rounds of bulk), every in-order acknowledgement is also
 judged at once, mid-round: over the last :data:`EARLY_ACKED` packets acknowledged, the
 packet numbers between them that were not (sent, so dropped or still missing) make up at
-least :data:`EARLY_LOSS` of each half of the window, and no RTT in it showed a queue — a
-drop rate that a few per cent of random loss never reaches (at 40 % random loss a half
-that loses 60 % is 4.5 standard deviations out) and a tail-drop queue's overflow would
-delay. Sent faster than the bucket refills, what such a window delivered per second of
-its sending is the policed rate (the bucket's burst comes first and is past once both
-halves lose): the path is policed from that packet on. The hold's loss starts at 0 (the
-loss before it was the policer's answer to the overdrive, which FEC need not repair) and
-becomes what the hold's own rounds lose once they settle.
+least :data:`EARLY_LOSS` of each half of the window, and at most half its RTTs showed a
+queue — a drop rate that a few per cent of random loss never reaches (at 40 % random
+loss a half that loses 60 % is 4.5 standard deviations out), and a tail-drop queue's
+overflow would delay every packet it passed (a host late to acknowledge, as the lab's
+client reading a batch, delays some: clearing the window at each such RTT put the
+policer off by two rounds there). Sent faster than the bucket refills, what such a
+window delivered per second of its sending is the policed rate (the bucket's burst comes
+first and is past once both halves lose): the path is policed from that packet on, and
+once the packets sent before the hold are all acknowledged or missing, at what they
+delivered per second of sending (a longer span than the window's few ms at the link's
+rate). The hold's loss starts at 0 (the loss before it was the policer's answer to the
+overdrive, which FEC need not repair) and becomes what the hold's own rounds lose once
+they settle.
 """
 
 from __future__ import annotations
@@ -175,8 +180,18 @@ class PolicingDetector:
         self.early = True
         self.early_detected = False  # the hold came from the first rounds' judgement
         self._early: deque[tuple[int, int, float]] = deque(maxlen=EARLY_ACKED)
-        # the newest RTT sample showed a queue (the rate controller's, while early is armed)
+        # the newest RTT sample showed a queue (the rate controller's, while early is armed),
+        # and whether each of the window's did
         self.queued_now = False
+        self._early_queued: deque[bool] = deque(maxlen=EARLY_ACKED)
+        self.now_s = 0.0  # the newest ACK's time (the rate controller's, while early)
+        # after the first rounds' judgement, until the packets sent before the hold are in:
+        # the bytes they delivered since the first one's sending, the last one's sending,
+        # its number, and when the hold began
+        self._refine = False
+        self._refine_pn = 0
+        self._refine_bytes = 0
+        self._refine_from_s = self._refine_last_s = self._refine_until_s = 0.0
 
     def on_round_start(self, next_pn: int, probe: bool = False, queued: bool = False) -> None:
         """A new round trip begins with packet number ``next_pn`` (``probe``: sent above the
@@ -210,6 +225,8 @@ class PolicingDetector:
             r.last_s = sent_s
         if self.early and not lost and not app_limited and not self.policed:
             self._judge_early(pn, size, sent_s)
+        elif self._refine and not lost:
+            self._refine_ceiling(pn, size, sent_s)
 
     def _judge_early(self, pn: int, size: int, sent_s: float) -> None:
         """One more packet acknowledged in order in the first rounds: is the window of the
@@ -218,11 +235,11 @@ class PolicingDetector:
         if w and pn <= w[-1][0]:
             return  # acknowledged out of order: its number says nothing of the gaps
         w.append((pn, size, sent_s))
-        if self.queued_now:
-            w.clear()  # a queue stood: a tail drop's loss, not a policer's
-            return
+        self._early_queued.append(self.queued_now)
         n = len(w)
-        if n < EARLY_ACKED:
+        if n < EARLY_ACKED or 2 * sum(self._early_queued) > n:
+            # a tail-drop queue that overflows delays every packet it passes; a host late
+            # to acknowledge (the lab's, reading a batch) delays some
             return
         half = n // 2
         first_pn = w[0][0]
@@ -239,6 +256,24 @@ class PolicingDetector:
         delivered = sum(w[i][1] for i in range(half + 1, n))  # sent after w[half]
         self.early, self.early_detected = False, True
         self._declare(delivered / (sent_s - mid_s))
+        # the rest of what was sent before the hold, still on its way, refines the ceiling
+        self._refine, self._refine_pn, self._refine_bytes = True, pn, delivered
+        self._refine_from_s, self._refine_last_s, self._refine_until_s = mid_s, sent_s, self.now_s
+
+    def _refine_ceiling(self, pn: int, size: int, sent_s: float) -> None:
+        """After the first rounds' judgement: the ceiling over everything sent before the
+        hold began (:data:`EARLY_ACKED` packets span a few ms at the link's rate, where the
+        lab's emulator, reading its device in batches, read 5 % high)."""
+        if pn <= self._refine_pn:
+            return  # out of order, or filled in late (dropped, rebuilt by FEC)
+        if sent_s < self._refine_until_s:
+            self._refine_bytes += size
+            self._refine_last_s, self._refine_pn = sent_s, pn
+            return
+        self._refine = False  # sent in the hold: the packets before it are all in
+        span = self._refine_last_s - self._refine_from_s
+        if self.policed and span > 0:
+            self.ceiling_bytes_per_s = self._refine_bytes / span
 
     def _settled(self) -> list[_Round]:
         rounds = list(self._rounds)

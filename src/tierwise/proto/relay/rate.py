@@ -303,6 +303,7 @@ class RateController:
         self._round_rtt_min = min(self._round_rtt_min, rtt)
         if self.police.early:
             self.police.queued_now = rtt > self._queue_floor_s()
+            self.police.now_s = now
         self._round_app_limited = self._round_app_limited or sample.app_limited
         rate = sample.delivery_rate_bytes_per_s
         if self._queue_rate is not None and rate > 0:
