@@ -1297,6 +1297,8 @@ class RelayConnection:
             return
         self._acked_before = self._largest_acked
         self._ack_recv_s = now - f.delay_s
+        if self.rate.police.timing:  # a session's first rounds: the policer's judgement
+            self.rate.police.recv_s = self._ack_recv_s
         self._ack_largest = largest
         if largest > self._largest_acked:
             self._largest_acked = largest

@@ -64,10 +64,11 @@ policer off by two rounds there). Sent faster than the bucket refills, what such
 window delivered per second of its sending is the policed rate (the bucket's burst comes
 first and is past once both halves lose): the path is policed from that packet on, and
 once the packets sent before the hold are all acknowledged or missing, at what they
-delivered per second of sending (a longer span than the window's few ms at the link's
-rate). The hold's loss starts at 0 (the loss before it was the policer's answer to the
-overdrive, which FEC need not repair) and becomes what the hold's own rounds lose once
-they settle.
+delivered per second of their arrival at the peer (each ACK's time less the delay it
+reports: a longer span than the window's few ms of sending at the link's rate, and the
+policer's output as the peer saw it). The hold's loss starts at 0 (the loss before it
+was the policer's answer to the overdrive, which FEC need not repair) and becomes what
+the hold's own rounds lose once they settle.
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ QUEUED_QUIET_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS
 EARLY_ACKED = 48
 EARLY_LOSS = 0.6
 EARLY_ROUNDS = 8  # the rate controller's: rounds of bulk the early judgement stays armed
+REFINE_MIN_S = 0.01  # the arrivals that refine the ceiling span at least this long
 
 
 class _Round:
@@ -184,10 +186,12 @@ class PolicingDetector:
         # and whether each of the window's did
         self.queued_now = False
         self._early_queued: deque[bool] = deque(maxlen=EARLY_ACKED)
-        self.now_s = 0.0  # the newest ACK's time (the rate controller's, while early)
+        # the newest ACK's time here, and its largest packet's arrival at the peer (the
+        # ACK's time less the delay it reports): the connection's, while early is armed
+        self.now_s = self.recv_s = 0.0
         # after the first rounds' judgement, until the packets sent before the hold are in:
-        # the bytes they delivered since the first one's sending, the last one's sending,
-        # its number, and when the hold began
+        # the bytes that reached the peer after the judging ACK's, the first and the last
+        # arrival there, the last packet number, and when the hold began
         self._refine = False
         self._refine_pn = 0
         self._refine_bytes = 0
@@ -228,6 +232,12 @@ class PolicingDetector:
         elif self._refine and not lost:
             self._refine_ceiling(pn, size, sent_s)
 
+    @property
+    def timing(self) -> bool:
+        """The first rounds' judgement wants each ACK's times (:attr:`now_s`,
+        :attr:`recv_s`): armed, or refining the ceiling it found."""
+        return self.early or self._refine
+
     def _judge_early(self, pn: int, size: int, sent_s: float) -> None:
         """One more packet acknowledged in order in the first rounds: is the window of the
         last :data:`EARLY_ACKED` such packets a policer's (see the module's text)?"""
@@ -257,22 +267,27 @@ class PolicingDetector:
         self.early, self.early_detected = False, True
         self._declare(delivered / (sent_s - mid_s))
         # the rest of what was sent before the hold, still on its way, refines the ceiling
-        self._refine, self._refine_pn, self._refine_bytes = True, pn, delivered
-        self._refine_from_s, self._refine_last_s, self._refine_until_s = mid_s, sent_s, self.now_s
+        self._refine, self._refine_pn, self._refine_bytes = True, pn, 0
+        self._refine_from_s = self._refine_last_s = self.recv_s
+        self._refine_until_s = self.now_s
 
     def _refine_ceiling(self, pn: int, size: int, sent_s: float) -> None:
         """After the first rounds' judgement: the ceiling over everything sent before the
-        hold began (:data:`EARLY_ACKED` packets span a few ms at the link's rate, where the
-        lab's emulator, reading its device in batches, read 5 % high)."""
+        hold began, timed by when it reached the peer (:data:`EARLY_ACKED` packets span a
+        few ms of sending at the link's rate, and the lab's sender, CPU-bound there, and
+        its emulator, reading its device in batches, put their send times 5–10 % off)."""
         if pn <= self._refine_pn:
             return  # out of order, or filled in late (dropped, rebuilt by FEC)
+        recv_s = self.recv_s
         if sent_s < self._refine_until_s:
-            self._refine_bytes += size
-            self._refine_last_s, self._refine_pn = sent_s, pn
+            self._refine_pn = pn
+            if recv_s > self._refine_from_s:  # arrived after the window's last one
+                self._refine_bytes += size
+                self._refine_last_s = recv_s
             return
         self._refine = False  # sent in the hold: the packets before it are all in
         span = self._refine_last_s - self._refine_from_s
-        if self.policed and span > 0:
+        if self.policed and span >= REFINE_MIN_S:
             self.ceiling_bytes_per_s = self._refine_bytes / span
 
     def _settled(self) -> list[_Round]:
