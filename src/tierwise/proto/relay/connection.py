@@ -1803,9 +1803,12 @@ class RelayConnection:
             # other direction loses is the prior (§12.3.3: they may differ, but a path
             # that drops one way seldom carries the other clean), or the configured prior
             loss = max(loss, self._loss_meter.loss, self._initial_loss)
-        hold_loss = self.rate.police.hold_loss
+        police = self.rate.police
+        hold_loss = police.hold_loss
         if hold_loss is not None:  # policed: the loss the hold sees, not its overdrive's
             loss = min(loss, hold_loss)
+        elif police.suspect:  # the first rounds lose most of what they send: no repairs
+            loss = 0.0
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
         repairs = self._fec.close(loss + margin, self._block_target())

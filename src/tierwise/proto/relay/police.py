@@ -186,6 +186,7 @@ class PolicingDetector:
         # and whether each of the window's did
         self.queued_now = False
         self._early_queued: deque[bool] = deque(maxlen=EARLY_ACKED)
+        self._suspect = False
         # the newest ACK's time here, and its largest packet's arrival at the peer (the
         # ACK's time less the delay it reports): the connection's, while early is armed
         self.now_s = self.recv_s = 0.0
@@ -233,6 +234,15 @@ class PolicingDetector:
             self._refine_ceiling(pn, size, sent_s)
 
     @property
+    def suspect(self) -> bool:
+        """In the first rounds, the newest acknowledgements miss at least
+        :data:`EARLY_LOSS` of what was sent (a policer's answer to an overdrive, or a
+        queue's overflow, not yet told apart): FEC adds no repairs for that loss, which
+        would only add to what the path drops (in the lab 1,038 repairs went out at the
+        link's rate before the policer was found)."""
+        return self.early and self._suspect
+
+    @property
     def timing(self) -> bool:
         """The first rounds' judgement wants each ACK's times (:attr:`now_s`,
         :attr:`recv_s`): armed, or refining the ceiling it found."""
@@ -247,9 +257,7 @@ class PolicingDetector:
         w.append((pn, size, sent_s))
         self._early_queued.append(self.queued_now)
         n = len(w)
-        if n < EARLY_ACKED or 2 * sum(self._early_queued) > n:
-            # a tail-drop queue that overflows delays every packet it passes; a host late
-            # to acknowledge (the lab's, reading a batch) delays some
+        if n < EARLY_ACKED:
             return
         half = n // 2
         first_pn = w[0][0]
@@ -258,6 +266,11 @@ class PolicingDetector:
         # second's mid_pn .. pn
         lost_first = 1 - half / (mid_pn - first_pn)
         lost_second = 1 - (n - half) / (pn - mid_pn + 1)
+        self._suspect = lost_second >= EARLY_LOSS
+        if 2 * sum(self._early_queued) > n:
+            # a tail-drop queue that overflows delays every packet it passes; a host late
+            # to acknowledge (the lab's, reading a batch) delays some
+            return
         mid_s = w[half][2]
         if min(lost_first, lost_second) < EARLY_LOSS or sent_s <= mid_s:
             return
