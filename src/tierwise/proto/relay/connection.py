@@ -68,6 +68,7 @@ from tierwise.proto.relay.meter import (
     RttEstimator,
 )
 from tierwise.proto.relay.pmtu import MAX_DATAGRAM_BYTES, PmtuSearch
+from tierwise.proto.relay.police import EARLY_LOSS
 from tierwise.proto.relay.prior import PathPrior
 from tierwise.proto.relay.rate import INITIAL_CWND_PACKETS, RateController, RateSample
 from tierwise.proto.relay.streams import BULK_BYTES, RecvStream, SendStream
@@ -1807,7 +1808,10 @@ class RelayConnection:
         hold_loss = police.hold_loss
         if hold_loss is not None:  # policed: the loss the hold sees, not its overdrive's
             loss = min(loss, hold_loss)
-        elif police.suspect:  # the first rounds lose most of what they send: no repairs
+        elif police.suspect or (police.early and loss >= EARLY_LOSS):
+            # the first rounds lose most of what they send (a policer's answer to start-up,
+            # or a queue's overflow): repairs would be dropped the same, and those queued
+            # went out in the hold after it (626–810 per lab run, a third of a second)
             loss = 0.0
         margin = (loss * (1 - loss) / 512) ** 0.5 if loss > 0 else 0.0
         first, k, protected = self._fec.first_pn, self._fec.size, self._fec.protected
