@@ -259,6 +259,33 @@ def test_a_first_train_on_a_full_bucket_is_found_in_its_own_acknowledgements() -
     assert not late.detector.policed
 
 
+def test_a_first_rounds_ceiling_read_high_is_what_the_hold_delivers() -> None:
+    """The first rounds' ceiling is timed over tens of ms (in the lab 2.81 MB/s for a
+    2.45 MB/s policer): the hold's first settled rounds lose, and the ceiling becomes what
+    their loss's share comes off the ceiling, at once rather than at the first probe 3 s
+    later: the hold (0.97 of the ceiling) is then at the policed rate."""
+    path = _first_train()
+    d = path.detector
+    d.ceiling_bytes_per_s = 1.15 * C
+    _hold(path, 6)
+    assert d.policed and HOLD_GAIN * d.ceiling_bytes_per_s == pytest.approx(C, rel=0.02)
+    assert d.hold_loss == 0.0  # the overshoot's loss is not the hold's, for FEC
+
+
+def test_random_loss_beneath_the_hold_lowers_an_early_ceiling_once_at_most() -> None:
+    """6 % random loss beneath a policer that the first rounds measured right: the hold's
+    first rounds lose 6 %, which lowers the ceiling once by that share, and no further."""
+    path = Rounds(C, 0.06, seed=3)
+    path.policer = Policer(C, 96_000)
+    path.round(5 * C)
+    path.round(5 * C)
+    d = path.detector
+    assert d.policed and d.early_detected
+    first = d.ceiling_bytes_per_s
+    _hold(path, 30)
+    assert d.policed and d.ceiling_bytes_per_s >= 0.9 * first
+
+
 def test_the_first_rounds_judgement_leaves_a_queue_alone() -> None:
     """The same drops with the RTT showing a queue: a tail-drop queue's overflow (start-up
     into a small FIFO), not a policer's, which drops without queueing."""
