@@ -252,24 +252,36 @@ def test_a_replica_starting_while_redis_is_stopped(tmp_path: Path) -> None:
                 until(lambda: b.link.up and b.fleet.received >= 4, 5.0)
 
 
-def test_a_stop_that_meets_a_failing_child_ends_the_link(
-    tmp_path: Path, capfd, monkeypatch
+@pytest.mark.parametrize("how", ["fails", "swallows"])
+def test_a_stop_whose_cancel_goes_astray_still_ends_the_link(
+    tmp_path: Path, capfd, monkeypatch, how: str
 ) -> None:
-    """A stop whose cancel meets a child's failure (a Redis call failing as it is torn
-    down): Python 3.11's TaskGroup then raises the failure alone. The link must still end
-    at once — not carry on retrying, logging outages, and holding the gateway's shutdown."""
+    """A stop whose cancel meets a Redis call that fails as it is torn down (Python 3.11's
+    TaskGroup then raises the failure alone), or one that loses the cancel: the link must
+    still end at once — not carry on retrying, logging outages, and holding up the
+    gateway's shutdown."""
     from tierwise.route.fleetlink import FleetLink
 
     running = threading.Event()
+    real_client = FleetLink._client
 
-    async def fails_when_cancelled(self, client) -> None:
-        running.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            raise ConnectionError("connection closed under a stop") from None
+    def client(self):
+        c = real_client(self)
+        real_hset = c.hset
 
-    monkeypatch.setattr(FleetLink, "_writer", fails_when_cancelled)
+        async def hset(*args, **kwargs):
+            running.set()
+            try:
+                await asyncio.sleep(30)  # the stop's cancel lands here
+            except asyncio.CancelledError:
+                if how == "fails":
+                    raise ConnectionError("connection closed under a stop") from None
+            return await real_hset(*args, **kwargs)  # "swallows": on with the loop
+
+        c.hset = hset
+        return c
+
+    monkeypatch.setattr(FleetLink, "_client", client)
 
     async def run(router: Router) -> None:
         await router.start()

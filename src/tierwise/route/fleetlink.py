@@ -118,10 +118,17 @@ class FleetLink:
 
     async def stop(self) -> None:
         self._closing = True
-        if self._task is not None:
+        # A cancel can be swallowed on its way down (by Python 3.11's TaskGroup, or by a
+        # Redis client's call it lands in): cancel again until the task has ended. Each
+        # loop also stops at its next turn, as the link is closing. (5 s at most.)
+        for _ in range(50):
+            if self._task is None or self._task.done():
+                break
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task}, timeout=0.1)
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            with contextlib.suppress(Exception):
+                self._task.result()  # retrieved: no "exception never retrieved" warning
         with contextlib.suppress(Exception):  # the others stop counting ours at once
             async with asyncio.timeout(0.5):
                 client = self._client()
@@ -162,7 +169,7 @@ class FleetLink:
 
     async def _run(self) -> None:
         backoff = 0.1
-        while True:
+        while not self._closing:
             client = self._client()
             try:
                 if not self.up:
@@ -198,14 +205,14 @@ class FleetLink:
             if not newest:
                 return
             self._merge(list(reversed(newest)), live=False)
-        while True:
+        while not self._closing:
             got = await client.xrange(self.stream, min=_after(self.last_id), count=BATCH)
             if not got:
                 return
             self._merge(got, live=False)
 
     async def _reader(self, client) -> None:
-        while True:
+        while not self._closing:
             got = await client.xread(
                 {self.stream: self.last_id}, count=READ_BATCH, block=READ_BLOCK_MS
             )
@@ -251,7 +258,7 @@ class FleetLink:
             self.malformed += 1
 
     async def _writer(self, client) -> None:
-        while True:
+        while not self._closing:
             if not self.outbox:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
@@ -274,7 +281,7 @@ class FleetLink:
     async def _inflight(self, client) -> None:
         """Swap in-flight counts: ours in, the others' (fresh ones) summed per site."""
         me = self.fleet.replica
-        while True:
+        while not self._closing:
             mine = {"ts": time.time(), "sites": self.local_inflight()}
             await client.hset(self.inflight_key, me, json.dumps(mine))
             everyone = await client.hgetall(self.inflight_key)
