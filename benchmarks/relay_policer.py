@@ -4,10 +4,12 @@ A token-bucket policer (``tierwise.sim.link.Policer``) on the download of a simu
 path drops what exceeds its rate without queueing first. The gateway sends bulk for
 ``--seconds``; the figures are the goodput over the policed rate and the share of the
 download's datagrams the path dropped, over the whole transfer and after ``--warm``
-seconds (the steady state). The peer, in the same run, is the same relay with the
+seconds (the steady state). The peers, in the same run, are the same relay with the
 detector switched off (its rounds never judged): the rate control it had before, which
-takes the policer's drops for random loss. Synthetic time: the figures do not depend
-on the host's load.
+takes the policer's drops for random loss; and the same relay judging settled rounds
+only, without the first rounds' per-ACK judgement (``PolicingDetector.early``), as it
+was before that judgement: it declared the policer at round 7, after five rounds at
+the link's rate. Synthetic time: the figures do not depend on the host's load.
 
     python benchmarks/relay_policer.py [--seconds 30] [--warm 8] [--seed 1,2]
 
@@ -33,7 +35,10 @@ CASES = [
 ]
 
 
-def bulk(case: tuple, seconds: float, warm: float, seed: int, detect: bool) -> dict[str, float]:
+MODES = {"detects": "detects", "late": "peer: settled rounds only", "blind": "peer: no detection"}
+
+
+def bulk(case: tuple, seconds: float, warm: float, seed: int, mode: str) -> dict[str, float]:
     police_mbit, link_mbit, rtt_ms, bucket, loss = case
     police = police_mbit * 1e6 / 8
     rtt = rtt_ms / 1e3
@@ -46,8 +51,10 @@ def bulk(case: tuple, seconds: float, warm: float, seed: int, detect: bool) -> d
     )
     up = OneWayPath(delay_s=rtt / 2, rate_bytes_per_s=link_mbit * 1e6 / 8, loss=loss)
     net = Net(up, down, seed=seed)
-    if not detect:
+    if mode == "blind":
         net.gateway.rate.police = _Blind()
+    elif mode == "late":
+        net.gateway.rate.police.early = False
     net.run(1.0, lambda: net.client.established)
     sid = net.client.open_stream()
     net.client.send(sid, b"x", end_stream=True)
@@ -69,6 +76,10 @@ def bulk(case: tuple, seconds: float, warm: float, seed: int, detect: bool) -> d
 class _Blind(PolicingDetector):
     """The detector never judging: the relay's rate control before policer detection."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.early = False
+
     def _judge(self) -> None:
         pass
 
@@ -84,21 +95,22 @@ def main() -> None:
     seeds = [int(s) for s in args.seed.split(",")]
     rows = []
     with Progress(transient=True) as progress:
-        task = progress.add_task("policed bulk transfers", total=len(CASES) * len(seeds) * 2)
+        total = len(CASES) * len(seeds) * len(MODES)
+        task = progress.add_task("policed bulk transfers", total=total)
         for case in CASES:
-            for detect in (True, False):
+            for mode in MODES:
                 runs = []
                 for seed in seeds:
-                    runs.append(bulk(case, args.seconds, args.warm, seed, detect))
+                    runs.append(bulk(case, args.seconds, args.warm, seed, mode))
                     progress.advance(task)
                 mean = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
-                rows.append((case, detect, mean))
+                rows.append((case, mode, mean))
     print(f"bulk {args.seconds:g} s, steady after {args.warm:g} s, seeds {args.seed}")
     head = "| police / link Mbit/s | RTT | bucket | random loss | relay |"
     head += " goodput / police (whole, steady) | path loss (whole, steady) |"
     print(head + "\n|---|---|---|---|---|---|---|")
-    for (pm, lm, rtt, bucket, loss), detect, m in rows:
-        who = "detects" if detect else "peer: no detection"
+    for (pm, lm, rtt, bucket, loss), mode, m in rows:
+        who = MODES[mode]
         print(
             f"| {pm} / {lm} | {rtt} ms | {bucket:,} B | {loss:.0%} | {who} | "
             f"{m['whole']:.2f}, {m['steady']:.2f} | {m['whole_loss']:.1%}, {m['steady_loss']:.1%} |"

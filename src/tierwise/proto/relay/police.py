@@ -35,7 +35,8 @@ policed rate). While policed the sender holds just below the ceiling
 (:mod:`.rate`) and probes above it for :data:`PROBE_ROUNDS` rounds in
 :data:`~.rate.HOLD_PROBE_ROUNDS`; the path is released when a probe delivered
 :data:`RELEASE_GROWTH` × the ceiling with less than :data:`MIN_LOSS` lost (beyond the
-hold's own loss): the policer was lifted or raised. A bucket deep enough to pass a whole
+hold's own loss), its last round less than :data:`LAST_PROBE_LOSS`: the policer was
+lifted or raised. A bucket deep enough to pass a whole
 probe releases it too; the next cycles find it again, and when the ceiling found is the
 one released (within :data:`SAME_CEILING`), the probes from then on last twice as long
 (up to :data:`MAX_PROBE_ROUNDS`), until one outlasts the bucket. A probe that delivered
@@ -45,6 +46,29 @@ did at its best is released too: the policer was lowered. Linux's BBR detects po
 from loss and a flat delivery rate over two intervals (``lt_bw``, Cardwell et al.
 2017) but pins the rate on random loss of 20 % and more too; the elasticity test
 does not, since random loss keeps delivery proportional to the send rate.
+
+**The first rounds.** A new session's first packet train passes a policer's full bucket
+at the link's rate, so start-up measures the link and sends at it, and the rounds above
+need two settled rounds and a spread of send rates: the policer was declared at round 7,
+after five rounds at the link's rate lost about 80 % (20 on a 100 Mbit/s path). While
+:attr:`PolicingDetector.early` is armed (the rate controller keeps it so for a session's
+first :data:`EARLY_ROUNDS` rounds of bulk), every in-order acknowledgement is also
+judged at once, mid-round: over the last :data:`EARLY_ACKED` packets acknowledged, the
+packet numbers between them that were not (sent, so dropped or still missing) make up at
+least :data:`EARLY_LOSS` of each half of the window, and at most half its RTTs showed a
+queue — a drop rate that a few per cent of random loss never reaches (at 40 % random
+loss a half that loses 60 % is 4.5 standard deviations out), and a tail-drop queue's
+overflow would delay every packet it passed (a host late to acknowledge, as the lab's
+client reading a batch, delays some: clearing the window at each such RTT put the
+policer off by two rounds there). Sent faster than the bucket refills, what such a
+window delivered per second of its sending is the policed rate (the bucket's burst comes
+first and is past once both halves lose): the path is policed from that packet on, and
+once the packets sent before the hold are all acknowledged or missing, at what they
+delivered per second of their arrival at the peer (each ACK's time less the delay it
+reports: a longer span than the window's few ms of sending at the link's rate, and the
+policer's output as the peer saw it). The hold's loss starts at 0 (the loss before it
+was the policer's answer to the overdrive, which FEC need not repair) and becomes what
+the hold's own rounds lose once they settle.
 """
 
 from __future__ import annotations
@@ -78,12 +102,25 @@ RELEASE_GROWTH = 1.07
 PROBE_ROUNDS = 3  # a probe above a policed ceiling lasts this many rounds at first …
 MAX_PROBE_ROUNDS = 24  # … doubled each time the same ceiling is found again after it
 SAME_CEILING = 0.1
+# … and its last round lost less than this above the hold's floor: a bucket about as deep
+# as a probe's excess (96 kB against 1.15 × 20 Mbit/s for 3 rounds of 100 ms) passes the
+# first rounds whole and drops only in the last, a few per cent of the whole probe; such
+# a release cost ≈ 100 datagrams and several rounds below the ceiling before the same
+# policer was found again
+LAST_PROBE_LOSS = 0.025
 KEEP_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS + 2
 # A round whose RTT showed a queue (the rate controller's brake) is a tail-drop queue's
 # loss, not a policer's, which drops without queueing: no detection from the window it is
 # in, and a hold it stands through is released. (In the lab a start-up overshoot into the
 # emulator's 120 ms queue read as a policer at 150 of 100 Mbit/s, held for the session.)
 QUEUED_QUIET_ROUNDS = WINDOW_ROUNDS + SETTLE_ROUNDS
+# The first rounds (see the module's text): a window of this many in-order acknowledged
+# packets whose halves each lost at least EARLY_LOSS of the numbers they span, with no
+# queue, declares the policer at what it delivered per second of sending.
+EARLY_ACKED = 48
+EARLY_LOSS = 0.6
+EARLY_ROUNDS = 8  # the rate controller's: rounds of bulk the early judgement stays armed
+REFINE_MIN_S = 0.01  # the arrivals that refine the ceiling span at least this long
 
 
 class _Round:
@@ -127,8 +164,9 @@ class PolicingDetector:
         self.ceiling_bytes_per_s: float | None = None
         self.elasticity: float | None = None  # the last judgement's, for traces and tests
         self.detections = 0
-        # the raw loss of the hold's last settled rounds (None: none yet): what FEC should
-        # size for while policed, rather than the loss the overdrive before it caused
+        # the raw loss of the hold's last settled rounds (0 until they settle; None: not
+        # policed): what FEC should size for while policed, rather than the loss the
+        # overdrive before it caused
         self.hold_loss: float | None = None
         # a bucket deep enough to pass a whole probe released the hold, and the same ceiling
         # was found again: the next probes last longer
@@ -139,6 +177,27 @@ class PolicingDetector:
         # rates to judge by: the rate controller moves on to its probe and drain rounds
         self.needs_spread = False
         self._since_queue = QUEUED_QUIET_ROUNDS  # rounds since one whose RTT showed a queue
+        # judge each in-order acknowledgement as it comes (a session's first rounds of
+        # bulk; the rate controller disarms it), over the last EARLY_ACKED ones
+        self.early = True
+        self.early_detected = False  # the hold came from the first rounds' judgement
+        self._early: deque[tuple[int, int, float]] = deque(maxlen=EARLY_ACKED)
+        # the newest RTT sample showed a queue (the rate controller's, while early is armed),
+        # and whether each of the window's did
+        self.queued_now = False
+        self._early_queued: deque[bool] = deque(maxlen=EARLY_ACKED)
+        self._suspect = False
+        self._check_hold = False  # the hold's first settled rounds check an early ceiling
+        # the newest ACK's time here, and its largest packet's arrival at the peer (the
+        # ACK's time less the delay it reports): the connection's, while early is armed
+        self.now_s = self.recv_s = 0.0
+        # after the first rounds' judgement, until the packets sent before the hold are in:
+        # the bytes that reached the peer after the judging ACK's, the first and the last
+        # arrival there, the last packet number, and when the hold began
+        self._refine = False
+        self._refine_pn = 0
+        self._refine_bytes = 0
+        self._refine_from_s = self._refine_last_s = self._refine_until_s = 0.0
 
     def on_round_start(self, next_pn: int, probe: bool = False, queued: bool = False) -> None:
         """A new round trip begins with packet number ``next_pn`` (``probe``: sent above the
@@ -170,6 +229,81 @@ class PolicingDetector:
             r.first_s = sent_s
         if sent_s > r.last_s:
             r.last_s = sent_s
+        if self.early and not lost and not app_limited and not self.policed:
+            self._judge_early(pn, size, sent_s)
+        elif self._refine and not lost:
+            self._refine_ceiling(pn, size, sent_s)
+
+    @property
+    def suspect(self) -> bool:
+        """In the first rounds, the newest acknowledgements miss at least
+        :data:`EARLY_LOSS` of what was sent (a policer's answer to an overdrive, or a
+        queue's overflow, not yet told apart): FEC adds no repairs for that loss, which
+        would only add to what the path drops (in the lab 1,038 repairs went out at the
+        link's rate before the policer was found)."""
+        return self.early and self._suspect
+
+    @property
+    def timing(self) -> bool:
+        """The first rounds' judgement wants each ACK's times (:attr:`now_s`,
+        :attr:`recv_s`): armed, or refining the ceiling it found."""
+        return self.early or self._refine
+
+    def _judge_early(self, pn: int, size: int, sent_s: float) -> None:
+        """One more packet acknowledged in order in the first rounds: is the window of the
+        last :data:`EARLY_ACKED` such packets a policer's (see the module's text)?"""
+        w = self._early
+        if w and pn <= w[-1][0]:
+            return  # acknowledged out of order: its number says nothing of the gaps
+        w.append((pn, size, sent_s))
+        self._early_queued.append(self.queued_now)
+        n = len(w)
+        if n < EARLY_ACKED:
+            return
+        half = n // 2
+        first_pn = w[0][0]
+        mid_pn = w[half][0]
+        # the first half's packets are numbered first_pn .. mid_pn − 1 with the gaps, the
+        # second's mid_pn .. pn
+        lost_first = 1 - half / (mid_pn - first_pn)
+        lost_second = 1 - (n - half) / (pn - mid_pn + 1)
+        self._suspect = lost_second >= EARLY_LOSS
+        if 2 * sum(self._early_queued) > n:
+            # a tail-drop queue that overflows delays every packet it passes; a host late
+            # to acknowledge (the lab's, reading a batch) delays some
+            return
+        mid_s = w[half][2]
+        if min(lost_first, lost_second) < EARLY_LOSS or sent_s <= mid_s:
+            return
+        # the rate from the second half alone: the first may still hold the tail of the
+        # bucket's burst (up to 15 of its 24 packets, passed whole, at 60 % lost)
+        delivered = sum(w[i][1] for i in range(half + 1, n))  # sent after w[half]
+        self.early, self.early_detected = False, True
+        self._declare(delivered / (sent_s - mid_s))
+        # the rest of what was sent before the hold, still on its way, refines the ceiling
+        self._refine, self._refine_pn, self._refine_bytes = True, pn, 0
+        self._check_hold = True
+        self._refine_from_s = self._refine_last_s = self.recv_s
+        self._refine_until_s = self.now_s
+
+    def _refine_ceiling(self, pn: int, size: int, sent_s: float) -> None:
+        """After the first rounds' judgement: the ceiling over everything sent before the
+        hold began, timed by when it reached the peer (:data:`EARLY_ACKED` packets span a
+        few ms of sending at the link's rate, and the lab's sender, CPU-bound there, and
+        its emulator, reading its device in batches, put their send times 5–10 % off)."""
+        if pn <= self._refine_pn:
+            return  # out of order, or filled in late (dropped, rebuilt by FEC)
+        recv_s = self.recv_s
+        if sent_s < self._refine_until_s:
+            self._refine_pn = pn
+            if recv_s > self._refine_from_s:  # arrived after the window's last one
+                self._refine_bytes += size
+                self._refine_last_s = recv_s
+            return
+        self._refine = False  # sent in the hold: the packets before it are all in
+        span = self._refine_last_s - self._refine_from_s
+        if self.policed and span >= REFINE_MIN_S:
+            self.ceiling_bytes_per_s = self._refine_bytes / span
 
     def _settled(self) -> list[_Round]:
         rounds = list(self._rounds)
@@ -218,14 +352,21 @@ class PolicingDetector:
         flat = flat and z >= (LOSS_RISE_Z if few else FLAT_RISE_Z)
         rising = rising and z >= LOSS_RISE_Z
         if loss_hi >= MIN_LOSS and (flat or rising):
-            self.detections += 1
-            self.policed, self.hold_loss, self._hold_floor = True, None, None
-            self.ceiling_bytes_per_s = c = _ceiling(rounds)
-            last = self._released_ceiling
-            if last is not None and abs(c / last - 1) < SAME_CEILING:
-                self.probe_rounds = min(2 * self.probe_rounds, MAX_PROBE_ROUNDS)
-            for r in self._rounds:  # sent before the hold, settled or not
-                r.judged = True
+            self._declare(_ceiling(rounds))
+
+    def _declare(self, ceiling: float) -> None:
+        """Policed at ``ceiling`` bytes/s from now on: the hold begins."""
+        self.detections += 1
+        self.early = False
+        # FEC sizes for the hold's own loss: none until its rounds settle (what was lost
+        # before was the policer's answer to the overdrive, which the hold ends)
+        self.policed, self.hold_loss, self._hold_floor = True, 0.0, None
+        self.ceiling_bytes_per_s = ceiling
+        last = self._released_ceiling
+        if last is not None and abs(ceiling / last - 1) < SAME_CEILING:
+            self.probe_rounds = min(2 * self.probe_rounds, MAX_PROBE_ROUNDS)
+        for r in self._rounds:  # sent before the hold, settled or not
+            r.judged = True
 
     def _judge_probes(self, rounds: list[_Round]) -> None:
         ceiling = self.ceiling_bytes_per_s or 0.0
@@ -233,6 +374,18 @@ class PolicingDetector:
         if held and (g := _group(held)) is not None:
             floor = g[2] if self._hold_floor is None else min(self._hold_floor, g[2])
             self._hold_floor, self.hold_loss = floor, g[2]
+            if self._check_hold and g[2] >= MIN_LOSS:
+                # the first rounds' ceiling, timed over tens of ms, read high (in the lab
+                # 2.81 MB/s at 2.45, held for 3.6 s until a probe compared): the hold sent
+                # above the policer by about what it lost. Its share off the ceiling puts
+                # the hold at the policed rate; random loss beneath the policer lowers the
+                # ceiling by its share (as the rounds' judgement does), once.
+                self.ceiling_bytes_per_s = ceiling = ceiling * (1 - g[2])
+                self._hold_floor, self.hold_loss = None, 0.0  # the overshoot's, not the hold's
+                floor = g[2]
+                for r in self._rounds:  # sent above the policer, settled or not
+                    r.judged = True
+            self._check_hold = False
             if g[2] >= floor + RELEASE_LOSS:
                 # the hold lost far more than it did: the policer was lowered; find it again
                 self._release()
@@ -247,7 +400,13 @@ class PolicingDetector:
         g, floor = _group(probes), self._hold_floor or 0.0
         if g is None:
             return
-        if g[2] < floor + MIN_LOSS and g[1] >= RELEASE_GROWTH * ceiling * (1 - floor):
+        last = probes[-1]
+        last_loss = last.lost / max(1, last.acked + last.lost)
+        if (
+            g[2] < floor + MIN_LOSS
+            and g[1] >= RELEASE_GROWTH * ceiling * (1 - floor)
+            and last_loss < floor + LAST_PROBE_LOSS
+        ):
             self._release()
             return
         hold = [r for r in rounds if not r.probe]

@@ -11,7 +11,9 @@ delivers, as in BBR (Cardwell et al. 2016), and the brake is RTT inflation::
     brake    : the round's smallest RTT > min_rtt · (1 + QUEUE_SLACK) + QUEUE_SLACK_S
                → gain 0.75 until the queue drains
     policed  : (:mod:`.police`) pacing = HOLD_GAIN · ceiling, one round in
-               HOLD_PROBE_ROUNDS at PROBE_GAIN · ceiling, until a probe passes clean
+               HOLD_PROBE_ROUNDS at PROBE_GAIN · ceiling, until a probe passes clean;
+               in a session's first EARLY_ROUNDS rounds of bulk judged per ACK, mid-round
+               (a first train passed on a full bucket reads the link, not the policer)
     standing : the brake on for ``STANDING_ROUNDS`` rounds in a row, with data waiting
                and no bulk coming the other way (its queue would delay the ACKs): the
                estimate is above the path (ACK trains read fast on a busy host); it becomes
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from tierwise.proto.relay.police import RELEASE_GROWTH, PolicingDetector
+from tierwise.proto.relay.police import EARLY_ROUNDS, RELEASE_GROWTH, PolicingDetector
 
 __all__ = ["RateController", "RateSample"]
 
@@ -137,6 +139,7 @@ class RateController:
         self._round_start = (0, 0.0)  # (bytes delivered, time) when this round began
         self._interactive_round: int | None = None  # the round of the last interactive sign
         self._drain_rounds = 0
+        self._bulk_rounds = 0  # rounds not app-limited so far (the early judgement's span)
 
     @property
     def startup(self) -> bool:
@@ -298,6 +301,9 @@ class RateController:
         ):
             self.min_rtt_s, self._min_rtt_at = rtt, now
         self._round_rtt_min = min(self._round_rtt_min, rtt)
+        if self.police.early:
+            self.police.queued_now = rtt > self._queue_floor_s()
+            self.police.now_s = now
         self._round_app_limited = self._round_app_limited or sample.app_limited
         rate = sample.delivery_rate_bytes_per_s
         if self._queue_rate is not None and rate > 0:
@@ -317,7 +323,16 @@ class RateController:
     def on_resolved(self, pn: int, size: int, sent_s: float, lost: bool, app_limited: bool) -> None:
         """Packet ``pn`` was acknowledged in order (``lost`` False), or lost or filled in late
         (rebuilt by FEC, retransmitted): the policing detector's input."""
-        self.police.on_resolved(pn, size, sent_s, lost, app_limited)
+        police = self.police
+        if not police.early:
+            police.on_resolved(pn, size, sent_s, lost, app_limited)
+            return
+        police.on_resolved(pn, size, sent_s, lost, app_limited)
+        if police.policed:  # found mid-round in the first rounds: hold from this packet on
+            self._hold_round = police.probe_rounds  # a whole hold before the first probe
+            if self.startup:
+                self.startup, self.startup_exit = False, "policer"
+            self._cwnd = None
 
     def on_round_end(
         self,
@@ -348,6 +363,10 @@ class RateController:
         while len(self._bw) > 1 and self._bw[0][0] < self.round - BW_WINDOW_ROUNDS:
             self._bw.popleft()
         app_limited, self._round_app_limited = self._round_app_limited, False
+        if not app_limited:
+            self._bulk_rounds += 1
+            if self._bulk_rounds > EARLY_ROUNDS:
+                self.police.early = False
         if self._drain_rounds:
             self._drain_rounds -= 1
         if reverse_bulk or (app_limited and not backlogged):
