@@ -15,7 +15,9 @@ with that many bytes. Measured quiet, then while ``tests/relay/flooder.py`` floo
 * the client's UDP port, spoofed from the gateway's address: ``client-random``,
   ``client-unknown``, ``client-badtag`` (the client's session id, random packet numbers),
   ``client-badtag-pn`` (the same with the packet numbers the gateway is about to send,
-  as an on-path attacker could read them).
+  as an on-path attacker could read them, without their tokens), ``client-replay``
+  (authentic datagrams of the gateway to the client, captured off loopback and replayed:
+  root).
 
 ``spin`` sends nothing and keeps one core busy: the control, what losing a core to a
 flooder costs on this host whatever it sends (on loopback the kernel's work on a
@@ -77,7 +79,9 @@ GATEWAY_CLASSES = (
     "spin", "random", "unknown", "hello", "hello-observed", "hello-observed-spoofed", "replay",
     "badtag", "spoofed",
 )  # fmt: skip
-CLIENT_CLASSES = ("client-random", "client-unknown", "client-badtag", "client-badtag-pn")
+CLIENT_CLASSES = (
+    "client-random", "client-unknown", "client-badtag", "client-badtag-pn", "client-replay",
+)  # fmt: skip
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -162,6 +166,58 @@ class Recorder:
         self.loop.call_soon_threadsafe(self.client.close)
 
 
+def udp_drops(port: int) -> int:
+    """The kernel's drops for the UDP socket bound to ``port`` (``/proc/net/udp``: its
+    queue's overflows and its socket filter's drops)."""
+    for line in Path("/proc/net/udp").read_text().splitlines()[1:]:
+        cols = line.split()
+        if int(cols[1].split(":")[1], 16) == port:
+            return int(cols[-1])
+    return 0
+
+
+class Capture:
+    """The UDP payloads from port ``src`` to port ``dst`` on loopback (the first 2,000), read
+    off ``lo`` with a packet socket while the block runs (root; elsewhere none)."""
+
+    def __init__(self, src: int, dst: int) -> None:
+        self.src, self.dst = src, dst
+        self.datagrams: list[bytes] = []
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Capture:
+        if os.geteuid() == 0:
+            self._thread = threading.Thread(target=self._read, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _read(self) -> None:
+        eth_p_ip = 0x0800
+        with socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(eth_p_ip)) as s:
+            s.bind(("lo", 0))
+            s.settimeout(0.1)
+            while not self._done.is_set() and len(self.datagrams) < 2000:
+                try:
+                    packet, addr = s.recvfrom(65535)
+                except TimeoutError:
+                    continue
+                if addr[2] == socket.PACKET_OUTGOING or packet[9] != socket.IPPROTO_UDP:
+                    continue  # each loopback packet is seen going out and coming in
+                ihl = (packet[0] & 0x0F) * 4
+                sport, dport = (
+                    int.from_bytes(packet[ihl : ihl + 2], "big"),
+                    int.from_bytes(packet[ihl + 2 : ihl + 4], "big"),
+                )
+                if (sport, dport) == (self.src, self.dst):
+                    self.datagrams.append(packet[ihl + 8 :])
+
+
 def new_session_s(psk: bytes, gw: tuple[str, int]) -> float:
     """Seconds from a new client's start to its session being up (or 10 s: never)."""
 
@@ -215,6 +271,10 @@ def flooder(kind: str, args: argparse.Namespace, ctx: dict, tmp: Path) -> list[s
         return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"]]
     if kind == "spoofed":
         return [*cmd, gw_to, "--kind", "badtag", "--cid", ctx["cid"], "--spoof", "random:0"]
+    if kind == "client-replay":  # what the gateway sent the client, as captured off the path
+        path = tmp / "client-replay.hex"
+        path.write_text("\n".join(d.hex() for d in ctx["to_client"]))
+        return [*cmd, cl_to, "--kind", "file", "--payloads", str(path), spoof_gw]
     if kind == "client-badtag":
         return [*cmd, cl_to, "--kind", "badtag", "--cid", ctx["client_cid"], spoof_gw]
     if kind == "client-badtag-pn":  # the numbers the gateway sends next, as read off the path
@@ -248,7 +308,15 @@ def main() -> None:
         action="store_true",
         help="no floods: a copied-tag HELLO's cost to the gateway against a cookie reply's",
     )
+    parser.add_argument(
+        "--token-cost",
+        action="store_true",
+        help="no floods: the packet-number tokens' cost a datagram and the window's reloads",
+    )
     args = parser.parse_args()
+    if args.token_cost:
+        token_cost(args)
+        return
     if args.kernel_cost:
         kernel_cost(args)
         return
@@ -300,7 +368,9 @@ def main() -> None:
                 "recorded": recorder.sent,
                 "tag": admission_tag(admission_key(psk), time.time()).hex(),
             }
-            fetch(fwd, int(args.mb * 1e6))  # warm
+            with Capture(gw_port, ctx["client_port"]) as captured:
+                fetch(fwd, int(args.mb * 1e6))  # warm
+            ctx["to_client"] = captured.datagrams
 
             def quiet() -> dict:
                 if not args.pin:
@@ -318,6 +388,7 @@ def main() -> None:
             rows = [("quiet", quiet(), 0, 0.0)]
             for kind in classes:
                 before = stats(stats_port)["totals"]
+                client_drops = udp_drops(ctx["client_port"])
                 cpu0 = cpu_s(gwp.pid)
                 flood = subprocess.Popen(flooder(kind, args, ctx, tmp), stdout=subprocess.PIPE,
                                          text=True, preexec_fn=_on_cpus(flood_cpu))  # fmt: skip
@@ -334,6 +405,7 @@ def main() -> None:
                     for k in after
                     if k.startswith("dropped_") or k == "hello_tags_struck"
                 }
+                drops["client_kernel"] = udp_drops(ctx["client_port"]) - client_drops
                 row["drops"] = {k: v for k, v in drops.items() if v}
                 rows.append((kind, row, sent, cpu_s(gwp.pid) - cpu0))
                 rows.append(("quiet", quiet(), 0, 0.0))
@@ -541,6 +613,64 @@ def kernel_cost(args: argparse.Namespace) -> None:
     print(f"send + read of a 1,200 B datagram: plain {plain_ns:.0f} ns, steered "
           f"({args.sessions} sessions) {steered_ns:.0f} ns: +{steered_ns - plain_ns:.0f} ns "
           f"(medians of {args.rounds}); load {os.getloadavg()[0]:.2f}")  # fmt: skip
+
+
+def token_cost(args: argparse.Namespace) -> None:
+    """At rest, what the client's token window costs: a token in Python (the sender's per
+    packet, and the receiver's check before the AEAD), a window reload (the block's
+    tokens, the program, ``SO_ATTACH_FILTER`` on a real socket), and the kernel's run of
+    the program per datagram (1,200-byte DATA sent and read back over loopback into a
+    plain socket and one with the window, alternately); ``--rounds`` rounds each."""
+    from tierwise.proto.relay.crypto import PacketTokens
+    from tierwise.relay.client import RELOAD_AT, TOKEN_BEHIND, TOKEN_WINDOW
+
+    tokens, cid = PacketTokens(os.urandom(32)), os.urandom(8)
+    window = kfilter.TokenWindow(TOKEN_WINDOW)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    plain, windowed = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+    for sock in (plain, windowed):
+        sock.bind(("127.0.0.1", 0))
+
+    def reload(first: int) -> None:
+        block = window.block(first, tokens.tokens(first, TOKEN_WINDOW), range(TOKEN_BEHIND))
+        if not kfilter.attach_raw(windowed, kfilter.client_window_program([cid], [(cid, block)])):
+            raise SystemExit("the kernel refused the token window")
+
+    every = RELOAD_AT * (TOKEN_WINDOW - TOKEN_BEHIND) // 4  # packets between reloads
+    per: dict[str, list[float]] = {"token": [], "reload": [], "plain": [], "windowed": []}
+    for r in range(args.rounds):
+        first = r * 100_000
+        t0 = time.perf_counter_ns()
+        for pn in range(first, first + 100_000):
+            tokens.token(pn)
+        per["token"].append((time.perf_counter_ns() - t0) / 100_000)
+        t0 = time.perf_counter_ns()
+        for i in range(100):
+            reload(first + i * every)
+        per["reload"].append((time.perf_counter_ns() - t0) / 100)
+        reload(first)
+        # the middle of the window: log2(1024) compares down the tree
+        datagram = wire.DATA_HEADER.pack(wire.DATA, cid, first + 600, tokens.token(first + 600))
+        datagram += os.urandom(1200 - len(datagram))
+        for name in ("plain", "windowed") if r % 2 == 0 else ("windowed", "plain"):
+            rx = plain if name == "plain" else windowed
+            to = rx.getsockname()
+            t0 = time.perf_counter_ns()
+            for _ in range(20_000 // 32):
+                for _ in range(32):
+                    tx.sendto(datagram, to)
+                for _ in range(32):
+                    rx.recv(2048)
+            per[name].append((time.perf_counter_ns() - t0) / 20_000)
+    med = {name: statistics.median(v) for name, v in per.items()}
+    print(f"window {TOKEN_WINDOW} numbers ({window.insns} instructions), medians of "
+          f"{args.rounds} rounds; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"  token (sender per packet; receiver's check alike): {med['token']:.0f} ns")
+    print(f"  reload (tokens, program, attach): {med['reload'] / 1e3:.0f} µs; at 20,000 "
+          f"packets/s (one every {every}): {med['reload'] * 20_000 / every / 1e7:.2f} % "
+          f"of a core")  # fmt: skip
+    print(f"  send + read of 1,200 B: plain {med['plain']:.0f} ns, windowed "
+          f"{med['windowed']:.0f} ns: +{med['windowed'] - med['plain']:.0f} ns")  # fmt: skip
 
 
 def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:

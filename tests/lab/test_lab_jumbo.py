@@ -15,9 +15,9 @@ from tierwise.lab.experiments.tunnels import kcptun_args, kcptun_mtu_bytes, rela
 
 
 def test_the_transports_follow_the_paths_mtu() -> None:
-    """9,000: the relay may send 8,880 B (a repair still fits), kcptun its cap of 1,500;
+    """9,000: the relay may send 8,876 B (a repair still fits), kcptun its cap of 1,500;
     1,500: both keep their defaults, so the issue's rows are measured as before."""
-    assert relay_max_datagram(9000) == 8880 and relay_max_datagram(1500) is None
+    assert relay_max_datagram(9000) == 8876 and relay_max_datagram(1500) is None
     assert kcptun_mtu_bytes(9000) == 1500 and kcptun_mtu_bytes(1500) == 1350
     args = kcptun_args(0.2, 333e6 / 8, 9000)
     assert args[args.index("--mtu") + 1] == "1500"
@@ -54,7 +54,7 @@ def test_a_relay_session_over_a_jumbo_path_sends_large_datagrams_byte_exact() ->
     assert row["runs"] == 2 and row["failed"] == 0, row
     up = result["emulator"]["up"]
     assert up["bytes"] / up["packets"] > 4000, up  # 1,350-byte datagrams average < 1,400
-    assert result["transports"]["relay"]["settings"] == "--max-datagram 8880"
+    assert result["transports"]["relay"]["settings"] == "--max-datagram 8876"
     assert result["parameters"]["mtu_bytes"] == 9000
 
 

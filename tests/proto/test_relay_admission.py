@@ -38,11 +38,11 @@ def _slot_tags(key: bytes, wall_s: float) -> list[bytes]:
 
 
 def test_a_hello_carries_the_version_and_its_window_tag() -> None:
-    """Version 1 and a tag of the window its send time is in (one of its slots), 8 bytes,
+    """Version 2 and a tag of the window its send time is in (one of its slots), 8 bytes,
     key-dependent."""
     data = hello_at(WALL_S)
     assert len(data) == wire.HELLO_BYTES
-    assert data[wire.HELLO_VERSION_AT] == wire.HELLO_VERSION == 1
+    assert data[wire.HELLO_VERSION_AT] == wire.HELLO_VERSION == 2
     tag = hello_admit_tag(data)
     assert tag in _slot_tags(KEY, WALL_S) and len(tag) == ADMIT_TAG_BYTES
     assert tag not in _slot_tags(OTHER, WALL_S)
@@ -75,10 +75,12 @@ def test_a_clock_within_the_skew_makes_an_accepted_tag(offset_s: float) -> None:
     assert admission_tag(key, WALL_S + 120.0 + ADMIT_WINDOW_S + 1) not in tags
 
 
-def test_a_gateway_drops_another_version_as_malformed() -> None:
-    """A HELLO of another layout (version 0: zero padding) is dropped before its AEAD."""
+@pytest.mark.parametrize("version", [0, 1, 3])
+def test_a_gateway_drops_another_version_as_malformed(version: int) -> None:
+    """A HELLO of another layout (version 0: zero padding; 1: DATA without packet-number
+    tokens; 3: one from later) is dropped before its AEAD, unanswered."""
     data = bytearray(hello_at(WALL_S))
-    data[wire.HELLO_VERSION_AT] = 0
+    data[wire.HELLO_VERSION_AT] = version
     gateway = RelayConnection(KEY, is_client=False)
     gateway.receive_datagram(bytes(data), ("192.0.2.9", 1), 5.0)
     assert gateway.stats.dropped_malformed == 1 and not gateway.established

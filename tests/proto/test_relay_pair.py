@@ -97,6 +97,24 @@ def forged(net: Net) -> None:
     net.inject("up", b"\x03" + b"\x00" * 60, 0.05)
 
 
+def test_a_version_1_data_without_its_token_is_dropped_before_the_aead() -> None:
+    """DATA laid out as version 1 (no packet-number token), sealed with the session's own
+    key: refused before the AEAD (``dropped_token``); the session goes on."""
+    net = Net()
+    net.run(1.0, lambda: net.client.established)
+    keys, pn = net.client._send_keys, 10_000
+    assert keys is not None
+    header = wire.HEADER.pack(wire.DATA, net.client.connection_id, pn)
+    old = header + keys.seal(pn, header, wire.encode_frame(wire.Ping()))
+    net.inject("up", old, net.now + 0.001)
+    net.run(net.now + 0.01)
+    stats = net.gateway.stats
+    assert (stats.dropped_token, stats.dropped_auth, stats.packets_received) == (1, 0, 0)
+    expected = request_response(net, [(5000, 5000)])
+    net.run(net.now + 5, all_done(net, expected))
+    assert exact(net, expected)
+
+
 def test_forged_truncated_flipped_replayed_datagrams_are_dropped() -> None:
     """Bad datagrams are counted, never answered, and never disturb the streams."""
     net = Net()
@@ -122,9 +140,14 @@ def test_forged_truncated_flipped_replayed_datagrams_are_dropped() -> None:
     net.inject("up", moved[:-1] + bytes([moved[-1] ^ 1]), now + 0.002)  # bit flipped
     net.inject("up", moved[:17] + bytes(len(victim) - 17), now + 0.003)  # forged body
     net.inject("up", b"\x07" + victim[1:], now + 0.004)  # unknown type
+    # the number's own token (as read off the path once it is sent), a forged body
+    token = net.gateway._recv_keys.tokens.token(10**5)
+    net.inject("up", moved[:17] + token + bytes(len(victim) - 21), now + 0.005)
     net.run(now + 0.01)
     stats = net.gateway.stats
-    assert (stats.dropped_replay, stats.dropped_auth, stats.dropped_malformed) == (1, 3, 2)
+    # the moved number without its token: dropped before the AEAD (dropped_token)
+    drops = (stats.dropped_replay, stats.dropped_auth, stats.dropped_token)
+    assert drops == (1, 1, 3) and stats.dropped_malformed == 2
     assert net.gateway.stats.packets_sent == sent_before
 
 
@@ -281,8 +304,8 @@ ATTACKER = ("10.6.6.6", 6666)
 def frames_of(reader: RelayConnection, datagram: bytes) -> list[wire.Frame]:
     """The frames of a DATA datagram, opened with ``reader``'s keys (without taking it)."""
     _, _, pn = wire.parse_header(datagram)
-    header = datagram[: wire.HEADER_BYTES]
-    plain = reader._recv_keys.open(pn, header, datagram[wire.HEADER_BYTES :])
+    header = datagram[: wire.DATA_HEADER_BYTES]
+    plain = reader._recv_keys.open(pn, header, datagram[wire.DATA_HEADER_BYTES :])
     assert plain is not None
     return wire.parse_frames(plain)
 
@@ -451,9 +474,11 @@ def test_forged_packet_numbers_ahead_do_not_move_the_keys_on() -> None:
     net.run(net.now + 2, all_done(net, first))
     cid, rotate = net.client.connection_id, net.client.config.rotate_packets
     for epoch in (1, 2, 3):
-        header = wire.HEADER.pack(wire.DATA, cid, epoch * rotate)
-        net.inject("up", header + bytes(64), net.now + 0.001)
-        net.inject("down", header + bytes(64), net.now + 0.001)
+        pn = epoch * rotate  # each with its number's token: the AEAD is what refuses them
+        up = wire.DATA_HEADER.pack(wire.DATA, cid, pn, net.gateway._recv_keys.tokens.token(pn))
+        down = wire.DATA_HEADER.pack(wire.DATA, cid, pn, net.client._recv_keys.tokens.token(pn))
+        net.inject("up", up + bytes(64), net.now + 0.001)
+        net.inject("down", down + bytes(64), net.now + 0.001)
     net.run(net.now + 0.1)
     assert net.gateway.stats.dropped_auth >= 3 and net.client.stats.dropped_auth >= 3
     net.on_gateway_stream = None

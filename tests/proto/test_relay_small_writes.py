@@ -76,4 +76,6 @@ def test_a_lone_small_write_gets_repairs_for_the_residual() -> None:
     measured += (measured * (1 - measured) / 512) ** 0.5
     sent = net.gateway.stats.repair_packets_sent - before
     assert sent == repair_symbols_needed(1, measured, 1 - SMALL_WRITE_RESIDUAL)
-    assert sent == repair_symbols_needed(1, measured, 0.999) + 1
+    # more than the request target's: +1 at 14 %, +2 at the 17 % this seed measures
+    # since the DATA header grew (wire version 2: other packets, other loss draws)
+    assert sent > repair_symbols_needed(1, measured, 0.999)

@@ -9,11 +9,13 @@ datagrams, then prints how many it sent and exits. Kinds:
 ``unknown``  a DATA header naming a random session id, random body
 ``hello``    HELLO-shaped: type HELLO, ``HELLO_BYTES`` long, dated now, random
              otherwise (no admission tag: the gateway's kernel drops it); with
-             ``--tag HEX``, version 1 and that admission tag (one seen on the path:
+             ``--tag HEX``, this version and that admission tag (one seen on the path:
              the gateway gets as far as its AEAD check)
 ``badtag``   DATA naming ``--cid`` (a live session), random body and tag; a random
              packet number, or with ``--pn-from N`` plausible ones, ``N``, ``N +
-             --pn-step``, … (an on-path attacker reading the session's numbers)
+             --pn-step``, … (an on-path attacker reading the session's numbers; the
+             packet-number token, which it cannot know before the packet is sent,
+             random)
 ``file``     the datagrams in ``--payloads`` (hex, one a line) in turn: authentic
              datagrams recorded from a session, replayed
 ``spin``     nothing sent: one core kept busy as long (the control: what losing a
@@ -44,6 +46,7 @@ import time
 HELLO, DATA = 1, 3
 HELLO_BYTES = 1200
 HELLO_TIME_AT = 17 + 32 + 16
+HELLO_VERSION = 2  # proto.relay.wire.HELLO_VERSION
 HELLO_ADMIT_AT = HELLO_TIME_AT + 9  # after the version byte
 BATCH = 64
 POOL = 1024
@@ -98,7 +101,7 @@ def payloads(
             body[0] = HELLO
             struct.pack_into(">Q", body, HELLO_TIME_AT, time.time_ns() + i)
             if tag is not None:
-                body[HELLO_ADMIT_AT - 1 : HELLO_ADMIT_AT + len(tag)] = b"\x01" + tag
+                body[HELLO_ADMIT_AT - 1 : HELLO_ADMIT_AT + len(tag)] = bytes([HELLO_VERSION]) + tag
             out.append(bytes(body))
         elif kind == "badtag":
             assert cid is not None

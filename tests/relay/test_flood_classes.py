@@ -183,7 +183,27 @@ def flood_args(kind: str, relay: Relay, tmp: Path) -> list[str]:
         "client-unknown": [cl, "--kind", "unknown", as_gateway],
         "client-hello": [cl, "--kind", "hello", as_gateway],
         "client-badtag": [cl, "--kind", "badtag", "--cid", relay.client_cid, as_gateway],
+        # the numbers the gateway sends next, as read off the path (without their tokens:
+        # the client's token window drops them in the kernel; they took bulk to 4 %)
+        "client-badtag-pn": [
+            cl,
+            "--kind",
+            "badtag",
+            "--cid",
+            relay.client_cid,
+            "--pn-from",
+            str(next_pn(relay)),
+            "--pn-step",
+            "8",
+            as_gateway,
+        ],
     }[kind]
+
+
+def next_pn(relay: Relay) -> int:
+    """The packet number the gateway sends the client next (its packets sent so far)."""
+    (entry,) = [e for e in relay.stats()["sessions"] if e["id"] == relay.client_cid]
+    return int(entry["packets_sent"])
 
 
 def observed_tag(psk: bytes) -> str:
@@ -193,7 +213,8 @@ def observed_tag(psk: bytes) -> str:
 
 
 CLASSES = ["random", "unknown", "hello", "hello-observed", "replay", "badtag", "spoofed",
-           "client-random", "client-unknown", "client-hello", "client-badtag"]  # fmt: skip
+           "client-random", "client-unknown", "client-hello", "client-badtag",
+           "client-badtag-pn"]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", CLASSES)

@@ -214,16 +214,19 @@ def test_forged_data_at_the_client_is_dropped_by_its_kernel() -> None:
             client._probe()
             await asyncio.sleep(0.1)
             assert client.session.conn.stats.packets_received > received
-            # a session past 3 × 2^32 packets: the bound follows it (numbers up to 2^34 pass)
+            # a session past 3 × 2^32 packets: the bound follows it (numbers up to 2^34
+            # pass, and fail Python's token check before the AEAD)
             client.session.conn._replay.largest = 3 << 32
             client.refilter()
             assert client.pn_high == 3
-            auth = client.session.conn.stats.dropped_auth
+            stats = client.session.conn.stats
+            auth, token, drops = stats.dropped_auth, stats.dropped_token, kernel_drops(sock)
             for pn in (4 << 32, 5 << 32):
                 forged = wire.HEADER.pack(wire.DATA, cid, pn) + os.urandom(200)
                 raw.sendto(_ip_udp(addr, ("127.0.0.1", port), forged), ("127.0.0.1", 0))
             await asyncio.sleep(0.1)
-            assert client.session.conn.stats.dropped_auth == auth + 1
+            assert (stats.dropped_auth, stats.dropped_token) == (auth, token + 1)
+            assert kernel_drops(sock) - drops == 1
 
     asyncio.run(run())
 

@@ -161,8 +161,9 @@ def test_garbage_datagrams_move_the_drop_counters(stack: Stack, stats_port: int)
     cid = session.conn.connection_id
     before = stats(stats_port)["totals"]
     forged = {
+        # a DATA without its packet number's token: refused before the AEAD
+        "dropped_token": [wire.HEADER.pack(wire.DATA, cid, 1 << 40) + os.urandom(60)],
         "dropped_auth": [
-            wire.HEADER.pack(wire.DATA, cid, 1 << 40) + os.urandom(60),
             wire.HEADER.pack(wire.HELLO, os.urandom(8), 0) + os.urandom(wire.HELLO_BYTES - 17),
         ],
         "dropped_unknown_session": [wire.HEADER.pack(wire.DATA, os.urandom(8), 7) + bytes(40)],
@@ -187,7 +188,7 @@ def test_garbage_datagrams_move_the_drop_counters(stack: Stack, stats_port: int)
     for key, value in want.items():
         reason = key.removeprefix("dropped_")
         assert samples[P + "datagrams_dropped_total", (("reason", reason),)] == value
-    assert stats(stats_port)["sessions"][0]["dropped_auth"] == 1  # the one inside the session
+    assert stats(stats_port)["sessions"][0]["dropped_token"] == 1  # the one inside the session
     assert len(fetch_through_relay(stack, 1000)) == 1000  # the session carries on
 
 

@@ -49,7 +49,12 @@ from tierwise.proto.relay import (
     StreamReset,
 )
 from tierwise.relay import kfilter, trace
-from tierwise.relay.batchudp import BULK_READ_PAUSE_S, MAX_BATCH, open_batch_endpoint
+from tierwise.relay.batchudp import (
+    BULK_READ_PAUSE_S,
+    MAX_BATCH,
+    kernel_drops,
+    open_batch_endpoint,
+)
 from tierwise.relay.pathmemory import SAVE_EVERY_S, PathMemory
 from tierwise.relay.pipe import OK, Pipe, encode_target
 from tierwise.relay.reset import abort_with_rst
@@ -75,6 +80,22 @@ SESSION_FIELDS = (  # the tunables `relay stats` shows (the [session] keys, tuni
 )
 SESSION_LOST = StreamReset(0, -1)  # what a stream's handler hears when the session ends
 _CID = slice(1, 9)  # where a datagram's connection id is (wire.HEADER: type, id, number)
+# The socket filter's token window (kfilter.client_window_program): the established
+# session's next TOKEN_WINDOW packet numbers, TOKEN_BEHIND of them at most before the
+# next expected (reordering), rebuilt once RELOAD_AT quarters of those ahead are
+# received: every 1,488 packets, some 11 times a second at 180 Mbit/s (~0.85 ms each,
+# most of it the kernel's check and JIT of 2,576 instructions: docs/benchmarks.md)
+TOKEN_WINDOW = 2048
+TOKEN_BEHIND = 64
+RELOAD_AT = 3
+MIN_TOKEN_WINDOW = 512  # refused at 2,048: 512; refused at 512: none (too many reloads)
+# The window is *armed* only under attack (at rest its reloads would cost ~0.7 µs a
+# packet; the bound and Python's token check, ~0.2 µs, stand in): when ARM_DROPS
+# datagrams in a watch period (0.25 s) fail Python's checks (token, AEAD, replay), and
+# for ARM_S after the last period in which the kernel dropped as many
+ARM_DROPS = 16
+ARM_S = 10.0
+_windows: dict[int, kfilter.TokenWindow] = {}  # templates, by size (built once)
 
 
 class _Dialer(asyncio.DatagramProtocol):
@@ -115,8 +136,15 @@ class _Dialer(asyncio.DatagramProtocol):
             current = bool(batch)
         if current:
             owner.last_rx_s = session.now()
-            if session.conn.largest_received_pn >> 32 > owner.pn_high:  # every 2^32 packets
+            conn = session.conn
+            if conn.largest_received_pn >> 32 > owner.pn_high:  # every 2^32 packets
                 owner.refilter()
+            elif conn.largest_received_pn >= owner.reload_at and conn.established:
+                owner.refilter()  # the token window (armed): at once, then as it moves on
+            elif not owner.armed and owner.token_window:
+                st = conn.stats
+                if st.dropped_token + st.dropped_auth + st.dropped_replay >= owner.drops_mark:
+                    owner.arm()  # forgeries reach Python: the kernel takes them from here
         session.transmit()
         for other in others.values():
             other.transmit()
@@ -170,6 +198,13 @@ class Client:
         self.udp_buffer_bytes = udp_buffer_bytes
         self.last_rx_s = self._probed_s = 0.0
         self.pn_high = 0  # the socket filter's packet-number bound (kfilter.client_program)
+        self.reload_at = -1  # the current session's number that moves its token window on
+        self.token_window = TOKEN_WINDOW  # 0: no token window (the kernel refused one)
+        self.reloads = 0
+        self.armed = False  # the token window on (an attack seen: see ARM_DROPS)
+        self.armed_until = 0.0
+        self.drops_mark = ARM_DROPS  # the checks failed in Python that arm the window
+        self._kernel_mark = 0  # the socket's kernel drops at the last watch period
         self._watchdog: asyncio.Task | None = None
         self._closed = False
         self.counters: Counter[str] = Counter()
@@ -195,6 +230,7 @@ class Client:
         """
         while True:
             await asyncio.sleep(PROBE_SILENCE_S / 2)
+            self._watch_floods(time.monotonic())
             session = self.session
             if session is not None and session.now() - self._saved_s >= SAVE_EVERY_S:
                 self._saved_s = session.now()
@@ -233,7 +269,61 @@ class Client:
         ids = [s.conn.connection_id for s in sessions]
         highs = (s.conn.largest_received_pn >> 32 for s in sessions)  # none yet: -1 >> 32
         self.pn_high = max([0, *highs])
+        current = self.session
+        size = self.token_window
+        armed = current is not None and size and self.armed
+        accept = current.conn.accept_window(size, TOKEN_BEHIND) if armed else None
+        if accept is not None:  # the established session: its next numbers and their tokens
+            assert current is not None
+            first, tokens, skip = accept
+            window = _windows.get(size) or _windows.setdefault(size, kfilter.TokenWindow(size))
+            block = window.block(first, tokens, skip)
+            cid = current.conn.connection_id
+            raw = kfilter.client_window_program(ids, [(cid, block)], pn_high=self.pn_high)
+            if kfilter.attach_raw(sock, raw):
+                self.reload_at = first + TOKEN_BEHIND + RELOAD_AT * (size - TOKEN_BEHIND) // 4
+                self.reloads += 1
+                return
+            smaller = size // 4 if size // 4 >= MIN_TOKEN_WINDOW else 0
+            log.warning(
+                "the kernel refused the socket filter's token window (%d numbers, %d "
+                "instructions; net.core.optmem_max?): %s", size, len(raw) // 8,
+                f"{smaller} numbers" if smaller else "packet numbers bounded only",
+            )  # fmt: skip
+            self.token_window = smaller
+            if smaller:
+                self._refilter(transport)
+                return
+        # before the WELCOME: built at once when it comes; refused: never again
+        self.reload_at = -1 if self.token_window and current is not None and self.armed else 1 << 64
         kfilter.attach(sock, kfilter.client_program(ids, pn_high=self.pn_high))
+
+    def _watch_floods(self, now: float) -> None:
+        """Each watch period: a new count of failed checks to arm the token window at;
+        armed, kept on while the kernel drops ARM_DROPS a period, off ARM_S after."""
+        session = self.session
+        if session is not None:
+            st = session.conn.stats
+            self.drops_mark = st.dropped_token + st.dropped_auth + st.dropped_replay + ARM_DROPS
+        if not self.armed:
+            return
+        sock = self._transport.get_extra_info("socket") if self._transport else None
+        dropped = kernel_drops(sock) if sock is not None else 0
+        if dropped - self._kernel_mark >= ARM_DROPS:
+            self.armed_until = now + ARM_S
+        self._kernel_mark = dropped
+        if now >= self.armed_until:
+            self.armed = False
+            self.counters["token_window_disarmed"] += 1
+            self._refilter()
+
+    def arm(self) -> None:
+        """The token window on, now (forgeries with plausible packet numbers)."""
+        self.armed, self.armed_until = True, time.monotonic() + ARM_S
+        sock = self._transport.get_extra_info("socket") if self._transport else None
+        self._kernel_mark = kernel_drops(sock) if sock is not None else 0
+        self.counters["token_window_armed"] += 1
+        self._refilter()
 
     def refilter(self) -> None:
         """The socket's filter again (a session's packet numbers passed another 2^32)."""

@@ -24,6 +24,15 @@ of the datagram's arrival, on loopback the sender's own system call):
 * :func:`client_program`, on the client's (connected) socket: WELCOME or DATA naming
   one of the client's session ids, with a packet number its sessions can have reached (a
   forgery's random 64-bit number is dropped: four instructions).
+* :func:`client_window_program`, the same with the established session's next packet
+  numbers listed with their tokens (:class:`~tierwise.proto.relay.crypto.PacketTokens`):
+  a DATA of that session passes only with a number of the window, not one received
+  before the program was built, and that number's token — so forgeries that copy the
+  numbers off the path (which cannot know a token before its packet is sent), and
+  replays of what was received, are dropped here. A binary tree on the number's offset
+  in the window, its leaves loading the token to compare (:class:`TokenWindow`: ~3
+  instructions a number, ~log2(size) + 12 run a datagram); the client rebuilds it as
+  the window advances (a template whose constants alone change).
 
 What passes is checked as before (header parse, AEAD): the programs only decide what
 is worth reading, and never drop a datagram the gateway could have accepted — a
@@ -44,16 +53,21 @@ import ipaddress
 import logging
 import socket
 import struct
+import sys
+from array import array
 from collections.abc import Iterable
 
 from tierwise.proto.relay import wire
 
 __all__ = [
     "MAX_FILTER_IDS",
+    "TokenWindow",
     "attach",
     "attach_or_loosen",
+    "attach_raw",
     "attach_steering",
     "client_program",
+    "client_window_program",
     "gateway_program",
     "hello_program",
     "moved_program",
@@ -76,9 +90,10 @@ ACCEPT = 0xFFFFFFFF  # keep the whole datagram
 DROP = 0
 
 # linux/filter.h opcodes (classic BPF)
-LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_LEN = 0x20, 0x28, 0x30, 0x80
+LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_LEN, LD_IMM = 0x20, 0x28, 0x30, 0x80, 0x00
+TAX, TXA, SUB_K = 0x07, 0x87, 0x14  # X = A; A = X; A -= k
 NET = 0xFFF00000  # SKF_NET_OFF (-0x100000): loads relative to the IP header
-JA, JEQ, JGT, JGE = 0x05, 0x15, 0x25, 0x35
+JA, JEQ, JGT, JGE, JEQ_X = 0x05, 0x15, 0x25, 0x35, 0x1D
 RET_K, RET_A = 0x06, 0x16
 
 _INSN = struct.Struct("=HBBI")
@@ -257,13 +272,156 @@ def client_program(
     return prog
 
 
+class TokenWindow:
+    """A window of ``size`` packet numbers for :func:`client_window_program`: one block of
+    instructions, with its own returns, that accepts a DATA datagram whose packet number
+    is ``first … first + size − 1`` (``first``'s high word) and whose token is one of
+    the tokens of its *bucket* (``BUCKET`` consecutive numbers of the window) not skipped
+    (numbers received before the block was built); built once, then only its constants
+    change (:meth:`block`).
+
+    A binary tree on the number's offset in the window picks the bucket; the bucket
+    compares the token with its numbers' tokens in a chain: ~1.25 instructions a number
+    (a reload's cost is mostly the kernel's check and JIT of them), log2(size / BUCKET)
+    + up to BUCKET compares a datagram. A token of another number of the same bucket
+    passes here (Python checks the exact one before the AEAD): a forger who has not seen
+    the bucket's tokens passes with odds ``BUCKET`` / 2^32."""
+
+    BUCKET = 16
+
+    def __init__(self, size: int, base: int = UDP_HEADER_BYTES) -> None:
+        if not 2 * self.BUCKET <= size <= 2048 or size % self.BUCKET:
+            raise ValueError(f"a token window of {size} numbers ({2 * self.BUCKET} … 2048, "
+                             f"a multiple of {self.BUCKET})")  # fmt: skip
+        self.size = size
+        head: list[Insn] = [
+            (LD_W_ABS, 0, 0, base + 9),  # the packet number's high word
+            (JEQ, 2, 0, 0),  # first's (set by block)
+            (JEQ, 1, 0, 0),  # the last's (set by block: the next where the window straddles)
+            _ret(DROP),
+            (LD_W_ABS, 0, 0, base + wire.PN_TOKEN_AT),
+            (TAX, 0, 0, 0),  # X: the datagram's token
+            (LD_W_ABS, 0, 0, base + 13),  # the low word
+            (SUB_K, 0, 0, 0),  # − first's low word (set by block): the offset, mod 2^32
+            (JGE, 0, 1, size),
+            _ret(DROP),
+        ]
+        prog = head + self._tree(0, size // self.BUCKET)
+        self._slots = [0] * size  # where each number's compare is (built with k = offset)
+        for at in range(len(head), len(prog)):
+            if prog[at][0] == JEQ:  # past the head, only the buckets' compares
+                self._slots[prog[at][3]] = at
+        self.insns = len(prog)
+        self._template = array("I", b"".join(_INSN.pack(*insn) for insn in prog))
+        (self._skip_word,) = array("I", _INSN.pack(JEQ, 0, 0, 0)[:4])  # on to the next
+
+    def _tree(self, lo: int, hi: int) -> list[Insn]:
+        """Buckets ``lo … hi − 1`` (A: the offset): a bucket loads the token into A and
+        compares it with each of its numbers' tokens (k: the number's offset, for now)."""
+        if hi - lo == 1:
+            n = self.BUCKET
+            chain = [(JEQ, n - i, 0, lo * n + i) for i in range(n)]
+            return [(TXA, 0, 0, 0), *chain, _ret(DROP), _ret(ACCEPT)]
+        mid = (lo + hi) // 2
+        left, right = self._tree(lo, mid), self._tree(mid, hi)
+        if len(left) <= 255:
+            return [(JGE, len(left), 0, mid * self.BUCKET), *left, *right]
+        return [(JGE, 0, 1, mid * self.BUCKET), (JA, 0, 0, len(left)), *left, *right]
+
+    def block(self, first: int, tokens: bytes, skip: Iterable[int] = ()) -> bytes:
+        """The block for numbers ``first …`` (``tokens``: theirs, 4 bytes each, at least
+        ``size`` of them), leaving out offsets ``skip`` (numbers received already)."""
+        prog = array("I", self._template)
+        prog[3] = first >> 32  # the k of instruction 1
+        prog[5] = (first + self.size - 1) >> 32  # of instruction 2
+        prog[15] = first & 0xFFFFFFFF  # of instruction 7 (the offset: mod 2^32 across)
+        toks = array("I", tokens[: 4 * self.size])
+        if sys.byteorder == "little":
+            toks.byteswap()  # a load compares the bytes as a big-endian word
+        for at, tok in zip(self._slots, toks, strict=True):
+            prog[2 * at + 1] = tok
+        for i in skip:
+            at = self._slots[i]
+            prog[2 * at] = self._skip_word  # both ways to the next: no compare
+        return prog.tobytes()
+
+
+def client_window_program(
+    ids: Iterable[bytes],
+    windows: Iterable[tuple[bytes, bytes]] = (),
+    base: int = UDP_HEADER_BYTES,
+    pn_high: int = 0,
+) -> bytes:
+    """:func:`client_program` with token windows (the raw program, for :func:`attach_raw`):
+    ``windows`` are ``(id, block)`` — a session's id and its :meth:`TokenWindow.block` —
+    and a DATA naming such an id passes only through its block; the other ids' DATA as in
+    :func:`client_program` (the packet-number bound); a WELCOME naming any of them."""
+    ids = sorted(set(ids))
+    windows = list(windows)
+    windowed = {cid for cid, _ in windows}
+    rest = [cid for cid in ids if cid not in windowed]
+    raw: list[bytes] = []
+    count = 0
+
+    def put(insns: list[Insn]) -> None:
+        nonlocal count
+        raw.append(b"".join(_INSN.pack(*insn) for insn in insns))
+        count += len(insns)
+
+    welcome_chain = _ids_chain(ids, base)
+    put(_shape(base))
+    blocks = sum(5 + len(block) // 8 for _, block in windows)
+    rest_chain = [
+        (LD_W_ABS, 0, 0, base + 1 + 8),
+        (JGT, 0, 1, pn_high + 1),
+        _ret(DROP),
+        *(_ids_chain(rest, base) if rest else [_ret(DROP)]),
+    ]
+    put([
+        (JEQ, 0, 1, wire.WELCOME),
+        (JA, 0, 0, 2 + blocks + len(rest_chain)),  # to the WELCOME's id chain
+        (JEQ, 1, 0, wire.DATA),
+        _ret(DROP),
+    ])  # fmt: skip
+    for cid, block in windows:
+        hi, lo = _ID.unpack(cid)
+        put([
+            (LD_W_ABS, 0, 0, base + 1), (JEQ, 0, 2, hi),
+            (LD_W_ABS, 0, 0, base + 5), (JEQ, 1, 0, lo),
+            (JA, 0, 0, len(block) // 8),  # another id: the next block
+        ])  # fmt: skip
+        raw.append(block)
+        count += len(block) // 8
+    put(rest_chain)
+    put(welcome_chain)
+    if count > BPF_MAXINSNS:
+        raise ValueError(f"a classic BPF program of {count} instructions")
+    return b"".join(raw)
+
+
 def _fprog(prog: list[Insn]) -> tuple[bytes, ctypes.Array]:
     if not prog or len(prog) > BPF_MAXINSNS:
         raise ValueError(f"a classic BPF program of {len(prog)} instructions")
-    raw = b"".join(_INSN.pack(*insn) for insn in prog)
+    return _fprog_raw(b"".join(_INSN.pack(*insn) for insn in prog))
+
+
+def _fprog_raw(raw: bytes) -> tuple[bytes, ctypes.Array]:
     buf = ctypes.create_string_buffer(raw, len(raw))
     # struct sock_fprog: unsigned short len; (padding); struct sock_filter *filter
-    return struct.pack("HL", len(prog), ctypes.addressof(buf)), buf
+    return struct.pack("HL", len(raw) // _INSN.size, ctypes.addressof(buf)), buf
+
+
+def attach_raw(sock: socket.socket, raw: bytes) -> bool:
+    """:func:`attach` of a program already packed (:func:`client_window_program`)."""
+    fprog, buf = _fprog_raw(raw)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    except OSError as exc:
+        log.debug("socket filter refused: %s", exc)
+        return False
+    finally:
+        del buf
+    return True
 
 
 def attach(sock: socket.socket, prog: list[Insn]) -> bool:

@@ -103,7 +103,7 @@ def kcptun_mtu_bytes(path_mtu_bytes: int) -> int:
 
 def relay_max_datagram(path_mtu_bytes: int) -> int | None:
     """The relay's ``--max-datagram`` for a path: None (its default, 1,350) on Ethernet,
-    else the path's UDP payload less a repair's extra bytes (9,000 → 8,880): the session
+    else the path's UDP payload less a repair's extra bytes (9,000 → 8,876): the session
     starts at 1,350 and discovers the path's MTU up to that."""
     from tierwise.proto.relay.pmtu import REPAIR_EXTRA_BYTES
 

@@ -139,6 +139,10 @@ _WINDOWS = struct.Struct(">QQ")
 # inside the authenticated bytes: a gateway refuses a recorded HELLO replayed later.
 _HELLO_TIME = struct.Struct(">Q")
 _HELLO_TIME_AT = wire.HELLO_TIME_AT
+_DATA_HEADER = wire.DATA_HEADER  # the per-packet paths read these as module globals
+_DATA_HEADER_BYTES = wire.DATA_HEADER_BYTES
+_PN_TOKEN_AT = wire.PN_TOKEN_AT
+_DATA = wire.DATA
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
@@ -174,7 +178,7 @@ LATE_WAKE_CREDIT_S = 0.010
 AMPLIFICATION_FACTOR = 3
 PATH_CHALLENGES = 4
 PATH_TOKENS_KEPT = 4  # a late response to an earlier challenge of the same probe still counts
-CHALLENGE_BYTES = wire.HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES  # its datagram
+CHALLENGE_BYTES = wire.DATA_HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_BYTES  # its datagram
 
 
 # Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
@@ -267,6 +271,7 @@ class RelayStats:
     dropped_malformed: int = 0
     dropped_auth: int = 0
     dropped_replay: int = 0
+    dropped_token: int = 0  # DATA without its packet number's token (before the AEAD)
     dropped_flow_control: int = 0
     packets_lost: int = 0
     retransmitted_bytes: int = 0
@@ -483,6 +488,20 @@ class RelayConnection:
     def largest_received_pn(self) -> int:
         """The largest packet number accepted from the peer (-1: none yet)."""
         return self._replay.largest
+
+    def accept_window(self, size: int, behind: int = 0) -> tuple[int, bytes, list[int]] | None:
+        """The packet numbers this end would accept next, for a filter in front of it
+        (:func:`tierwise.relay.kfilter.client_window_program`): ``(first, tokens, skip)``
+        — ``size`` numbers from ``first`` (``behind`` at most before the next one, for
+        reordering), their tokens (4 bytes each), and the offsets of those received
+        already; None before the session's keys."""
+        if self._recv_keys is None:
+            return None
+        largest = self._replay.largest
+        first = max(0, largest + 1 - behind)
+        seen = self._replay.seen.contains
+        skip = [pn - first for pn in range(first, largest + 1) if seen(pn)]
+        return first, self._recv_keys.tokens.tokens(first, size), skip
 
     def connect(self, addr: Addr, now: float, wall_s: float | None = None) -> None:
         """Client: start the handshake towards the gateway at ``addr``. ``wall_s``, the
@@ -978,8 +997,14 @@ class RelayConnection:
         if not self._replay.fresh(pn):
             self.stats.dropped_replay += 1
             return
-        header = data[: wire.HEADER_BYTES]
-        plain = self._recv_keys.open(pn, header, data[wire.HEADER_BYTES :])
+        header = data[:_DATA_HEADER_BYTES]
+        tokens = self._recv_keys.tokens  # the number's token, inline (no call in order)
+        listed = tokens.listed if pn >> 4 == tokens.block else tokens.load(pn >> 4)
+        if header[_PN_TOKEN_AT:] != listed[pn & 15]:
+            # not this number's token (a forgery, or a version 1 peer's DATA): no AEAD
+            self.stats.dropped_token += 1
+            return
+        plain = self._recv_keys.open(pn, header, data[wire.DATA_HEADER_BYTES :])
         if plain is None:
             self.stats.dropped_auth += 1
             return
@@ -1729,7 +1754,7 @@ class RelayConnection:
                 return self._emit(self._ack_frames(now, 32), now, eliciting=False)
             return None
         frames: list[Frame] = []
-        budget = self._pmtu.datagram_bytes - wire.HEADER_BYTES - wire.TAG_BYTES
+        budget = self._pmtu.datagram_bytes - wire.DATA_HEADER_BYTES - wire.TAG_BYTES
         control_ok = paced or not self._control
         if control_ok and self._control:
             frames += self._control[:8]
@@ -1766,7 +1791,7 @@ class RelayConnection:
 
     def _pmtu_probe(self, size: int, now: float) -> bytes:
         """A PING padded to ``size`` bytes: outside FEC, its loss is no data loss (:mod:`.pmtu`)."""
-        pad = bytearray(size - wire.HEADER_BYTES - wire.TAG_BYTES - 1)  # PADDING to the end
+        pad = bytearray(size - wire.DATA_HEADER_BYTES - wire.TAG_BYTES - 1)  # PADDING to the end
         datagram = self._emit([Ping()], now, eliciting=True, tail=pad, probe=True)
         self._sent[self._pn - 1].protect_until = None  # in no FEC block: lost by the RFC rule
         self._pmtu.on_sent(self._pn - 1, len(datagram))
@@ -1920,7 +1945,9 @@ class RelayConnection:
         assert self._send_keys is not None
         pn = self._pn
         self._pn += 1
-        header = wire.HEADER.pack(wire.DATA, self.connection_id, pn)
+        tokens = self._send_keys.tokens  # its token, inline (per packet: no call)
+        listed = tokens.listed if pn >> 4 == tokens.block else tokens.load(pn >> 4)
+        header = _DATA_HEADER.pack(_DATA, self.connection_id, pn, listed[pn & 15])
         payload = bytearray()
         repair: Repair | None = None
         for f in frames:

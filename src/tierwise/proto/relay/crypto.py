@@ -7,6 +7,8 @@ for every session (RFC 5869 HKDF-SHA256)::
     handshake = HKDF(PSK, salt="", info="tierwise relay v1 handshake")
     key[dir, 0] = HKDF(PSK, salt=client random ‖ gateway random, info="… c2s" | "… s2c")
     key[dir, e+1] = HKDF(key[dir, e], info="tierwise relay v1 key update")
+    token key[dir] = HKDF(key[dir, 0], info="tierwise relay v2 pn tokens")
+    token[dir, pn] = BLAKE2b-512(token key[dir], ⌊pn / 16⌋ as u64)[4·(pn mod 16) …][:4]
     admission = HKDF(PSK, salt="", info="tierwise relay v1 admission")
     tag[w, 0] = HMAC-SHA256(admission, w as u64)[:8]   (w = ⌊Unix time / ADMIT_WINDOW_S⌋)
     tag[w, s] = HMAC-SHA256(admission, w as u64 ‖ s as u8)[:8]   (slot s = 1 … ADMIT_SLOTS − 1)
@@ -18,6 +20,14 @@ key, so both sides rotate at the same packet without signalling; keys older
 than one epoch are forgotten. :class:`ReplayWindow` rejects a packet number
 seen before or older than the window. A datagram that fails any check is
 dropped without an answer (no oracle, no amplification).
+
+Each DATA packet carries its packet number's *token* (:class:`PacketTokens`, 4 bytes,
+version 2 of the wire): one keyed hash gives the tokens of 16 consecutive numbers, so
+it costs the sender a hash every 16 packets. It is no MAC (the AEAD is) but a value an
+on-path observer learns only once the packet is sent: a receiver's kernel socket filter,
+which can compare bytes but not compute a hash, lists the tokens of the numbers it will
+accept next, and drops forgeries that copy the session id and the coming numbers off
+the path without a token (odds 2^-32 a datagram) before they queue.
 
 A HELLO also carries an *admission tag*, ``tag[w, s]`` of the window its send time falls
 in and a slot its client picks at random for each HELLO: a value that only holders of
@@ -52,7 +62,9 @@ __all__ = [
     "ADMIT_TAG_BYTES",
     "ADMIT_WINDOW_S",
     "KEY_BYTES",
+    "PN_TOKEN_BLOCK",
     "DirectionKeys",
+    "PacketTokens",
     "ReplayWindow",
     "admission_key",
     "admission_tag",
@@ -76,6 +88,8 @@ ADMIT_WINDOW_S = 30.0
 # 9 windows × 16 = 144 tags, 720 instructions (kfilter: five a tag).
 ADMIT_SLOTS = 16
 _WINDOW = struct.Struct(">Q")
+PN_TOKEN_BLOCK = 16  # tokens of one BLAKE2b-512 digest: 64 bytes, 4 a packet number
+_TOKEN_INFO = b"tierwise relay v2 pn tokens"
 
 
 def random_bytes(n: int) -> bytes:
@@ -148,12 +162,49 @@ def admission_tags(
     ]
 
 
+class PacketTokens:
+    """The packet-number tokens of one direction (see the module): 4 bytes a number, 16
+    numbers a BLAKE2b call; the last block's digest is kept (packets come in order)."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self.block = -1  # the block of 16 numbers whose tokens ``listed`` holds
+        self.listed: list[bytes] = []
+
+    def _hash(self, block: int) -> bytes:
+        return hashlib.blake2b(_WINDOW.pack(block), key=self._key, digest_size=64).digest()
+
+    def load(self, block: int) -> list[bytes]:
+        """The tokens of numbers ``16 × block …``, kept as ``listed`` (a hot path reads
+        ``listed[pn & 15]`` while ``block == pn >> 4``, without a call)."""
+        digest = self._hash(block)
+        self.block, self.listed = block, [digest[i : i + 4] for i in range(0, 64, 4)]
+        return self.listed
+
+    def token(self, pn: int) -> bytes:
+        """The 4-byte token of packet number ``pn``."""
+        if pn >> 4 != self.block:
+            self.load(pn >> 4)
+        return self.listed[pn & 15]
+
+    def tokens(self, first: int, count: int) -> bytes:
+        """The tokens of ``first … first + count − 1``, 4 bytes each, concatenated."""
+        if count <= 0:
+            return b""
+        start, stop = first >> 4, (first + count - 1) >> 4
+        raw = b"".join(self._hash(b) for b in range(start, stop + 1))
+        at = (first & 15) << 2
+        return raw[at : at + 4 * count]
+
+
 class DirectionKeys:
-    """The key chain of one direction; ``seal``/``open`` choose the epoch from the pn."""
+    """The key chain of one direction; ``seal``/``open`` choose the epoch from the pn.
+    ``tokens``: its packet numbers' tokens (from the epoch-0 key, for the session)."""
 
     def __init__(self, key: bytes, rotate_packets: int = ROTATE_PACKETS) -> None:
         if rotate_packets < 1:
             raise LocalProtocolError(f"rotate_packets must be ≥ 1, got {rotate_packets}")
+        self.tokens = PacketTokens(_hkdf(key, None, _TOKEN_INFO))
         self.rotate_packets = rotate_packets
         self._epoch, self._key = 0, key
         self._aeads: dict[int, ChaCha20Poly1305] = {0: ChaCha20Poly1305(key)}

@@ -66,7 +66,7 @@ BASE_DATAGRAM_BYTES = 1350  # the relay's default data datagram: fits a 1,280 B+
 # UDP payload with its repairs on any Ethernet path (1,452 B)
 # A REPAIR datagram over a block whose largest data datagram is D bytes: header and tag,
 # an ACK of two ranges, the REPAIR frame's head and the symbol's length prefix, then D.
-REPAIR_EXTRA_BYTES = wire.HEADER_BYTES + wire.TAG_BYTES + (1 + 9 + 2 * 16) + (1 + 14) + 2  # 92
+REPAIR_EXTRA_BYTES = wire.DATA_HEADER_BYTES + wire.TAG_BYTES + (1 + 9 + 2 * 16) + (1 + 14) + 2  # 96
 # The largest data datagram a config may ask for: its repair (REPAIR_EXTRA_BYTES more)
 # still fits the largest UDP payload over IPv6 on a 65,535 B MTU (65,487 B; IPv4: 65,507 B),
 # such as loopback's.

@@ -11,7 +11,8 @@ the AEAD's associated data, so nothing in it can be changed undetected::
                                  tag (16)
     WELCOME  (gateway → client)  header | gateway random (32) | stream window u64 |
                                  session window u64 | tag (16)
-    DATA     (both ways)         header | AEAD(frames) (ciphertext + 16-byte tag)
+    DATA     (both ways)         header | packet-number token (4) | AEAD(frames)
+                                 (ciphertext + 16-byte tag; header and token: the AD)
 
 A HELLO is padded to :data:`HELLO_BYTES` so the WELCOME it earns is smaller
 (no amplification); its send time lets a gateway refuse a recorded HELLO replayed
@@ -21,8 +22,14 @@ client that needs a version the gateway does not speak sees no WELCOME). Its adm
 tag (:func:`~tierwise.proto.relay.crypto.admission_tag`, the window of its send time and
 a slot drawn for each HELLO; slot 0 is the one tag a window of the first version 1
 clients) lets a gateway's kernel drop HELLO-shaped floods from anyone without the key
-before they queue, and a tag copied from the path once it is seen flooded. Frames
-inside a DATA packet::
+before they queue, and a tag copied from the path once it is seen flooded. A DATA
+packet's token (:class:`~tierwise.proto.relay.crypto.PacketTokens`, version 2) is a
+keyed function of its packet number that an on-path observer cannot know before the
+packet is sent: a receiver's kernel lists the tokens of the numbers it accepts next
+(:func:`tierwise.relay.kfilter.client_program`), so forgeries that copy the numbers
+off the path are dropped before they queue; a receiver without the filter checks it
+before the AEAD. Version 1 (no token) and version 2 ends refuse each other's HELLOs
+unanswered. Frames inside a DATA packet::
 
     PADDING          0x00  (the rest of the packet)
     PING             0x01
@@ -53,12 +60,16 @@ from dataclasses import dataclass
 from tierwise.errors import RemoteProtocolError
 
 __all__ = [
+    "DATA_HEADER",
+    "DATA_HEADER_BYTES",
     "HEADER",
     "HELLO_ADMIT_AT",
     "HELLO_BYTES",
     "HELLO_TIME_AT",
     "HELLO_VERSION",
     "HELLO_VERSION_AT",
+    "PN_TOKEN_AT",
+    "PN_TOKEN_BYTES",
     "Ack",
     "Close",
     "Frame",
@@ -80,6 +91,11 @@ __all__ = [
 HELLO, WELCOME, DATA = 1, 2, 3
 HEADER = struct.Struct(">B8sQ")
 HEADER_BYTES = HEADER.size  # 17
+# DATA: the header, then the packet number's token (crypto.PacketTokens): 21 bytes
+PN_TOKEN_AT = HEADER_BYTES
+PN_TOKEN_BYTES = 4
+DATA_HEADER = struct.Struct(">B8sQ4s")
+DATA_HEADER_BYTES = DATA_HEADER.size  # 21
 RANDOM_BYTES = 32
 TAG_BYTES = 16
 HELLO_BYTES = 1200  # QUIC's minimum Initial size (RFC 9000 §14.1): the reply is never larger
@@ -87,7 +103,7 @@ HELLO_BYTES = 1200  # QUIC's minimum Initial size (RFC 9000 §14.1): the reply i
 HELLO_TIME_AT = HEADER_BYTES + RANDOM_BYTES + 16
 HELLO_VERSION_AT = HELLO_TIME_AT + 8
 HELLO_ADMIT_AT = HELLO_VERSION_AT + 1
-HELLO_VERSION = 1  # 0 (zero padding there): a HELLO from before the admission tag
+HELLO_VERSION = 2  # 1: before the DATA token; 0 (zero padding there): before the admission tag
 FIN = 0x01
 ACK_LATER = 0x02  # a receiver that does not know the flag ignores it (and acknowledges early)
 ACK_RANGES_MAX = 32
