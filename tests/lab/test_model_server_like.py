@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -29,10 +30,22 @@ def _time(url: str, words: int, max_tokens: int) -> float:
     return time.perf_counter() - start
 
 
-def test_measure_recovers_a_known_engine(tmp_path: Path) -> None:
-    """Overhead, prefill per token, step and slots of a stand-in with known timing."""
-    with model_server(*ENGINE) as url:
-        profile = measure(url)
+@pytest.fixture(scope="module")
+def engine_and_like(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """The known engine, and a stand-in started ``--like`` it with ``--profile-out``: its
+    URLs and the profile it measured (measure() once for the module, not once a test)."""
+    out = tmp_path_factory.mktemp("like") / "engine.json"
+    with model_server(*ENGINE) as engine:
+        with model_server("--like", engine, "--profile-out", str(out)) as like:
+            yield engine, like, out
+
+
+def test_measure_recovers_a_known_engine(
+    engine_and_like: tuple[str, str, Path], tmp_path: Path
+) -> None:
+    """Overhead, prefill per token, step and slots of a stand-in with known timing, as
+    measure() found them for ``--like`` (the profile ``--profile-out`` wrote)."""
+    profile = read_profile(engine_and_like[2])
     assert profile.slots == 1
     assert profile.decode_step_s == pytest.approx(0.006, rel=0.35)
     assert profile.prefill_s_per_token == pytest.approx(0.0004, rel=0.25)
@@ -41,15 +54,13 @@ def test_measure_recovers_a_known_engine(tmp_path: Path) -> None:
     assert read_profile(tmp_path / "p.json") == profile
 
 
-def test_a_stand_in_like_an_engine_takes_its_time(tmp_path: Path) -> None:
+def test_a_stand_in_like_an_engine_takes_its_time(engine_and_like: tuple[str, str, Path]) -> None:
     """Served --like the engine, a short and a long request take the engine's time."""
-    out = tmp_path / "engine.json"
-    with model_server(*ENGINE) as engine:
-        with model_server("--like", engine, "--profile-out", str(out)) as like:
-            for words, max_tokens in ((8, 4), (400, 16)):
-                want = min(_time(engine, words, max_tokens) for _ in range(3))
-                got = min(_time(like, words, max_tokens) for _ in range(3))
-                assert got == pytest.approx(want, rel=0.25, abs=0.01), (words, want, got)
+    engine, like, out = engine_and_like
+    for words, max_tokens in ((8, 4), (400, 16)):
+        want = min(_time(engine, words, max_tokens) for _ in range(3))
+        got = min(_time(like, words, max_tokens) for _ in range(3))
+        assert got == pytest.approx(want, rel=0.25, abs=0.01), (words, want, got)
     saved = json.loads(out.read_text())
     assert saved["version"] == PROFILE_VERSION and saved["slots"] == 1
     with model_server("--profile", str(out)) as again:

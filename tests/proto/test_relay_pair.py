@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tierwise.proto.relay import RelayConfig, RelayConnection, wire
 from tierwise.sim.relay import GATEWAY, KEY, Net, OneWayPath, all_done, payload, request_response
@@ -411,6 +414,19 @@ def test_client_hello_is_not_answered_more_than_its_size() -> None:
     gateway.receive_datagram(hello, ("1.2.3.4", 5), 0.0)
     ((welcome, _),) = gateway.datagrams_to_send(0.0)
     assert len(hello) == wire.HELLO_BYTES and len(welcome) < len(hello) // 10
+
+
+@settings(max_examples=50)
+@given(st.text(max_size=8), st.integers(0, 40_000), st.data())
+def test_payload_is_the_keyed_digest_xor_a_counter(tag: str, size: int, data) -> None:
+    """Byte i of payload(tag, size) is the tag's SHA-256 byte i % 32 XOR i % 251, at any
+    size (the pattern is built once a period, 8,032 bytes, and repeated)."""
+    digest = hashlib.sha256(tag.encode()).digest()
+    got = payload(tag, size)
+    assert len(got) == size
+    for i in data.draw(st.lists(st.integers(0, size - 1), max_size=20)) if size else []:
+        assert got[i] == digest[i % 32] ^ (i % 251)
+    assert got[: min(size, 300)] == bytes(digest[i % 32] ^ (i % 251) for i in range(min(size, 300)))
 
 
 @pytest.mark.slow
