@@ -52,7 +52,7 @@ def test_the_datagram_bound_is_the_largest_udp_payload_less_a_repair() -> None:
 
 
 def test_a_session_converges_to_a_jumbo_links_mtu() -> None:
-    """Over a 9,000-byte MTU each end's sender probes up to 8,972 B and sends 8,880 B data
+    """Over a 9,000-byte MTU each end's sender probes up to 8,972 B and sends 8,876 B data
     datagrams; nothing it sends is too large for the link, and delivery is byte-exact."""
     net, sizes = jumbo_net(9000)
     transfer(net, 20_000_000, 20_000_000)

@@ -65,7 +65,7 @@ MaxDatagramOpt = Annotated[
     typer.Option(
         "--max-datagram",
         help="Largest datagram in bytes (default 1350); above it the session discovers the "
-        "path's MTU, e.g. 8880 for a 9000-byte jumbo path.",
+        "path's MTU, e.g. 8876 for a 9000-byte jumbo path.",
     ),
 ]
 

@@ -44,9 +44,9 @@ SESSION_KEYS: dict[str, Tunable] = {
         "buffer"),
     "max_datagram_bytes": Tunable(
         "int", 200, 65_000, "1350",
-        "largest data datagram this end sends (a repair datagram is ≤ 92 bytes longer); lower "
+        "largest data datagram this end sends (a repair datagram is ≤ 96 bytes longer); lower "
         "it for a path with a small MTU. Above 1,350 the session starts at 1,350 and "
-        "discovers how large the path carries (RFC 8899 probes: 8,880 uses a 9,000-byte "
+        "discovers how large the path carries (RFC 8899 probes: 8,876 uses a 9,000-byte "
         "jumbo path to the full); 65,000 keeps a repair within the largest UDP payload"),
     "fec_target": Tunable(
         "fraction", 0.5, 0.999999, "0.999",
