@@ -15,7 +15,6 @@ import os
 import random
 import socket
 import threading
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +23,8 @@ from hypothesis import strategies as st
 from tests.relay.conftest import relay_pair, tcp_source
 from tests.relay.flooder import _ip_udp
 from tests.relay.test_flood_onpath import _session
+from tests.relay.test_kfilter import _drain
+from tests.relay.test_kfilter import _pair as _plain_pair
 from tierwise.proto.relay import wire
 from tierwise.proto.relay.crypto import PacketTokens
 from tierwise.relay import client as client_module
@@ -34,22 +35,9 @@ from tierwise.relay.udp import encode_addr
 
 
 def _pair() -> tuple[socket.socket, socket.socket, int]:
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind(("127.0.0.1", 0))
-    rx.setblocking(False)
+    rx, tx, port = _plain_pair()
     rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    return rx, tx, rx.getsockname()[1]
-
-
-def _drain(sock: socket.socket) -> list[bytes]:
-    time.sleep(0.05)
-    got = []
-    while True:
-        try:
-            got.append(sock.recv(65535))
-        except BlockingIOError:
-            return got
+    return rx, tx, port
 
 
 def _data(cid: bytes, pn: int, token: bytes, n: int = 40) -> bytes:

@@ -411,30 +411,28 @@ def _fprog_raw(raw: bytes) -> tuple[bytes, ctypes.Array]:
     return struct.pack("HL", len(raw) // _INSN.size, ctypes.addressof(buf)), buf
 
 
-def attach_raw(sock: socket.socket, raw: bytes) -> bool:
-    """:func:`attach` of a program already packed (:func:`client_window_program`)."""
-    fprog, buf = _fprog_raw(raw)
+def _set_program(
+    sock: socket.socket, option: int, packed: tuple[bytes, ctypes.Array], what: str
+) -> bool:
+    fprog, buf = packed
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        sock.setsockopt(socket.SOL_SOCKET, option, fprog)
     except OSError as exc:
-        log.debug("socket filter refused: %s", exc)
-        return False
-    finally:
-        del buf
-    return True
-
-
-def attach(sock: socket.socket, prog: list[Insn]) -> bool:
-    """Attach (or atomically replace) ``sock``'s filter; False where the kernel refuses."""
-    fprog, buf = _fprog(prog)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
-    except OSError as exc:
-        log.debug("socket filter refused: %s", exc)
+        log.debug("%s refused: %s", what, exc)
         return False
     finally:
         del buf  # the kernel copied the program
     return True
+
+
+def attach_raw(sock: socket.socket, raw: bytes) -> bool:
+    """:func:`attach` of a program already packed (:func:`client_window_program`)."""
+    return _set_program(sock, SO_ATTACH_FILTER, _fprog_raw(raw), "socket filter")
+
+
+def attach(sock: socket.socket, prog: list[Insn]) -> bool:
+    """Attach (or atomically replace) ``sock``'s filter; False where the kernel refuses."""
+    return _set_program(sock, SO_ATTACH_FILTER, _fprog(prog), "socket filter")
 
 
 def detach(sock: socket.socket) -> None:
@@ -466,12 +464,4 @@ def attach_or_loosen(
 
 def attach_steering(sock: socket.socket, prog: list[Insn]) -> bool:
     """Attach a reuseport steering program to ``sock``'s group; False where refused."""
-    fprog, buf = _fprog(prog)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
-    except OSError as exc:
-        log.debug("reuseport steering refused: %s", exc)
-        return False
-    finally:
-        del buf
-    return True
+    return _set_program(sock, SO_ATTACH_REUSEPORT_CBPF, _fprog(prog), "reuseport steering")
