@@ -30,6 +30,7 @@ reaches Python; a spoofed flood is dropped at the sender's cost.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import weakref
@@ -95,7 +96,12 @@ MIN_TOKEN_WINDOW = 512  # refused at 2,048: 512; refused at 512: none (too many 
 # for ARM_S after the last period in which the kernel dropped as many
 ARM_DROPS = 16
 ARM_S = 10.0
-_windows: dict[int, kfilter.TokenWindow] = {}  # templates, by size (built once)
+
+
+@functools.cache
+def _token_window(size: int) -> kfilter.TokenWindow:
+    """The window's template of ``size`` numbers (built once a process)."""
+    return kfilter.TokenWindow(size)
 
 
 class _Dialer(asyncio.DatagramProtocol):
@@ -276,8 +282,7 @@ class Client:
         if accept is not None:  # the established session: its next numbers and their tokens
             assert current is not None
             first, tokens, skip = accept
-            window = _windows.get(size) or _windows.setdefault(size, kfilter.TokenWindow(size))
-            block = window.block(first, tokens, skip)
+            block = _token_window(size).block(first, tokens, skip)
             cid = current.conn.connection_id
             raw = kfilter.client_window_program(ids, [(cid, block)], pn_high=self.pn_high)
             if kfilter.attach_raw(sock, raw):

@@ -30,9 +30,10 @@ of the datagram's arrival, on loopback the sender's own system call):
   before the program was built, and that number's token — so forgeries that copy the
   numbers off the path (which cannot know a token before its packet is sent), and
   replays of what was received, are dropped here. A binary tree on the number's offset
-  in the window, its leaves loading the token to compare (:class:`TokenWindow`: ~3
-  instructions a number, ~log2(size) + 12 run a datagram); the client rebuilds it as
-  the window advances (a template whose constants alone change).
+  in the window picks a bucket of 16 numbers whose tokens a chain compares
+  (:class:`TokenWindow`: ~1.25 instructions a number, log2(size / 16) + up to 16
+  compares a datagram); the client rebuilds it as the window advances (a template whose
+  constants alone change).
 
 What passes is checked as before (header parse, AEAD): the programs only decide what
 is worth reading, and never drop a datagram the gateway could have accepted — a

@@ -324,11 +324,9 @@ class RateController:
         """Packet ``pn`` was acknowledged in order (``lost`` False), or lost or filled in late
         (rebuilt by FEC, retransmitted): the policing detector's input."""
         police = self.police
-        if not police.early:
-            police.on_resolved(pn, size, sent_s, lost, app_limited)
-            return
+        early = police.early
         police.on_resolved(pn, size, sent_s, lost, app_limited)
-        if police.policed:  # found mid-round in the first rounds: hold from this packet on
+        if early and police.policed:  # found mid-round in the first rounds: hold from here on
             self._hold_round = police.probe_rounds  # a whole hold before the first probe
             if self.startup:
                 self.startup, self.startup_exit = False, "policer"

@@ -26,7 +26,7 @@ before they queue, and a tag copied from the path once it is seen flooded. A DAT
 packet's token (:class:`~tierwise.proto.relay.crypto.PacketTokens`, version 2) is a
 keyed function of its packet number that an on-path observer cannot know before the
 packet is sent: a receiver's kernel lists the tokens of the numbers it accepts next
-(:func:`tierwise.relay.kfilter.client_program`), so forgeries that copy the numbers
+(:func:`tierwise.relay.kfilter.client_window_program`), so forgeries that copy the numbers
 off the path are dropped before they queue; a receiver without the filter checks it
 before the AEAD. Version 1 (no token) and version 2 ends refuse each other's HELLOs
 unanswered. Frames inside a DATA packet::
