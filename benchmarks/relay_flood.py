@@ -84,6 +84,19 @@ CLIENT_CLASSES = (
 )  # fmt: skip
 
 
+def _ns_a_datagram(tx: socket.socket, rx: socket.socket, datagram: bytes) -> float:
+    """Nanoseconds a datagram from ``tx`` to ``rx`` costs, sent and read 32 at a time
+    (20,000 of them): the kernel's path, socket filters included."""
+    to = rx.getsockname()
+    t0 = time.perf_counter_ns()
+    for _ in range(20_000 // 32):
+        for _ in range(32):
+            tx.sendto(datagram, to)
+        for _ in range(32):
+            rx.recv(2048)
+    return (time.perf_counter_ns() - t0) / 20_000
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
@@ -600,15 +613,7 @@ def kernel_cost(args: argparse.Namespace) -> None:
     ns: dict[str, list[float]] = {"plain": [], "steered": []}
     for i in range(args.rounds):
         for name in ("plain", "steered") if i % 2 == 0 else ("steered", "plain"):
-            rx = plain if name == "plain" else group[0]
-            to = rx.getsockname()
-            t0 = time.perf_counter_ns()
-            for _ in range(20_000 // 32):
-                for _ in range(32):
-                    tx.sendto(payload, to)
-                for _ in range(32):
-                    rx.recv(2048)
-            ns[name].append((time.perf_counter_ns() - t0) / 20_000)
+            ns[name].append(_ns_a_datagram(tx, plain if name == "plain" else group[0], payload))
     plain_ns, steered_ns = statistics.median(ns["plain"]), statistics.median(ns["steered"])
     print(f"send + read of a 1,200 B datagram: plain {plain_ns:.0f} ns, steered "
           f"({args.sessions} sessions) {steered_ns:.0f} ns: +{steered_ns - plain_ns:.0f} ns "
@@ -653,15 +658,7 @@ def token_cost(args: argparse.Namespace) -> None:
         datagram = wire.DATA_HEADER.pack(wire.DATA, cid, first + 600, tokens.token(first + 600))
         datagram += os.urandom(1200 - len(datagram))
         for name in ("plain", "windowed") if r % 2 == 0 else ("windowed", "plain"):
-            rx = plain if name == "plain" else windowed
-            to = rx.getsockname()
-            t0 = time.perf_counter_ns()
-            for _ in range(20_000 // 32):
-                for _ in range(32):
-                    tx.sendto(datagram, to)
-                for _ in range(32):
-                    rx.recv(2048)
-            per[name].append((time.perf_counter_ns() - t0) / 20_000)
+            per[name].append(_ns_a_datagram(tx, plain if name == "plain" else windowed, datagram))
     med = {name: statistics.median(v) for name, v in per.items()}
     print(f"window {TOKEN_WINDOW} numbers ({window.insns} instructions), medians of "
           f"{args.rounds} rounds; load {os.getloadavg()[0]:.2f}")  # fmt: skip
