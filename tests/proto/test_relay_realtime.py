@@ -12,6 +12,7 @@ import pytest
 from tests.proto.pair import drain
 from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.proto.relay.connection import (
+    BURST_CALL_MIN_RTT_S,
     BURST_CALL_PACKETS,
     BURST_PACKETS,
     LATE_WAKE_CREDIT_S,
@@ -30,15 +31,17 @@ def allowance(conn: RelayConnection, size: int) -> float:
     return max(conn.config.pacing_quantum_s * rate / size, BURST_PACKETS) + 1
 
 
-def established(config: RelayConfig | None = None) -> tuple[RelayConnection, RelayConnection]:
-    """A client and a gateway whose handshake completed at t = 0.1 s."""
+def established(
+    config: RelayConfig | None = None, rtt: float = 0.1
+) -> tuple[RelayConnection, RelayConnection]:
+    """A client and a gateway whose handshake completed at t = ``rtt`` (0.1 s)."""
     client = RelayConnection(KEY, is_client=True, config=config)
     gateway = RelayConnection(KEY, is_client=False, config=config)
     client.connect(GATEWAY, 0.0)
     for data, _ in client.datagrams_to_send(0.0):
-        gateway.receive_datagram(data, CLIENT, 0.05)
-    for data, _ in gateway.datagrams_to_send(0.05):
-        client.receive_datagram(data, GATEWAY, 0.1)
+        gateway.receive_datagram(data, CLIENT, rtt / 2)
+    for data, _ in gateway.datagrams_to_send(rtt / 2):
+        client.receive_datagram(data, GATEWAY, rtt)
     assert client.established and gateway.established
     return client, gateway
 
@@ -148,6 +151,23 @@ def test_a_new_sessions_first_flight_leaves_a_few_datagrams_per_call() -> None:
     client.send(client.open_stream(), bytes(354_640), end_stream=True)
     sizes = _calls(client, 0.2)
     assert max(sizes) == BURST_CALL_PACKETS and sum(sizes) >= INITIAL_CWND_PACKETS
+
+
+def test_a_sub_millisecond_path_sends_a_request_in_one_call() -> None:
+    """Below a millisecond of path (loopback, a rack) the ends' CPU sets a request's time:
+    its flight is not cut into calls of eight, each of which would cost the sender a turn
+    of its event loop and the receiver an ACK."""
+    rtt = BURST_CALL_MIN_RTT_S / 2
+    client, gateway = established(rtt=rtt)
+    check = client.open_stream()  # a small exchange first: the path's least RTT is known
+    client.send(check, bytes(4000), end_stream=True)  # a few datagrams: a prompt ACK
+    for data, _ in drain(client, 0.01):
+        gateway.receive_datagram(data, CLIENT, 0.01 + rtt / 2)
+    for data, _ in drain(gateway, 0.01 + rtt / 2):
+        client.receive_datagram(data, GATEWAY, 0.01 + rtt)
+    assert client._rtt.min_s is not None and client._rtt.min_s < BURST_CALL_MIN_RTT_S
+    client.send(client.open_stream(), bytes(354_640), end_stream=True)
+    assert _calls(client, 0.02)[0] >= INITIAL_CWND_PACKETS
 
 
 def test_bulk_keeps_the_pacers_quantum_per_call() -> None:
