@@ -160,6 +160,11 @@ class PolicingDetector:
     def __init__(self) -> None:
         self._rounds: deque[_Round] = deque()
         self._starts: list[int] = []  # the rounds' first packet numbers, for bisection
+        # rounds begun so far, and the number of the newest that lost a packet: a window
+        # without loss is not judged (nothing there can be a policer's), which on a short
+        # path, where a round ends at nearly every ACK, was most of a request's cost here
+        self._rounds_begun = 0
+        self._lossy_round = -1
         self.policed = False
         self.ceiling_bytes_per_s: float | None = None
         self.elasticity: float | None = None  # the last judgement's, for traces and tests
@@ -208,6 +213,7 @@ class PolicingDetector:
             self._rounds[-1].probe = probe
             return  # nothing was sent in the round that just ended
         self._rounds.append(_Round(next_pn, probe))
+        self._rounds_begun += 1
         if len(self._rounds) > KEEP_ROUNDS:
             self._rounds.popleft()
         self._starts = [r.start_pn for r in self._rounds]
@@ -221,6 +227,7 @@ class PolicingDetector:
         r = self._rounds[i]
         if lost:
             r.lost += size
+            self._lossy_round = max(self._lossy_round, self._rounds_begun - len(self._rounds) + i)
         else:
             r.acked += size
         r.packets += 1
@@ -268,12 +275,14 @@ class PolicingDetector:
         lost_first = 1 - half / (mid_pn - first_pn)
         lost_second = 1 - (n - half) / (pn - mid_pn + 1)
         self._suspect = lost_second >= EARLY_LOSS
+        if min(lost_first, lost_second) < EARLY_LOSS:
+            return  # (asked first: it is what almost every packet answers)
         if 2 * sum(self._early_queued) > n:
             # a tail-drop queue that overflows delays every packet it passes; a host late
             # to acknowledge (the lab's, reading a batch) delays some
             return
         mid_s = w[half][2]
-        if min(lost_first, lost_second) < EARLY_LOSS or sent_s <= mid_s:
+        if sent_s <= mid_s:
             return
         # the rate from the second half alone: the first may still hold the tail of the
         # bucket's burst (up to 15 of its 24 packets, passed whole, at 60 % lost)
@@ -320,8 +329,10 @@ class PolicingDetector:
         ]
 
     def _judge(self) -> None:
-        rounds = self._settled()
         self.needs_spread = False
+        if not self.policed and self._lossy_round < self._rounds_begun - len(self._rounds):
+            return  # no kept round lost anything: neither a policer nor a spread to ask for
+        rounds = self._settled()
         if self.policed:
             self._judge_probes(rounds)
             return
