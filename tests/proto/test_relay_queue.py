@@ -115,3 +115,30 @@ def test_start_up_is_not_drained() -> None:
     assert rate.startup
     rate.on_interactive()
     assert not rate.draining and rate.gain == 2.0
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.06])
+def test_a_late_acks_delay_is_no_queue(delay: float) -> None:
+    """A round whose ACKs came 60 ms late and said so (a peer that read its flight late)
+    does not brake; the same RTT with no delay reported does (60 ms over 200 ms is past the
+    brake's 25 % + 2 ms). The minimum RTT takes the sample as measured (RFC 9002 §5.3)."""
+    rate, clock = _steady(PATH)
+    clock[0] += RTT + 0.06
+    clock[1] += PATH * RTT
+    sample = RateSample(PATH, RTT + 0.06, app_limited=False, ack_delay_s=delay)
+    rate.on_sample(sample, now=clock[0])
+    rate.on_round_end(None, int(clock[1]), clock[0])
+    assert (rate.gain == BRAKE_GAIN) is (delay == 0.0)
+    assert rate.min_rtt_s == RTT
+
+
+def test_an_ack_delay_larger_than_the_rtt_allows_is_not_taken_off() -> None:
+    """A reported delay that would put the RTT under the minimum is ignored whole, as RFC
+    9002 §5.3 does (a peer's clock or report that is off): the queue still brakes."""
+    rate, clock = _steady(PATH)
+    clock[0] += RTT + 0.06
+    clock[1] += PATH * RTT
+    sample = RateSample(PATH, RTT + 0.06, app_limited=False, ack_delay_s=0.07)
+    rate.on_sample(sample, now=clock[0])
+    rate.on_round_end(None, int(clock[1]), clock[0])
+    assert rate.gain == BRAKE_GAIN

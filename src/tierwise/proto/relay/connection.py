@@ -1362,7 +1362,8 @@ class RelayConnection:
         if spread < TRAIN_MIN_SPREAD_S:
             return
         nbytes = sum(p.size for p in newly)
-        self.rate.on_sample(RateSample(nbytes / spread, now - first_s, app_limited=False), now)
+        sample = RateSample(nbytes / spread, now - first_s, app_limited=False, ack_delay_s=delay_s)
+        self.rate.on_sample(sample, now)
 
     def _repace(self) -> None:
         """The next pacing slot at the rate as it is now, if that rate is at least twice
@@ -1395,7 +1396,8 @@ class RelayConnection:
         self._delivered_s = now
         if p.eliciting:
             rate, queued = self._delivery_rate(p, now)
-            sample = RateSample(rate, now - p.sent_s, p.app_limited, queued)
+            delay = now - self._ack_recv_s
+            sample = RateSample(rate, now - p.sent_s, p.app_limited, queued, delay)
             self.rate.on_sample(sample, now)
             # a gap filled late (rebuilt by FEC, or reordered) was dropped on the way
             self.rate.on_resolved(p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited)

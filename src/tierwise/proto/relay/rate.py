@@ -81,12 +81,15 @@ INTERACTIVE_SLACK = 0.05
 # one, whose generated __init__ a compiled build runs as Python (≈ 30 × slower).
 @dataclass(slots=True, init=False, unsafe_hash=True)
 class RateSample:
-    """One acknowledged packet: delivery rate over its flight and its RTT."""
+    """One acknowledged packet: delivery rate over its flight, its RTT and the delay its
+    ACK reported (the peer's hold between the ACK's largest packet arriving and the ACK
+    leaving: a late reader's, not the path's)."""
 
     delivery_rate_bytes_per_s: float
     rtt_s: float
     app_limited: bool
     queued: bool  # an ACK train that the bottleneck spread out: the rate is the path's
+    ack_delay_s: float
 
     def __init__(
         self,
@@ -94,9 +97,10 @@ class RateSample:
         rtt_s: float,
         app_limited: bool,
         queued: bool = False,
+        ack_delay_s: float = 0.0,
     ) -> None:
         self.delivery_rate_bytes_per_s, self.rtt_s = delivery_rate_bytes_per_s, rtt_s
-        self.app_limited, self.queued = app_limited, queued
+        self.app_limited, self.queued, self.ack_delay_s = app_limited, queued, ack_delay_s
 
 
 class RateController:
@@ -292,7 +296,10 @@ class RateController:
         self._cwnd = None
 
     def on_sample(self, sample: RateSample, now: float) -> None:
-        """Fold in one acknowledged packet."""
+        """Fold in one acknowledged packet. The minimum RTT takes the sample as measured;
+        what the brake and the policing detector read as a queue is the RTT less the ACK's
+        reported delay where that leaves at least the minimum (RFC 9002 §5.3 adjusts the
+        smoothed RTT so, not the minimum): a peer that read a flight late is no queue."""
         rtt = sample.rtt_s
         if (
             self.min_rtt_s is None
@@ -300,6 +307,8 @@ class RateController:
             or now - self._min_rtt_at > (MIN_RTT_WINDOW_S)
         ):
             self.min_rtt_s, self._min_rtt_at = rtt, now
+        if rtt - sample.ack_delay_s >= self.min_rtt_s:
+            rtt -= sample.ack_delay_s
         self._round_rtt_min = min(self._round_rtt_min, rtt)
         if self.police.early:
             self.police.queued_now = rtt > self._queue_floor_s()
