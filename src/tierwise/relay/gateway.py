@@ -409,10 +409,14 @@ class Gateway(asyncio.DatagramProtocol):
         if arrivals and trace.enabled():  # kernel arrival stamps: the wake-up's lateness
             trace.event("rxb", len(batch), f"{arrivals[0]:.6f}", f"{arrivals[-1]:.6f}")
         busy: dict[int, Session] = {}
+        acked: set[int] = set()  # sessions whose prompt ACK left mid-batch (once a batch each)
+        last = len(batch) - 1
         for i, (data, addr) in enumerate(batch):
             session = self._receive(data, addr, arrivals[i] if arrivals else None)
             if session is not None:
                 busy[id(session)] = session
+                if i < last and id(session) not in acked and session.send_prompt_ack():
+                    acked.add(id(session))
         for session in busy.values():
             session.transmit()
         # every session this batch fed is receiving a bulk flight or pacing one out: what

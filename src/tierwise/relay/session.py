@@ -94,19 +94,35 @@ class Session:
 
     def receive_batch(self, batch: list[tuple[bytes, Any]], arrivals: list[float] | None) -> None:
         """Feed a whole batch (all this session's) without sending: :meth:`receive` for each,
-        with the loop's clock read once (a batch is read in one go)."""
+        with the loop's clock read once (a batch is read in one go), but the first ACK a
+        flight's sender waits for leaves as soon as it is due (:meth:`send_prompt_ack`)."""
+        early = len(batch) > 1
         if self._trace:
             for i, (data, addr) in enumerate(batch):
                 self.receive(data, addr, arrivals[i] if arrivals else None)
+                if early and i + 1 < len(batch) and self.send_prompt_ack():
+                    early = False
             return
         now = self.now()
-        take = self.conn.receive_datagram
-        if arrivals:
-            for (data, addr), at in zip(batch, arrivals, strict=True):
-                take(data, addr, at if at < now else now)
-        else:
-            for data, addr in batch:
-                take(data, addr, now)
+        conn = self.conn
+        take = conn.receive_datagram
+        for i, (data, addr) in enumerate(batch):
+            at = arrivals[i] if arrivals else now
+            take(data, addr, at if at < now else now)
+            if early and conn.prompt_ack_due(now) and i + 1 < len(batch):
+                early = not self.send_prompt_ack()
+
+    def send_prompt_ack(self) -> bool:
+        """Send what is due now if that includes an ACK a flight's sender waits for (a
+        start-up flight, a request): the caller is feeding a batch and would send only after
+        its last datagram. In the lab a gateway just started read a new session's first
+        flight in batches of 8–19 and sent the first ACK after the whole batch, 0.8–2.8 ms
+        later; that ACK's arrival is when the client sends the rest of the request. Once a
+        batch: each ACK is a system call more."""
+        if not self.conn.prompt_ack_due(self.now()):
+            return False
+        self._send_due()
+        return True
 
     @property
     def read_delay_s(self) -> float:

@@ -100,6 +100,9 @@ TRAIN_MIN_PACKETS = 8  # an ACK train shorter than this is too noisy to time
 TRAIN_MIN_ACKS = 4
 TRAIN_MIN_SPREAD_S = 0.00025
 TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending did was queued
+# A train's first two packets sent further apart than this share of the least RTT were two
+# flights (a pause between): the train starts again at the second (once a round).
+TRAIN_SEND_GAP_RTT = 0.25
 # A start-up flight acknowledged in fewer ACKs than TRAIN_MIN_ACKS is timed by the peer's
 # arrival stamps once this much of it is acknowledged (half the initial window: 1.7 ms at
 # 100 Mbit/s, long enough that the ACKs' own jitter is a small part of it).
@@ -146,6 +149,7 @@ _PN_TOKEN_AT = wire.PN_TOKEN_AT
 _DATA = wire.DATA
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
+_FAR_S = float("inf")
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
 _OPEN_BLOCK = 1 << 63  # protect_until of a packet whose block's last repair has not left yet
 # A small write the sender then idles after (a model's token, an answer's few bytes) is
@@ -447,6 +451,7 @@ class RelayConnection:
         self._delivered, self._delivered_s, self._first_sent_s = 0, 0.0, 0.0
         self._round_delivered = 0
         self._app_limited_until = 0
+        self._train_moved = False  # this round's train has moved its start once (_delivery_rate)
         self._kept_bytes_per_s = 0.0  # the highest pace a flight was delivered at (KEPT_*)
         # first ACK's time, bytes, first sent_s, ACKs since the first, the latest ACK's time,
         # and the first ACK's receiver-side time (its arrival less the delay it reports)
@@ -804,6 +809,12 @@ class RelayConnection:
         a late ACK) and nothing received since wants a prompt one: what this end takes in
         may wait a little (an I/O layer pauses its reads, :mod:`tierwise.relay.batchudp`)."""
         return self._peer_ack_later and not self._ack_prompt
+
+    def prompt_ack_due(self, now: float) -> bool:
+        """An ACK is due by ``now`` for packets that asked for a prompt one (a start-up flight
+        or a request's burst, not a bulk flight's ACK_LATER packets): an I/O layer feeding a
+        batch sends it before the batch's other datagrams (:meth:`Session.send_prompt_ack`)."""
+        return self._ack_needed and self._ack_prompt and (self._ack_at or _FAR_S) <= now + _EPS_S
 
     @property
     def bulk_read_delay_s(self) -> float:
@@ -1416,7 +1427,7 @@ class RelayConnection:
             )
             if self.prior is not None:
                 self._check_prior(now)
-            self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
+            self._train, self._train_moved = (now, 0, p.sent_s, 0, now, self._ack_recv_s), False
         if self._in_flight <= 0:
             self._train = None
 
@@ -1439,6 +1450,20 @@ class RelayConnection:
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
             return rate, False
         start_s, nbytes, start_sent_s, acks, last_s, start_recv_s = self._train
+        if (
+            not nbytes
+            and not self._train_moved
+            and now > start_s
+            and p.sent_s - start_sent_s > TRAIN_SEND_GAP_RTT * (self._rtt.min_s or 0.0)
+        ):
+            # The train's first packet left long before the next one acknowledged: the two
+            # were not one flight (the sender paused between them), so the ACKs from here
+            # time the later flight, from here. In the lab a forward check's RESET, sent a
+            # round trip before the request and answered during it, began the train: the
+            # request's first flight was timed from the RESET's sending (≈ 1 MB/s), the path
+            # never measured, and the rest of the request grew its window as a slow start.
+            self._train, self._train_moved = (now, 0, p.sent_s, 0, now, self._ack_recv_s), True
+            return rate, False
         if now <= start_s or p.sent_s < start_sent_s or p.pn < self._acked_before:
             # acked with the train's first ACK, an older packet acked late, or a gap a
             # previous ACK left and this one fills (rebuilt by FEC, or reordered): its
