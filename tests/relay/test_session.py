@@ -80,3 +80,47 @@ def test_session_sockets_get_wide_kernel_buffers() -> None:
     with open("/proc/sys/net/core/rmem_max") as f:
         cap = int(f.read())
     assert got == SOCKET_BUFFER_BYTES if os.geteuid() == 0 else got >= min(cap, 1 << 17)
+
+
+def test_a_batch_sends_the_first_prompt_ack_before_feeding_the_rest() -> None:
+    """A gateway reading a new session's first flight twelve datagrams at a time sends the
+    ACK its peer waits for after the second (ack_every), before the other ten are fed, and
+    the next one after the batch: the client learns the flight has arrived a batch sooner."""
+    import socket
+
+    from tests.proto.pair import drain
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(
+            asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0)
+        )
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        peer.bind(("127.0.0.1", 0))
+        peer.settimeout(2.0)
+        client_addr, gw_addr = peer.getsockname(), transport.get_extra_info("sockname")
+        client = RelayConnection(KEY, is_client=True)
+        gateway = RelayConnection(KEY, is_client=False)
+        session = Session(gateway, transport, lambda session, event: None)
+        try:
+            now = loop.time()
+            client.connect(gw_addr, now)
+            for data, _ in client.datagrams_to_send(now):
+                gateway.receive_datagram(data, client_addr, now)
+            for data, _ in gateway.datagrams_to_send(now):
+                client.receive_datagram(data, gw_addr, now)
+            first_pn = client._pn
+            client.send(client.open_stream(), bytes(20 * 1300), end_stream=True)
+            flight = [(d, client_addr) for d, _ in drain(client, now)][:12]
+            session.receive_batch(flight, None)
+            client.receive_datagram(peer.recv(2048), gw_addr, loop.time())
+            assert client._largest_acked == first_pn + 1  # sent after the second datagram
+            session.transmit()
+            client.receive_datagram(peer.recv(2048), gw_addr, loop.time())
+            assert client._largest_acked == first_pn + 11
+        finally:
+            session.close()
+            transport.close()
+            peer.close()
+
+    asyncio.run(run())
