@@ -85,7 +85,8 @@ def test_session_sockets_get_wide_kernel_buffers() -> None:
 def test_a_batch_sends_the_first_prompt_ack_before_feeding_the_rest() -> None:
     """A gateway reading a new session's first flight twelve datagrams at a time sends the
     ACK its peer waits for after the second (ack_every), before the other ten are fed, and
-    the next one after the batch: the client learns the flight has arrived a batch sooner."""
+    the next one after the batch: the client learns the flight has arrived a batch sooner.
+    Once a flight: the next batch's ACK waits for its end, as before."""
     import socket
 
     from tests.proto.pair import drain
@@ -111,13 +112,20 @@ def test_a_batch_sends_the_first_prompt_ack_before_feeding_the_rest() -> None:
                 client.receive_datagram(data, gw_addr, now)
             first_pn = client._pn
             client.send(client.open_stream(), bytes(20 * 1300), end_stream=True)
-            flight = [(d, client_addr) for d, _ in drain(client, now)][:12]
-            session.receive_batch(flight, None)
+            flight = [(d, client_addr) for d, _ in drain(client, now)]
+            session.receive_batch(flight[:12], None)
             client.receive_datagram(peer.recv(2048), gw_addr, loop.time())
             assert client._largest_acked == first_pn + 1  # sent after the second datagram
             session.transmit()
             client.receive_datagram(peer.recv(2048), gw_addr, loop.time())
             assert client._largest_acked == first_pn + 11
+            session.receive_batch(flight[12:20], None)  # the flight's next batch: an ACK
+            peer.setblocking(False)  # went a moment ago, so none leaves mid-batch
+            try:
+                peer.recv(2048)
+                raise AssertionError("an ACK left mid-batch twice in one flight")
+            except BlockingIOError:
+                pass
         finally:
             session.close()
             transport.close()

@@ -120,6 +120,9 @@ KEPT_SLACK = 1.1
 # What a bulk flight's receiver may leave unread (bulk_read_delay_s), as a share of the
 # minimum RTT: a 1 ms read pause needs a path of ≥ 16 ms (the lab's 200 ms: 12.5 ms).
 BULK_READ_DELAY_RTT = 1 / 16
+# A batch's first prompt ACK leaves before the rest of the batch is fed if this end sent
+# no ACK for this share of the least RTT: a flight's first ACK (prompt_ack_due).
+PROMPT_ACK_QUIET_RTT = 0.25
 PACKET_THRESHOLD = 3  # RFC 9002 §6.1.1
 TIME_THRESHOLD = 9 / 8
 DEAD_PEER_PTOS = 6  # silence that ends a session (with dead_peer_s): this many probe timeouts
@@ -478,6 +481,7 @@ class RelayConnection:
         self._ack_needed, self._ack_count = False, 0
         self._ack_at: float | None = None
         self._ack_prompt = False  # a packet waiting for the next ACK wants it early
+        self._ack_sent_s = -_FAR_S  # when this end last sent an ACK (prompt_ack_due)
         self._peer_ack_later = False  # the peer's last STREAM frame's ACK_LATER (for repairs)
         self._largest_recv_s = 0.0
         self._last_recv_s: float | None = None
@@ -811,10 +815,14 @@ class RelayConnection:
         return self._peer_ack_later and not self._ack_prompt
 
     def prompt_ack_due(self, now: float) -> bool:
-        """An ACK is due by ``now`` for packets that asked for a prompt one (a start-up flight
-        or a request's burst, not a bulk flight's ACK_LATER packets): an I/O layer feeding a
-        batch sends it before the batch's other datagrams (:meth:`Session.send_prompt_ack`)."""
-        return self._ack_needed and self._ack_prompt and (self._ack_at or _FAR_S) <= now + _EPS_S
+        """The first ACK of a flight is due by ``now``: packets that asked for a prompt one
+        (a start-up flight or a request's burst, not a bulk flight's ACK_LATER packets), and
+        no ACK sent for a quarter of the least RTT (the flight's sender waits for this one
+        to go on; the later ones come a batch apart anyway). An I/O layer feeding a batch
+        sends it before the batch's other datagrams (``Session.send_prompt_ack``)."""
+        if not (self._ack_needed and self._ack_prompt) or (self._ack_at or _FAR_S) > now + _EPS_S:
+            return False
+        return now - self._ack_sent_s > PROMPT_ACK_QUIET_RTT * (self._rtt.min_s or 0.0)
 
     @property
     def bulk_read_delay_s(self) -> float:
@@ -1932,7 +1940,7 @@ class RelayConnection:
         if not self._ack_needed:
             return []
         self._ack_needed, self._ack_at, self._ack_count = False, None, 0
-        self._ack_prompt = False
+        self._ack_prompt, self._ack_sent_s = False, now
         ranges = self._replay.seen.blocks(max_ranges)
         delay = max(now - self._largest_recv_s, 0.0)
         return [Ack(ranges, delay, self._loss_meter.loss)]
