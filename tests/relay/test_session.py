@@ -105,11 +105,18 @@ def test_a_batch_sends_the_first_prompt_ack_before_feeding_the_rest() -> None:
         session = Session(gateway, transport, lambda session, event: None)
         try:
             now = loop.time()
-            client.connect(gw_addr, now)
-            for data, _ in client.datagrams_to_send(now):
-                gateway.receive_datagram(data, client_addr, now)
-            for data, _ in gateway.datagrams_to_send(now):
-                client.receive_datagram(data, gw_addr, now)
+            t = now - 1.0  # the handshake and a ping a second ago: the gateway knows the RTT
+            client.connect(gw_addr, t)
+            for data, _ in client.datagrams_to_send(t):
+                gateway.receive_datagram(data, client_addr, t + 0.05)
+            for data, _ in gateway.datagrams_to_send(t + 0.05):
+                client.receive_datagram(data, gw_addr, t + 0.1)
+            gateway.ping()
+            for data, _ in gateway.datagrams_to_send(t + 0.2):
+                client.receive_datagram(data, gw_addr, t + 0.25)
+            for data, _ in drain(client, t + 0.3):  # its ACK, after the ACK delay
+                gateway.receive_datagram(data, client_addr, t + 0.35)
+            assert gateway._rtt.min_s is not None
             first_pn = client._pn
             client.send(client.open_stream(), bytes(20 * 1300), end_stream=True)
             flight = [(d, client_addr) for d, _ in drain(client, now)]
