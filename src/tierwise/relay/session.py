@@ -109,17 +109,17 @@ class Session:
         for i, (data, addr) in enumerate(batch):
             at = arrivals[i] if arrivals else now
             take(data, addr, at if at < now else now)
-            if early and conn.prompt_ack_due(now) and i + 1 < len(batch):
-                early = not self.send_prompt_ack()
+            if early and i + 1 < len(batch) and conn.prompt_ack_due(now):
+                early = not self.send_prompt_ack(now)
 
-    def send_prompt_ack(self) -> bool:
+    def send_prompt_ack(self, now: float | None = None) -> bool:
         """Send what is due now if that includes an ACK a flight's sender waits for (a
         start-up flight, a request): the caller is feeding a batch and would send only after
         its last datagram. In the lab a gateway just started read a new session's first
         flight in batches of 8–19 and sent the first ACK after the whole batch, 0.8–2.8 ms
         later; that ACK's arrival is when the client sends the rest of the request. Once a
-        batch: each ACK is a system call more."""
-        if not self.conn.prompt_ack_due(self.now()):
+        batch: each ACK is a system call more. ``now``: the loop's clock, if the caller read it."""
+        if not self.conn.prompt_ack_due(self.now() if now is None else now):
             return False
         self._send_due()
         return True
