@@ -410,13 +410,15 @@ class Gateway(asyncio.DatagramProtocol):
             trace.event("rxb", len(batch), f"{arrivals[0]:.6f}", f"{arrivals[-1]:.6f}")
         busy: dict[int, Session] = {}
         acked: set[int] = set()  # sessions whose prompt ACK left mid-batch (once a batch each)
-        last, now = len(batch) - 1, asyncio.get_running_loop().time()
+        last, now = len(batch) - 1, None  # the loop's clock, read once a batch
         for i, (data, addr) in enumerate(batch):
             session = self._receive(data, addr, arrivals[i] if arrivals else None)
             if session is not None:
                 busy[id(session)] = session
-                if i < last and id(session) not in acked and session.send_prompt_ack(now):
-                    acked.add(id(session))
+                if i < last and id(session) not in acked:
+                    now = session.now() if now is None else now
+                    if session.send_prompt_ack(now):
+                        acked.add(id(session))
         for session in busy.values():
             session.transmit()
         # every session this batch fed is receiving a bulk flight or pacing one out: what
