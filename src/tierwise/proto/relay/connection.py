@@ -152,7 +152,7 @@ _PN_TOKEN_AT = wire.PN_TOKEN_AT
 _DATA = wire.DATA
 FEC_BLOCK_AGE_RTT = 0.25  # a block's repairs leave at most a quarter RTT after its first packet
 FEC_BLOCK_AGE_MIN_S = 0.002
-_FAR_S = float("inf")
+_FAR_S = float("inf")  # "never" for a time
 _EPS_S = 1e-9  # timers compare with this slack so a deadline met in floating point fires
 _OPEN_BLOCK = 1 << 63  # protect_until of a packet whose block's last repair has not left yet
 # A small write the sender then idles after (a model's token, an answer's few bytes) is
@@ -820,7 +820,8 @@ class RelayConnection:
         no ACK sent for a quarter of the least RTT (the flight's sender waits for this one
         to go on; the later ones come a batch apart anyway). An I/O layer feeding a batch
         sends it before the batch's other datagrams (``Session.send_prompt_ack``)."""
-        if not (self._ack_needed and self._ack_prompt) or (self._ack_at or _FAR_S) > now + _EPS_S:
+        at = self._ack_at
+        if not (self._ack_needed and self._ack_prompt) or at is None or at > now + _EPS_S:
             return False
         return now - self._ack_sent_s > PROMPT_ACK_QUIET_RTT * (self._rtt.min_s or 0.0)
 
