@@ -236,7 +236,7 @@ class PolicingDetector:
             r.first_s = sent_s
         if sent_s > r.last_s:
             r.last_s = sent_s
-        if self.early and not lost and not app_limited and not self.policed:
+        if self.early and not lost and not self.policed:
             self._judge_early(pn, size, sent_s)
         elif self._refine and not lost:
             self._refine_ceiling(pn, size, sent_s)

@@ -87,6 +87,9 @@ class RateSample:
     rtt_s: float
     app_limited: bool
     queued: bool  # an ACK train that the bottleneck spread out: the rate is the path's
+    # timed from an ACK train (or a first flight's arrivals): what the path carried at
+    # least, even where the application fed the flight in pieces
+    train: bool
 
     def __init__(
         self,
@@ -94,9 +97,10 @@ class RateSample:
         rtt_s: float,
         app_limited: bool,
         queued: bool = False,
+        train: bool = False,
     ) -> None:
         self.delivery_rate_bytes_per_s, self.rtt_s = delivery_rate_bytes_per_s, rtt_s
-        self.app_limited, self.queued = app_limited, queued
+        self.app_limited, self.queued, self.train = app_limited, queued, train
 
 
 class RateController:
@@ -227,6 +231,12 @@ class RateController:
         return self._initial_rate is None and self._unmeasured
 
     @property
+    def first_flight(self) -> bool:
+        """In start-up, and no ACK train (nor a flight that was not app-limited) timed yet:
+        what is acknowledged is a new session's first flight, which its arrivals may time."""
+        return self._startup and not self._measured
+
+    @property
     def _unmeasured(self) -> bool:
         """No sample yet, or in start-up only samples of app-limited flights: the pace is
         the next flight's own train (the window still grows with those samples)."""
@@ -308,7 +318,7 @@ class RateController:
         rate = sample.delivery_rate_bytes_per_s
         if self._queue_rate is not None and rate > 0:
             rate = self._clip_queued(rate, rtt)  # set only where _check_standing runs
-        if rate > 0 and (not sample.app_limited or sample.queued):
+        if rate > 0 and (not sample.app_limited or sample.queued or sample.train):
             self._measured = True
         if rate > 0 and (not sample.app_limited or not self._bw or rate >= self._bw[0][1]):
             while self._bw and self._bw[-1][1] <= rate:
