@@ -1362,7 +1362,8 @@ class RelayConnection:
         if spread < TRAIN_MIN_SPREAD_S:
             return
         nbytes = sum(p.size for p in newly)
-        self.rate.on_sample(RateSample(nbytes / spread, now - first_s, app_limited=False), now)
+        sample = RateSample(nbytes / spread, now - first_s, app_limited=False, train=True)
+        self.rate.on_sample(sample, now)
 
     def _repace(self) -> None:
         """The next pacing slot at the rate as it is now, if that rate is at least twice
