@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -64,11 +63,6 @@ class OneWayPath:
     # without queueing; None: no policer
     police_rate_bytes_per_s: float | None = None
     police_burst_bytes: float = 64 * 1500
-    # a user-space emulator that forwards what is due only when it wakes, every this many
-    # seconds (the lab's, waiting for a core on a busy host): a datagram arrives at the
-    # first wake-up at or after its time, so a train's arrivals come in clumps and its ACKs
-    # read faster than the bottleneck (0: every datagram on time)
-    release_s: float = 0.0
     policed: int = 0  # of the dropped: by the policer
     free_at: float = 0.0
     bad: bool = False
@@ -102,8 +96,6 @@ class OneWayPath:
             self.dropped += 1
             return []
         at = self.free_at + self.delay_s
-        if self.release_s:
-            at = math.ceil(at / self.release_s) * self.release_s
         if self.reorder and rng.random() < self.reorder:
             at += rng.random() * 0.02
         times = [at]
@@ -151,19 +143,13 @@ class Net:
         gateway_key: bytes = KEY,
         config: RelayConfig | None = None,
         seal_cost_s: float = 0.0,
-        late_reads: bool = False,
     ) -> None:
         """``seal_cost_s``: CPU seconds per datagram an end spends before the datagrams of
         one ``datagrams_to_send`` call leave together, as a process seals them all and
         then sends them in one system call; the end sends nothing more until then (0: the
-        datagrams leave at the call's time, the plain simulator). ``late_reads``: nor does
-        it read what arrives meanwhile: that is fed when the call is done, each datagram
-        with its arrival time (the kernel's stamp, as ``relay.session`` feeds it), so the
-        connection's decisions, not its samples, come late (a CPU-bound sender's)."""
+        datagrams leave at the call's time, the plain simulator)."""
         self.up, self.down = up or OneWayPath(), down or OneWayPath()
         self.seal_cost_s = seal_cost_s
-        self.late_reads = late_reads
-        self._stamps: dict[int, float] = {}  # a datagram read late: its arrival, by sequence
         self._sealing = {"up": 0.0, "down": 0.0}  # when each end's last call's datagrams left
         self.rng = np.random.default_rng(seed)
         self.client = RelayConnection(client_key, is_client=True, config=config)
@@ -217,14 +203,9 @@ class Net:
             if self.now > until:
                 return
             if self._heap and self._heap[0][0] <= self.now:
-                _, seq, name, datagram = heapq.heappop(self._heap)
+                _, _, name, datagram = heapq.heappop(self._heap)
                 conn, src = (self.gateway, CLIENT) if name == "up" else (self.client, GATEWAY)
-                busy_until = self._sealing["down" if name == "up" else "up"]
-                if self.late_reads and busy_until > self.now:
-                    self._stamps.setdefault(seq, self.now)
-                    heapq.heappush(self._heap, (busy_until, seq, name, datagram))
-                    continue
-                conn.receive_datagram(datagram, src, self._stamps.pop(seq, self.now))
+                conn.receive_datagram(datagram, src, self.now)
             for conn in (self.client, self.gateway):
                 timer = conn.get_timer()
                 if timer is not None and timer <= self.now:
