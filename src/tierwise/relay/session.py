@@ -67,6 +67,7 @@ class Session:
         self._timer_at: float | None = None
         self._trace = trace.enabled()
         self._traced_exit = ""
+        self._traced_policed = False
 
     @property
     def held(self) -> set[int]:
@@ -181,6 +182,12 @@ class Session:
         if rate.startup_exit != self._traced_exit:  # start-up ended: say why, at what estimate
             self._traced_exit = rate.startup_exit
             trace.event("startup_end", rate.startup_exit.replace(" ", "_"), f"{numbers[2]:.0f}")
+        if rate.police.policed != self._traced_policed:  # a policer declared or released
+            self._traced_policed = rate.police.policed
+            ceiling = rate.police.ceiling_bytes_per_s
+            trace.event(
+                "policed", int(rate.police.policed), f"{ceiling or 0:.0f}", conn.stats.packets_sent
+            )
 
     def _arm(self) -> None:
         """Arm the connection's next deadline; a timer already due no later is kept.

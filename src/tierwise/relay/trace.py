@@ -7,7 +7,8 @@ host, so two ends' traces line up), the event and its numbers. Events: ``rx``
 (datagrams read, bytes), ``tx`` (datagrams sent, bytes, pacing rate, window,
 bandwidth estimate, bytes in flight, repairs queued), ``startup_end`` (why the rate's
 start-up ended — ``queued_train``, ``full_pipe`` or ``brake`` — and the estimate then, once
-per session), ``tcp_read`` / ``tcp_write``
+per session), ``policed`` (a policer declared or released: 1 or 0, the ceiling in bytes/s,
+the datagrams sent so far), ``tcp_read`` / ``tcp_write``
 (a stream's bytes from / to its application socket), ``connect`` (the gateway's
 connection to the service). Unset, every hook is one global lookup.
 """

@@ -1362,7 +1362,7 @@ class RelayConnection:
         self._pto_count = 0
         for p in sorted(newly, key=lambda p: p.pn):
             self._on_packet_acked(p, now)
-        if len(newly) >= FIRST_FLIGHT_TRAIN_PACKETS and self.rate.startup:
+        if len(newly) >= FIRST_FLIGHT_TRAIN_PACKETS and self.rate.first_flight:
             self._one_ack_flight(newly, now, f.delay_s)
         self._detect_lost(now)
         self._probe_share(f.loss, largest)
@@ -1382,7 +1382,9 @@ class RelayConnection:
         if spread < TRAIN_MIN_SPREAD_S:
             return
         nbytes = sum(p.size for p in newly)
-        sample = RateSample(nbytes / spread, now - first_s, app_limited=False, ack_delay_s=delay_s)
+        sample = RateSample(
+            nbytes / spread, now - first_s, app_limited=False, train=True, ack_delay_s=delay_s
+        )
         self.rate.on_sample(sample, now)
 
     def _repace(self) -> None:
@@ -1415,9 +1417,9 @@ class RelayConnection:
         self._delivered += p.size
         self._delivered_s = now
         if p.eliciting:
-            rate, queued = self._delivery_rate(p, now)
+            rate, queued, train = self._delivery_rate(p, now)
             delay = now - self._ack_recv_s
-            sample = RateSample(rate, now - p.sent_s, p.app_limited, queued, delay)
+            sample = RateSample(rate, now - p.sent_s, p.app_limited, queued, train, delay)
             self.rate.on_sample(sample, now)
             # a gap filled late (rebuilt by FEC, or reordered) was dropped on the way
             self.rate.on_resolved(p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited)
@@ -1440,7 +1442,7 @@ class RelayConnection:
         if self._in_flight <= 0:
             self._train = None
 
-    def _delivery_rate(self, p: _Sent, now: float) -> tuple[float, bool]:
+    def _delivery_rate(self, p: _Sent, now: float) -> tuple[float, bool, bool]:
         """BBR's sample, or the ACK train's rate since the round began if higher.
 
         BBR measures from the last ACK before ``p`` was sent, so a burst sent from
@@ -1457,7 +1459,7 @@ class RelayConnection:
         rate = (self._delivered - p.delivered) / interval if interval > 0 else 0.0
         if self._train is None:
             self._train = (now, 0, p.sent_s, 0, now, self._ack_recv_s)
-            return rate, False
+            return rate, False, False
         start_s, nbytes, start_sent_s, acks, last_s, start_recv_s = self._train
         if (
             not nbytes
@@ -1472,12 +1474,12 @@ class RelayConnection:
             # request's first flight was timed from the RESET's sending (≈ 1 MB/s), the path
             # never measured, and the rest of the request grew its window as a slow start.
             self._train, self._train_moved = (now, 0, p.sent_s, 0, now, self._ack_recv_s), True
-            return rate, False
+            return rate, False, False
         if now <= start_s or p.sent_s < start_sent_s or p.pn < self._acked_before:
             # acked with the train's first ACK, an older packet acked late, or a gap a
             # previous ACK left and this one fills (rebuilt by FEC, or reordered): its
             # ACK time is its recovery's, not its arrival's
-            return rate, False
+            return rate, False, False
         nbytes += p.size
         acks += now > last_s
         self._train = (start_s, nbytes, start_sent_s, acks, now, start_recv_s)
@@ -1485,20 +1487,23 @@ class RelayConnection:
             # The ACK's time is its largest packet's arrival (and the reader's delay after
             # it); the others of the frame arrived earlier. A reader that acknowledges a
             # batch at once made each of them read as held up: timed by the largest only.
-            return rate, False
+            return rate, False, False
         sent_dt = p.sent_s - start_sent_s
-        dt = max(now - start_s, sent_dt)
-        queued = False
+        recv_dt = self._ack_recv_s - start_recv_s
+        # the longest of the ACKs' spacing here, the sending's and the arrivals' at the peer
+        # (its stamps): ACKs bunched on the way back read no faster than the path delivered
+        dt = max(now - start_s, sent_dt, recv_dt)
+        queued = train = False
         long_enough = nbytes >= TRAIN_MIN_PACKETS * self._pmtu.datagram_bytes
         timed = acks >= TRAIN_MIN_ACKS and now - start_s >= TRAIN_MIN_SPREAD_S
-        if not timed and self.rate.startup and nbytes >= FIRST_FLIGHT_TRAIN_BYTES_MIN:
+        if not timed and self.rate.first_flight and nbytes >= FIRST_FLIGHT_TRAIN_BYTES_MIN:
             return self._first_flight_rate(rate, nbytes, sent_dt, start_recv_s)
         if long_enough and timed and dt > 0:
             rate = max(rate, nbytes / dt)
+            train = True
             # Queued at the bottleneck only if the peer's arrival times spread too: a
             # receiver that stalled (descheduled, reading a batch) spreads its ACKs alone.
             spread = TRAIN_QUEUED * sent_dt
-            recv_dt = self._ack_recv_s - start_recv_s
             queued = now - start_s >= spread and recv_dt >= spread
             if (
                 not queued
@@ -1506,11 +1511,11 @@ class RelayConnection:
                 and 0 < recv_dt <= KEPT_SLACK * sent_dt
             ):
                 self._kept_bytes_per_s = max(self._kept_bytes_per_s, nbytes / sent_dt)
-        return rate, queued
+        return rate, queued, train
 
     def _first_flight_rate(
         self, rate: float, nbytes: int, sent_dt: float, start_recv_s: float
-    ) -> tuple[float, bool]:
+    ) -> tuple[float, bool, bool]:
         """A start-up flight (a new session's first) acknowledged in too few ACKs to time (a
         receiver that read it in one or two batches), timed by when it reached the peer:
         each ACK's arrival less its reported delay is its largest packet's kernel stamp
@@ -1521,8 +1526,9 @@ class RelayConnection:
         its window as a slow start does: 2.6–2.8 × the floor instead of 1.8 ×."""
         recv_dt = self._ack_recv_s - start_recv_s
         if recv_dt < TRAIN_MIN_SPREAD_S:
-            return rate, False
-        return max(rate, nbytes / max(recv_dt, sent_dt)), recv_dt >= TRAIN_QUEUED * sent_dt
+            return rate, False, False
+        queued = recv_dt >= TRAIN_QUEUED * sent_dt
+        return max(rate, nbytes / max(recv_dt, sent_dt)), queued, True
 
     _FRAME_HANDLERS: ClassVar[dict[type, Any]] = {}  # filled below the class
 
