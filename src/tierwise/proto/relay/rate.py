@@ -345,12 +345,21 @@ class RateController:
             self._cycle = CYCLE_GAINS.index(1.0)
         self._cwnd = None
 
-    def on_resolved(self, pn: int, size: int, sent_s: float, lost: bool, app_limited: bool) -> None:
+    def on_resolved(
+        self,
+        pn: int,
+        size: int,
+        sent_s: float,
+        lost: bool,
+        app_limited: bool,
+        bulk: bool = False,
+    ) -> None:
         """Packet ``pn`` was acknowledged in order (``lost`` False), or lost or filled in late
-        (rebuilt by FEC, retransmitted): the policing detector's input."""
+        (rebuilt by FEC, retransmitted): the policing detector's input. ``bulk``: it
+        carried a bulk stream's bytes (an app-limited one is then start-up's to judge)."""
         police = self.police
         early = police.early
-        police.on_resolved(pn, size, sent_s, lost, app_limited, self._startup)
+        police.on_resolved(pn, size, sent_s, lost, app_limited, self._startup and bulk)
         if early and police.policed:  # found mid-round in the first rounds: hold from here on
             self._hold_round = police.probe_rounds  # a whole hold before the first probe
             if self.startup:
