@@ -103,6 +103,7 @@ TRAIN_QUEUED = 1.5  # a train whose ACKs spread this much more than its sending 
 # A train's first two packets sent further apart than this share of the least RTT were two
 # flights (a pause between): the train starts again at the second (once a round).
 TRAIN_SEND_GAP_RTT = 0.25
+IDLE_TIMES_KEPT = 4  # ... or the sender ran out of data between them (one of its last few)
 # A start-up flight acknowledged in fewer ACKs than TRAIN_MIN_ACKS is timed by the peer's
 # arrival stamps once this much of it is acknowledged (half the initial window: 1.7 ms at
 # 100 Mbit/s, long enough that the ACKs' own jitter is a small part of it).
@@ -455,6 +456,9 @@ class RelayConnection:
         self._round_delivered = 0
         self._app_limited_until = 0
         self._train_moved = False  # this round's train has moved its start once (_delivery_rate)
+        # when the sender last ran out of data (the latest few; _delivery_rate)
+        self._idle_times: deque[float] = deque(maxlen=IDLE_TIMES_KEPT)
+        self._sending = False  # a packet has left since the sender last ran out of data
         self._kept_bytes_per_s = 0.0  # the highest pace a flight was delivered at (KEPT_*)
         # first ACK's time, bytes, first sent_s, ACKs since the first, the latest ACK's time,
         # and the first ACK's receiver-side time (its arrival less the delay it reports)
@@ -1472,11 +1476,14 @@ class RelayConnection:
             not nbytes
             and not self._train_moved
             and now > start_s
-            and p.sent_s - start_sent_s > TRAIN_SEND_GAP_RTT * (self._rtt.min_s or 0.0)
+            and (
+                p.sent_s - start_sent_s > TRAIN_SEND_GAP_RTT * (self._rtt.min_s or 0.0)
+                or any(start_sent_s < t < p.sent_s for t in self._idle_times)
+            )
         ):
-            # The train's first packet left long before the next one acknowledged: the two
-            # were not one flight (the sender paused between them), so the ACKs from here
-            # time the later flight, from here. In the lab a forward check's RESET, sent a
+            # The train's first packet left long before the next one acknowledged, or the
+            # sender ran out of data between them: the two were not one flight, so the ACKs
+            # from here time the later flight, from here. In the lab a forward check's RESET, sent a
             # round trip before the request and answered during it, began the train: the
             # request's first flight was timed from the RESET's sending (≈ 1 MB/s), the path
             # never measured, and the rest of the request grew its window as a slow start.
@@ -1867,6 +1874,9 @@ class RelayConnection:
         idle = not self._sendable_stream()
         if idle:
             self._app_limited_until = self._delivered + self._in_flight
+            if self._sending:
+                self._sending = False
+                self._idle_times.append(now)
         if not self._fec.open or not (idle or now + _EPS_S >= self._block_deadline()):
             return None
         small = idle and self._burst_blocks == 0 and self._fec.size <= SMALL_WRITE_PACKETS
@@ -2055,6 +2065,7 @@ class RelayConnection:
     ) -> None:
         if self._in_flight <= 0:
             self._first_sent_s = self._delivered_s = now
+        self._sending = True
         control: list[Frame] = [f for f in frames if isinstance(f, _RETRANSMITTED)]
         self._sent_pns.append(pn)  # numbers only grow: the list stays sorted
         self._sent[pn] = _Sent(
