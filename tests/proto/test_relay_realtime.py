@@ -225,24 +225,25 @@ def test_a_first_flight_read_in_one_batch_is_timed_by_the_peers_stamps(first_bat
     assert client.rate.pacing_rate_bytes_per_s >= 1.6 * path_rate
 
 
-def test_a_packet_answered_during_the_first_flight_does_not_time_it() -> None:
-    """A small packet sent a round trip before the request (the lab's forward check ends
-    with a RESET) is answered while the request's first flight is out: its ACK ends a round
-    and began the ACK train, so the flight's ACKs were timed from that packet's sending,
-    100 ms earlier, and read ≈ 1 MB/s. The train starts again at the flight's first ACK
-    and finds the path (100 Mbit/s)."""
+@pytest.mark.parametrize("before", [0.103, 0.01])
+def test_a_packet_answered_during_the_first_flight_does_not_time_it(before: float) -> None:
+    """A small packet sent ``before`` the request (the lab's forward check ends with a
+    RESET) is answered while the request's first flight is out: its ACK ends a round and
+    began the ACK train, so the flight's ACKs were timed from that packet's sending and
+    read ≈ 1 MB/s. The train starts again at the flight's first ACK (a send gap over a
+    quarter RTT, or the sender out of data between) and finds the path (100 Mbit/s)."""
     client, gateway = established(rtt=0.2)
     t0 = 1.0
     client.ping()
-    for data, _ in client.datagrams_to_send(t0 - 0.103):
-        gateway.receive_datagram(data, CLIENT, t0 - 0.003)
-    gateway.handle_timer(t0 + 0.002)  # its ACK waits out the ACK delay
-    late = [d for d, _ in gateway.datagrams_to_send(t0 + 0.002)]
+    for data, _ in client.datagrams_to_send(t0 - before):
+        gateway.receive_datagram(data, CLIENT, t0 - before + 0.1)
+    gateway.handle_timer(t0 - before + 0.105)  # its ACK waits out the ACK delay
+    late = [d for d, _ in gateway.datagrams_to_send(t0 - before + 0.105)]
     client.send(client.open_stream(), bytes(354_640), end_stream=True)
     flight = [d for d, _ in drain(client, t0)]
     assert len(flight) >= INITIAL_CWND_PACKETS
     for data in late:
-        client.receive_datagram(data, GATEWAY, t0 + 0.102)
+        client.receive_datagram(data, GATEWAY, t0 - before + 0.205)
     path_rate = 12.5e6
     at = t0 + 0.1
     acks = []

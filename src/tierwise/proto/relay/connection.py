@@ -1478,7 +1478,7 @@ class RelayConnection:
             and now > start_s
             and (
                 p.sent_s - start_sent_s > TRAIN_SEND_GAP_RTT * (self._rtt.min_s or 0.0)
-                or any(start_sent_s < t < p.sent_s for t in self._idle_times)
+                or any(start_sent_s <= t < p.sent_s for t in self._idle_times)
             )
         ):
             # The train's first packet left long before the next one acknowledged, or the
