@@ -1430,9 +1430,12 @@ class RelayConnection:
             # stream's bytes (a gateway fed 64 kB at a time): a request's answer is no
             # flight to judge so (the numbers of its repairs and ACKs read as gaps, and at
             # 14 % random loss 15 warm requests in 100 took 2-4 x the floor)
-            bulk = p.app_limited and self.rate.startup and self._carries_bulk(p)
-            self.rate.on_resolved(
-                p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited, bulk
+            ctl = self.rate
+            startup_bulk = (
+                p.app_limited and ctl.police.early and ctl.startup and self._carries_bulk(p)
+            )
+            ctl.on_resolved(
+                p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited, startup_bulk
             )
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:

@@ -229,10 +229,11 @@ class PolicingDetector:
         startup: bool = False,
     ) -> None:
         """Packet ``pn`` was acknowledged on time (``lost`` False) or lost / rebuilt late;
-        ``startup``: sent in the rate's start-up, whose flights the first rounds' judgement
-        takes app-limited or not (a gateway fed by its service's socket in 64 kB reads
-        sends start-up in pieces, each marked app-limited: judging none of them, the lab's
-        policer was found a round or two later, 2,180 datagrams in against 1,208)."""
+        ``startup``: sent in the rate's start-up with a bulk stream's bytes, which the
+        first rounds' judgement takes app-limited or not (a gateway fed by its service's
+        socket in 64 kB reads sends start-up in pieces, each marked app-limited: judging
+        none of them, the lab's policer was found a round or two later, 2,180 datagrams in
+        against 1,208)."""
         i = bisect_right(self._starts, pn) - 1
         if i < 0:
             return

@@ -352,14 +352,14 @@ class RateController:
         sent_s: float,
         lost: bool,
         app_limited: bool,
-        bulk: bool = False,
+        startup_bulk: bool = False,
     ) -> None:
         """Packet ``pn`` was acknowledged in order (``lost`` False), or lost or filled in late
-        (rebuilt by FEC, retransmitted): the policing detector's input. ``bulk``: it
-        carried a bulk stream's bytes (an app-limited one is then start-up's to judge)."""
+        (rebuilt by FEC, retransmitted): the policing detector's input. ``startup_bulk``:
+        sent in start-up with a bulk stream's bytes (judged early even if app-limited)."""
         police = self.police
         early = police.early
-        police.on_resolved(pn, size, sent_s, lost, app_limited, self._startup and bulk)
+        police.on_resolved(pn, size, sent_s, lost, app_limited, startup_bulk)
         if early and police.policed:  # found mid-round in the first rounds: hold from here on
             self._hold_round = police.probe_rounds  # a whole hold before the first probe
             if self.startup:
