@@ -410,15 +410,23 @@ class Gateway(asyncio.DatagramProtocol):
             trace.event("rxb", len(batch), f"{arrivals[0]:.6f}", f"{arrivals[-1]:.6f}")
         busy: dict[int, Session] = {}
         acked: set[int] = set()  # sessions whose prompt ACK left mid-batch (once a batch each)
-        last, now = len(batch) - 1, None  # the loop's clock, read once a batch
+        last = len(batch) - 1
+        try:
+            now: float | None = asyncio.get_running_loop().time()  # the clock, once a batch
+        except RuntimeError:  # fed outside a loop (no session can be in it)
+            now = None
         for i, (data, addr) in enumerate(batch):
-            session = self._receive(data, addr, arrivals[i] if arrivals else None)
+            session = self._receive(data, addr, arrivals[i] if arrivals else now, now)
             if session is not None:
-                busy[id(session)] = session
-                if i < last and id(session) not in acked:
-                    now = session.now() if now is None else now
-                    if session.send_prompt_ack(now):
-                        acked.add(id(session))
+                key = id(session)
+                busy[key] = session
+                if (
+                    i < last
+                    and key not in acked
+                    and session.conn.prompt_ack_due(session.now() if now is None else now)
+                ):
+                    session.send_prompt_ack(now)
+                    acked.add(key)
         for session in busy.values():
             session.transmit()
         # every session this batch fed is receiving a bulk flight or pacing one out: what
@@ -434,10 +442,13 @@ class Gateway(asyncio.DatagramProtocol):
                 timers = [t for s in busy.values() if (t := s.timer_at) is not None]
                 pause(min(timers) if timers else 0.0, BULK_READ_PAUSE_S)
 
-    def _receive(self, data: bytes, addr: tuple, at: float | None = None) -> Session | None:
-        """One datagram; the session it fed, if it still has to transmit."""
+    def _receive(
+        self, data: bytes, addr: tuple, at: float | None = None, now: float | None = None
+    ) -> Session | None:
+        """One datagram; the session it fed, if it still has to transmit. ``now``: the
+        loop's clock, if the caller read it (once a batch)."""
         try:
-            kind, cid, _ = wire.parse_header(data)
+            kind, cid, pn = wire.parse_header(data)
         except wire.FrameError:
             self.counters["dropped_malformed"] += 1
             return None
@@ -453,7 +464,10 @@ class Gateway(asyncio.DatagramProtocol):
             return None
         if kind == wire.HELLO and not self._hello_again(session, data, cid, addr):
             return None
-        session.receive(data, addr, at)
+        if now is None:
+            session.receive(data, addr, at)
+        else:
+            session.receive_parsed(data, kind, cid, pn, addr, now if at is None else at, now)
         return session
 
     def _hello_again(self, session: Session, data: bytes, cid: bytes, addr: tuple) -> bool:

@@ -93,6 +93,15 @@ class Session:
         if self._trace:
             trace.event("rx", len(data))
 
+    def receive_parsed(
+        self, data: bytes, kind: int, cid: bytes, pn: int, addr: Any, at: float, now: float
+    ) -> None:
+        """:meth:`receive` for a caller that has read the datagram's header and the loop's
+        clock (``now``, once a batch) already."""
+        self.conn.receive_parsed(data, kind, cid, pn, addr, at if at < now else now)
+        if self._trace:
+            trace.event("rx", len(data))
+
     def receive_batch(self, batch: list[tuple[bytes, Any]], arrivals: list[float] | None) -> None:
         """Feed a whole batch (all this session's) without sending: :meth:`receive` for each,
         with the loop's clock read once (a batch is read in one go), but the first ACK a

@@ -923,6 +923,15 @@ class RelayConnection:
         except FrameError:
             self.stats.dropped_malformed += 1
             return
+        self.receive_parsed(data, kind, cid, pn, addr, now)
+
+    def receive_parsed(
+        self, data: bytes, kind: int, cid: bytes, pn: int, addr: Addr, now: float
+    ) -> None:
+        """:meth:`receive_datagram` for a caller that has read the header already
+        (:func:`wire.parse_header`: a gateway finding the datagram's session)."""
+        if self.state is State.CLOSED:
+            return
         if self.connection_id and cid != self.connection_id:
             self.stats.dropped_auth += 1
             return
@@ -1181,13 +1190,13 @@ class RelayConnection:
         if beyond > 0 and self._recv_total + beyond > self._local_max_data:
             self.stats.dropped_flow_control += 1  # past the session's credit
             return
-        if not recv.receive(f.offset, f.data, f.fin):
+        data = recv.take(f.offset, f.data, f.fin)
+        if data is None:
             self.stats.dropped_flow_control += 1
             return
         self._recv_total += recv.highest - before
         if recv.highest < self.config.bulk_bytes:
             self._note_interactive()
-        data = recv.pop_ready()
         if data or (recv.finished and not stream.fin_delivered):
             stream.fin_delivered = recv.finished
             self._deliver(f.stream_id, data, recv.finished)

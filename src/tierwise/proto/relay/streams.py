@@ -164,6 +164,31 @@ class RecvStream:
             self.received.add(s, e)
         return True
 
+    def take(self, offset: int, data: bytes, fin: bool) -> bytes | None:
+        """:meth:`receive` then :meth:`pop_ready` in one step: the bytes now in order, or
+        None if the frame breaks flow control or the final size. A frame that continues
+        what was delivered while nothing waits out of order (every frame of a loss-free
+        path) is handed over as it is, without the set of ranges or the piece store."""
+        end = offset + len(data)
+        delivered = self.delivered
+        if (
+            offset <= delivered
+            and not self._pieces
+            and end <= self.limit
+            and not fin
+            and self.final_size is None
+        ):
+            if end > self.highest:
+                self.highest = end
+            if end <= delivered:
+                return b""
+            ready = data if offset == delivered else data[delivered - offset :]
+            self.delivered = end
+            return ready
+        if not self.receive(offset, data, fin):
+            return None
+        return self.pop_ready()
+
     def pop_ready(self) -> bytes:
         """Bytes now contiguous with what was delivered."""
         out = []
