@@ -216,7 +216,7 @@ class RateController:
     def pacing_rate_bytes_per_s(self) -> float:
         """``gain · btl_bw``; an app-limited sender (a reply, a tail of repairs) is paced at
         least at the initial window per min RTT: its own small flights under-measure the path."""
-        if self._unmeasured and not self._initial_rate:
+        if not self._initial_rate and (not self._bw or (self._startup and not self._measured)):
             # the first flight is a packet train: its ACKs time the path. Until a flight
             # that was not app-limited has been timed, samples of small exchanges (a
             # forward's check, a status byte) measure the application, and pacing at
@@ -315,22 +315,26 @@ class RateController:
         reported delay where that leaves at least the minimum (RFC 9002 §5.3 adjusts the
         smoothed RTT so, not the minimum): a peer that read a flight late is no queue."""
         rtt = sample.rtt_s
-        if (
-            self.min_rtt_s is None
-            or rtt <= self.min_rtt_s
-            or now - self._min_rtt_at > (MIN_RTT_WINDOW_S)
-        ):
-            self.min_rtt_s, self._min_rtt_at = rtt, now
-        if rtt - sample.ack_delay_s >= self.min_rtt_s:
+        min_rtt = self.min_rtt_s
+        if min_rtt is None or rtt <= min_rtt or now - self._min_rtt_at > (MIN_RTT_WINDOW_S):
+            min_rtt = self.min_rtt_s = rtt
+            self._min_rtt_at = now
+        if rtt - sample.ack_delay_s >= min_rtt:
             rtt -= sample.ack_delay_s
-        self._round_rtt_min = min(self._round_rtt_min, rtt)
-        if self.police.early:
-            self.police.queued_now = rtt > self._queue_floor_s()
-            self.police.now_s = now
-        self._round_app_limited = self._round_app_limited or sample.app_limited
+        if rtt < self._round_rtt_min:
+            self._round_rtt_min = rtt
+        floor_s = min_rtt * (1 + QUEUE_SLACK) + QUEUE_SLACK_S  # _queue_floor_s, inline
+        police = self.police
+        if police.early:
+            police.queued_now = rtt > floor_s
+            police.now_s = now
+        if sample.app_limited:
+            self._round_app_limited = True
         rate = sample.delivery_rate_bytes_per_s
-        if self._queue_rate is not None and rate > 0:
-            rate = self._clip_queued(rate, rtt)  # set only where _check_standing runs
+        if self._queue_rate is not None and rate > 0 and rtt > floor_s:
+            # a sample through a standing queue, held near what such a round delivered
+            # (_queue_rate is set only where _check_standing runs)
+            rate = min(rate, QUEUED_SAMPLE_SLACK * self._queue_rate)
         if rate > 0 and (sample.queued or sample.train):
             self._measured = self._trained = True
         elif rate > 0 and not sample.app_limited:
@@ -425,12 +429,6 @@ class RateController:
         if now <= start_s or delivered <= start_delivered:
             return 0.0
         return (delivered - start_delivered) / (now - start_s)
-
-    def _clip_queued(self, rate: float, rtt_s: float) -> float:
-        """A sample taken through a standing queue, held near what such a round delivered."""
-        if self._queue_rate is not None and rtt_s > self._queue_floor_s():
-            return min(rate, QUEUED_SAMPLE_SLACK * self._queue_rate)
-        return rate
 
     def _check_standing(self, round_rate: float) -> None:
         """A brake that did not empty the queue: the estimate becomes the round's rate. A
