@@ -2101,8 +2101,9 @@ class RelayConnection:
         self._last_eliciting_s = now
         if records and self._active_s is None:
             self._active_s = now  # streams are sending: the dead-peer rule watches from here
-        self.rate.app_limited = self._queued_bytes() + self._in_flight <= self.rate.cwnd_bytes
-        rate = self.rate.pacing_rate_bytes_per_s
+        ctl = self.rate
+        ctl.app_limited = self._queued + self._in_flight <= ctl.cwnd_bytes
+        rate = ctl.pacing_rate_bytes_per_s
         slack_s = max(self.config.pacing_quantum_s, BURST_PACKETS * size / rate)
         if self._pacer_bound:  # the timer fired late: what the pacer allowed meanwhile goes now
             slack_s = max(slack_s, min(now - self._next_send_s, LATE_WAKE_CREDIT_S))

@@ -180,11 +180,12 @@ class RateController:
         initial = self._initial_rate or INITIAL_CWND_PACKETS * self.mss / (
             self.min_rtt_s or self.initial_rtt_s
         )
-        if not self._bw:
+        bw = self._bw
+        if not bw:
             return initial
-        if self.startup:
-            return max(self._bw[0][1], initial)
-        return self._bw[0][1]
+        if self._startup:
+            return max(bw[0][1], initial)
+        return bw[0][1]
 
     @property
     def measured_bw_bytes_per_s(self) -> float:
@@ -206,9 +207,10 @@ class RateController:
             return DRAIN_GAIN
         if self._braking:
             return BRAKE_GAIN
-        if self.startup or self.app_limited:
+        if self._startup or self._app_limited:
             return STARTUP_GAIN
-        if self.interactive:
+        last = self._interactive_round  # self.interactive, inline (per packet)
+        if last is not None and self.round - last <= INTERACTIVE_ROUNDS:
             return min(CYCLE_GAINS[self._cycle], 1.0)
         return CYCLE_GAINS[self._cycle]
 
@@ -224,7 +226,7 @@ class RateController:
             # at 200 ms, 100 Mbit/s in the lab)
             return float("inf")
         rate = self.gain * self.btl_bw_bytes_per_s
-        if self.app_limited:
+        if self._app_limited:
             rate = max(
                 rate, INITIAL_CWND_PACKETS * self.mss / (self.min_rtt_s or self.initial_rtt_s)
             )
