@@ -23,6 +23,10 @@ import struct
 from collections.abc import Callable
 from functools import lru_cache
 
+# imported with the relay, not at its first block with repairs: a lazy import there cost
+# a process just started 2.4 ms of its event loop (a new session's first lossy flight)
+import zfec  # type: ignore[import-untyped]
+
 from tierwise.errors import LocalProtocolError
 from tierwise.proto.fec import CauchyCode, repair_symbols_needed
 from tierwise.proto.relay.wire import Repair
@@ -38,8 +42,6 @@ _LEN = struct.Struct(">H")
 
 @lru_cache(maxsize=64)
 def _zfec_encoder(k: int, m: int):  # type: ignore[no-untyped-def]
-    import zfec  # type: ignore[import-untyped]
-
     return zfec.Encoder(k, m)
 
 
@@ -56,8 +58,6 @@ def encode_block(code: int, symbols: list[bytes], r: int) -> list[bytes]:
 def decode_block(code: int, k: int, r: int, symbols: dict[int, bytes]) -> list[bytes]:
     """The ``k`` data symbols from any ``k`` of ``{index: symbol}``."""
     if code == CODE_ZFEC:
-        import zfec  # type: ignore[import-untyped]
-
         chosen = sorted(symbols)[:k]
         out = zfec.Decoder(k, k + r).decode([symbols[i] for i in chosen], chosen)
         return [bytes(s) for s in out]
