@@ -30,6 +30,8 @@ CASES = [
     ("relay_cpu.py", ["--phases", "sideways"], "--phases"),
     ("relay_cpu.py", ["--mb", "0"], "--mb"),
     ("relay_fec.py", ["--loss", "2"], "--loss"),
+    ("relay_flood_lab.py", ["--classes", "client-random"], "--classes"),
+    ("relay_flood_lab.py", ["--seconds", "0"], "--seconds"),
     ("relay_gateway_stats.py", ["--few", "0"], "--few"),
     ("relay_native.py", ["--cases", "bulk99"], "--cases"),
     ("relay_sim.py", ["--requests", "0"], "--requests"),

@@ -1,4 +1,5 @@
-"""A bounded UDP flooder for the relay's flood tests and benchmark (loopback only).
+"""A bounded UDP flooder for the relay's flood tests and benchmarks (loopback, or the lab's
+own paths from inside a lab namespace).
 
 ``python tests/relay/flooder.py --to 127.0.0.1:PORT --kind random --seconds 3``
 sends as fast as one core can (``sendmmsg`` of ``BATCH`` datagrams a call, through
@@ -42,6 +43,7 @@ import socket
 import struct
 import sys
 import time
+from pathlib import Path
 
 HELLO, DATA = 1, 3
 HELLO_BYTES = 1200
@@ -150,6 +152,21 @@ def _serve_sized(conn: socket.socket) -> None:
             pass
 
 
+LAB_SUBNET = ipaddress.ip_network("10.77.0.0/16")  # tierwise.lab.bench.path's paths
+
+
+def _in_a_lab_namespace(host: str) -> bool:
+    """``host`` is on a lab path and this process runs in one of the lab's namespaces
+    (``ip netns exec tw-…`` into its server side): the flood stays inside the lab."""
+    if ipaddress.ip_address(host) not in LAB_SUBNET:
+        return False
+    try:
+        here = os.stat("/proc/self/ns/net").st_ino
+        return any(here == ns.stat().st_ino for ns in Path("/run/netns").glob("tw-*"))
+    except OSError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--to", required=True)
@@ -166,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     host, _, port = args.to.rpartition(":")
     dst = (host, int(port))
-    if not ipaddress.ip_address(host).is_loopback:
-        raise SystemExit("the flooder sends to loopback only")
+    if not (ipaddress.ip_address(host).is_loopback or _in_a_lab_namespace(host)):
+        raise SystemExit("the flooder sends to loopback or, inside a lab namespace, the lab only")
     seconds = min(args.seconds, 120.0)
     if args.kind in ("spin", "nap"):
         stop_spin: list[int] = []
