@@ -142,14 +142,28 @@ class Recorder:
     """A second session in this process (a thread's event loop): its datagrams to the
     gateway recorded, to be replayed; the session kept open while the floods run."""
 
-    def __init__(self, psk: bytes, gw: tuple[str, int], fwd: int) -> None:
+    def __init__(
+        self, psk: bytes, gw: tuple[str, int], fwd: int | None, namespace: str | None = None
+    ) -> None:
+        """``fwd``: a forward port whose traffic the recording waits for (None: the
+        session's own keep-alives for 3 s); ``namespace``: the lab namespace the session's
+        socket lives in (``relay_flood_lab.py``)."""
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        threading.Thread(target=self._run, args=(namespace,), daemon=True).start()
         self.sent: list[bytes] = []
         self.client = Client(psk, gw)
         asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(20)
         fetch_async = asyncio.run_coroutine_threadsafe(self._traffic(fwd), self.loop)
         fetch_async.result(30)
+
+    def _run(self, namespace: str | None) -> None:
+        if namespace is None:
+            self.loop.run_forever()
+            return
+        from tierwise.lab.bench import netns
+
+        with netns.entered(namespace):  # the thread's sockets are the namespace's
+            self.loop.run_forever()
 
     async def _start(self) -> None:
         await self.client.start()
@@ -165,7 +179,10 @@ class Recorder:
 
         transport.send_many = send_many  # type: ignore[method-assign]
 
-    async def _traffic(self, fwd: int) -> None:
+    async def _traffic(self, fwd: int | None) -> None:
+        if fwd is None:
+            await asyncio.sleep(3)  # keep-alives and their ACKs
+            return
         loop = asyncio.get_running_loop()
         # datagrams this session sends: a request's ACKs and an upload's data
         await loop.run_in_executor(None, fetch, fwd, 1)

@@ -32,17 +32,16 @@ hold the lab's lock::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+import relay_flood
 from _args import positive_float, positive_int, run
 
 from tierwise.lab.bench import netns
@@ -56,10 +55,8 @@ from tierwise.lab.experiments.tunnels import (
 )
 from tierwise.lab.experiments.via import _request, _Source
 from tierwise.proto.relay.crypto import admission_key, admission_tag
-from tierwise.relay.client import Client
 
-ROOT = Path(__file__).resolve().parent.parent
-FLOODER = ROOT / "tests" / "relay" / "flooder.py"
+FLOODER = relay_flood.FLOODER
 CLASSES = ("spin", "random", "unknown", "hello", "hello-observed", "replay", "badtag")
 REQUEST_BYTES, RESPONSE_BYTES, PROCESSING_S = 354_640, 1000, 0.03
 BULK_BYTES = 10**9  # more than any bound: the download runs for --bulk-seconds
@@ -80,62 +77,10 @@ def kernel_drops(pid: int, port: int) -> int:
     return total
 
 
-class Session:
-    """A second client session, in the client namespace on a thread's event loop: its
-    datagrams recorded (``replay``) and its id named (``badtag``), kept open throughout."""
-
-    def __init__(self, psk: bytes, gateway: tuple[str, int], namespace: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self._run, args=(namespace,), daemon=True).start()
-        self.sent: list[bytes] = []
-        self.client = Client(psk, gateway)
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(20)
-
-    def _run(self, namespace: str) -> None:
-        with netns.entered(namespace):  # the thread's sockets are the client namespace's
-            self.loop.run_forever()
-
-    async def _start(self) -> None:
-        await self.client.start()
-        await asyncio.wait_for(self.client.ready.wait(), 10)
-        transport = self.client._transport
-        assert transport is not None
-        inner = transport.send_many
-
-        def send_many(datagrams: list) -> None:  # type: ignore[type-arg]
-            if len(self.sent) < 2000:
-                self.sent.extend(bytes(d) for d, _ in datagrams)
-            inner(datagrams)
-
-        transport.send_many = send_many  # type: ignore[method-assign]
-        await asyncio.sleep(3)  # a few keep-alives and their ACKs to record
-
-    @property
-    def cid(self) -> bytes:
-        assert self.client.session is not None
-        return self.client.session.conn.connection_id
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.client.close)
-
-
 def new_session_s(psk: bytes, gateway: tuple[str, int], namespace: str) -> float:
-    """Seconds from a new client's start to its session being up (10 s: never)."""
-
-    async def go() -> float:
-        client = Client(psk, gateway)
-        t0 = time.perf_counter()
-        try:
-            await client.start()
-            await asyncio.wait_for(client.ready.wait(), 10)
-            return time.perf_counter() - t0
-        except TimeoutError:
-            return float("inf")
-        finally:
-            client.close()
-
+    """Seconds from a new client's start, in ``namespace``, to its session being up."""
     with netns.entered(namespace):
-        return asyncio.run(go())
+        return relay_flood.new_session_s(psk, gateway)
 
 
 def bulk_goodput(path: EmulatedPath, port: int, seconds: float) -> float:
@@ -233,7 +178,7 @@ def main() -> None:
         psk = bytes.fromhex(key.read_text().strip())
         for _ in range(3):  # warm: the session learns the path
             _request(path, tunnel, body, None)
-        second = Session(psk, (path.server_addr, GATEWAY_PORT), path.client_ns)
+        second = relay_flood.Recorder(psk, (path.server_addr, GATEWAY_PORT), None, path.client_ns)
         stack.callback(second.close)
         replay = Path(tmp) / "replay.hex"
         replay.write_text("\n".join(d.hex() for d in second.sent))
