@@ -420,12 +420,7 @@ class Gateway(asyncio.DatagramProtocol):
             if session is not None:
                 key = id(session)
                 busy[key] = session
-                if (
-                    i < last
-                    and key not in acked
-                    and session.conn.prompt_ack_due(session.now() if now is None else now)
-                ):
-                    session.send_prompt_ack(now)
+                if i < last and key not in acked and session.send_prompt_ack(now):
                     acked.add(key)
         for session in busy.values():
             session.transmit()
@@ -464,10 +459,8 @@ class Gateway(asyncio.DatagramProtocol):
             return None
         if kind == wire.HELLO and not self._hello_again(session, data, cid, addr):
             return None
-        if now is None:
-            session.receive(data, addr, at)
-        else:
-            session.receive_parsed(data, kind, cid, pn, addr, now if at is None else at, now)
+        now = session.now() if now is None else now
+        session.receive_parsed(data, kind, cid, pn, addr, now if at is None else at, now)
         return session
 
     def _hello_again(self, session: Session, data: bytes, cid: bytes, addr: tuple) -> bool:

@@ -120,7 +120,8 @@ class Session:
             at = arrivals[i] if arrivals else now
             take(data, addr, at if at < now else now)
             if early and i + 1 < len(batch) and conn.prompt_ack_due(now):
-                early = not self.send_prompt_ack(now)
+                self._send_due()  # send_prompt_ack's, with its check just made
+                early = False
 
     def send_prompt_ack(self, now: float | None = None) -> bool:
         """Send what is due now if that includes an ACK a flight's sender waits for (a

@@ -1443,11 +1443,9 @@ class RelayConnection:
             startup_bulk = (
                 p.app_limited and ctl.police.early and ctl.startup and self._carries_bulk(p)
             )
-            lost = p.pn < self._acked_before
-            if ctl.police.early:  # what the rate adds to the detector's input: early only
-                ctl.on_resolved(p.pn, p.size, p.sent_s, lost, p.app_limited, startup_bulk)
-            else:
-                ctl.police.on_resolved(p.pn, p.size, p.sent_s, lost, p.app_limited, startup_bulk)
+            ctl.on_resolved(
+                p.pn, p.size, p.sent_s, p.pn < self._acked_before, p.app_limited, startup_bulk
+            )
         self._first_sent_s = p.sent_s
         if p.delivered >= self._round_delivered:
             self._round_delivered = self._delivered

@@ -209,8 +209,7 @@ class RateController:
             return BRAKE_GAIN
         if self._startup or self._app_limited:
             return STARTUP_GAIN
-        last = self._interactive_round  # self.interactive, inline (per packet)
-        if last is not None and self.round - last <= INTERACTIVE_ROUNDS:
+        if self.interactive:
             return min(CYCLE_GAINS[self._cycle], 1.0)
         return CYCLE_GAINS[self._cycle]
 
@@ -218,7 +217,7 @@ class RateController:
     def pacing_rate_bytes_per_s(self) -> float:
         """``gain · btl_bw``; an app-limited sender (a reply, a tail of repairs) is paced at
         least at the initial window per min RTT: its own small flights under-measure the path."""
-        if not self._initial_rate and (not self._bw or (self._startup and not self._measured)):
+        if self._unmeasured and not self._initial_rate:
             # the first flight is a packet train: its ACKs time the path. Until a flight
             # that was not app-limited has been timed, samples of small exchanges (a
             # forward's check, a status byte) measure the application, and pacing at
@@ -325,7 +324,7 @@ class RateController:
             rtt -= sample.ack_delay_s
         if rtt < self._round_rtt_min:
             self._round_rtt_min = rtt
-        floor_s = min_rtt * (1 + QUEUE_SLACK) + QUEUE_SLACK_S  # _queue_floor_s, inline
+        floor_s = self._queue_floor_s()  # once a sample: the detector's and the clip's
         police = self.police
         if police.early:
             police.queued_now = rtt > floor_s
