@@ -14,8 +14,10 @@ from tierwise.sim.relay import CLIENT, Net, OneWayPath, payload
 
 
 def _pair() -> tuple[RelayConnection, RelayConnection, float]:
-    """An established client and gateway, nothing waiting to be acknowledged."""
-    net = Net(OneWayPath(delay_s=0.01), OneWayPath(delay_s=0.01))
+    """An established client and gateway, nothing waiting to be acknowledged (no opening
+    rate probe: the flights below are the first the gateway sees)."""
+    config = RelayConfig(open_probe_packets=0)
+    net = Net(OneWayPath(delay_s=0.01), OneWayPath(delay_s=0.01), config=config)
     net.run(1.0, lambda: net.client.established and net.gateway.established)
     net.run(net.now + 0.1)
     return net.client, net.gateway, net.now + 1.0

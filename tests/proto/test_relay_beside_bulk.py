@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tierwise.proto.relay import RelayConfig
 from tierwise.proto.relay.rate import DRAIN_GAIN, INTERACTIVE_CWND_PACKETS, RateSample
 from tierwise.sim.relay import Net, OneWayPath, all_done, payload, request_response
 
@@ -14,11 +15,15 @@ DOWN_RATE = 100e6 / 8
 UP_BYTES, ANSWER = 354_640, 1000
 
 
-def _beside_download(up_rate: float, seed: int = 1) -> tuple[float, Net]:
+def _beside_download(up_rate: float, seed: int = 1, probe: int = 0) -> tuple[float, Net]:
     """A 354,640 B request sent 2 s into a 100 MB download on the same session (the lab's
-    `--beside-bulk`): its time over its floor."""
+    `--beside-bulk`): its time over its floor. ``probe``: the client's opening rate probe
+    (0: none, so the way up is measured by nothing but the guess from the way back)."""
     net = Net(
-        OneWayPath(rate_bytes_per_s=up_rate), OneWayPath(rate_bytes_per_s=DOWN_RATE), seed=seed
+        OneWayPath(rate_bytes_per_s=up_rate),
+        OneWayPath(rate_bytes_per_s=DOWN_RATE),
+        seed=seed,
+        config=RelayConfig(open_probe_packets=probe),
     )
     net.run(5, lambda: net.client.established)
     client = net.client
@@ -31,7 +36,7 @@ def _beside_download(up_rate: float, seed: int = 1) -> tuple[float, Net]:
 
     net.on_gateway_stream = serve
     net.run(net.now + 2.0)
-    assert client.rate.unmeasured  # only ACKs went up so far
+    assert client.rate.unmeasured == (probe == 0)  # only ACKs went up (and the probe)
     sid = client.open_stream(priority=0)
     start = net.now
     client.send(sid, payload("up", UP_BYTES), end_stream=True)
@@ -60,6 +65,18 @@ def test_a_slower_way_up_costs_at_most_the_blind_budget(share: float) -> None:
     assert net.up.dropped <= net.client.prior.blind_bytes / 1350
     floor = 0.2 + UP_BYTES / (DOWN_RATE * share)
     assert ratio * floor <= floor + 3 * 0.2
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5, 0.1])
+def test_an_opening_probe_measured_the_way_up_already(share: float) -> None:
+    """With the client's opening probe (the default) the way up was timed before the
+    download began: the request starts from its own path's rate, with no guess from the
+    way back to drop, and loses nothing on a slower way up (1.01 / 1.02 / 1.05 × the
+    floor; the guess from the way back, without the probe: 1.01 / 1.02 / 1.45)."""
+    ratio, net = _beside_download(DOWN_RATE * share, probe=32)
+    assert net.client.prior_state == "none"
+    assert ratio <= 1.1
+    assert net.up.dropped == 0
 
 
 LAB_QUEUE_S = 0.12  # the lab emulator's 1.5 MB queue at 100 Mbit/s

@@ -342,7 +342,7 @@ def test_client_address_change_is_validated_before_the_gateway_moves() -> None:
 
 def test_a_copy_raced_from_another_address_never_moves_the_session() -> None:
     """An on-path attacker's copy that outruns the original earns a small challenge, no data."""
-    net = Net()
+    net = Net(config=RelayConfig(open_probe_packets=0))  # one datagram per client_datagram
     net.run(1.0, lambda: net.client.established)
     old, sent_by_attacker, sent_to_attacker = net.gateway.peer_addr, 0, 0
     for i in range(6):  # the attacker's copy first; the client's own a moment later

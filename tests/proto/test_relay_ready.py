@@ -36,6 +36,11 @@ def _scan_timer(conn: RelayConnection) -> float | None:
             times.append(conn._next_send_s)
         if conn._fec.open:
             times.append(conn._block_deadline())
+        probe_ready = (
+            conn.rate.unmeasured and not conn._fec.open and not conn._repairs and not sendable
+        )
+        if conn._open_probe_left and probe_ready:  # the opening rate probe (added since)
+            times.append(conn._open_probe_at)
         if conn.is_client and conn._last_eliciting_s is not None and not conn._in_flight:
             times.append(conn._last_eliciting_s + conn.config.keepalive_s)
     return min((t for t in times if t is not None), default=None)

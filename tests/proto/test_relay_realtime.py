@@ -190,8 +190,8 @@ def test_a_first_flight_read_in_one_batch_is_timed_by_the_peers_stamps(first_bat
     in one: two ACKs or one, too few to time. The client times the flight by the peer's
     arrival stamps (the ACKs' delays), finds the path's rate, and sends the rest of the
     request at once instead of growing its window as a slow start (the lab's 2.6–3.0 ×
-    the floor)."""
-    client, gateway = established()
+    the floor). No opening probe: this flight is the one that times the path."""
+    client, gateway = established(RelayConfig(open_probe_packets=0))
     check = client.open_stream()  # a small exchange first, as a forward's check at start
     client.send(check, b"check", end_stream=True)
     for data, _ in drain(client, 0.11):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tierwise.proto.relay import RelayConnection
+from tierwise.proto.relay import RelayConfig, RelayConnection
 from tierwise.relay.session import Session
 
 KEY = bytes(range(32))
@@ -100,7 +100,8 @@ def test_a_batch_sends_the_first_prompt_ack_before_feeding_the_rest() -> None:
         peer.bind(("127.0.0.1", 0))
         peer.settimeout(2.0)
         client_addr, gw_addr = peer.getsockname(), transport.get_extra_info("sockname")
-        client = RelayConnection(KEY, is_client=True)
+        # no opening probe: the flight below is the first the gateway reads
+        client = RelayConnection(KEY, is_client=True, config=RelayConfig(open_probe_packets=0))
         gateway = RelayConnection(KEY, is_client=False)
         session = Session(gateway, transport, lambda session, event: None)
         try:

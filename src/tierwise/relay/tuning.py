@@ -100,6 +100,13 @@ SESSION_KEYS: dict[str, Tunable] = {
         "loss FEC assumes on a new session until the peer has measured this direction "
         "(about 200 datagrams): with `initial_rate_bytes_per_s`, a new session's first "
         "request then goes out whole and protected on a path known to be lossy"),
+    "open_probe_packets": Tunable(
+        "int", 0, 256, "32",
+        "client only; datagrams of the rate probe a new session sends once it is up and "
+        "idle with nothing known of the path (no start rate, no path memory): their ACKs "
+        "time the path, so the first request leaves at its rate, not a round trip later; "
+        "0 sends none",
+        side="client"),
     "pacing_quantum_s": Tunable(
         "time", 0.0, 0.1, "1 ms", "burst the pacer allows at once"),
     "bulk_bytes": Tunable(

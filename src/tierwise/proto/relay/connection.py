@@ -198,6 +198,12 @@ CHALLENGE_BYTES = wire.DATA_HEADER_BYTES + 1 + wire.PATH_DATA_BYTES + wire.TAG_B
 
 # Control frames that a lost packet's recovery sends again (one tuple, not a union per packet).
 _RETRANSMITTED = (MaxData, MaxStreamData, Reset, Close)
+# The opening rate probe waits this long after the handshake: an application that writes
+# as the session opens (a request queued behind the handshake) is its own first flight,
+# and 43 kB of PINGs ahead of it would only queue in front of its data (and of the ACKs
+# it sends for a download beside it: on an 8 Mbit/s path those ACKs, bunched behind
+# them, timed the gateway's first flight at 3.4 × the path).
+OPEN_PROBE_IDLE_S = 0.002
 SENT_STALE_MIN = 64  # lost packets' numbers left in RelayConnection._sent_pns before a rebuild
 
 
@@ -253,6 +259,11 @@ class RelayConfig:
     # what the socket took, so a reader that stops bounds what the relay buffers for it
     # to the windows. Off, credit follows delivery (the simulator's endpoints).
     credit_on_consume: bool = False
+    # Client: once the session is up and idle with nothing measured of the path (no start
+    # rate, no remembered one), this many full-size PINGs go back to back: their ACK
+    # train times the path, so the first request leaves at the measured rate instead of
+    # waiting a round trip on its own first flight's ACKs. 0: none.
+    open_probe_packets: int = 32
 
     def __post_init__(self) -> None:
         if self.fec_code not in CODES:
@@ -265,6 +276,10 @@ class RelayConfig:
             )
         if not 0.0 <= self.initial_loss <= 0.5:
             raise LocalProtocolError(f"initial_loss must be in [0, 0.5], got {self.initial_loss}")
+        if not 0 <= self.open_probe_packets <= 256:
+            raise LocalProtocolError(
+                f"open_probe_packets must be in [0, 256], got {self.open_probe_packets}"
+            )
         if self.rotate_packets < 1 or self.bulk_bytes < 1:
             raise LocalProtocolError("rotate_packets and bulk_bytes must be ≥ 1")
         if not 200 <= self.max_datagram_bytes <= MAX_DATAGRAM_BYTES:
@@ -477,6 +492,10 @@ class RelayConnection:
         self._fec_rx = FecDecoder()
         self._repairs: deque[Repair] = deque()
         self._burst_blocks = 0  # FEC blocks closed since the sender was last idle
+        self._open_probe_left = 0  # the session's opening rate probe, datagrams still to send
+        self._open_probe_at = 0.0  # ... not before this (OPEN_PROBE_IDLE_S after the handshake)
+        self._probe_pns: set[int] = set()  # ... its datagrams in flight (no window room taken)
+        self._probe_flying = 0  # ... and their bytes
         self._block_small = False  # the open FEC block carries a non-bulk stream's data
         self._small_write = False  # the block being closed is a latency-bound small write
         self._loss_meter = LossMeter()
@@ -1028,6 +1047,8 @@ class RelayConnection:
         self._last_recv_s = now
         if self.is_client:  # the keep-alive clock starts now: an unused session must live too
             self._last_eliciting_s = now
+            self._open_probe_left = self.config.open_probe_packets
+            self._open_probe_at = now + OPEN_PROBE_IDLE_S
         self._events.append(HandshakeCompleted())
 
     def _on_data(self, data: bytes, pn: int, addr: Addr, now: float, recovered: bool) -> None:
@@ -1419,6 +1440,8 @@ class RelayConnection:
     def _on_packet_acked(self, p: _Sent, now: float) -> None:
         if p.eliciting:
             self._in_flight -= p.size
+        if self._probe_pns and p.pn in self._probe_pns:
+            self._probe_resolved(p)
         if self._pmtu.max_bytes > self._pmtu.base_bytes:
             self._pmtu.on_acked(p.pn, p.size, now)
             self.rate.mss = self._pmtu.datagram_bytes
@@ -1611,6 +1634,8 @@ class RelayConnection:
             self.rate.mss = self._pmtu.datagram_bytes
             return
         self.stats.packets_lost += 1
+        if self._probe_pns and p.pn in self._probe_pns:
+            self._probe_resolved(p)
         if self.prior is not None and self.prior_state == "in use":
             if self.prior.loss_changed(self.stats.packets_lost, self.stats.packets_sent):
                 self._drop_prior("more loss than remembered")
@@ -1676,6 +1701,8 @@ class RelayConnection:
                 at = _earlier(at, self._next_send_s)
             if self._fec.open:
                 at = _earlier(at, self._block_deadline())
+            if self._open_probe_left and self._open_probe_ready():
+                at = _earlier(at, self._open_probe_at)  # its start, or the rest of its train
             if self.is_client and self._last_eliciting_s is not None and not self._in_flight:
                 at = _earlier(at, self._last_eliciting_s + self.config.keepalive_s)
             probe = self._probe
@@ -1776,8 +1803,9 @@ class RelayConnection:
         return self._queued
 
     def _cwnd_room(self) -> bool:
-        # path MTU probes in flight take no room: stream data never waits for their fate
-        in_flight = self._in_flight - self._pmtu.flying_bytes
+        # path MTU probes and the opening rate probe in flight take no room: stream data
+        # never waits for their fate
+        in_flight = self._in_flight - self._pmtu.flying_bytes - self._probe_flying
         return in_flight + self._pmtu.datagram_bytes <= self.rate.cwnd_bytes
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Addr]]:
@@ -1853,7 +1881,46 @@ class RelayConnection:
             return self._emit(frames, now, eliciting=True, records=records, tail=stream_bytes)
         if self._ack_needed and self._ack_at is not None and now + _EPS_S >= self._ack_at:
             return self._emit(self._ack_frames(now, 32), now, eliciting=False)
-        return self._close_block(now, paced)
+        datagram = self._close_block(now, paced)
+        if datagram is None and self._open_probe_left:
+            return self._open_probe(now, paced)
+        return datagram
+
+    def _open_probe(self, now: float, paced: bool) -> bytes | None:
+        """The next datagram of the session's opening rate probe, if it may go now: the
+        sender idle (its FEC block closed, its repairs sent) and nothing measured yet. A
+        train of full-size PINGs, outside FEC: what its ACKs time is the path's rate
+        (:meth:`_delivery_rate`), which the first request is then paced at. Given up for
+        good once anything has measured the path (a start rate, a remembered one, a
+        request's own first flight): the probe is for the session that knows nothing."""
+        if not self.rate.unmeasured:
+            self._open_probe_left = 0
+            return None
+        if not self._open_probe_ready() or now + _EPS_S < self._open_probe_at or not paced:
+            return None
+        self._open_probe_left -= 1
+        datagram = self._padded_ping(self._pmtu.datagram_bytes, now)
+        # sent to fill the path, not for want of data: a queued train of it measured the
+        # bottleneck (as a request's own first flight's does)
+        self._sent[self._pn - 1].app_limited = False
+        self._probe_pns.add(self._pn - 1)
+        self._probe_flying += len(datagram)
+        return datagram
+
+    def _open_probe_ready(self) -> bool:
+        """The opening probe may go (when due): nothing measured, nothing else to send
+        (data waiting for window room is its own train), the FEC block closed."""
+        return (
+            self.rate.unmeasured
+            and not self._fec.open
+            and not self._repairs
+            and not self._sendable_stream()
+        )
+
+    def _probe_resolved(self, p: _Sent) -> None:
+        """An opening probe's datagram acknowledged or lost: its bytes leave the flight."""
+        self._probe_pns.discard(p.pn)
+        self._probe_flying -= p.size
 
     def _carries_bulk(self, p: _Sent) -> bool:
         """Packet ``p`` carried bytes of a stream past the bulk mark."""
@@ -1875,17 +1942,22 @@ class RelayConnection:
 
     def _pmtu_probe(self, size: int, now: float) -> bytes:
         """A PING padded to ``size`` bytes: outside FEC, its loss is no data loss (:mod:`.pmtu`)."""
+        datagram = self._padded_ping(size, now)
+        self._pmtu.on_sent(self._pn - 1, len(datagram))
+        return datagram
+
+    def _padded_ping(self, size: int, now: float) -> bytes:
+        """A PING padded to ``size`` bytes, in no FEC block (lost by the RFC rule)."""
         pad = bytearray(size - wire.DATA_HEADER_BYTES - wire.TAG_BYTES - 1)  # PADDING to the end
         datagram = self._emit([Ping()], now, eliciting=True, tail=pad, probe=True)
-        self._sent[self._pn - 1].protect_until = None  # in no FEC block: lost by the RFC rule
-        self._pmtu.on_sent(self._pn - 1, len(datagram))
+        self._sent[self._pn - 1].protect_until = None
         return datagram
 
     def _close_block(self, now: float, paced: bool) -> bytes | None:
         """Nothing to send now: end the FEC block if the sender is idle or the block is old."""
         idle = not self._sendable_stream()
-        if idle:
-            self._app_limited_until = self._delivered + self._in_flight
+        if idle:  # what is in flight now was sent for want of data (the opening probe was not)
+            self._app_limited_until = self._delivered + self._in_flight - self._probe_flying
             if self._sending:
                 self._sending = False
                 self._idle_times.append(now)
