@@ -113,31 +113,3 @@ def test_random_loss_on_an_app_limited_start_up_is_not_a_policer(loss: float, se
             detector.on_resolved(pn, MSS, pn * 1e-4, lost, app_limited=True, startup=True)
             pn += 1
     assert detector.detections == 0
-
-
-def test_a_download_is_bulk_from_its_first_packet_and_an_answer_never() -> None:
-    """Start-up's app-limited packets are judged early if they carry a bulk stream's bytes:
-    a stream the application has written past the bulk mark is bulk from its first byte
-    (the lab's gateway, fed 64 kB at a time, sent a download's first MB app-limited at twice
-    the link's rate into a 20 Mbit/s policer, unjudged: 2,532 datagrams dropped before the
-    first packet past the mark was acknowledged), an answer shorter than the mark never."""
-    from tierwise.proto.relay import RelayConfig
-    from tierwise.sim.relay import Net, OneWayPath
-
-    net = Net(OneWayPath(), OneWayPath(), config=RelayConfig(open_probe_packets=0))
-    net.run(1.0, lambda: net.client.established)
-    mark = net.gateway.config.bulk_bytes
-    download, answer = net.client.open_stream(), net.client.open_stream()
-    for sid in (download, answer):
-        net.client.send(sid, b"GET", end_stream=True)
-    sizes = {download: 2 * mark, answer: mark // 2}
-    net.on_gateway_stream = lambda sid, _data: net.gateway.send(sid, bytes(sizes[sid]), True)
-    net.run(net.now + 0.2, lambda: len(net.gateway._sent) >= 64)
-    sent = list(net.gateway._sent.values())
-    first_mb = [
-        p for p in sent if any(s == download and start < mark for s, start, *_ in p.streams)
-    ]
-    answers = [p for p in sent if p.streams and all(s == answer for s, *_ in p.streams)]
-    assert first_mb and answers
-    assert all(net.gateway._carries_bulk(p) for p in first_mb)
-    assert not any(net.gateway._carries_bulk(p) for p in answers)

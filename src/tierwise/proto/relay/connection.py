@@ -1923,20 +1923,9 @@ class RelayConnection:
         self._probe_flying -= p.size
 
     def _carries_bulk(self, p: _Sent) -> bool:
-        """Packet ``p`` carried bytes of a bulk stream: past the bulk mark, or of a stream
-        the application has already written past it (a download's first MB is bulk too:
-        the lab's gateway, fed by its service 64 kB at a time, sends it app-limited at
-        twice the link's rate, and unjudged it dropped 2,532 datagrams into a 20 Mbit/s
-        policer before the first packet past the mark was acknowledged). A request's
-        answer, shorter than the mark, is not."""
+        """Packet ``p`` carried bytes of a stream past the bulk mark."""
         mark = self.config.bulk_bytes
-        for sid, start, _end, _fin in p.streams:
-            if start >= mark:
-                return True
-            stream = self._streams.get(sid)
-            if stream is not None and stream.send.end >= mark:
-                return True
-        return False
+        return any(start >= mark for _sid, start, _end, _fin in p.streams)
 
     def _request_burst(self) -> bool:
         """What is being sent is a request's (a stream not yet bulk), or the unpaced first
